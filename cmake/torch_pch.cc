@@ -1,0 +1,1 @@
+// Anchor for the precompiled LibTorch header shared by all torch targets.

@@ -1,0 +1,34 @@
+#ifndef TRELLIS_CONFIG_JOB_CONFIG_H_
+#define TRELLIS_CONFIG_JOB_CONFIG_H_
+
+// Job files: YAML parsed into trellis.v1.JobConfig (proto/trellis/v1/job.proto),
+// validated once at start-up. Errors name the field path ("grpo.clip_eps"),
+// what was expected and what was found.
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::config {
+
+// Parses YAML text. Unknown fields, wrong types and out-of-range values are
+// InvalidArgument errors naming the field path and the YAML line. `source`
+// names the text in messages (a path, or "<default>").
+[[nodiscard]] absl::StatusOr<v1::JobConfig> ParseJobYaml(
+    const std::string& text, const std::string& source = "<yaml>");
+
+// Reads and parses a job file.
+[[nodiscard]] absl::StatusOr<v1::JobConfig> LoadJobFile(const std::string& path);
+
+// Checks ranges and cross-field rules (n_kv_heads divides n_heads, ...).
+[[nodiscard]] absl::Status ValidateJob(const v1::JobConfig& job);
+
+// Every field of the job, defaults filled in, as YAML that ParseJobYaml
+// reads back to an equal message.
+std::string ResolvedJobYaml(const v1::JobConfig& job);
+
+}  // namespace trellis::config
+
+#endif  // TRELLIS_CONFIG_JOB_CONFIG_H_

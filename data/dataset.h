@@ -1,0 +1,63 @@
+#ifndef TRELLIS_DATA_DATASET_H_
+#define TRELLIS_DATA_DATASET_H_
+
+// Datasets of (prompt, answer) examples: JSONL files, or the built-in
+// arithmetic task.
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::data {
+
+struct Example {
+  // Stable within the dataset: the example's line (JSONL) or draw order.
+  uint64_t id = 0;
+  std::string prompt;
+  std::string answer;
+  // Any further JSON fields of the line, as compact JSON text ("{}" if none).
+  std::string metadata_json = "{}";
+};
+
+// One {"prompt": str, "answer": str|number, ...} object per line; blank lines
+// are skipped. Errors name the path and line number.
+[[nodiscard]] absl::StatusOr<std::vector<Example>> ReadJsonl(const std::string& path);
+[[nodiscard]] absl::Status WriteJsonl(const std::string& path,
+                                      const std::vector<Example>& examples);
+
+struct Split {
+  std::vector<Example> train;
+  std::vector<Example> eval;
+};
+
+// Draws distinct problems "a+b=" / "a-b=" (answers may be negative),
+// deduplicates them, then splits: no prompt is in both halves.
+Split GenerateArithmetic(const v1::ArithmeticTaskConfig& config, uint64_t seed);
+
+// Endless shuffled passes over a dataset, reproducible from (seed,
+// position): the position is what a checkpoint saves.
+class PromptStream {
+ public:
+  PromptStream(std::vector<Example> examples, uint64_t seed);
+  // REQUIRES: the dataset is not empty.
+  const Example& Next();
+  uint64_t position() const { return position_; }
+  size_t size() const { return examples_.size(); }
+
+ private:
+  void Shuffle();
+  std::vector<Example> examples_;
+  std::vector<size_t> order_;
+  uint64_t seed_;
+  uint64_t epoch_ = 0;
+  uint64_t position_ = 0;
+};
+
+}  // namespace trellis::data
+
+#endif  // TRELLIS_DATA_DATASET_H_

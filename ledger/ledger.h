@@ -1,0 +1,163 @@
+#ifndef TRELLIS_LEDGER_LEDGER_H_
+#define TRELLIS_LEDGER_LEDGER_H_
+
+// The resource ledger: where every second and byte of a step went.
+//
+// Roles open spans around their stages and report resident objects; the
+// scheduler reports each step's counts. The ledger derives the step metrics
+// (stage seconds, rollout/update ratio, verifier wait, handoff cost,
+// effective-sample rate and its losses, tokens/s), appends every record to
+// OUT/ledger.jsonl (schema: ledger/README.md), and writes OUT/summary.json.
+//
+// Thread-safe.
+
+#include <array>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "trellis/v1/rollout.pb.h"
+
+namespace trellis::ledger {
+
+enum class Stage {
+  kLoad,
+  kSft,
+  kRollout,
+  kVerify,
+  kReference,
+  kAdvantage,
+  kUpdate,
+  kWeightSync,
+  kEval,
+  kCheckpoint,
+};
+inline constexpr int kNumStages = 10;
+std::string_view StageName(Stage stage);
+
+// Resident objects (DESIGN.md §5).
+enum class Object {
+  kParameters,
+  kGradients,
+  kOptimizerState,
+  kActivations,
+  kKvCache,
+  kReferenceModel,
+  kRolloutBuffer,
+  kCommunication,
+};
+inline constexpr int kNumObjects = 8;
+std::string_view ObjectName(Object object);
+
+// What the scheduler counted in one step; the ledger derives the rest.
+struct StepCounts {
+  int64_t step = 0;
+  int64_t policy_version = 0;
+  int64_t prompts = 0;
+  int64_t responses_per_prompt = 0;
+  int64_t samples_generated = 0;
+  // Samples whose advantage is non-zero: they carry gradient.
+  int64_t samples_effective = 0;
+  // Losses, each counted once (a sample in a zero-variance group is counted
+  // there even if it was also truncated).
+  int64_t samples_zero_variance = 0;
+  int64_t samples_truncated = 0;
+  int64_t samples_unparseable = 0;
+  int64_t samples_error = 0;
+  int64_t generated_tokens = 0;
+  int64_t trained_tokens = 0;
+  double mean_reward = 0;
+  // Fraction of samples the verifier judged correct.
+  double accuracy = 0;
+  double loss = 0;
+  double kl = 0;
+  double clip_fraction = 0;
+  double grad_norm = 0;
+};
+
+// The derived metrics of one step, as written to ledger.jsonl.
+struct StepMetrics {
+  StepCounts counts;
+  std::array<double, kNumStages> stage_seconds{};
+  double step_seconds = 0;
+  double rollout_update_ratio = 0;
+  double verifier_wait_seconds = 0;
+  double effective_sample_rate = 0;
+  double generated_tokens_per_second = 0;
+  double trained_tokens_per_second = 0;
+  double handoff_seconds = 0;
+  int64_t handoff_bytes = 0;
+  // Highest live CPU bytes during the step (memory tracker).
+  int64_t peak_bytes = 0;
+};
+
+struct EvalMetrics {
+  int64_t prompts = 0;
+  double accuracy = 0;
+  double mean_reward = 0;
+};
+
+class Ledger {
+ public:
+  // `now` returns seconds on a monotonic clock; tests inject a fake.
+  explicit Ledger(std::function<double()> now = nullptr);
+  ~Ledger();
+  Ledger(const Ledger&) = delete;
+  Ledger& operator=(const Ledger&) = delete;
+
+  // Writes records to `path` (truncated first). Without Open the ledger
+  // still aggregates; nothing is written.
+  [[nodiscard]] absl::Status Open(const std::string& path);
+
+  // The step that following spans belong to; -1 (the default) is set-up.
+  void BeginStep(int64_t step);
+
+  // Times one stage of one role, and the memory peak inside it.
+  class Span {
+   public:
+    Span(Span&& other) noexcept;
+    ~Span();
+    // Ends the span now (idempotent); returns its seconds.
+    double End();
+
+   private:
+    friend class Ledger;
+    Span(Ledger* ledger, Stage stage, std::string role);
+    struct State;
+    State* state_;
+  };
+  Span Begin(Stage stage, std::string_view role);
+
+  // The size of a resident object as seen during `stage`. The ledger keeps
+  // each object's peak and whether it was live when the run's peak happened.
+  void RecordObject(std::string_view role, Object object, int64_t bytes,
+                    Stage stage);
+  void RecordHandoff(std::string_view role, const v1::WeightSyncStats& stats);
+  // Closes the current step: derives its metrics from the spans, handoffs
+  // and counts, writes a "step" record, and returns the metrics.
+  StepMetrics EndStep(const StepCounts& counts);
+  void RecordEval(std::string_view label, const EvalMetrics& metrics);
+
+  double stage_seconds(Stage stage) const;
+  int64_t object_peak_bytes(Object object) const;
+  int64_t peak_bytes() const;
+
+  // summary.json: eval.<label>.*, steps, stage_seconds.*, rollout_update_ratio,
+  // verifier_wait_seconds, effective_sample_rate and its losses,
+  // handoff.*, tokens/s, memory.peak_bytes, memory.peak_stage,
+  // memory.objects.* (peak bytes of each object).
+  [[nodiscard]] absl::Status WriteSummary(const std::string& path) const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace trellis::ledger
+
+#endif  // TRELLIS_LEDGER_LEDGER_H_

@@ -1,0 +1,84 @@
+#ifndef TRELLIS_MODEL_TRANSFORMER_H_
+#define TRELLIS_MODEL_TRANSFORMER_H_
+
+// Decoder-only transformer of the Llama / Qwen2 family: token embedding,
+// pre-norm blocks (RMSNorm, rotary attention with grouped-query KV heads,
+// SwiGLU MLP), final RMSNorm, LM head. Parameter names follow the Hugging
+// Face Llama layout ("model.layers.0.self_attn.q_proj.weight", ...), so real
+// checkpoints map onto it by name.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/status.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::model {
+
+// Keys and values of every layer for a batch being decoded.
+// REQUIRES: used with the model that created it.
+struct KVCache {
+  // Per layer: [batch, n_kv_heads, capacity, head_dim].
+  std::vector<torch::Tensor> keys;
+  std::vector<torch::Tensor> values;
+  // Positions filled so far (the same for every row).
+  int64_t length = 0;
+  int64_t capacity = 0;
+
+  int64_t bytes() const;
+};
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  // REQUIRES: config validated; vocab_size > 0.
+  TransformerImpl(const trellis::v1::ModelConfig& config, int64_t vocab_size);
+
+  // tokens: [B, T] int64. positions: [B, T] int64 rotary positions (rows may
+  // be left-padded, so a row's first real token has position 0).
+  // key_valid: [B, S] bool where S = (cache ? cache->length : 0) + T; false
+  // marks padding that no query may attend to. Undefined means all valid.
+  // With a cache, attends to the cached keys, appends this call's keys and
+  // values, and advances cache->length by T.
+  // Returns logits [B, T, vocab] (float32).
+  torch::Tensor forward(const torch::Tensor& tokens,
+                        const torch::Tensor& positions,
+                        const torch::Tensor& key_valid = {},
+                        KVCache* cache = nullptr);
+
+  // Convenience for unpadded input: positions 0..T-1, no cache.
+  torch::Tensor forward(const torch::Tensor& tokens);
+
+  // An empty cache for `batch` rows and up to `capacity` positions.
+  KVCache NewCache(int64_t batch, int64_t capacity) const;
+
+  const trellis::v1::ModelConfig& config() const { return config_; }
+  int64_t vocab_size() const { return vocab_size_; }
+
+  // Every parameter under its Llama name, in a stable order.
+  std::vector<std::pair<std::string, torch::Tensor>> NamedWeights() const;
+
+  // Copies weights in by name. Fails (changing nothing) when a name is
+  // missing, unknown, or its shape differs; the message names the tensor.
+  [[nodiscard]] absl::Status LoadWeights(
+      const std::vector<std::pair<std::string, torch::Tensor>>& weights);
+
+ private:
+  trellis::v1::ModelConfig config_;
+  int64_t vocab_size_;
+  // Submodules are declared in transformer.cc's layout; see NamedWeights().
+  struct Layers;
+  torch::nn::Embedding embed_tokens_{nullptr};
+  torch::nn::ModuleList layers_{nullptr};
+  torch::nn::Module* norm_ = nullptr;
+  torch::nn::Linear lm_head_{nullptr};
+  torch::Tensor inv_freq_;
+};
+TORCH_MODULE(Transformer);
+
+}  // namespace trellis::model
+
+#endif  // TRELLIS_MODEL_TRANSFORMER_H_
