@@ -16,7 +16,8 @@
 namespace trellis::data {
 
 struct Example {
-  // Stable within the dataset: the example's line (JSONL) or draw order.
+  // Stable within the dataset: the example's 0-based line index (JSONL) or
+  // its index among the distinct generated problems (arithmetic).
   uint64_t id = 0;
   std::string prompt;
   std::string answer;
@@ -44,9 +45,14 @@ Split GenerateArithmetic(const v1::ArithmeticTaskConfig& config, uint64_t seed);
 class PromptStream {
  public:
   PromptStream(std::vector<Example> examples, uint64_t seed);
+  // The example at position(), then advances. Pass k of the data (positions
+  // [k * size(), (k + 1) * size())) is a permutation drawn from (seed, k).
   // REQUIRES: the dataset is not empty.
   const Example& Next();
   uint64_t position() const { return position_; }
+  // Resumes at a saved position(): the following Next() calls return what
+  // they returned the first time from there.
+  void Seek(uint64_t position);
   size_t size() const { return examples_.size(); }
 
  private:

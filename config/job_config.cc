@@ -1,0 +1,195 @@
+// YAML → JobConfig through protobuf reflection: the reader knows nothing
+// about individual fields, only about field types, so a field added to
+// job.proto is readable from YAML without touching this file.
+
+#include "config/job_config.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "config/internal/scalars.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+// yaml-cpp 0.7's node headers trip GCC 12's -Wdangling-pointer (a false
+// positive in the library's own inline code).
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdangling-pointer"
+#include "yaml-cpp/yaml.h"
+#pragma GCC diagnostic pop
+#else
+#include "yaml-cpp/yaml.h"
+#endif
+
+namespace trellis::config {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+// "a map", "a list", or the quoted scalar text (shortened), for messages
+// that say what was found.
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: return "a map";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Scalar: return internal::Quote(node.Scalar());
+    default: return "nothing";
+  }
+}
+
+std::string Join(const std::string& path, absl::string_view name) {
+  return path.empty() ? std::string(name) : absl::StrCat(path, ".", name);
+}
+
+class YamlReader {
+ public:
+  explicit YamlReader(const std::string& source) : source_(source) {}
+
+  // Fills `msg` from the mapping `node`; `path` is the message's field path
+  // ("" for the job itself).
+  absl::Status ReadMessage(const YAML::Node& node, const std::string& path,
+                           Message* msg) const {
+    const Descriptor* d = msg->GetDescriptor();
+    absl::flat_hash_set<int> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const YAML::Node& key = it->first;
+      const YAML::Node& value = it->second;
+      if (!key.IsScalar()) {
+        return Error(key, path.empty() ? "job" : path,
+                     absl::StrCat("expected a field name, found ", Describe(key)));
+      }
+      const std::string& name = key.Scalar();
+      const FieldDescriptor* f = d->FindFieldByName(name);
+      const std::string field_path = Join(path, name);
+      if (f == nullptr) return UnknownField(key, field_path, path, d);
+      if (!seen.insert(f->number()).second) {
+        return Error(key, field_path, "field given twice");
+      }
+      absl::Status s = ReadField(key, value, field_path, f, msg);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Error(const YAML::Node& at, const std::string& path,
+                     absl::string_view what) const {
+    const int line = at.Mark().line;
+    std::string where = line >= 0 ? absl::StrCat(source_, ":", line + 1, ": ")
+                                  : absl::StrCat(source_, ": ");
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, path.empty() ? "" : path + ": ", what));
+  }
+
+ private:
+  absl::Status UnknownField(const YAML::Node& key, const std::string& field_path,
+                            const std::string& parent, const Descriptor* d) const {
+    std::vector<std::string> known;
+    for (int i = 0; i < d->field_count(); ++i) known.push_back(d->field(i)->name());
+    std::string hint;
+    const std::string near = internal::ClosestName(key.Scalar(), known);
+    if (!near.empty()) hint = absl::StrCat(" (did you mean ", near, "?)");
+    return Error(key, field_path,
+                 absl::StrCat("unknown field", hint, "; known fields of ",
+                              parent.empty() ? "the job" : parent, ": ",
+                              absl::StrJoin(known, ", ")));
+  }
+
+  // `key` locates errors when the value is empty.
+  absl::Status ReadField(const YAML::Node& key, const YAML::Node& value,
+                         const std::string& path, const FieldDescriptor* f,
+                         Message* msg) const {
+    const YAML::Node& at = value.IsNull() ? key : value;
+    if (f->is_map()) return Error(at, path, "map fields are not supported in YAML");
+    if (!f->is_repeated()) return ReadValue(at, value, path, f, msg);
+    msg->GetReflection()->ClearField(msg, f);
+    if (value.IsNull()) return absl::OkStatus();
+    if (!value.IsSequence()) {
+      return Error(at, path, absl::StrCat("expected a list, found ", Describe(value)));
+    }
+    for (size_t i = 0; i < value.size(); ++i) {
+      const YAML::Node& item = value[i];
+      absl::Status s =
+          ReadValue(item, item, absl::StrCat(path, "[", i, "]"), f, msg);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  // One value of `f` (the field itself, or one element when repeated).
+  absl::Status ReadValue(const YAML::Node& at, const YAML::Node& value,
+                         const std::string& path, const FieldDescriptor* f,
+                         Message* msg) const {
+    const auto* r = msg->GetReflection();
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      Message* sub = f->is_repeated() ? r->AddMessage(msg, f) : r->MutableMessage(msg, f);
+      if (value.IsNull()) return absl::OkStatus();
+      if (!value.IsMap()) {
+        return Error(at, path, absl::StrCat("expected a map of ", f->message_type()->name(),
+                                            " fields, found ", Describe(value)));
+      }
+      return ReadMessage(value, path, sub);
+    }
+    std::string text;
+    if (value.IsScalar()) {
+      text = value.Scalar();
+    } else if (!(value.IsNull() && f->cpp_type() == FieldDescriptor::CPPTYPE_STRING)) {
+      return Error(at, path, absl::StrCat("expected ", internal::TypeName(f),
+                                          ", found ", Describe(value)));
+    }
+    absl::Status s = internal::SetScalar(text, f, msg);
+    return s.ok() ? s : Error(at, path, s.message());
+  }
+
+  const std::string& source_;
+};
+
+}  // namespace
+
+absl::StatusOr<v1::JobConfig> ParseJobYaml(const std::string& text,
+                                           const std::string& source) {
+  v1::JobConfig job;
+  YamlReader reader(source);
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (root.IsNull()) return job;
+    if (!root.IsMap()) {
+      return reader.Error(root, "", absl::StrCat("expected a map of job fields, found ",
+                                                 Describe(root)));
+    }
+    absl::Status s = reader.ReadMessage(root, "", &job);
+    if (!s.ok()) return s;
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": bad YAML: ", e.msg));
+  }
+  return job;
+}
+
+absl::StatusOr<v1::JobConfig> LoadJobFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read job file ", path, ": it is a directory"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buf;
+  if (in) buf << in.rdbuf();
+  if (!in || in.bad()) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read job file ", path, ": ", std::strerror(errno)));
+  }
+  return ParseJobYaml(buf.str(), path);
+}
+
+}  // namespace trellis::config

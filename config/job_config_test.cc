@@ -1,0 +1,260 @@
+#include "config/job_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace trellis::config {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+absl::Status ParseError(const std::string& yaml) {
+  return ParseJobYaml(yaml, "job.yaml").status();
+}
+
+absl::Status ValidateYaml(const std::string& yaml) {
+  absl::StatusOr<v1::JobConfig> job = ParseJobYaml(yaml, "job.yaml");
+  EXPECT_TRUE(job.ok()) << job.status();
+  return job.ok() ? ValidateJob(*job) : job.status();
+}
+
+// Every singular field of `msg` and its sub-messages is explicitly present.
+void ExpectAllPresent(const google::protobuf::Message& msg, const std::string& path) {
+  const auto* d = msg.GetDescriptor();
+  const auto* r = msg.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const auto* f = d->field(i);
+    if (f->is_repeated()) continue;
+    EXPECT_TRUE(r->HasField(msg, f)) << path << f->name();
+    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      ExpectAllPresent(r->GetMessage(msg, f), path + f->name() + ".");
+    }
+  }
+}
+
+TEST(ParseJobYaml, EmptyTextGivesDefaults) {
+  absl::StatusOr<v1::JobConfig> job = ParseJobYaml("# nothing\n");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->model().d_model(), 128);
+  EXPECT_FLOAT_EQ(job->grpo().clip_eps(), 0.2f);
+  EXPECT_TRUE(ValidateJob(*job).ok()) << ValidateJob(*job);
+}
+
+TEST(ParseJobYaml, ReadsEveryScalarType) {
+  absl::StatusOr<v1::JobConfig> job = ParseJobYaml(R"(
+name: my-run
+model:
+  d_model: 64
+  rms_norm_eps: 1e-6
+  tie_embeddings: yes
+verifier: {name: exact_match, tolerance: 0.25}
+grpo:
+  loss_aggregation: sequence_mean
+  scale_rewards: False
+runtime:
+  seed: 18446744073709551615
+data:
+  arithmetic:
+)");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->name(), "my-run");
+  EXPECT_EQ(job->model().d_model(), 64);
+  EXPECT_FLOAT_EQ(job->model().rms_norm_eps(), 1e-6f);
+  EXPECT_TRUE(job->model().tie_embeddings());
+  EXPECT_EQ(job->verifier().name(), "exact_match");
+  EXPECT_DOUBLE_EQ(job->verifier().tolerance(), 0.25);
+  EXPECT_EQ(job->grpo().loss_aggregation(), v1::SEQUENCE_MEAN);
+  EXPECT_FALSE(job->grpo().scale_rewards());
+  EXPECT_EQ(job->runtime().seed(), std::numeric_limits<uint64_t>::max());
+  EXPECT_TRUE(job->data().has_arithmetic());
+}
+
+TEST(ParseJobYaml, UnknownFieldNamesPathLineAndKnownFields) {
+  absl::Status s = ParseError("name: x\nmodel:\n  d_modle: 3\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("job.yaml:3: model.d_modle: unknown field"));
+  EXPECT_THAT(s.message(), HasSubstr("did you mean d_model?"));
+  EXPECT_THAT(s.message(), HasSubstr("known fields of model: vocab_size, d_model, n_layers"));
+
+  s = ParseError("grpoo:\n  steps: 3\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("job.yaml:1: grpoo: unknown field"));
+  EXPECT_THAT(s.message(), HasSubstr("known fields of the job: name, model, data"));
+}
+
+TEST(ParseJobYaml, WrongTypeNamesFieldAndValue) {
+  absl::Status s = ParseError("model:\n  d_model: 8\ngrpo:\n  steps: 2\n  clip_eps: abc\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "job.yaml:5: grpo.clip_eps: expected a number, found \"abc\"");
+
+  s = ParseError("model:\n  n_layers: 2.5\n");
+  EXPECT_THAT(s.message(), HasSubstr("job.yaml:2: model.n_layers: expected an integer"));
+  s = ParseError("model:\n  tie_embeddings: maybe\n");
+  EXPECT_THAT(s.message(), HasSubstr("model.tie_embeddings: expected true or false"));
+  s = ParseError("model:\n  d_model: [1, 2]\n");
+  EXPECT_THAT(s.message(), HasSubstr("model.d_model: expected an integer, found a list"));
+  s = ParseError("model: 3\n");
+  EXPECT_THAT(s.message(), HasSubstr("model: expected a map of ModelConfig fields"));
+  s = ParseError("sampling:\n  temperature:\n");
+  EXPECT_THAT(s.message(), HasSubstr("job.yaml:2: sampling.temperature: expected a number"));
+  s = ParseError("- a\n- b\n");
+  EXPECT_THAT(s.message(), HasSubstr("expected a map of job fields, found a list"));
+}
+
+TEST(ParseJobYaml, OutOfRangeIntegersAndFloats) {
+  absl::Status s = ParseError("model:\n  d_model: 3000000000\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("job.yaml:2: model.d_model: expected an integer in "
+                                     "[-2147483648, 2147483647], found 3000000000"));
+  s = ParseError("runtime:\n  seed: -1\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("runtime.seed: expected a non-negative integer"));
+  absl::StatusOr<v1::JobConfig> zero = ParseJobYaml("runtime:\n  seed: -0\n");
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(zero->runtime().seed(), 0u);
+  s = ParseError("runtime:\n  seed: 18446744073709551616\n");
+  EXPECT_THAT(s.message(), HasSubstr("runtime.seed: expected an integer in [0, "));
+  s = ParseError("model:\n  rope_theta: 1e40\n");
+  EXPECT_THAT(s.message(), HasSubstr("model.rope_theta: expected a number within float range"));
+}
+
+TEST(ParseJobYaml, BadEnumNamesAllowedValues) {
+  absl::Status s = ParseError("grpo:\n  loss_aggregation: per_token\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("job.yaml:2: grpo.loss_aggregation: expected one of "
+                                     "TOKEN_MEAN, SEQUENCE_MEAN, found \"per_token\""));
+}
+
+TEST(ParseJobYaml, DuplicateFieldAndBadSyntax) {
+  absl::Status s = ParseError("model:\n  d_model: 8\n  d_model: 16\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("model.d_model: field given twice"));
+  s = ParseError("model: [1, 2\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("job.yaml:"));
+  EXPECT_THAT(s.message(), HasSubstr("bad YAML"));
+}
+
+TEST(ValidateJob, ReportsFieldPathAndAllowedRange) {
+  absl::Status s = ValidateYaml("grpo:\n  clip_eps: 1.5\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "grpo.clip_eps: must be in (0, 1), found 1.5");
+}
+
+TEST(ValidateJob, EachRuleNamesItsField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"model: {d_model: 0}", "model.d_model: must be > 0"},
+      {"model: {d_model: 130}", "model.d_model: must be divisible by model.n_heads (4)"},
+      {"model: {d_model: 12, n_heads: 4}", "head size, 3) is even"},
+      {"model: {n_kv_heads: 3}", "model.n_kv_heads: must be a divisor of model.n_heads (4)"},
+      {"model: {max_seq_len: 1}", "model.max_seq_len: must be >= 2, found 1"},
+      {"sampling: {temperature: 0}", "sampling.temperature: must be > 0"},
+      {"sampling: {top_p: 1.5}", "sampling.top_p: must be in (0, 1]"},
+      {"sampling: {top_p: .nan}", "sampling.top_p: must be in (0, 1], found nan"},
+      {"sampling: {max_new_tokens: 0}", "sampling.max_new_tokens: must be >= 1"},
+      {"sampling: {max_new_tokens: 40}", "< model.max_seq_len (32)"},
+      {"verifier: {name: ''}", "verifier.name: must be a registered verifier name"},
+      {"sft: {optimizer: {lr: 0}}", "sft.optimizer.lr: must be > 0"},
+      {"grpo: {optimizer: {beta1: 1}}", "grpo.optimizer.beta1: must be in [0, 1)"},
+      {"grpo: {responses_per_prompt: 1}", "grpo.responses_per_prompt: must be >= 2"},
+      {"grpo: {prompts_per_step: 0}", "grpo.prompts_per_step: must be >= 1"},
+      {"grpo: {micro_batch_size: 0}", "grpo.micro_batch_size: must be >= 1"},
+      {"grpo: {kl_coef: -0.1}", "grpo.kl_coef: must be >= 0"},
+      {"grpo: {loss_aggregation: loss_aggregation_unspecified}",
+       "grpo.loss_aggregation: must be TOKEN_MEAN or SEQUENCE_MEAN"},
+      {"sft: {steps: -1}", "sft.steps: must be >= 0"},
+      {"sft: {batch_size: 0}", "sft.batch_size: must be >= 1"},
+      {"data: {arithmetic: {min_digits: 0}}", "data.arithmetic.min_digits: must be in [1, 9]"},
+      {"data: {arithmetic: {min_digits: 3, max_digits: 2}}",
+       "data.arithmetic.max_digits: must be >= min_digits (3)"},
+      {"data: {arithmetic: {operators: '*'}}", "data.arithmetic.operators: must be a non-empty"},
+      {"data: {arithmetic: {operators: ''}}", "data.arithmetic.operators"},
+      {"data: {arithmetic: {num_problems: 1}}", "data.arithmetic.num_problems: must be >= 2"},
+      {"data: {arithmetic: {eval_fraction: 1}}", "data.arithmetic.eval_fraction: must be in (0, 1)"},
+      {"runtime: {num_threads: -2}", "runtime.num_threads: must be >= 0"},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    absl::Status s = ValidateYaml(yaml);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << yaml;
+    EXPECT_THAT(s.message(), HasSubstr(expected)) << yaml;
+  }
+}
+
+TEST(ValidateJob, ReportsEveryViolation) {
+  absl::Status s = ValidateYaml("grpo: {clip_eps: 0, kl_coef: -1}\nsft: {batch_size: 0}\n");
+  EXPECT_THAT(s.message(), HasSubstr("grpo.clip_eps"));
+  EXPECT_THAT(s.message(), HasSubstr("grpo.kl_coef"));
+  EXPECT_THAT(s.message(), HasSubstr("sft.batch_size"));
+}
+
+TEST(ResolvedJobYaml, DefaultsRoundTripWithEveryFieldPresent) {
+  const std::string yaml = ResolvedJobYaml(v1::JobConfig());
+  EXPECT_THAT(yaml, HasSubstr("\n  clip_eps: 0.2\n"));
+  EXPECT_THAT(yaml, HasSubstr("\n  loss_aggregation: TOKEN_MEAN\n"));
+  EXPECT_THAT(yaml, HasSubstr("\n    operators: \"+-\"\n"));
+  absl::StatusOr<v1::JobConfig> back = ParseJobYaml(yaml, "resolved");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
+  ExpectAllPresent(*back, "");
+  google::protobuf::util::MessageDifferencer diff;
+  diff.set_message_field_comparison(google::protobuf::util::MessageDifferencer::EQUIVALENT);
+  EXPECT_TRUE(diff.Compare(v1::JobConfig(), *back));
+}
+
+TEST(ResolvedJobYaml, ValuesRoundTripExactly) {
+  v1::JobConfig job;
+  job.set_name("quote \" back\\slash: # not a comment\nnew line\t\x01");
+  job.mutable_model()->set_rope_theta(0.1f);
+  job.mutable_model()->set_init_std(1.17549435e-38f);
+  job.mutable_model()->set_rms_norm_eps(std::numeric_limits<float>::infinity());
+  job.mutable_verifier()->set_tolerance(0.1 + 0.2);
+  job.mutable_runtime()->set_seed(std::numeric_limits<uint64_t>::max());
+  job.mutable_runtime()->set_out_dir("");
+  job.mutable_model()->set_init_checkpoint("~");
+  job.mutable_data()->set_eval_path("null");
+  job.mutable_data()->set_train_path("- [a]: {b}");
+  job.mutable_grpo()->set_loss_aggregation(v1::LOSS_AGGREGATION_UNSPECIFIED);
+  job.mutable_sft()->mutable_optimizer()->set_lr(3e-4f);
+  const std::string yaml = ResolvedJobYaml(job);
+  absl::StatusOr<v1::JobConfig> back = ParseJobYaml(yaml, "resolved");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
+  ExpectAllPresent(*back, "");
+  google::protobuf::util::MessageDifferencer diff;
+  diff.set_message_field_comparison(google::protobuf::util::MessageDifferencer::EQUIVALENT);
+  std::string report;
+  diff.ReportDifferencesToString(&report);
+  EXPECT_TRUE(diff.Compare(job, *back)) << report << "\n" << yaml;
+  // And the resolved text is a fixed point.
+  EXPECT_EQ(ResolvedJobYaml(*back), yaml);
+}
+
+TEST(LoadJobFile, MissingFileIsNotFoundNamingPath) {
+  const std::string path = ::testing::TempDir() + "/no_such_job.yaml";
+  absl::Status s = LoadJobFile(path).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr(path));
+  s = LoadJobFile(::testing::TempDir()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+}
+
+TEST(LoadJobFile, ErrorsNameTheFile) {
+  const std::string path = ::testing::TempDir() + "/bad_job.yaml";
+  std::ofstream(path) << "grpo:\n  steps: 3\n  clip_eps: abc\n";
+  absl::Status s = LoadJobFile(path).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr(path + ":3: grpo.clip_eps"));
+  std::ofstream(path) << "grpo:\n  steps: 3\n";
+  absl::StatusOr<v1::JobConfig> job = LoadJobFile(path);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->grpo().steps(), 3);
+  EXPECT_THAT(ResolvedJobYaml(*job), Not(HasSubstr("\n  steps: 40\n")));
+}
+
+}  // namespace
+}  // namespace trellis::config

@@ -1,0 +1,140 @@
+// Range and cross-field checks of a parsed job. Every violation is reported
+// (joined by "; "), each as "<field path>: must be <rule>, found <value>".
+// Comparisons are written so that NaN fails them.
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "config/job_config.h"
+
+namespace trellis::config {
+namespace {
+
+class Checker {
+ public:
+  template <typename T>
+  void Require(bool ok, const std::string& path, const std::string& rule, T found) {
+    if (!ok) errors_.push_back(absl::StrCat(path, ": must be ", rule, ", found ", found));
+  }
+  template <typename T>
+  void Positive(const std::string& path, T v) { Require(v > 0, path, "> 0", v); }
+  template <typename T>
+  void NonNegative(const std::string& path, T v) { Require(v >= 0, path, ">= 0", v); }
+  template <typename T>
+  void AtLeast(const std::string& path, T v, T lo) {
+    Require(v >= lo, path, absl::StrCat(">= ", lo), v);
+  }
+  // lo < v < hi.
+  void OpenUnit(const std::string& path, double v) {
+    Require(v > 0 && v < 1, path, "in (0, 1)", v);
+  }
+
+  absl::Status status() const {
+    if (errors_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrJoin(errors_, "; "));
+  }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
+void CheckModel(const v1::ModelConfig& m, Checker& c) {
+  c.NonNegative("model.vocab_size", m.vocab_size());
+  c.Positive("model.d_model", m.d_model());
+  c.Positive("model.n_layers", m.n_layers());
+  c.Positive("model.n_heads", m.n_heads());
+  c.Positive("model.n_kv_heads", m.n_kv_heads());
+  c.Positive("model.d_ff", m.d_ff());
+  c.AtLeast("model.max_seq_len", m.max_seq_len(), 2);
+  c.Positive("model.rope_theta", m.rope_theta());
+  c.Positive("model.rms_norm_eps", m.rms_norm_eps());
+  c.NonNegative("model.init_std", m.init_std());
+  if (m.n_heads() <= 0 || m.d_model() <= 0) return;
+  c.Require(m.d_model() % m.n_heads() == 0, "model.d_model",
+            absl::StrCat("divisible by model.n_heads (", m.n_heads(), ")"), m.d_model());
+  if (m.d_model() % m.n_heads() == 0) {
+    const int head_dim = m.d_model() / m.n_heads();
+    c.Require(head_dim % 2 == 0, "model.d_model",
+              absl::StrCat("such that d_model / n_heads (the head size, ", head_dim,
+                           ") is even for rotary embeddings"),
+              m.d_model());
+  }
+  if (m.n_kv_heads() > 0) {
+    c.Require(m.n_heads() % m.n_kv_heads() == 0, "model.n_kv_heads",
+              absl::StrCat("a divisor of model.n_heads (", m.n_heads(), ")"), m.n_kv_heads());
+  }
+}
+
+void CheckArithmetic(const v1::ArithmeticTaskConfig& a, Checker& c) {
+  const std::string p = "data.arithmetic.";
+  c.Require(a.min_digits() >= 1 && a.min_digits() <= 9, p + "min_digits", "in [1, 9]",
+            a.min_digits());
+  c.Require(a.max_digits() >= 1 && a.max_digits() <= 9, p + "max_digits", "in [1, 9]",
+            a.max_digits());
+  c.Require(a.max_digits() >= a.min_digits(), p + "max_digits",
+            absl::StrCat(">= min_digits (", a.min_digits(), ")"), a.max_digits());
+  c.Require(!a.operators().empty() &&
+                a.operators().find_first_not_of("+-") == std::string::npos,
+            p + "operators", "a non-empty string of \"+\" and \"-\"",
+            absl::StrCat("\"", a.operators(), "\""));
+  c.AtLeast(p + "num_problems", a.num_problems(), 2);
+  c.OpenUnit(p + "eval_fraction", a.eval_fraction());
+}
+
+void CheckOptimizer(const std::string& p, const v1::OptimizerConfig& o, Checker& c) {
+  c.Positive(p + "lr", o.lr());
+  c.Require(o.beta1() >= 0 && o.beta1() < 1, p + "beta1", "in [0, 1)", o.beta1());
+  c.Require(o.beta2() >= 0 && o.beta2() < 1, p + "beta2", "in [0, 1)", o.beta2());
+  c.Positive(p + "eps", o.eps());
+  c.NonNegative(p + "weight_decay", o.weight_decay());
+  c.NonNegative(p + "max_grad_norm", o.max_grad_norm());
+}
+
+void CheckRl(const v1::JobConfig& job, Checker& c) {
+  const v1::SamplingConfig& s = job.sampling();
+  c.Positive("sampling.temperature", s.temperature());
+  c.Require(s.top_p() > 0 && s.top_p() <= 1, "sampling.top_p", "in (0, 1]", s.top_p());
+  c.AtLeast("sampling.max_new_tokens", s.max_new_tokens(), 1);
+  c.Require(s.max_new_tokens() < job.model().max_seq_len(), "sampling.max_new_tokens",
+            absl::StrCat("< model.max_seq_len (", job.model().max_seq_len(),
+                         ") to leave room for the prompt"),
+            s.max_new_tokens());
+
+  const v1::VerifierConfig& v = job.verifier();
+  c.Require(!v.name().empty(), "verifier.name", "a registered verifier name", "\"\"");
+  c.NonNegative("verifier.tolerance", v.tolerance());
+
+  const v1::SftConfig& sft = job.sft();
+  c.NonNegative("sft.steps", sft.steps());
+  c.AtLeast("sft.batch_size", sft.batch_size(), 1);
+  CheckOptimizer("sft.optimizer.", sft.optimizer(), c);
+
+  const v1::GrpoConfig& g = job.grpo();
+  c.NonNegative("grpo.steps", g.steps());
+  c.AtLeast("grpo.prompts_per_step", g.prompts_per_step(), 1);
+  c.AtLeast("grpo.responses_per_prompt", g.responses_per_prompt(), 2);
+  c.AtLeast("grpo.micro_batch_size", g.micro_batch_size(), 1);
+  c.OpenUnit("grpo.clip_eps", g.clip_eps());
+  c.NonNegative("grpo.kl_coef", g.kl_coef());
+  c.Require(g.loss_aggregation() != v1::LOSS_AGGREGATION_UNSPECIFIED,
+            "grpo.loss_aggregation", "TOKEN_MEAN or SEQUENCE_MEAN",
+            v1::LossAggregation_Name(g.loss_aggregation()));
+  CheckOptimizer("grpo.optimizer.", g.optimizer(), c);
+}
+
+}  // namespace
+
+absl::Status ValidateJob(const v1::JobConfig& job) {
+  Checker c;
+  CheckModel(job.model(), c);
+  CheckArithmetic(job.data().arithmetic(), c);
+  CheckRl(job, c);
+  c.NonNegative("eval.num_prompts", job.eval().num_prompts());
+  c.AtLeast("eval.batch_size", job.eval().batch_size(), 1);
+  c.NonNegative("runtime.num_threads", job.runtime().num_threads());
+  return c.status();
+}
+
+}  // namespace trellis::config
