@@ -104,7 +104,8 @@ struct EvalMetrics {
 
 class Ledger {
  public:
-  // `now` returns seconds on a monotonic clock; tests inject a fake.
+  // `now` returns seconds on a monotonic clock (default: steady_clock); it
+  // may be called from any thread. Tests inject a fake.
   explicit Ledger(std::function<double()> now = nullptr);
   ~Ledger();
   Ledger(const Ledger&) = delete;
@@ -117,7 +118,9 @@ class Ledger {
   // The step that following spans belong to; -1 (the default) is set-up.
   void BeginStep(int64_t step);
 
-  // Times one stage of one role, and the memory peak inside it.
+  // Times one stage of one role, and the memory peak inside it (when the
+  // MemoryTracker is installed). Its seconds count toward the step open when
+  // it ends. One thread uses a span at a time; the ledger must outlive it.
   class Span {
    public:
     Span(Span&& other) noexcept;
@@ -140,6 +143,7 @@ class Ledger {
   void RecordHandoff(std::string_view role, const v1::WeightSyncStats& stats);
   // Closes the current step: derives its metrics from the spans, handoffs
   // and counts, writes a "step" record, and returns the metrics.
+  // step_seconds is wall time since BeginStep (or the previous EndStep).
   StepMetrics EndStep(const StepCounts& counts);
   void RecordEval(std::string_view label, const EvalMetrics& metrics);
 
@@ -150,7 +154,9 @@ class Ledger {
   // summary.json: eval.<label>.*, steps, stage_seconds.*, rollout_update_ratio,
   // verifier_wait_seconds, effective_sample_rate and its losses,
   // handoff.*, tokens/s, memory.peak_bytes, memory.peak_stage,
-  // memory.objects.* (peak bytes of each object).
+  // memory.objects.* (peak bytes of each object). Written atomically
+  // (path.tmp, then rename). Also returns an earlier ledger.jsonl write
+  // error, after writing the summary.
   [[nodiscard]] absl::Status WriteSummary(const std::string& path) const;
 
  private:

@@ -3,7 +3,16 @@
 
 // Counts every byte LibTorch allocates on the CPU, through c10's allocator
 // hook: live bytes now, the peak since the last mark, and allocation counts.
+//
+// Only allocations made through c10's CPU allocator are seen (at::empty and
+// everything built on it); memory that BLAS, oneDNN or std containers take
+// for themselves is not. Counts are requested bytes, not allocator overhead.
+//
+// Thread-safe: every count is an atomic, and any number of threads may hold
+// PeakWindows at once.
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 
 namespace trellis::ledger {
@@ -27,11 +36,43 @@ class MemoryTracker {
   // Starts a new peak window at the current live bytes; returns the peak of
   // the window that ended.
   int64_t ResetPeak();
+  // Number of allocations counted since Install().
   int64_t allocations() const;
+
+  // PeakWindows that can be open at once, across all threads. A window
+  // opened beyond this reports peak_bytes() as the tracker's global peak, an
+  // upper bound.
+  static constexpr int kMaxWindows = 64;
+
+ private:
+  friend class PeakWindow;
+  friend class TrackingAllocator;  // memory_tracker.cc
+
+  MemoryTracker() = default;
+  void Add(int64_t bytes);
+  void Sub(int64_t bytes);
+  // Returns the slot of a new window that starts at the current live bytes,
+  // or -1 when all kMaxWindows slots are taken.
+  int OpenWindow();
+  int64_t WindowPeak(int slot) const;
+  void CloseWindow(int slot);
+
+  std::atomic<int64_t> live_{0};
+  std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> allocations_{0};
+  // Bit i set: window slot i is open and tracks its own peak in
+  // window_peak_[i]. Every allocation raises the peak of every open slot,
+  // so windows compose whether they nest or overlap across threads.
+  std::atomic<uint64_t> open_windows_{0};
+  std::array<std::atomic<int64_t>, kMaxWindows> window_peak_{};
 };
 
 // Measures the peak inside a scope without losing the enclosing scope's
-// peak: nested windows compose.
+// peak: nested windows compose, and so do windows that overlap on different
+// threads. A window does not touch the tracker's global peak (ResetPeak /
+// peak_bytes); it keeps a peak of its own. It need not live on the stack
+// (the ledger holds one per step), but it must be closed on any thread only
+// once, by its destructor.
 class PeakWindow {
  public:
   PeakWindow();
@@ -40,11 +81,12 @@ class PeakWindow {
   PeakWindow& operator=(const PeakWindow&) = delete;
 
   int64_t start_live_bytes() const { return start_live_; }
-  // Peak since this window opened (so far).
+  // Highest live bytes since this window opened (so far); at least
+  // start_live_bytes().
   int64_t peak_bytes() const;
 
  private:
-  int64_t outer_peak_;
+  int slot_;  // -1: no slot was free; see MemoryTracker::kMaxWindows.
   int64_t start_live_;
 };
 

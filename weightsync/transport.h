@@ -47,7 +47,11 @@ class Transport {
 };
 
 // Colocated learner and actors in one process: buckets are copied through
-// shared memory.
+// shared memory. Only the newest version is kept, so a receiver always gets
+// the newest (>= min_version). Publish reports gather = packing, transfer =
+// checksumming and swapping the buckets in; Receive reports transfer =
+// verifying checksums, load = copying into dst. Thread-safe; any number of
+// receivers. Fault injection for tests: internal/inprocess_testing.h.
 std::unique_ptr<Transport> NewInProcessTransport(TransportOptions options = {});
 
 }  // namespace trellis::weightsync

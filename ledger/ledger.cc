@@ -1,0 +1,449 @@
+#include "ledger/ledger.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "ledger/internal/metrics.h"
+#include "ledger/memory_tracker.h"
+
+namespace trellis::ledger {
+namespace {
+
+using nlohmann::json;
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The seconds and bytes gathered since the current step began.
+struct StepAccum {
+  std::array<double, kNumStages> stage_seconds{};
+  double handoff_seconds = 0;
+  int64_t handoff_bytes = 0;
+};
+
+// The stage recorded as memory.peak_stage when the run's peak was seen by
+// the step's window but inside no span.
+constexpr char kNoStage[] = "none";
+
+}  // namespace
+
+std::string_view StageName(Stage stage) {
+  switch (stage) {
+    case Stage::kLoad: return "load";
+    case Stage::kSft: return "sft";
+    case Stage::kRollout: return "rollout";
+    case Stage::kVerify: return "verify";
+    case Stage::kReference: return "reference";
+    case Stage::kAdvantage: return "advantage";
+    case Stage::kUpdate: return "update";
+    case Stage::kWeightSync: return "weight_sync";
+    case Stage::kEval: return "eval";
+    case Stage::kCheckpoint: return "checkpoint";
+  }
+  return "unknown";
+}
+
+std::string_view ObjectName(Object object) {
+  switch (object) {
+    case Object::kParameters: return "parameters";
+    case Object::kGradients: return "gradients";
+    case Object::kOptimizerState: return "optimizer_state";
+    case Object::kActivations: return "activations";
+    case Object::kKvCache: return "kv_cache";
+    case Object::kReferenceModel: return "reference_model";
+    case Object::kRolloutBuffer: return "rollout_buffer";
+    case Object::kCommunication: return "communication";
+  }
+  return "unknown";
+}
+
+struct Ledger::Impl {
+  explicit Impl(std::function<double()> clock)
+      : now(clock ? std::move(clock) : SteadySeconds), t0(now()) {
+    step_begin = t0;
+  }
+
+  // REQUIRES: mu held. Appends one line to ledger.jsonl, if open.
+  void Write(const json& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!out.is_open() || !write_status.ok()) return;
+    out << record.dump() << '\n';
+    out.flush();
+    if (!out) {
+      write_status = absl::ErrnoToStatus(
+          errno, absl::StrCat("ledger: writing ", out_path, " failed after ",
+                              records, " records"));
+    }
+    ++records;
+  }
+
+  // REQUIRES: mu held. Current bytes of `o`, summed over the roles.
+  int64_t ObjectBytes(int o) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    int64_t sum = 0;
+    for (const auto& [role, bytes] : object_bytes[o]) sum += bytes;
+    return sum;
+  }
+
+  // REQUIRES: mu held. A peak measured in a window that opened when
+  // object_seq was `since`. A new run peak lists the objects live during
+  // that window: non-zero now, or non-zero at some record since.
+  void ObservePeak(int64_t bytes, std::string_view stage, int64_t since)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (bytes <= peak) return;
+    peak = bytes;
+    peak_stage = std::string(stage);
+    live_at_peak.clear();
+    for (int o = 0; o < kNumObjects; ++o) {
+      if (ObjectBytes(o) > 0 || object_live_seq[o] > since) {
+        live_at_peak.emplace_back(ObjectName(static_cast<Object>(o)));
+      }
+    }
+  }
+
+  void EndSpan(Stage stage, const std::string& role, double start,
+               int64_t start_seq, double seconds, int64_t peak_bytes,
+               int64_t live_bytes) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    cur.stage_seconds[static_cast<int>(stage)] += seconds;
+    stage_totals[static_cast<int>(stage)] += seconds;
+    ObservePeak(peak_bytes, StageName(stage), start_seq);
+    Write({{"type", "span"},
+           {"step", step},
+           {"stage", StageName(stage)},
+           {"role", role},
+           {"start", start - t0},
+           {"seconds", seconds},
+           {"peak_bytes", peak_bytes},
+           {"live_bytes", live_bytes}});
+  }
+
+  const std::function<double()> now;
+  const double t0;
+
+  mutable absl::Mutex mu;
+  std::ofstream out ABSL_GUARDED_BY(mu);
+  std::string out_path ABSL_GUARDED_BY(mu);
+  int64_t records ABSL_GUARDED_BY(mu) = 0;
+  absl::Status write_status ABSL_GUARDED_BY(mu);
+
+  // The current step.
+  int64_t step ABSL_GUARDED_BY(mu) = -1;
+  double step_begin ABSL_GUARDED_BY(mu) = 0;
+  int64_t step_begin_seq ABSL_GUARDED_BY(mu) = 0;
+  std::unique_ptr<PeakWindow> step_window ABSL_GUARDED_BY(mu);
+  StepAccum cur ABSL_GUARDED_BY(mu);
+
+  // Run totals.
+  int64_t steps ABSL_GUARDED_BY(mu) = 0;
+  std::array<double, kNumStages> stage_totals ABSL_GUARDED_BY(mu){};
+  StepCounts count_totals ABSL_GUARDED_BY(mu);
+  std::optional<StepMetrics> last_step ABSL_GUARDED_BY(mu);
+  int64_t handoff_count ABSL_GUARDED_BY(mu) = 0;
+  int64_t handoff_bytes ABSL_GUARDED_BY(mu) = 0;
+  double handoff_seconds ABSL_GUARDED_BY(mu) = 0;
+  std::map<std::string, EvalMetrics> evals ABSL_GUARDED_BY(mu);
+
+  // Memory: the tracker's run peak and the objects the roles reported.
+  int64_t peak ABSL_GUARDED_BY(mu) = 0;
+  std::string peak_stage ABSL_GUARDED_BY(mu) = kNoStage;
+  std::vector<std::string> live_at_peak ABSL_GUARDED_BY(mu);
+  // Latest bytes of each object, by role.
+  std::array<std::map<std::string, int64_t, std::less<>>, kNumObjects>
+      object_bytes ABSL_GUARDED_BY(mu);
+  std::array<int64_t, kNumObjects> object_peak ABSL_GUARDED_BY(mu){};
+  // Counts RecordObject calls; object_live_seq[o] is the count at the last
+  // record that found or left object o non-zero.
+  int64_t object_seq ABSL_GUARDED_BY(mu) = 0;
+  std::array<int64_t, kNumObjects> object_live_seq ABSL_GUARDED_BY(mu){};
+};
+
+// ---------------------------------------------------------------- Span
+
+struct Ledger::Span::State {
+  Ledger* ledger = nullptr;
+  Stage stage = Stage::kLoad;
+  std::string role;
+  double start = 0;
+  int64_t start_seq = 0;  // Impl::object_seq at the start.
+  std::unique_ptr<PeakWindow> window;  // Null when the tracker is off.
+  bool ended = false;
+  double seconds = 0;
+};
+
+Ledger::Span::Span(Ledger* ledger, Stage stage, std::string role)
+    : state_(new State) {
+  state_->ledger = ledger;
+  state_->stage = stage;
+  state_->role = std::move(role);
+  if (MemoryTracker::installed()) {
+    state_->window = std::make_unique<PeakWindow>();
+  }
+  Impl& impl = *ledger->impl_;
+  {
+    absl::MutexLock lock(&impl.mu);
+    state_->start_seq = impl.object_seq;
+  }
+  state_->start = impl.now();
+}
+
+Ledger::Span::Span(Span&& other) noexcept
+    : state_(std::exchange(other.state_, nullptr)) {}
+
+Ledger::Span::~Span() {
+  End();
+  delete state_;
+}
+
+double Ledger::Span::End() {
+  if (state_ == nullptr) return 0;
+  State& s = *state_;
+  if (s.ended) return s.seconds;
+  Impl& impl = *s.ledger->impl_;
+  s.seconds = std::max(0.0, impl.now() - s.start);
+  int64_t peak_bytes = 0;
+  int64_t live_bytes = 0;
+  if (s.window != nullptr) {
+    peak_bytes = s.window->peak_bytes();
+    live_bytes = MemoryTracker::Get().live_bytes();
+    s.window.reset();
+  }
+  s.ended = true;
+  impl.EndSpan(s.stage, s.role, s.start, s.start_seq, s.seconds, peak_bytes,
+               live_bytes);
+  return s.seconds;
+}
+
+// -------------------------------------------------------------- Ledger
+
+Ledger::Ledger(std::function<double()> now) : impl_(new Impl(std::move(now))) {}
+
+Ledger::~Ledger() { delete impl_; }
+
+absl::Status Ledger::Open(const std::string& path) {
+  absl::MutexLock lock(&impl_->mu);
+  if (impl_->out.is_open()) impl_->out.close();
+  impl_->out.clear();
+  impl_->out.open(path, std::ios::out | std::ios::trunc);
+  if (!impl_->out.is_open()) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("ledger: cannot open ", path));
+  }
+  impl_->out_path = path;
+  impl_->records = 0;
+  impl_->write_status = absl::OkStatus();
+  return absl::OkStatus();
+}
+
+void Ledger::BeginStep(int64_t step) {
+  const double now = impl_->now();
+  absl::MutexLock lock(&impl_->mu);
+  impl_->step = step;
+  impl_->step_begin = now;
+  impl_->step_begin_seq = impl_->object_seq;
+  impl_->cur = StepAccum{};
+  impl_->step_window.reset();  // Close the old window before opening one.
+  if (MemoryTracker::installed()) {
+    impl_->step_window = std::make_unique<PeakWindow>();
+  }
+}
+
+Ledger::Span Ledger::Begin(Stage stage, std::string_view role) {
+  return Span(this, stage, std::string(role));
+}
+
+void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
+                          Stage stage) {
+  const int o = static_cast<int>(object);
+  absl::MutexLock lock(&impl_->mu);
+  const int64_t before = impl_->ObjectBytes(o);
+  impl_->object_bytes[o][std::string(role)] = bytes;
+  const int64_t after = impl_->ObjectBytes(o);
+  impl_->object_peak[o] = std::max(impl_->object_peak[o], after);
+  impl_->object_seq += 1;
+  if (before > 0 || after > 0) impl_->object_live_seq[o] = impl_->object_seq;
+  impl_->Write({{"type", "object"},
+                {"step", impl_->step},
+                {"role", role},
+                {"object", ObjectName(object)},
+                {"bytes", bytes},
+                {"stage", StageName(stage)}});
+}
+
+void Ledger::RecordHandoff(std::string_view role,
+                           const v1::WeightSyncStats& stats) {
+  const double seconds =
+      stats.gather_seconds() + stats.transfer_seconds() + stats.load_seconds();
+  absl::MutexLock lock(&impl_->mu);
+  impl_->cur.handoff_seconds += seconds;
+  impl_->cur.handoff_bytes += stats.bytes();
+  impl_->handoff_count += 1;
+  impl_->handoff_seconds += seconds;
+  impl_->handoff_bytes += stats.bytes();
+  impl_->Write(
+      {{"type", "handoff"},
+       {"step", impl_->step},
+       {"role", role},
+       {"version", stats.version()},
+       {"bytes", stats.bytes()},
+       {"tensors", stats.tensors()},
+       {"buckets", stats.buckets()},
+       {"gather_seconds", stats.gather_seconds()},
+       {"transfer_seconds", stats.transfer_seconds()},
+       {"load_seconds", stats.load_seconds()},
+       {"seconds", seconds},
+       {"gbps", internal::SafeDiv(static_cast<double>(stats.bytes()), seconds) /
+                    1e9}});
+}
+
+StepMetrics Ledger::EndStep(const StepCounts& counts) {
+  const double now = impl_->now();
+  absl::MutexLock lock(&impl_->mu);
+  Impl& d = *impl_;
+  internal::StepInputs in;
+  in.counts = counts;
+  in.stage_seconds = d.cur.stage_seconds;
+  in.step_seconds = std::max(0.0, now - d.step_begin);
+  in.handoff_seconds = d.cur.handoff_seconds;
+  in.handoff_bytes = d.cur.handoff_bytes;
+  if (d.step_window != nullptr) {
+    in.peak_bytes = d.step_window->peak_bytes();
+    d.step_window.reset();
+  }
+  // Spans already attributed any peak they saw; a higher one was outside.
+  d.ObservePeak(in.peak_bytes, kNoStage, d.step_begin_seq);
+  const StepMetrics m = internal::DeriveStepMetrics(in);
+
+  d.steps += 1;
+  internal::AccumulateCounts(counts, d.count_totals);
+  d.last_step = m;
+  json record = internal::StepMetricsJson(m);
+  record["type"] = "step";
+  d.Write(record);
+
+  // Until the next BeginStep, spans accumulate into a step that starts now.
+  d.step_begin = now;
+  d.step_begin_seq = d.object_seq;
+  d.cur = StepAccum{};
+  return m;
+}
+
+void Ledger::RecordEval(std::string_view label, const EvalMetrics& metrics) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->evals[std::string(label)] = metrics;
+  impl_->Write({{"type", "eval"},
+                {"step", impl_->step},
+                {"label", label},
+                {"prompts", metrics.prompts},
+                {"accuracy", metrics.accuracy},
+                {"mean_reward", metrics.mean_reward}});
+}
+
+double Ledger::stage_seconds(Stage stage) const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->stage_totals[static_cast<int>(stage)];
+}
+
+int64_t Ledger::object_peak_bytes(Object object) const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->object_peak[static_cast<int>(object)];
+}
+
+int64_t Ledger::peak_bytes() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->peak;
+}
+
+absl::Status Ledger::WriteSummary(const std::string& path) const {
+  using internal::SafeDiv;
+  json j;
+  absl::Status write_status;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    const Impl& d = *impl_;
+    const auto& t = d.stage_totals;
+    const StepCounts& c = d.count_totals;
+    const double rollout = t[static_cast<int>(Stage::kRollout)];
+    const double update = t[static_cast<int>(Stage::kUpdate)];
+    write_status = d.write_status;
+
+    j["steps"] = d.steps;
+    j["wall_seconds"] = d.now() - d.t0;
+    j["stage_seconds"] = internal::StageSecondsJson(t);
+    j["rollout_update_ratio"] = SafeDiv(rollout, update);
+    j["verifier_wait_seconds"] = t[static_cast<int>(Stage::kVerify)];
+    j["effective_sample_rate"] =
+        SafeDiv(static_cast<double>(c.samples_effective),
+                static_cast<double>(c.samples_generated));
+    j["samples"] = {{"generated", c.samples_generated},
+                    {"effective", c.samples_effective},
+                    {"zero_variance", c.samples_zero_variance},
+                    {"truncated", c.samples_truncated},
+                    {"unparseable", c.samples_unparseable},
+                    {"error", c.samples_error}};
+    j["tokens"] = {{"generated", c.generated_tokens},
+                   {"trained", c.trained_tokens}};
+    j["tokens_per_second"] = {
+        {"generated", SafeDiv(static_cast<double>(c.generated_tokens), rollout)},
+        {"trained", SafeDiv(static_cast<double>(c.trained_tokens), update)}};
+    j["handoff"] = {
+        {"count", d.handoff_count},
+        {"bytes", d.handoff_bytes},
+        {"seconds", d.handoff_seconds},
+        {"gbps",
+         SafeDiv(static_cast<double>(d.handoff_bytes), d.handoff_seconds) /
+             1e9}};
+    json objects = json::object();
+    for (int o = 0; o < kNumObjects; ++o) {
+      objects[std::string(ObjectName(static_cast<Object>(o)))] =
+          d.object_peak[o];
+    }
+    j["memory"] = {{"tracked", MemoryTracker::installed()},
+                   {"peak_bytes", d.peak},
+                   {"peak_stage", d.peak_stage},
+                   {"objects", objects},
+                   {"live_at_peak", d.live_at_peak}};
+    json evals = json::object();
+    for (const auto& [label, e] : d.evals) {
+      evals[label] = {{"prompts", e.prompts},
+                      {"accuracy", e.accuracy},
+                      {"mean_reward", e.mean_reward}};
+    }
+    j["eval"] = evals;
+    j["final_step"] =
+        d.last_step ? internal::StepMetricsJson(*d.last_step) : json(nullptr);
+  }
+
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::out | std::ios::trunc);
+    if (!f.is_open()) {
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat("summary: cannot open ", tmp));
+    }
+    f << j.dump(2) << '\n';
+    f.flush();
+    if (!f) {
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat("summary: writing ", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("summary: renaming ", tmp, " to ", path));
+  }
+  // The summary is complete; still say that ledger.jsonl is not.
+  return write_status;
+}
+
+}  // namespace trellis::ledger

@@ -1,0 +1,191 @@
+#include "weightsync/internal/bucket_set.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <c10/core/GradMode.h>
+
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "weightsync/internal/checksum.h"
+
+namespace trellis::weightsync::internal {
+namespace {
+
+int64_t AlignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+std::string ShapeString(c10::IntArrayRef shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// A detached, contiguous CPU tensor holding `t`'s values.
+at::Tensor HostCopy(const at::Tensor& t) {
+  at::Tensor src = t.detach();
+  if (!src.device().is_cpu()) src = src.to(at::kCPU);
+  return src.resolve_conj().resolve_neg().contiguous();
+}
+
+}  // namespace
+
+int64_t BucketSet::payload_bytes() const {
+  int64_t sum = 0;
+  for (const ManifestEntry& e : manifest) sum += e.nbytes;
+  return sum;
+}
+
+absl::StatusOr<BucketSet> PackBuckets(const NamedTensors& tensors,
+                                      int64_t bucket_bytes) {
+  BucketSet set;
+  std::unordered_set<std::string> names;
+  // Plan: assign every tensor a bucket and an offset.
+  std::vector<int64_t> bucket_sizes;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty()) {
+      return absl::InvalidArgumentError("weightsync: a tensor has no name");
+    }
+    if (!names.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weightsync: tensor '", name, "' is given twice"));
+    }
+    if (!t.defined()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weightsync: tensor '", name, "' is undefined"));
+    }
+    ManifestEntry e;
+    e.name = name;
+    e.dtype = t.scalar_type();
+    e.shape = t.sizes().vec();
+    e.nbytes = static_cast<int64_t>(t.numel() * t.element_size());
+    const int64_t offset =
+        bucket_sizes.empty() ? 0 : AlignUp(bucket_sizes.back());
+    if (bucket_sizes.empty() ||
+        (bucket_sizes.back() > 0 && offset + e.nbytes > bucket_bytes)) {
+      bucket_sizes.push_back(0);
+      e.offset = 0;
+    } else {
+      e.offset = offset;
+    }
+    e.bucket = static_cast<int>(bucket_sizes.size()) - 1;
+    bucket_sizes.back() = e.offset + e.nbytes;
+    set.manifest.push_back(std::move(e));
+  }
+  // Pack, one tensor's host copy at a time.
+  size_t i = 0;
+  try {
+    for (int64_t size : bucket_sizes) {
+      set.buckets.push_back(at::empty({size}, at::dtype(at::kByte)));
+    }
+    for (; i < tensors.size(); ++i) {
+      const ManifestEntry& e = set.manifest[i];
+      if (e.nbytes == 0) continue;
+      const at::Tensor src = HostCopy(tensors[i].second);
+      std::memcpy(set.buckets[e.bucket].data_ptr<uint8_t>() + e.offset,
+                  src.data_ptr(), static_cast<size_t>(e.nbytes));
+    }
+  } catch (const c10::Error& err) {
+    return absl::InternalError(absl::StrCat(
+        "weightsync: packing tensor '",
+        i < tensors.size() ? tensors[i].first : std::string("?"),
+        "': ", err.what_without_backtrace()));
+  }
+  return set;
+}
+
+void ComputeChecksums(BucketSet& set) {
+  set.checksums.clear();
+  for (const at::Tensor& b : set.buckets) {
+    set.checksums.push_back(Checksum64(b.data_ptr(), b.numel()));
+  }
+}
+
+absl::Status VerifyChecksums(const BucketSet& set) {
+  if (set.checksums.size() != set.buckets.size()) {
+    return absl::DataLossError(absl::StrCat(
+        "weightsync: version ", set.version, " has ", set.buckets.size(),
+        " buckets but ", set.checksums.size(), " checksums"));
+  }
+  for (size_t i = 0; i < set.buckets.size(); ++i) {
+    const at::Tensor& b = set.buckets[i];
+    const uint64_t got = Checksum64(b.data_ptr(), b.numel());
+    if (got != set.checksums[i]) {
+      return absl::DataLossError(absl::StrCat(
+          "weightsync: version ", set.version, " bucket ", i, " of ",
+          set.buckets.size(), " (", b.numel(),
+          " bytes) failed its checksum: expected ",
+          absl::Hex(set.checksums[i]), ", got ", absl::Hex(got)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMatches(const BucketSet& set, const NamedTensors& dst) {
+  std::unordered_map<std::string, const ManifestEntry*> by_name;
+  for (const ManifestEntry& e : set.manifest) by_name[e.name] = &e;
+  std::unordered_set<std::string> seen;
+  const std::string where = absl::StrCat("weightsync: version ", set.version);
+  for (const auto& [name, t] : dst) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, " has no tensor '", name, "' that the receiver expects"));
+    }
+    if (!seen.insert(name).second) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": the receiver lists tensor '", name, "' twice"));
+    }
+    const ManifestEntry& e = *it->second;
+    if (!t.defined()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": the receiver's tensor '", name, "' is undefined"));
+    }
+    if (t.scalar_type() != e.dtype) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": tensor '", name, "' was published as ",
+          c10::toString(e.dtype), " but the receiver has ",
+          c10::toString(t.scalar_type())));
+    }
+    if (t.sizes() != c10::IntArrayRef(e.shape)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": tensor '", name, "' was published with shape ",
+          ShapeString(e.shape), " but the receiver has ",
+          ShapeString(t.sizes())));
+    }
+  }
+  for (const ManifestEntry& e : set.manifest) {
+    if (seen.count(e.name) == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, " carries tensor '", e.name,
+          "' that the receiver does not have"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadInto(const BucketSet& set, const NamedTensors& dst) {
+  std::unordered_map<std::string, const ManifestEntry*> by_name;
+  for (const ManifestEntry& e : set.manifest) by_name[e.name] = &e;
+  c10::NoGradGuard no_grad;
+  for (const auto& [name, t] : dst) {
+    const ManifestEntry& e = *by_name.at(name);
+    if (e.nbytes == 0) continue;
+    try {
+      uint8_t* base = set.buckets[e.bucket].data_ptr<uint8_t>() + e.offset;
+      const at::Tensor src =
+          at::from_blob(base, e.shape, at::TensorOptions().dtype(e.dtype));
+      // copy_ on a const Tensor& writes through to the shared storage.
+      at::Tensor target = t;
+      target.copy_(src);
+    } catch (const c10::Error& err) {
+      return absl::InternalError(
+          absl::StrCat("weightsync: loading tensor '", name, "' of version ",
+                       set.version, " (the receiver may be partly updated): ",
+                       err.what_without_backtrace()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace trellis::weightsync::internal

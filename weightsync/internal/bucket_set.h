@@ -1,0 +1,73 @@
+#ifndef TRELLIS_WEIGHTSYNC_INTERNAL_BUCKET_SET_H_
+#define TRELLIS_WEIGHTSYNC_INTERNAL_BUCKET_SET_H_
+
+// A versioned set of named tensors packed into flat, checksummed byte
+// buckets: the unit every transport moves. Packing, verification and the
+// all-or-nothing load live here so that each transport only moves buckets.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "weightsync/transport.h"
+
+namespace trellis::weightsync::internal {
+
+// Where one tensor lives inside the buckets.
+struct ManifestEntry {
+  std::string name;
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+  int bucket = 0;
+  int64_t offset = 0;  // Bytes from the bucket's start; kAlignment-aligned.
+  int64_t nbytes = 0;
+};
+
+struct BucketSet {
+  int64_t version = 0;
+  std::vector<ManifestEntry> manifest;  // In the order published.
+  std::vector<at::Tensor> buckets;      // Contiguous CPU kByte tensors.
+  std::vector<uint64_t> checksums;      // Checksum64 of each bucket.
+
+  // Payload bytes: the sum of the tensors' sizes (padding excluded).
+  int64_t payload_bytes() const;
+};
+
+// Tensors start at multiples of this inside a bucket, so that every dtype
+// is aligned when read in place.
+inline constexpr int64_t kAlignment = 64;
+
+// Packs detached, contiguous CPU copies of `tensors` into buckets of at most
+// `bucket_bytes` (a tensor larger than that gets a bucket of its own), in
+// order. Checksums are left empty. Returns InvalidArgument for an empty or
+// duplicate name or an undefined tensor, Internal if LibTorch fails.
+[[nodiscard]] absl::StatusOr<BucketSet> PackBuckets(const NamedTensors& tensors,
+                                                    int64_t bucket_bytes);
+
+// Fills `set.checksums`.
+void ComputeChecksums(BucketSet& set);
+
+// Returns DataLoss naming the first bucket whose bytes do not match its
+// checksum.
+[[nodiscard]] absl::Status VerifyChecksums(const BucketSet& set);
+
+// Returns FailedPrecondition naming the tensor unless `dst` holds exactly
+// the manifest's names (each once), each defined and with the manifest's
+// dtype and shape.
+[[nodiscard]] absl::Status CheckMatches(const BucketSet& set,
+                                        const NamedTensors& dst);
+
+// Copies every tensor into `dst` (any device, any strides) under
+// NoGradGuard. REQUIRES: CheckMatches(set, dst) is OK, so nothing is copied
+// unless everything can be. Returns Internal if LibTorch fails mid-copy, in
+// which case `dst` may be partly updated.
+[[nodiscard]] absl::Status LoadInto(const BucketSet& set,
+                                    const NamedTensors& dst);
+
+}  // namespace trellis::weightsync::internal
+
+#endif  // TRELLIS_WEIGHTSYNC_INTERNAL_BUCKET_SET_H_

@@ -1,0 +1,27 @@
+#ifndef TRELLIS_WEIGHTSYNC_INTERNAL_INPROCESS_TESTING_H_
+#define TRELLIS_WEIGHTSYNC_INTERNAL_INPROCESS_TESTING_H_
+
+// Fault injection for tests of the in-process transport. Not for production
+// code.
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "weightsync/transport.h"
+
+namespace trellis::weightsync::internal {
+
+// Flips every bit of one byte of bucket `bucket` of the newest published
+// version, in place, as a receiver will read it (its stored checksum is
+// left alone). `byte` is taken modulo the bucket's size.
+// REQUIRES: `transport` came from NewInProcessTransport and no Receive is
+// running concurrently. Returns FailedPrecondition when nothing is
+// published, OutOfRange for a bucket that does not exist or is empty,
+// InvalidArgument for another transport.
+[[nodiscard]] absl::Status CorruptBucketForTesting(Transport& transport,
+                                                   int bucket,
+                                                   int64_t byte = 0);
+
+}  // namespace trellis::weightsync::internal
+
+#endif  // TRELLIS_WEIGHTSYNC_INTERNAL_INPROCESS_TESTING_H_

@@ -1,0 +1,54 @@
+#ifndef TRELLIS_WEIGHTSYNC_TESTING_TRANSPORT_CONFORMANCE_H_
+#define TRELLIS_WEIGHTSYNC_TESTING_TRANSPORT_CONFORMANCE_H_
+
+// The conformance suite every weightsync::Transport passes.
+//
+// A transport's test compiles transport_conformance.cc into its own test
+// binary (GoogleTest registers tests through static initializers, which a
+// static library would drop) and instantiates the suite with a factory:
+//
+//   INSTANTIATE_TEST_SUITE_P(InProcess, TransportConformanceTest,
+//       ::testing::Values(TransportFactory{"inprocess", MakePair, Corrupt}),
+//       TransportFactoryName);
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "weightsync/transport.h"
+
+namespace trellis::weightsync::conformance {
+
+// The two ends of one channel. They may be the same object.
+struct TransportPair {
+  std::shared_ptr<Transport> sender;
+  std::shared_ptr<Transport> receiver;
+};
+
+struct TransportFactory {
+  std::string name;
+  // Makes a fresh, connected pair with `options`.
+  std::function<absl::StatusOr<TransportPair>(const TransportOptions&)> make;
+  // Damages one byte of bucket `bucket` of the newest published version as
+  // the receiver will see it. Null when the transport cannot inject that
+  // fault: the corruption tests then skip.
+  std::function<absl::Status(TransportPair&, int bucket)> corrupt;
+};
+
+// For INSTANTIATE_TEST_SUITE_P: names each instance after its factory.
+std::string TransportFactoryName(
+    const ::testing::TestParamInfo<TransportFactory>& info);
+
+class TransportConformanceTest
+    : public ::testing::TestWithParam<TransportFactory> {
+ protected:
+  // Fails the test (and returns an empty pair) if the factory fails.
+  TransportPair Make(int64_t bucket_bytes);
+};
+
+}  // namespace trellis::weightsync::conformance
+
+#endif  // TRELLIS_WEIGHTSYNC_TESTING_TRANSPORT_CONFORMANCE_H_
