@@ -8,6 +8,7 @@
 // checkpoints map onto it by name.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,7 +20,9 @@
 
 namespace trellis::model {
 
-// Keys and values of every layer for a batch being decoded.
+// Keys and values of every layer for a batch being decoded. For inference:
+// forward() writes into these tensors in place, so run it under
+// torch::NoGradGuard (autograd through a cache is not supported).
 // REQUIRES: used with the model that created it.
 struct KVCache {
   // Per layer: [batch, n_kv_heads, capacity, head_dim].
@@ -67,15 +70,20 @@ class TransformerImpl : public torch::nn::Module {
       const std::vector<std::pair<std::string, torch::Tensor>>& weights);
 
  private:
+  // Submodules, defined in transformer.cc. They are registered so that
+  // named_parameters() yields exactly the Llama names of NamedWeights().
+  struct RMSNorm;
+  struct Block;
+
   trellis::v1::ModelConfig config_;
   int64_t vocab_size_;
-  // Submodules are declared in transformer.cc's layout; see NamedWeights().
-  struct Layers;
-  torch::nn::Embedding embed_tokens_{nullptr};
-  torch::nn::ModuleList layers_{nullptr};
-  torch::nn::Module* norm_ = nullptr;
-  torch::nn::Linear lm_head_{nullptr};
-  torch::Tensor inv_freq_;
+  int64_t head_dim_;
+  std::shared_ptr<torch::nn::Module> model_;    // "model"
+  torch::nn::Embedding embed_tokens_{nullptr};  // "model.embed_tokens"
+  std::vector<std::shared_ptr<Block>> layers_;  // "model.layers.{i}"
+  std::shared_ptr<RMSNorm> norm_;               // "model.norm"
+  torch::nn::Linear lm_head_{nullptr};          // "lm_head"; null when tied
+  torch::Tensor inv_freq_;                      // [head_dim / 2] rotary
 };
 TORCH_MODULE(Transformer);
 

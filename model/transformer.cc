@@ -1,0 +1,321 @@
+#include "model/transformer.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace trellis::model {
+namespace {
+
+namespace F = torch::nn::functional;
+
+torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+
+std::string ShapeString(const torch::Tensor& t) {
+  return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
+}
+
+// Llama's rotate_half: the last dimension split into halves (x1, x2) becomes
+// (-x2, x1).
+torch::Tensor RotateHalf(const torch::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// cos, sin: [B, 1, T, head_dim], broadcast over heads.
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& cos,
+                          const torch::Tensor& sin) {
+  return x * cos + RotateHalf(x) * sin;
+}
+
+}  // namespace
+
+// Root-mean-square norm with a learned scale and no bias.
+struct TransformerImpl::RMSNorm : torch::nn::Module {
+  RMSNorm(int64_t dim, double eps) : eps(eps) {
+    weight = register_parameter("weight", torch::ones({dim}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) const {
+    return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+  }
+  double eps;
+  torch::Tensor weight;
+};
+
+// Per-forward inputs shared by every layer.
+struct AttentionContext {
+  torch::Tensor cos, sin;  // [B, 1, T, head_dim]
+  torch::Tensor bias;      // [B or 1, 1, 1, T, S]: 0 where allowed, -inf not
+  KVCache* cache;          // nullptr without a cache
+  int64_t past;            // cache length before this call
+};
+
+// One pre-norm decoder block: attention and SwiGLU MLP, each residual.
+struct TransformerImpl::Block : torch::nn::Module {
+  Block(const trellis::v1::ModelConfig& c, int64_t head_dim, int64_t index)
+      : n_heads(c.n_heads()), n_kv_heads(c.n_kv_heads()), head_dim(head_dim),
+        index(index) {
+    const int64_t d = c.d_model();
+    input_layernorm = register_module(
+        "input_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
+    auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
+    q_proj = attn->register_module("q_proj", NoBiasLinear(d, n_heads * head_dim));
+    k_proj = attn->register_module("k_proj", NoBiasLinear(d, n_kv_heads * head_dim));
+    v_proj = attn->register_module("v_proj", NoBiasLinear(d, n_kv_heads * head_dim));
+    o_proj = attn->register_module("o_proj", NoBiasLinear(n_heads * head_dim, d));
+    post_attention_layernorm = register_module(
+        "post_attention_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
+    auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
+    gate_proj = mlp->register_module("gate_proj", NoBiasLinear(d, c.d_ff()));
+    up_proj = mlp->register_module("up_proj", NoBiasLinear(d, c.d_ff()));
+    down_proj = mlp->register_module("down_proj", NoBiasLinear(c.d_ff(), d));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, const AttentionContext& ctx) {
+    torch::Tensor h = x + Attend(input_layernorm->forward(x), ctx);
+    const torch::Tensor n = post_attention_layernorm->forward(h);
+    return h + down_proj(F::silu(gate_proj(n)) * up_proj(n));
+  }
+
+  // Grouped-query attention without copying KV heads: the G = n_heads /
+  // n_kv_heads query heads that share a KV head are stacked along the query
+  // axis, so one batched matmul per KV head covers them.
+  torch::Tensor Attend(const torch::Tensor& x, const AttentionContext& ctx) {
+    const int64_t B = x.size(0), T = x.size(1);
+    const int64_t G = n_heads / n_kv_heads;
+    torch::Tensor q = q_proj(x).view({B, T, n_heads, head_dim}).transpose(1, 2);
+    torch::Tensor k = k_proj(x).view({B, T, n_kv_heads, head_dim}).transpose(1, 2);
+    torch::Tensor v = v_proj(x).view({B, T, n_kv_heads, head_dim}).transpose(1, 2);
+    q = ApplyRotary(q, ctx.cos, ctx.sin);
+    k = ApplyRotary(k, ctx.cos, ctx.sin);
+    if (ctx.cache != nullptr) {
+      torch::Tensor& keys = ctx.cache->keys[index];
+      torch::Tensor& values = ctx.cache->values[index];
+      keys.narrow(2, ctx.past, T).copy_(k);
+      values.narrow(2, ctx.past, T).copy_(v);
+      k = keys.narrow(2, 0, ctx.past + T);
+      v = values.narrow(2, 0, ctx.past + T);
+    }
+    const int64_t S = k.size(2);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+    // Decode (T == 1) multiplies by vectors: broadcasting beats LibTorch's CPU
+    // bmm there, which runs one small GEMM per batch entry.
+    const bool decode = T == 1;
+    torch::Tensor scores;  // [B, KV, G, T, S]
+    if (decode) {
+      scores = (q.reshape({B, n_kv_heads, G, 1, head_dim}) * k.unsqueeze(2)).sum(-1);
+    } else {
+      scores = torch::matmul(q.reshape({B, n_kv_heads, G * T, head_dim}), k.transpose(-1, -2));
+    }
+    scores = torch::add(ctx.bias, scores.view({B, n_kv_heads, G, T, S}), scale);
+    const torch::Tensor probs = torch::softmax(scores, -1);
+    torch::Tensor out;  // [B, H, T, hd]
+    if (decode) {
+      out = (probs.view({B, n_kv_heads, G, S, 1}) * v.unsqueeze(2)).sum(-2);
+    } else {
+      out = torch::matmul(probs.view({B, n_kv_heads, G * T, S}), v);
+    }
+    out = out.view({B, n_heads, T, head_dim}).transpose(1, 2).reshape({B, T, n_heads * head_dim});
+    return o_proj(out);
+  }
+
+  int64_t n_heads, n_kv_heads, head_dim, index;
+  std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+
+int64_t KVCache::bytes() const {
+  int64_t total = 0;
+  for (const auto& t : keys) total += static_cast<int64_t>(t.nbytes());
+  for (const auto& t : values) total += static_cast<int64_t>(t.nbytes());
+  return total;
+}
+
+TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
+                                 int64_t vocab_size)
+    : config_(config), vocab_size_(vocab_size) {
+  TORCH_CHECK(vocab_size > 0, "Transformer: vocab_size must be > 0, got ", vocab_size);
+  TORCH_CHECK(config.n_heads() > 0 && config.d_model() % config.n_heads() == 0,
+              "Transformer: d_model ", config.d_model(), " is not a multiple of n_heads ",
+              config.n_heads());
+  TORCH_CHECK(config.n_kv_heads() > 0 && config.n_heads() % config.n_kv_heads() == 0,
+              "Transformer: n_kv_heads ", config.n_kv_heads(), " does not divide n_heads ",
+              config.n_heads());
+  head_dim_ = config.d_model() / config.n_heads();
+  TORCH_CHECK(head_dim_ % 2 == 0, "Transformer: head_dim ", head_dim_, " must be even");
+
+  model_ = register_module("model", std::make_shared<torch::nn::Module>());
+  embed_tokens_ = model_->register_module(
+      "embed_tokens", torch::nn::Embedding(vocab_size, config.d_model()));
+  auto layers = model_->register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.n_layers(); ++i) {
+    layers_.push_back(std::make_shared<Block>(config, head_dim_, i));
+    layers->push_back(layers_.back());
+  }
+  norm_ = model_->register_module(
+      "norm", std::make_shared<RMSNorm>(config.d_model(), config.rms_norm_eps()));
+  if (!config.tie_embeddings()) {
+    lm_head_ = register_module("lm_head", NoBiasLinear(config.d_model(), vocab_size));
+  }
+  inv_freq_ = register_buffer(
+      "inv_freq",
+      1.0 / torch::pow(static_cast<double>(config.rope_theta()),
+                       torch::arange(0, head_dim_, 2, torch::kFloat32) /
+                           static_cast<double>(head_dim_)));
+
+  // Deterministic under torch::manual_seed: parameters in registration order.
+  torch::NoGradGuard no_grad;
+  for (auto& p : named_parameters()) {
+    if (p.value().dim() == 1) {
+      p.value().fill_(1.0);  // RMSNorm scales (the only 1-D parameters)
+    } else {
+      p.value().normal_(0.0, config.init_std());
+    }
+  }
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in,
+                                       const torch::Tensor& positions,
+                                       const torch::Tensor& key_valid,
+                                       KVCache* cache) {
+  TORCH_CHECK(tokens_in.dim() == 2, "Transformer: tokens must be [B, T], got ",
+              tokens_in.sizes());
+  const int64_t B = tokens_in.size(0), T = tokens_in.size(1);
+  TORCH_CHECK(positions.sizes() == tokens_in.sizes(), "Transformer: positions ",
+              positions.sizes(), " must match tokens ", tokens_in.sizes());
+  const int64_t past = cache != nullptr ? cache->length : 0;
+  const int64_t S = past + T;
+  if (cache != nullptr) {
+    TORCH_CHECK(cache->keys.size() == layers_.size() && cache->values.size() == layers_.size(),
+                "Transformer: cache has ", cache->keys.size(), " layers, model has ",
+                layers_.size());
+    TORCH_CHECK(S <= cache->capacity, "Transformer: cache capacity ", cache->capacity,
+                " exceeded: ", past, " cached + ", T, " new positions");
+    TORCH_CHECK(cache->keys.empty() || cache->keys[0].size(0) == B, "Transformer: cache batch ",
+                cache->keys[0].size(0), " != tokens batch ", B);
+  }
+  const torch::Device device = tokens_in.device();
+  const torch::Tensor tokens = tokens_in.to(torch::kLong);
+
+  // Mask in cache coordinates: query t sits at slot past + t and may see
+  // slots <= past + t that are valid. Every query also sees its own slot, so
+  // a padding query (whose slot is invalid) still has one finite score and
+  // yields garbage-but-finite output instead of NaN.
+  const torch::Tensor key_slot = torch::arange(S, torch::dtype(torch::kLong).device(device));
+  const torch::Tensor query_slot =
+      torch::arange(past, S, torch::dtype(torch::kLong).device(device)).unsqueeze(1);
+  torch::Tensor allowed = key_slot.unsqueeze(0) <= query_slot;  // [T, S]
+  if (key_valid.defined()) {
+    TORCH_CHECK(key_valid.dim() == 2 && key_valid.size(0) == B && key_valid.size(1) == S,
+                "Transformer: key_valid must be [", B, ", ", S, "], got ",
+                key_valid.sizes());
+    allowed = (allowed.unsqueeze(0) & key_valid.to(device, torch::kBool).unsqueeze(1)) |
+              (key_slot.unsqueeze(0) == query_slot);  // [B, T, S]
+  } else {
+    allowed = allowed.unsqueeze(0);
+  }
+  AttentionContext ctx;
+  ctx.bias = torch::zeros(allowed.sizes(), torch::dtype(torch::kFloat32).device(device))
+                 .masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity())
+                 .view({allowed.size(0), 1, 1, T, S});
+  const torch::Tensor freqs =
+      positions.to(device, torch::kFloat32).unsqueeze(-1) * inv_freq_;  // [B, T, hd/2]
+  const torch::Tensor angles = torch::cat({freqs, freqs}, -1).unsqueeze(1);
+  ctx.cos = angles.cos();
+  ctx.sin = angles.sin();
+  ctx.cache = cache;
+  ctx.past = past;
+
+  torch::Tensor h = embed_tokens_(tokens);
+  for (auto& layer : layers_) h = layer->forward(h, ctx);
+  h = norm_->forward(h);
+  if (cache != nullptr) cache->length = S;
+  if (lm_head_) return lm_head_(h);
+  return torch::linear(h, embed_tokens_->weight);
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) {
+  TORCH_CHECK(tokens.dim() == 2, "Transformer: tokens must be [B, T], got ", tokens.sizes());
+  const torch::Tensor positions =
+      torch::arange(tokens.size(1), torch::dtype(torch::kLong).device(tokens.device()))
+          .unsqueeze(0)
+          .expand({tokens.size(0), tokens.size(1)});
+  return forward(tokens, positions);
+}
+
+KVCache TransformerImpl::NewCache(int64_t batch, int64_t capacity) const {
+  KVCache cache;
+  cache.capacity = capacity;
+  const auto options = embed_tokens_->weight.options().requires_grad(false);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    cache.keys.push_back(
+        torch::zeros({batch, config_.n_kv_heads(), capacity, head_dim_}, options));
+    cache.values.push_back(
+        torch::zeros({batch, config_.n_kv_heads(), capacity, head_dim_}, options));
+  }
+  return cache;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::NamedWeights() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& p : named_parameters()) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+absl::Status TransformerImpl::LoadWeights(
+    const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
+  std::map<std::string, torch::Tensor> params;
+  for (const auto& p : named_parameters()) params.emplace(p.key(), p.value());
+  std::set<std::string> seen;
+  for (const auto& [name, tensor] : weights) {
+    auto it = params.find(name);
+    if (it == params.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LoadWeights: unknown tensor '", name, "'"));
+    }
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LoadWeights: tensor '", name, "' given twice"));
+    }
+    if (!tensor.defined() || tensor.sizes() != it->second.sizes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LoadWeights: tensor '", name, "' expected shape ", ShapeString(it->second),
+          ", got ", tensor.defined() ? ShapeString(tensor) : "undefined"));
+    }
+    if (!tensor.is_floating_point()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LoadWeights: tensor '", name, "' has non-floating dtype ",
+          std::string(c10::toString(tensor.scalar_type()))));
+    }
+  }
+  for (const auto& [name, param] : params) {
+    if (seen.count(name) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LoadWeights: tensor '", name, "' is missing"));
+    }
+  }
+  try {
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, tensor] : weights) params.at(name).copy_(tensor);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("LoadWeights: copy failed: ", e.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace trellis::model
