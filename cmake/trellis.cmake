@@ -17,6 +17,12 @@ function(_trellis_use_torch target visibility)
   target_link_libraries(${target} ${visibility} ${TORCH_LIBRARIES})
   target_include_directories(${target} ${visibility} ${TORCH_INCLUDE_DIRS})
   target_precompile_headers(${target} REUSE_FROM trellis_torch_pch)
+  # The shared PCH is compiled as library code (-fPIC); GCC ignores it in a
+  # target compiled -fPIE (executables), so compile those -fPIC as well.
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "EXECUTABLE")
+    target_compile_options(${target} PRIVATE -fPIC)
+  endif()
 endfunction()
 
 function(trellis_library name)
