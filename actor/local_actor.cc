@@ -1,0 +1,184 @@
+#include "actor/local_actor.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "actor/sampling.h"
+#include "model/transformer.h"
+
+namespace trellis::actor {
+namespace {
+
+class LocalActor : public RolloutWorker {
+ public:
+  LocalActor(const v1::ModelConfig& config, const model::Tokenizer* tokenizer,
+             weightsync::Transport* transport, ledger::Ledger* ledger,
+             LocalActorOptions options)
+      : tokenizer_(tokenizer),
+        transport_(transport),
+        ledger_(ledger),
+        options_(std::move(options)),
+        model_(config, tokenizer->vocab_size()) {
+    model_->eval();
+    for (auto& p : model_->parameters()) p.set_requires_grad(false);
+    for (auto& [name, tensor] : model_->NamedWeights()) {
+      weights_.emplace_back(name, tensor);
+    }
+  }
+
+  absl::StatusOr<v1::GenerateResponse> Generate(
+      const v1::GenerateRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    if (version_ < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          options_.worker_id, ": Generate before any weights were received"));
+    }
+    const int64_t n = std::max(1, request.responses_per_prompt());
+    const int64_t max_new = request.sampling().max_new_tokens();
+    if (max_new < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options_.worker_id, ": sampling.max_new_tokens must be >= 1, found ", max_new));
+    }
+    int64_t prompt_len = 1;
+    for (const auto& prompt : request.prompts()) {
+      if (prompt.token_ids().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            options_.worker_id, ": prompt ", prompt.id(), " has no token_ids"));
+      }
+      const int64_t len = prompt.token_ids_size();
+      if (len + max_new > model_->config().max_seq_len()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            options_.worker_id, ": prompt ", prompt.id(), " has ", len,
+            " tokens; with max_new_tokens ", max_new, " it exceeds max_seq_len ",
+            model_->config().max_seq_len()));
+      }
+      prompt_len = std::max(prompt_len, len);
+    }
+    const int64_t rows = request.prompts_size() * n;
+    v1::GenerateResponse response;
+    if (rows == 0) return response;
+
+    torch::NoGradGuard no_grad;
+    // Left-pad the prompts so every row's next token lands in one column.
+    torch::Tensor tokens = torch::full({rows, prompt_len}, tokenizer_->pad_id(), torch::kInt64);
+    torch::Tensor positions = torch::zeros({rows, prompt_len}, torch::kInt64);
+    torch::Tensor key_valid = torch::zeros({rows, prompt_len}, torch::kBool);
+    {
+      auto tok = tokens.accessor<int64_t, 2>();
+      auto pos = positions.accessor<int64_t, 2>();
+      auto valid = key_valid.accessor<bool, 2>();
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto& ids = request.prompts(r / n).token_ids();
+        const int64_t pad = prompt_len - ids.size();
+        for (int64_t k = 0; k < ids.size(); ++k) {
+          tok[r][pad + k] = ids[k];
+          pos[r][pad + k] = k;
+          valid[r][pad + k] = true;
+        }
+      }
+    }
+    model::KVCache cache = model_->NewCache(rows, prompt_len + max_new);
+    torch::Tensor logits =
+        model_->forward(tokens, positions, key_valid, &cache).select(1, -1);
+    torch::Tensor next_pos = positions.select(1, -1) + 1;
+
+    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(request.seed());
+    std::vector<std::vector<int32_t>> out_tokens(rows);
+    std::vector<std::vector<float>> out_logprobs(rows);
+    std::vector<bool> done(rows, false);
+    int64_t live = rows;
+    int64_t generated = 0;
+    for (int64_t t = 0; t < max_new && live > 0; ++t) {
+      SampledTokens s = SampleNext(logits, request.sampling(), generator);
+      const int64_t* tok = s.tokens.data_ptr<int64_t>();
+      const float* lp = s.logprobs.data_ptr<float>();
+      for (int64_t r = 0; r < rows; ++r) {
+        if (done[r]) continue;
+        out_tokens[r].push_back(static_cast<int32_t>(tok[r]));
+        out_logprobs[r].push_back(lp[r]);
+        ++generated;
+        if (tok[r] == tokenizer_->eos_id()) {
+          done[r] = true;
+          --live;
+        }
+      }
+      if (live == 0 || t + 1 == max_new) break;
+      key_valid = torch::cat({key_valid, torch::ones({rows, 1}, torch::kBool)}, 1);
+      logits = model_->forward(s.tokens.unsqueeze(1), next_pos.unsqueeze(1),
+                               key_valid, &cache)
+                   .select(1, 0);
+      next_pos = next_pos + 1;
+    }
+
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto& prompt = request.prompts(r / n);
+      v1::Sample* sample = response.add_samples();
+      sample->set_prompt_id(prompt.id());
+      sample->set_index(static_cast<int32_t>(r % n));
+      *sample->mutable_prompt_tokens() = prompt.token_ids();
+      sample->mutable_response_tokens()->Add(out_tokens[r].begin(), out_tokens[r].end());
+      sample->mutable_logprobs()->Add(out_logprobs[r].begin(), out_logprobs[r].end());
+      sample->set_response_text(tokenizer_->Decode(out_tokens[r]));
+      sample->set_policy_version(version_);
+      sample->set_truncated(!done[r]);
+    }
+    response.set_kv_cache_bytes(cache.bytes());
+    response.set_generated_tokens(generated);
+    if (ledger_ != nullptr) {
+      ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache,
+                            cache.bytes(), ledger::Stage::kRollout);
+    }
+    return response;
+  }
+
+  absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override {
+    absl::MutexLock lock(&mu_);
+    if (version_ >= version) {
+      v1::WeightSyncStats current;
+      current.set_version(version_);
+      return current;
+    }
+    absl::StatusOr<v1::WeightSyncStats> stats =
+        transport_->Receive(version, weights_, options_.sync_timeout);
+    if (!stats.ok()) {
+      return absl::Status(stats.status().code(),
+                          absl::StrCat(options_.worker_id, ": weight sync to version ",
+                                       version, ": ", stats.status().message()));
+    }
+    version_ = stats->version();
+    return stats;
+  }
+
+  int64_t policy_version() const override {
+    absl::MutexLock lock(&mu_);
+    return version_;
+  }
+
+ private:
+  const model::Tokenizer* tokenizer_;
+  weightsync::Transport* transport_;
+  ledger::Ledger* ledger_;
+  const LocalActorOptions options_;
+  mutable absl::Mutex mu_;
+  model::Transformer model_ ABSL_GUARDED_BY(mu_);
+  weightsync::NamedTensors weights_ ABSL_GUARDED_BY(mu_);
+  int64_t version_ ABSL_GUARDED_BY(mu_) = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<RolloutWorker> NewLocalActor(const v1::ModelConfig& model,
+                                             const model::Tokenizer* tokenizer,
+                                             weightsync::Transport* transport,
+                                             ledger::Ledger* ledger,
+                                             LocalActorOptions options) {
+  return std::make_unique<LocalActor>(model, tokenizer, transport, ledger,
+                                      std::move(options));
+}
+
+}  // namespace trellis::actor

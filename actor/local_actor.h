@@ -1,0 +1,34 @@
+#ifndef TRELLIS_ACTOR_LOCAL_ACTOR_H_
+#define TRELLIS_ACTOR_LOCAL_ACTOR_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "actor/rollout_worker.h"
+#include "ledger/ledger.h"
+#include "model/tokenizer.h"
+#include "trellis/v1/job.pb.h"
+#include "weightsync/transport.h"
+
+namespace trellis::actor {
+
+struct LocalActorOptions {
+  std::string worker_id = "actor-0";
+  // How long SyncWeights waits for the requested version.
+  absl::Duration sync_timeout = absl::Seconds(60);
+};
+
+// An in-process actor: its own copy of the policy, batched sampling with a
+// KV cache, weights received from `transport`. Records its KV cache in
+// `ledger`. The tokenizer, transport and ledger must outlive the actor.
+// The weights start unset: call SyncWeights before Generate.
+std::unique_ptr<RolloutWorker> NewLocalActor(const v1::ModelConfig& model,
+                                             const model::Tokenizer* tokenizer,
+                                             weightsync::Transport* transport,
+                                             ledger::Ledger* ledger,
+                                             LocalActorOptions options = {});
+
+}  // namespace trellis::actor
+
+#endif  // TRELLIS_ACTOR_LOCAL_ACTOR_H_

@@ -1,0 +1,141 @@
+#include "actor/local_actor.h"
+
+#include "gtest/gtest.h"
+#include "model/token_batch.h"
+#include "model/tokenizer.h"
+#include "model/transformer.h"
+#include "weightsync/transport.h"
+
+namespace trellis::actor {
+namespace {
+
+class LocalActorTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    config_.set_d_model(32);
+    config_.set_n_layers(2);
+    config_.set_n_heads(4);
+    config_.set_n_kv_heads(2);
+    config_.set_d_ff(64);
+    config_.set_max_seq_len(20);
+    tokenizer_ = model::NewCharTokenizer();
+    torch::manual_seed(1);
+    policy_ = model::Transformer(config_, tokenizer_->vocab_size());
+    transport_ = weightsync::NewInProcessTransport();
+    ASSERT_TRUE(transport_->Publish(0, policy_->NamedWeights()).ok());
+    actor_ = NewLocalActor(config_, tokenizer_.get(), transport_.get(), nullptr);
+    ASSERT_TRUE(actor_->SyncWeights(0).ok());
+  }
+
+  v1::GenerateRequest Request(int n, uint64_t seed) {
+    v1::GenerateRequest request;
+    request.set_responses_per_prompt(n);
+    request.set_seed(seed);
+    request.mutable_sampling()->set_temperature(1.0);
+    request.mutable_sampling()->set_top_p(1.0);
+    request.mutable_sampling()->set_max_new_tokens(6);
+    int id = 0;
+    for (const char* text : {"1+2=", "13-40=", "7="}) {
+      v1::Prompt* p = request.add_prompts();
+      p->set_id(id++);
+      p->set_text(text);
+      p->add_token_ids(tokenizer_->bos_id());
+      const std::vector<int32_t> ids = *tokenizer_->Encode(text);
+      p->mutable_token_ids()->Add(ids.begin(), ids.end());
+    }
+    return request;
+  }
+
+  v1::ModelConfig config_;
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  model::Transformer policy_{nullptr};
+  std::unique_ptr<weightsync::Transport> transport_;
+  std::unique_ptr<RolloutWorker> actor_;
+};
+
+TEST_F(LocalActorTest, SamplesGroupsTaggedWithVersion) {
+  auto out = actor_->Generate(Request(4, 9));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->samples_size(), 12);
+  for (int i = 0; i < out->samples_size(); ++i) {
+    const v1::Sample& s = out->samples(i);
+    EXPECT_EQ(s.prompt_id(), static_cast<uint64_t>(i / 4));
+    EXPECT_EQ(s.index(), i % 4);
+    EXPECT_EQ(s.policy_version(), 0);
+    EXPECT_EQ(s.logprobs_size(), s.response_tokens_size());
+    EXPECT_GE(s.response_tokens_size(), 1);
+    EXPECT_LE(s.response_tokens_size(), 6);
+    const bool ended = s.response_tokens(s.response_tokens_size() - 1) == tokenizer_->eos_id();
+    EXPECT_EQ(s.truncated(), !ended);
+  }
+  EXPECT_GT(out->kv_cache_bytes(), 0);
+}
+
+TEST_F(LocalActorTest, SameSeedSameSamples) {
+  auto a = actor_->Generate(Request(4, 9));
+  auto b = actor_->Generate(Request(4, 9));
+  auto c = actor_->Generate(Request(4, 10));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->SerializeAsString(), b->SerializeAsString());
+  EXPECT_NE(a->SerializeAsString(), c->SerializeAsString());
+}
+
+// The actor's sampling log-probs (left-padded, KV cache) equal the log-probs
+// the learner recomputes by teacher forcing (right-padded, no cache).
+TEST_F(LocalActorTest, LogProbsMatchTeacherForcedLogProbs) {
+  auto out = actor_->Generate(Request(4, 3));
+  ASSERT_TRUE(out.ok());
+  std::vector<model::SequencePair> pairs;
+  for (const auto& s : out->samples()) pairs.push_back({s.prompt_tokens(), s.response_tokens()});
+  auto batch = model::MakeTokenBatch(pairs, tokenizer_->pad_id(), 20);
+  ASSERT_TRUE(batch.ok());
+  torch::NoGradGuard no_grad;
+  torch::Tensor logp = model::TargetLogProbs(policy_, *batch);
+  for (int i = 0; i < out->samples_size(); ++i) {
+    std::vector<float> expected = model::RowResponseValues(logp, *batch, i);
+    ASSERT_EQ(expected.size(), static_cast<size_t>(out->samples(i).logprobs_size()));
+    for (size_t k = 0; k < expected.size(); ++k) {
+      EXPECT_NEAR(out->samples(i).logprobs(k), expected[k], 1e-4) << "sample " << i;
+    }
+  }
+}
+
+TEST_F(LocalActorTest, GreedyIsDeterministicAcrossSeeds) {
+  v1::GenerateRequest a = Request(1, 1), b = Request(1, 2);
+  a.mutable_sampling()->set_greedy(true);
+  b.mutable_sampling()->set_greedy(true);
+  auto x = actor_->Generate(a);
+  auto y = actor_->Generate(b);
+  ASSERT_TRUE(x.ok() && y.ok());
+  for (int i = 0; i < x->samples_size(); ++i) {
+    EXPECT_EQ(x->samples(i).response_text(), y->samples(i).response_text());
+  }
+}
+
+TEST_F(LocalActorTest, RejectsPromptsThatDoNotFit) {
+  v1::GenerateRequest request = Request(1, 1);
+  request.mutable_sampling()->set_max_new_tokens(14);
+  auto out = actor_->Generate(request);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("prompt 1"), std::string::npos) << out.status();
+}
+
+TEST_F(LocalActorTest, TakesNewWeightsOnlyThroughSync) {
+  auto before = actor_->Generate(Request(2, 5));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : policy_->parameters()) p.mul_(1.5);
+  }
+  auto unchanged = actor_->Generate(Request(2, 5));
+  ASSERT_TRUE(transport_->Publish(1, policy_->NamedWeights()).ok());
+  ASSERT_TRUE(actor_->SyncWeights(1).ok());
+  EXPECT_EQ(actor_->policy_version(), 1);
+  auto after = actor_->Generate(Request(2, 5));
+  ASSERT_TRUE(before.ok() && unchanged.ok() && after.ok());
+  EXPECT_EQ(before->SerializeAsString(), unchanged->SerializeAsString());
+  EXPECT_EQ(after->samples(0).policy_version(), 1);
+  EXPECT_NE(before->samples(0).logprobs(0), after->samples(0).logprobs(0));
+}
+
+}  // namespace
+}  // namespace trellis::actor

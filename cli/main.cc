@@ -1,0 +1,77 @@
+// The `trellis` command.
+//
+//   trellis run [JOB.yaml] [--out DIR]
+//       Runs a job with every role in this process. Without JOB.yaml it runs
+//       the built-in default: GRPO on the arithmetic task, on CPU.
+
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "config/job_config.h"
+#include "scheduler/embedded_job.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: trellis run [JOB.yaml] [--out DIR]\n"
+    "  run   run a job with every role in this process; without JOB.yaml,\n"
+    "        the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
+    "        the job's runtime.out_dir).\n";
+
+int Run(const std::vector<std::string>& args) {
+  std::string job_path, out_dir;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--out") {
+      if (i + 1 == args.size()) {
+        std::cerr << "trellis run: --out needs a directory\n" << kUsage;
+        return 2;
+      }
+      out_dir = args[++i];
+    } else if (args[i].rfind("--out=", 0) == 0) {
+      out_dir = args[i].substr(6);
+    } else if (args[i].rfind("-", 0) == 0) {
+      std::cerr << "trellis run: unknown flag " << args[i] << "\n" << kUsage;
+      return 2;
+    } else if (job_path.empty()) {
+      job_path = args[i];
+    } else {
+      std::cerr << "trellis run: more than one job file (" << job_path << ", "
+                << args[i] << ")\n" << kUsage;
+      return 2;
+    }
+  }
+  trellis::v1::JobConfig job = trellis::scheduler::DefaultJob();
+  if (!job_path.empty()) {
+    absl::StatusOr<trellis::v1::JobConfig> loaded = trellis::config::LoadJobFile(job_path);
+    if (!loaded.ok()) {
+      std::cerr << "trellis run: " << loaded.status().message() << "\n";
+      return 2;
+    }
+    job = *std::move(loaded);
+  }
+  if (out_dir.empty()) out_dir = job.runtime().out_dir();
+  std::cout << "trellis run: job " << job.name() << " -> " << out_dir << std::endl;
+  absl::Status status = trellis::scheduler::RunEmbeddedJob(job, out_dir, std::cout);
+  if (!status.ok()) {
+    std::cerr << "trellis run: " << status << "\n";
+    return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "run") return Run(args);
+  std::cerr << "trellis: unknown command '" << command << "'\n" << kUsage;
+  return 2;
+}

@@ -1,0 +1,258 @@
+#include "learner/local_learner.h"
+
+#include <algorithm>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "learner/objectives.h"
+#include "ledger/memory_tracker.h"
+#include "model/safetensors.h"
+#include "model/token_batch.h"
+#include "model/transformer.h"
+
+namespace trellis::learner {
+namespace {
+
+using ledger::Object;
+using ledger::Stage;
+
+// What one micro-batch contributes to a step.
+struct MicroResult {
+  torch::Tensor loss;
+  double kl_sum = 0;
+  double clipped_tokens = 0;
+  double tokens = 0;
+};
+using MicroFn = std::function<absl::StatusOr<MicroResult>(int64_t begin, int64_t end)>;
+
+std::unique_ptr<torch::optim::AdamW> NewAdamW(model::Transformer& model,
+                                              const v1::OptimizerConfig& config) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& p : model->parameters()) {
+    if (!p.requires_grad()) continue;
+    (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  }
+  auto options = [&](double weight_decay) {
+    auto o = std::make_unique<torch::optim::AdamWOptions>(config.lr());
+    o->betas({config.beta1(), config.beta2()}).eps(config.eps()).weight_decay(weight_decay);
+    return o;
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, options(config.weight_decay()));
+  groups.emplace_back(no_decay, options(0.0));
+  return std::make_unique<torch::optim::AdamW>(
+      std::move(groups), torch::optim::AdamWOptions(config.lr()));
+}
+
+int64_t OptimizerStateBytes(torch::optim::AdamW& optimizer) {
+  int64_t bytes = 0;
+  for (const auto& [key, state] : optimizer.state()) {
+    auto* adam = dynamic_cast<torch::optim::AdamWParamState*>(state.get());
+    if (adam == nullptr) continue;
+    for (const torch::Tensor& t :
+         {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()}) {
+      if (t.defined()) bytes += t.nbytes();
+    }
+  }
+  return bytes;
+}
+
+class LocalLearner : public LearnerWorker {
+ public:
+  LocalLearner(const v1::JobConfig& job, const LocalLearnerOptions& options,
+               weightsync::Transport* transport, ledger::Ledger* ledger)
+      : job_(job), options_(options), transport_(transport), ledger_(ledger) {}
+
+  absl::Status Init() {
+    try {
+      torch::manual_seed(options_.seed);
+      model_ = model::Transformer(job_.model(), options_.vocab_size);
+      model_->train();
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat(options_.worker_id,
+                                              ": building the model: ", e.what_without_backtrace()));
+    }
+    const std::string& init = job_.model().init_checkpoint();
+    if (!init.empty()) {
+      absl::StatusOr<model::NamedTensors> weights = model::LoadSafetensors(init);
+      if (!weights.ok()) return weights.status();
+      if (absl::Status s = model_->LoadWeights(*weights); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("model.init_checkpoint ", init,
+                                                   ": ", s.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<v1::TrainStats> SftStep(const v1::SftBatch& batch) override {
+    double total_tokens = 0;
+    for (const auto& pair : batch.pairs()) total_tokens += pair.target_tokens_size();
+    const double normalizer = LossNormalizer(v1::TOKEN_MEAN, total_tokens, batch.pairs_size());
+    MicroFn micro = [&](int64_t begin, int64_t end) -> absl::StatusOr<MicroResult> {
+      std::vector<model::SequencePair> pairs;
+      for (int64_t i = begin; i < end; ++i) {
+        pairs.push_back({batch.pairs(i).prompt_tokens(), batch.pairs(i).target_tokens()});
+      }
+      absl::StatusOr<model::TokenBatch> tb =
+          model::MakeTokenBatch(pairs, options_.pad_id, job_.model().max_seq_len());
+      if (!tb.ok()) return tb.status();
+      MicroResult r;
+      r.loss = SftLoss(model::TargetLogProbs(model_, *tb), tb->response_mask, normalizer);
+      r.tokens = tb->response_mask.sum().item<double>();
+      return r;
+    };
+    if (sft_optimizer_ == nullptr) sft_optimizer_ = NewAdamW(model_, job_.sft().optimizer());
+    return Update(*sft_optimizer_, job_.sft().optimizer(), Stage::kSft,
+                  batch.pairs_size(), micro);
+  }
+
+  absl::StatusOr<v1::TrainStats> TrainStep(const v1::TrainBatch& batch) override {
+    const auto& grpo = job_.grpo();
+    const bool use_kl = grpo.kl_coef() > 0;
+    double total_tokens = 0;
+    for (int i = 0; i < batch.samples_size(); ++i) {
+      const v1::TrainSample& s = batch.samples(i);
+      const int n = s.response_tokens_size();
+      if (n == 0 || s.old_logprobs_size() != n || (use_kl && s.ref_logprobs_size() != n)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            options_.worker_id, ": train sample ", i, " has ", n,
+            " response tokens, ", s.old_logprobs_size(), " old log-probs and ",
+            s.ref_logprobs_size(), " reference log-probs; expected equal, non-zero",
+            use_kl ? "" : " (reference log-probs may be empty: kl_coef is 0)"));
+      }
+      total_tokens += n;
+    }
+    const double normalizer =
+        LossNormalizer(grpo.loss_aggregation(), total_tokens, batch.samples_size());
+    const double temperature = job_.sampling().temperature();
+    MicroFn micro = [&](int64_t begin, int64_t end) -> absl::StatusOr<MicroResult> {
+      std::vector<model::SequencePair> pairs;
+      std::vector<absl::Span<const float>> old_rows, ref_rows;
+      std::vector<float> advantages;
+      for (int64_t i = begin; i < end; ++i) {
+        const v1::TrainSample& s = batch.samples(i);
+        pairs.push_back({s.prompt_tokens(), s.response_tokens()});
+        old_rows.emplace_back(s.old_logprobs());
+        ref_rows.emplace_back(s.ref_logprobs());
+        advantages.push_back(s.advantage());
+      }
+      absl::StatusOr<model::TokenBatch> tb =
+          model::MakeTokenBatch(pairs, options_.pad_id, job_.model().max_seq_len());
+      if (!tb.ok()) return tb.status();
+      torch::Tensor logp = model::TargetLogProbs(model_, *tb, temperature);
+      torch::Tensor old_logp = model::PlaceResponseValues(old_rows, *tb);
+      torch::Tensor ref_logp =
+          use_kl ? model::PlaceResponseValues(ref_rows, *tb) : torch::Tensor();
+      PolicyLoss loss = GrpoLoss(logp, old_logp, ref_logp,
+                                 torch::tensor(advantages, torch::kFloat32),
+                                 tb->response_mask, grpo.clip_eps(), grpo.kl_coef(),
+                                 grpo.loss_aggregation(), normalizer);
+      return MicroResult{loss.loss, loss.kl_sum, loss.clipped_tokens, loss.tokens};
+    };
+    if (rl_optimizer_ == nullptr) rl_optimizer_ = NewAdamW(model_, grpo.optimizer());
+    return Update(*rl_optimizer_, grpo.optimizer(), Stage::kUpdate,
+                  batch.samples_size(), micro);
+  }
+
+  absl::StatusOr<v1::WeightSyncStats> PublishWeights() override {
+    return transport_->Publish(version_, model_->NamedWeights());
+  }
+
+  absl::Status SaveWeights(const std::string& path) override {
+    model::NamedTensors weights;
+    for (auto& [name, tensor] : model_->NamedWeights()) {
+      weights.emplace_back(name, tensor.detach());
+    }
+    return model::SaveSafetensors(
+        path, weights, {{"policy_version", absl::StrCat(version_)}});
+  }
+
+  int64_t policy_version() const override { return version_; }
+
+ private:
+  // zero_grad; the micro-batches' forward and backward; clip; step.
+  absl::StatusOr<v1::TrainStats> Update(torch::optim::AdamW& optimizer,
+                                        const v1::OptimizerConfig& config, Stage stage,
+                                        int64_t rows, const MicroFn& micro) {
+    if (rows == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(options_.worker_id, ": empty batch"));
+    }
+    const int64_t micro_rows = std::max(1, job_.grpo().micro_batch_size());
+    ledger::MemoryTracker& tracker = ledger::MemoryTracker::Get();
+    v1::TrainStats stats;
+    double kl_sum = 0, clipped = 0, tokens = 0;
+    int64_t activation_bytes = 0;
+    try {
+      optimizer.zero_grad();
+      for (int64_t begin = 0; begin < rows; begin += micro_rows) {
+        const int64_t end = std::min(rows, begin + micro_rows);
+        const int64_t live_before = tracker.live_bytes();
+        absl::StatusOr<MicroResult> r = micro(begin, end);
+        if (!r.ok()) {
+          return absl::Status(r.status().code(),
+                              absl::StrCat(options_.worker_id, ": rows [", begin, ", ",
+                                           end, "): ", r.status().message()));
+        }
+        // What the forward pass keeps alive for backward.
+        activation_bytes = std::max(activation_bytes, tracker.live_bytes() - live_before);
+        r->loss.backward();
+        stats.set_loss(stats.loss() + r->loss.item<double>());
+        kl_sum += r->kl_sum;
+        clipped += r->clipped_tokens;
+        tokens += r->tokens;
+        stats.set_micro_batches(stats.micro_batches() + 1);
+      }
+      const double max_norm = config.max_grad_norm() > 0 ? config.max_grad_norm() : 1e30;
+      stats.set_grad_norm(torch::nn::utils::clip_grad_norm_(model_->parameters(), max_norm));
+      optimizer.step();
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat(options_.worker_id, ": update at version ",
+                                              version_, ": ", e.what_without_backtrace()));
+    }
+    ++version_;
+    int64_t param_bytes = 0, grad_bytes = 0;
+    for (const auto& p : model_->parameters()) {
+      param_bytes += p.nbytes();
+      if (p.grad().defined()) grad_bytes += p.grad().nbytes();
+    }
+    stats.set_kl(tokens > 0 ? kl_sum / tokens : 0);
+    stats.set_clip_fraction(tokens > 0 ? clipped / tokens : 0);
+    stats.set_trained_tokens(static_cast<int64_t>(tokens));
+    stats.set_policy_version(version_);
+    stats.set_parameter_bytes(param_bytes);
+    stats.set_gradient_bytes(grad_bytes);
+    stats.set_optimizer_state_bytes(OptimizerStateBytes(optimizer));
+    stats.set_activation_bytes(activation_bytes);
+    if (ledger_ != nullptr) {
+      const std::string& id = options_.worker_id;
+      ledger_->RecordObject(id, Object::kParameters, param_bytes, stage);
+      ledger_->RecordObject(id, Object::kGradients, grad_bytes, stage);
+      ledger_->RecordObject(id, Object::kOptimizerState, stats.optimizer_state_bytes(), stage);
+      ledger_->RecordObject(id, Object::kActivations, activation_bytes, stage);
+    }
+    return stats;
+  }
+
+  const v1::JobConfig job_;
+  const LocalLearnerOptions options_;
+  weightsync::Transport* transport_;
+  ledger::Ledger* ledger_;
+  model::Transformer model_{nullptr};
+  std::unique_ptr<torch::optim::AdamW> sft_optimizer_;
+  std::unique_ptr<torch::optim::AdamW> rl_optimizer_;
+  int64_t version_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LearnerWorker>> NewLocalLearner(
+    const v1::JobConfig& job, const LocalLearnerOptions& options,
+    weightsync::Transport* transport, ledger::Ledger* ledger) {
+  auto learner = std::make_unique<LocalLearner>(job, options, transport, ledger);
+  if (absl::Status s = learner->Init(); !s.ok()) return s;
+  return std::unique_ptr<LearnerWorker>(std::move(learner));
+}
+
+}  // namespace trellis::learner

@@ -1,0 +1,34 @@
+#ifndef TRELLIS_LEARNER_LOCAL_LEARNER_H_
+#define TRELLIS_LEARNER_LOCAL_LEARNER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "learner/learner_worker.h"
+#include "ledger/ledger.h"
+#include "trellis/v1/job.pb.h"
+#include "weightsync/transport.h"
+
+namespace trellis::learner {
+
+struct LocalLearnerOptions {
+  std::string worker_id = "learner-0";
+  int64_t vocab_size = 0;
+  int32_t pad_id = 0;
+  // Seeds the initial weights (when the job names no init_checkpoint).
+  uint64_t seed = 1;
+};
+
+// An in-process learner: the policy, AdamW (decoupled weight decay, none
+// on norms and biases) per phase (SFT, GRPO), global-norm clipping, and
+// micro-batched updates. Publishes weights through `transport`; records
+// parameters, gradients, optimizer state and activations in `ledger` (may
+// be null). The transport and ledger must outlive the learner.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<LearnerWorker>> NewLocalLearner(
+    const v1::JobConfig& job, const LocalLearnerOptions& options,
+    weightsync::Transport* transport, ledger::Ledger* ledger);
+
+}  // namespace trellis::learner
+
+#endif  // TRELLIS_LEARNER_LOCAL_LEARNER_H_

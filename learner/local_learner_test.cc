@@ -1,0 +1,153 @@
+#include "learner/local_learner.h"
+
+#include <random>
+
+#include "gtest/gtest.h"
+#include "learner/objectives.h"
+#include "ledger/memory_tracker.h"
+#include "model/token_batch.h"
+#include "model/transformer.h"
+
+namespace trellis::learner {
+namespace {
+
+v1::JobConfig SmallJob(int micro_batch, v1::LossAggregation aggregation) {
+  v1::JobConfig job;
+  auto* m = job.mutable_model();
+  m->set_d_model(32);
+  m->set_n_layers(2);
+  m->set_n_heads(4);
+  m->set_n_kv_heads(2);
+  m->set_d_ff(64);
+  m->set_max_seq_len(16);
+  job.mutable_grpo()->set_micro_batch_size(micro_batch);
+  job.mutable_grpo()->set_loss_aggregation(aggregation);
+  job.mutable_grpo()->set_kl_coef(0.05);
+  return job;
+}
+
+constexpr int kVocab = 20;
+
+v1::TrainBatch RandomBatch(int rows, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
+  v1::TrainBatch batch;
+  for (int i = 0; i < rows; ++i) {
+    v1::TrainSample* s = batch.add_samples();
+    const int np = uniform(2, 5), nr = uniform(1, 6);
+    for (int k = 0; k < np; ++k) s->add_prompt_tokens(uniform(3, kVocab - 1));
+    for (int k = 0; k < nr; ++k) {
+      s->add_response_tokens(uniform(3, kVocab - 1));
+      s->add_old_logprobs(-3.0f + 0.1f * uniform(0, 10));
+      s->add_ref_logprobs(-3.0f + 0.1f * uniform(0, 10));
+    }
+    s->set_advantage(0.25f * uniform(-4, 4));
+  }
+  return batch;
+}
+
+std::unique_ptr<LearnerWorker> MakeLearner(const v1::JobConfig& job) {
+  LocalLearnerOptions options;
+  options.vocab_size = kVocab;
+  options.seed = 7;
+  auto learner = NewLocalLearner(job, options, /*transport=*/nullptr, /*ledger=*/nullptr);
+  EXPECT_TRUE(learner.ok()) << learner.status();
+  return *std::move(learner);
+}
+
+// The gradient summed over micro-batches equals the full-batch gradient.
+class AccumulationTest : public testing::TestWithParam<v1::LossAggregation> {};
+
+TEST_P(AccumulationTest, MicroBatchGradientsEqualFullBatchGradient) {
+  const v1::LossAggregation aggregation = GetParam();
+  const v1::JobConfig job = SmallJob(1, aggregation);
+  torch::manual_seed(3);
+  model::Transformer model(job.model(), kVocab);
+  const v1::TrainBatch batch = RandomBatch(10, 11);
+
+  double tokens = 0;
+  for (const auto& s : batch.samples()) tokens += s.response_tokens_size();
+  const double normalizer = LossNormalizer(aggregation, tokens, batch.samples_size());
+  auto gradient = [&](int micro) {
+    model->zero_grad();
+    for (int begin = 0; begin < batch.samples_size(); begin += micro) {
+      const int end = std::min(batch.samples_size(), begin + micro);
+      std::vector<model::SequencePair> pairs;
+      std::vector<absl::Span<const float>> old_rows, ref_rows;
+      std::vector<float> adv;
+      for (int i = begin; i < end; ++i) {
+        const auto& s = batch.samples(i);
+        pairs.push_back({s.prompt_tokens(), s.response_tokens()});
+        old_rows.emplace_back(s.old_logprobs());
+        ref_rows.emplace_back(s.ref_logprobs());
+        adv.push_back(s.advantage());
+      }
+      auto tb = model::MakeTokenBatch(pairs, 0, 16);
+      EXPECT_TRUE(tb.ok());
+      PolicyLoss loss = GrpoLoss(model::TargetLogProbs(model, *tb),
+                                 model::PlaceResponseValues(old_rows, *tb),
+                                 model::PlaceResponseValues(ref_rows, *tb),
+                                 torch::tensor(adv), tb->response_mask, 0.2, 0.05,
+                                 aggregation, normalizer);
+      loss.loss.backward();
+    }
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : model->parameters()) grads.push_back(p.grad().flatten().clone());
+    return torch::cat(grads);
+  };
+  const torch::Tensor full = gradient(10).to(torch::kFloat64);
+  for (int micro : {1, 3, 4}) {
+    const torch::Tensor accumulated = gradient(micro).to(torch::kFloat64);
+    const double rel = ((accumulated - full).norm() / full.norm()).item<double>();
+    EXPECT_LT(rel, 1e-5) << "micro-batch " << micro;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BothAggregations, AccumulationTest,
+                         testing::Values(v1::TOKEN_MEAN, v1::SEQUENCE_MEAN));
+
+TEST(LocalLearnerTest, StepIsIndependentOfMicroBatchSize) {
+  const v1::TrainBatch batch = RandomBatch(12, 5);
+  for (v1::LossAggregation aggregation : {v1::TOKEN_MEAN, v1::SEQUENCE_MEAN}) {
+    auto full = MakeLearner(SmallJob(12, aggregation));
+    auto split = MakeLearner(SmallJob(5, aggregation));
+    auto a = full->TrainStep(batch);
+    auto b = split->TrainStep(batch);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->micro_batches(), 1);
+    EXPECT_EQ(b->micro_batches(), 3);
+    EXPECT_NEAR(a->loss(), b->loss(), 1e-5 * std::abs(a->loss()) + 1e-7);
+    EXPECT_NEAR(a->grad_norm(), b->grad_norm(), 1e-5 * a->grad_norm());
+    EXPECT_EQ(a->policy_version(), 1);
+  }
+}
+
+TEST(LocalLearnerTest, ActivationsGrowWithMicroBatchButStateDoesNot) {
+  ledger::MemoryTracker::Install();
+  const v1::TrainBatch batch = RandomBatch(16, 9);
+  auto small = MakeLearner(SmallJob(4, v1::TOKEN_MEAN));
+  auto large = MakeLearner(SmallJob(8, v1::TOKEN_MEAN));
+  auto a = small->TrainStep(batch);
+  auto b = large->TrainStep(batch);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(a->activation_bytes(), 0);
+  EXPECT_GT(b->activation_bytes(), a->activation_bytes() * 3 / 2);
+  EXPECT_EQ(a->parameter_bytes(), b->parameter_bytes());
+  EXPECT_EQ(a->gradient_bytes(), b->gradient_bytes());
+  EXPECT_EQ(a->optimizer_state_bytes(), b->optimizer_state_bytes());
+  EXPECT_EQ(a->optimizer_state_bytes(), 2 * a->parameter_bytes());
+}
+
+TEST(LocalLearnerTest, RejectsMismatchedLogProbs) {
+  auto learner = MakeLearner(SmallJob(4, v1::TOKEN_MEAN));
+  v1::TrainBatch batch = RandomBatch(3, 1);
+  batch.mutable_samples(1)->add_old_logprobs(-1.0f);
+  auto stats = learner->TrainStep(batch);
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(stats.status().message().find("train sample 1"), std::string::npos)
+      << stats.status();
+  EXPECT_EQ(learner->policy_version(), 0);
+}
+
+}  // namespace
+}  // namespace trellis::learner

@@ -1,0 +1,45 @@
+#include "learner/objectives.h"
+
+namespace trellis::learner {
+
+double LossNormalizer(v1::LossAggregation aggregation, double total_tokens,
+                      double total_sequences) {
+  const double n =
+      aggregation == v1::SEQUENCE_MEAN ? total_sequences : total_tokens;
+  return n > 0 ? n : 1.0;
+}
+
+PolicyLoss GrpoLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
+                    const torch::Tensor& ref_logp, const torch::Tensor& advantages,
+                    const torch::Tensor& mask, double clip_eps, double kl_coef,
+                    v1::LossAggregation aggregation, double normalizer) {
+  const torch::Tensor adv = advantages.unsqueeze(1);
+  const torch::Tensor ratio = torch::exp(logp - old_logp);
+  const torch::Tensor unclipped = ratio * adv;
+  const torch::Tensor clipped = torch::clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv;
+  torch::Tensor token_loss = -torch::min(unclipped, clipped);
+  PolicyLoss out;
+  if (kl_coef > 0 && ref_logp.defined()) {
+    const torch::Tensor delta = ref_logp - logp;
+    const torch::Tensor kl = torch::exp(delta) - delta - 1.0;
+    token_loss = token_loss + kl_coef * kl;
+    out.kl_sum = (kl * mask).sum().item<double>();
+  }
+  token_loss = token_loss * mask;
+  if (aggregation == v1::SEQUENCE_MEAN) {
+    const torch::Tensor lengths = mask.sum(1).clamp_min(1.0);
+    out.loss = (token_loss.sum(1) / lengths).sum() / normalizer;
+  } else {
+    out.loss = token_loss.sum() / normalizer;
+  }
+  out.clipped_tokens = ((clipped < unclipped).to(torch::kFloat32) * mask).sum().item<double>();
+  out.tokens = mask.sum().item<double>();
+  return out;
+}
+
+torch::Tensor SftLoss(const torch::Tensor& logp, const torch::Tensor& mask,
+                      double normalizer) {
+  return -(logp * mask).sum() / normalizer;
+}
+
+}  // namespace trellis::learner

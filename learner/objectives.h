@@ -1,0 +1,49 @@
+#ifndef TRELLIS_LEARNER_OBJECTIVES_H_
+#define TRELLIS_LEARNER_OBJECTIVES_H_
+
+// Training objectives on per-token tensors laid out as model::TokenBatch
+// ([B, T], response tokens marked by the mask).
+//
+// Every loss here is a SUM over the micro-batch divided by a normalizer of
+// the FULL batch (its token count for token_mean, its sequence count for
+// sequence_mean), so the gradients of the micro-batches add up to exactly
+// the full-batch gradient whatever the split.
+
+#include <torch/torch.h>
+
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::learner {
+
+// The full-batch normalizer for `aggregation`.
+double LossNormalizer(v1::LossAggregation aggregation, double total_tokens,
+                      double total_sequences);
+
+struct PolicyLoss {
+  torch::Tensor loss;  // scalar, differentiable
+  // Sums over the micro-batch's response tokens (not normalized), for stats.
+  double kl_sum = 0;
+  double clipped_tokens = 0;
+  double tokens = 0;
+};
+
+// GRPO / PPO clipped surrogate with a k3 KL penalty to the reference:
+//   ratio = exp(logp - old_logp)
+//   pg    = -min(ratio * A, clip(ratio, 1 - clip_eps, 1 + clip_eps) * A)
+//   kl    = exp(ref - logp) - (ref - logp) - 1
+//   token loss = pg + kl_coef * kl
+// aggregated per `aggregation` and divided by `normalizer`.
+// logp, old_logp, mask: [B, T]; ref_logp: [B, T] or undefined when
+// kl_coef == 0; advantages: [B].
+PolicyLoss GrpoLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
+                    const torch::Tensor& ref_logp, const torch::Tensor& advantages,
+                    const torch::Tensor& mask, double clip_eps, double kl_coef,
+                    v1::LossAggregation aggregation, double normalizer);
+
+// Cross-entropy on the masked targets: -sum(logp * mask) / normalizer.
+torch::Tensor SftLoss(const torch::Tensor& logp, const torch::Tensor& mask,
+                      double normalizer);
+
+}  // namespace trellis::learner
+
+#endif  // TRELLIS_LEARNER_OBJECTIVES_H_

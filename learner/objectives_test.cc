@@ -1,0 +1,55 @@
+#include "learner/objectives.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+
+namespace trellis::learner {
+namespace {
+
+TEST(GrpoLossTest, MatchesHandComputedValues) {
+  // Two sequences; the second has one response token (mask 0 on the pad).
+  const torch::Tensor logp = torch::tensor({{-1.0f, -2.0f}, {-0.5f, 0.0f}});
+  const torch::Tensor old_logp = torch::tensor({{-1.5f, -2.0f}, {-0.2f, 0.0f}});
+  const torch::Tensor ref_logp = torch::tensor({{-1.0f, -1.0f}, {-0.5f, 0.0f}});
+  const torch::Tensor adv = torch::tensor({1.0f, -2.0f});
+  const torch::Tensor mask = torch::tensor({{1.0f, 1.0f}, {1.0f, 0.0f}});
+  const double clip = 0.2, beta = 0.1;
+
+  // Token (0,0): ratio e^0.5 = 1.6487 > 1.2, A = 1 -> pg = -min(1.6487, 1.2) = -1.2
+  // Token (0,1): ratio 1 -> pg = -1; kl: delta = 1 -> e - 2 = 0.7182818
+  // Token (1,0): ratio e^-0.3 = 0.7408, A = -2 -> -min(-1.4816, -1.6) = 1.6
+  const double pg00 = -1.2, pg01 = -1.0, pg10 = 1.6;
+  const double kl01 = std::exp(1.0) - 2.0;
+  const double token_sum = pg00 + pg01 + beta * kl01 + pg10;
+
+  PolicyLoss tm = GrpoLoss(logp, old_logp, ref_logp, adv, mask, clip, beta,
+                           v1::TOKEN_MEAN, LossNormalizer(v1::TOKEN_MEAN, 3, 2));
+  EXPECT_NEAR(tm.loss.item<double>(), token_sum / 3, 1e-6);
+  EXPECT_NEAR(tm.kl_sum, kl01, 1e-6);
+  EXPECT_EQ(tm.tokens, 3);
+  EXPECT_EQ(tm.clipped_tokens, 2);  // (0,0) and (1,0) take the clipped branch
+
+  PolicyLoss sm = GrpoLoss(logp, old_logp, ref_logp, adv, mask, clip, beta,
+                           v1::SEQUENCE_MEAN, LossNormalizer(v1::SEQUENCE_MEAN, 3, 2));
+  const double seq0 = (pg00 + pg01 + beta * kl01) / 2, seq1 = pg10 / 1;
+  EXPECT_NEAR(sm.loss.item<double>(), (seq0 + seq1) / 2, 1e-6);
+}
+
+TEST(GrpoLossTest, KlIsZeroWhenPolicyEqualsReference) {
+  const torch::Tensor logp = torch::tensor({{-0.7f, -0.1f}});
+  const torch::Tensor mask = torch::ones({1, 2});
+  PolicyLoss loss = GrpoLoss(logp, logp, logp, torch::tensor({0.0f}), mask, 0.2, 1.0,
+                             v1::TOKEN_MEAN, 2);
+  EXPECT_NEAR(loss.loss.item<double>(), 0.0, 1e-7);
+  EXPECT_NEAR(loss.kl_sum, 0.0, 1e-7);
+}
+
+TEST(SftLossTest, IsTokenMeanNegativeLogLikelihood) {
+  const torch::Tensor logp = torch::tensor({{-1.0f, -3.0f}, {-2.0f, -9.0f}});
+  const torch::Tensor mask = torch::tensor({{1.0f, 1.0f}, {1.0f, 0.0f}});
+  EXPECT_NEAR(SftLoss(logp, mask, 3).item<double>(), 2.0, 1e-6);
+}
+
+}  // namespace
+}  // namespace trellis::learner

@@ -1,0 +1,87 @@
+#include "model/token_batch.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace trellis::model {
+
+absl::StatusOr<TokenBatch> MakeTokenBatch(absl::Span<const SequencePair> pairs,
+                                          int32_t pad_id, int64_t max_len) {
+  const int64_t rows = static_cast<int64_t>(pairs.size());
+  int64_t width = 1;
+  for (int64_t i = 0; i < rows; ++i) {
+    const auto& p = pairs[i];
+    if (p.prompt.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token batch row ", i, ": empty prompt"));
+    }
+    const int64_t len = static_cast<int64_t>(p.prompt.size() + p.response.size());
+    if (len > max_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token batch row ", i, ": ", len, " tokens (prompt ", p.prompt.size(),
+          " + response ", p.response.size(), ") exceed max_seq_len ", max_len));
+    }
+    width = std::max(width, len - 1);
+  }
+  TokenBatch batch;
+  batch.inputs = torch::full({rows, width}, pad_id, torch::kInt64);
+  batch.targets = torch::full({rows, width}, pad_id, torch::kInt64);
+  batch.response_mask = torch::zeros({rows, width}, torch::kFloat32);
+  auto in = batch.inputs.accessor<int64_t, 2>();
+  auto tg = batch.targets.accessor<int64_t, 2>();
+  auto mk = batch.response_mask.accessor<float, 2>();
+  batch.response_start.resize(rows);
+  batch.response_length.resize(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    const auto& p = pairs[i];
+    const int64_t np = static_cast<int64_t>(p.prompt.size());
+    const int64_t nr = static_cast<int64_t>(p.response.size());
+    auto token = [&](int64_t k) -> int64_t {
+      return k < np ? p.prompt[k] : p.response[k - np];
+    };
+    for (int64_t k = 0; k + 1 < np + nr; ++k) {
+      in[i][k] = token(k);
+      tg[i][k] = token(k + 1);
+      if (k + 1 >= np) mk[i][k] = 1.0f;
+    }
+    batch.response_start[i] = np - 1;
+    batch.response_length[i] = nr;
+  }
+  return batch;
+}
+
+torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
+                             double temperature) {
+  torch::Tensor logits = model->forward(batch.inputs);
+  if (temperature != 1.0) logits = logits / temperature;
+  torch::Tensor logp = torch::log_softmax(logits, -1)
+                           .gather(-1, batch.targets.unsqueeze(-1))
+                           .squeeze(-1);
+  return logp * batch.response_mask;
+}
+
+std::vector<float> RowResponseValues(const torch::Tensor& values,
+                                     const TokenBatch& batch, int64_t row) {
+  torch::Tensor row_values =
+      values[row]
+          .narrow(0, batch.response_start[row], batch.response_length[row])
+          .to(torch::kFloat32)
+          .contiguous();
+  const float* data = row_values.data_ptr<float>();
+  return std::vector<float>(data, data + row_values.numel());
+}
+
+torch::Tensor PlaceResponseValues(const std::vector<absl::Span<const float>>& rows,
+                                  const TokenBatch& batch) {
+  torch::Tensor out = torch::zeros_like(batch.response_mask);
+  auto acc = out.accessor<float, 2>();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t start = batch.response_start[i];
+    const int64_t n = std::min<int64_t>(batch.response_length[i], rows[i].size());
+    for (int64_t k = 0; k < n; ++k) acc[i][start + k] = rows[i][k];
+  }
+  return out;
+}
+
+}  // namespace trellis::model

@@ -1,0 +1,59 @@
+#ifndef TRELLIS_MODEL_TOKEN_BATCH_H_
+#define TRELLIS_MODEL_TOKEN_BATCH_H_
+
+// Teacher-forced batches of (prompt, response) token sequences, and the
+// per-token log-probs of the responses under a model. The learner and the
+// reference score responses through this one path, so their log-probs agree
+// with each other and with the actor's sampling log-probs.
+
+#include <cstdint>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/transformer.h"
+
+namespace trellis::model {
+
+struct SequencePair {
+  absl::Span<const int32_t> prompt;
+  absl::Span<const int32_t> response;
+};
+
+// Right-padded inputs and targets: row i holds prompt+response shifted by
+// one. Response tokens are the targets whose mask is 1.
+struct TokenBatch {
+  torch::Tensor inputs;         // [B, T] int64
+  torch::Tensor targets;        // [B, T] int64
+  torch::Tensor response_mask;  // [B, T] float32, 1 on response targets
+  // Response tokens per row, in order, as positions into `targets`:
+  // row i's response starts at column response_start[i].
+  std::vector<int64_t> response_start;
+  std::vector<int64_t> response_length;
+};
+
+// REQUIRES: every prompt is non-empty. Fails with InvalidArgument when a
+// sequence exceeds `max_len` tokens, naming the row.
+[[nodiscard]] absl::StatusOr<TokenBatch> MakeTokenBatch(
+    absl::Span<const SequencePair> pairs, int32_t pad_id, int64_t max_len);
+
+// log softmax(logits / temperature) at each target: [B, T] float32, with
+// zeros where response_mask is 0. Differentiable.
+torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
+                             double temperature = 1.0);
+
+// Row i's response log-probs (length response_length[i]) from a [B, T]
+// tensor laid out as TargetLogProbs returns it.
+std::vector<float> RowResponseValues(const torch::Tensor& values,
+                                     const TokenBatch& batch, int64_t row);
+
+// The inverse: a [B, T] float32 tensor with per-row response values placed
+// at the response columns (zeros elsewhere).
+torch::Tensor PlaceResponseValues(
+    const std::vector<absl::Span<const float>>& rows, const TokenBatch& batch);
+
+}  // namespace trellis::model
+
+#endif  // TRELLIS_MODEL_TOKEN_BATCH_H_

@@ -1,0 +1,319 @@
+#include "scheduler/grpo_loop.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "learner/advantages.h"
+
+namespace trellis::scheduler {
+namespace {
+
+using ledger::Stage;
+
+// Prefixes a failure with where it happened.
+absl::Status At(const absl::Status& status, absl::string_view where) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
+}
+
+// SplitMix64: a well-spread per-step sampling seed from the job seed.
+uint64_t MixSeed(uint64_t seed, uint64_t salt) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (salt + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+v1::SamplingParams TrainSampling(const v1::JobConfig& job) {
+  v1::SamplingParams p;
+  p.set_temperature(job.sampling().temperature());
+  p.set_top_p(job.sampling().top_p());
+  p.set_max_new_tokens(job.sampling().max_new_tokens());
+  return p;
+}
+
+}  // namespace
+
+GrpoLoop::GrpoLoop(const v1::JobConfig& job, Roles roles,
+                   const model::Tokenizer* tokenizer, data::Split data,
+                   ledger::Ledger* ledger, std::string out_dir, std::ostream* progress)
+    : job_(job),
+      roles_(roles),
+      tokenizer_(tokenizer),
+      data_(std::move(data)),
+      train_stream_(data_.train, job.runtime().seed()),
+      ledger_(ledger),
+      out_dir_(std::move(out_dir)),
+      progress_(progress) {}
+
+absl::StatusOr<v1::Prompt> GrpoLoop::MakePrompt(const data::Example& example) const {
+  absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(example.prompt);
+  if (!ids.ok()) {
+    return At(ids.status(), absl::StrCat("prompt ", example.id));
+  }
+  v1::Prompt prompt;
+  prompt.set_id(example.id);
+  prompt.set_text(example.prompt);
+  prompt.set_answer(example.answer);
+  prompt.add_token_ids(tokenizer_->bos_id());
+  prompt.mutable_token_ids()->Add(ids->begin(), ids->end());
+  return prompt;
+}
+
+absl::Status GrpoLoop::SyncWeights() {
+  auto span = ledger_->Begin(Stage::kWeightSync, "scheduler");
+  absl::StatusOr<v1::WeightSyncStats> sent = roles_.learner->PublishWeights();
+  if (!sent.ok()) return At(sent.status(), "publishing weights");
+  absl::StatusOr<v1::WeightSyncStats> got = roles_.actor->SyncWeights(sent->version());
+  if (!got.ok()) return At(got.status(), "actor weight sync");
+  v1::WeightSyncStats handoff = *sent;
+  handoff.set_transfer_seconds(sent->transfer_seconds() + got->transfer_seconds());
+  handoff.set_load_seconds(got->load_seconds());
+  ledger_->RecordHandoff("learner-0", handoff);
+  return absl::OkStatus();
+}
+
+absl::Status GrpoLoop::WarmUp() {
+  const v1::SftConfig& sft = job_.sft();
+  for (int step = 0; step < sft.steps(); ++step) {
+    auto span = ledger_->Begin(Stage::kSft, "learner-0");
+    v1::SftBatch batch;
+    for (int i = 0; i < sft.batch_size(); ++i) {
+      const data::Example& ex = train_stream_.Next();
+      absl::StatusOr<v1::Prompt> prompt = MakePrompt(ex);
+      if (!prompt.ok()) return prompt.status();
+      absl::StatusOr<std::vector<int32_t>> target = tokenizer_->Encode(ex.answer);
+      if (!target.ok()) return At(target.status(), absl::StrCat("answer of example ", ex.id));
+      auto* pair = batch.add_pairs();
+      *pair->mutable_prompt_tokens() = prompt->token_ids();
+      pair->mutable_target_tokens()->Add(target->begin(), target->end());
+      pair->add_target_tokens(tokenizer_->eos_id());
+    }
+    absl::StatusOr<v1::TrainStats> stats = roles_.learner->SftStep(batch);
+    if (!stats.ok()) return At(stats.status(), absl::StrCat("sft step ", step));
+    if (progress_ != nullptr && (step + 1) % 20 == 0) {
+      *progress_ << absl::StrFormat("sft %4d/%d  loss %.4f\n", step + 1, sft.steps(),
+                                    stats->loss());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpoLoop::TakeReference() {
+  if (roles_.reference == nullptr) return absl::OkStatus();
+  auto span = ledger_->Begin(Stage::kCheckpoint, "learner-0");
+  const std::string path = out_dir_ + "/reference.safetensors";
+  if (absl::Status s = roles_.learner->SaveWeights(path); !s.ok()) {
+    return At(s, "saving the reference weights");
+  }
+  return At(roles_.reference->Load(path), "loading the reference");
+}
+
+absl::StatusOr<ledger::EvalMetrics> GrpoLoop::Evaluate(const std::string& label) {
+  auto span = ledger_->Begin(Stage::kEval, "scheduler");
+  const auto& eval = data_.eval;
+  const int64_t n = job_.eval().num_prompts() > 0
+                        ? std::min<int64_t>(job_.eval().num_prompts(), eval.size())
+                        : static_cast<int64_t>(eval.size());
+  ledger::EvalMetrics metrics;
+  double reward_sum = 0;
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < n; begin += job_.eval().batch_size()) {
+    const int64_t end = std::min<int64_t>(n, begin + job_.eval().batch_size());
+    v1::GenerateRequest request;
+    request.set_responses_per_prompt(1);
+    *request.mutable_sampling() = TrainSampling(job_);
+    request.mutable_sampling()->set_greedy(true);
+    for (int64_t i = begin; i < end; ++i) {
+      absl::StatusOr<v1::Prompt> prompt = MakePrompt(eval[i]);
+      if (!prompt.ok()) return prompt.status();
+      *request.add_prompts() = *std::move(prompt);
+    }
+    absl::StatusOr<v1::GenerateResponse> out = roles_.actor->Generate(request);
+    if (!out.ok()) return At(out.status(), "eval " + label + ": rollout");
+    v1::VerifyRequest verify;
+    for (int64_t i = begin; i < end; ++i) {
+      auto* item = verify.add_items();
+      item->set_prompt(eval[i].prompt);
+      item->set_response(out->samples(i - begin).response_text());
+      item->set_answer(eval[i].answer);
+    }
+    absl::StatusOr<v1::VerifyResponse> verdicts = roles_.verifier->Verify(verify);
+    if (!verdicts.ok()) return At(verdicts.status(), "eval " + label + ": verify");
+    for (const auto& r : verdicts->results()) {
+      reward_sum += r.reward();
+      correct += r.verdict() == v1::CORRECT;
+    }
+  }
+  metrics.prompts = n;
+  metrics.accuracy = n > 0 ? static_cast<double>(correct) / n : 0;
+  metrics.mean_reward = n > 0 ? reward_sum / n : 0;
+  ledger_->RecordEval(label, metrics);
+  if (progress_ != nullptr) {
+    *progress_ << absl::StrFormat("eval %-6s  accuracy %.3f  (%d held-out prompts, greedy)\n",
+                                  label, metrics.accuracy, n);
+  }
+  return metrics;
+}
+
+absl::Status GrpoLoop::Step(int64_t step) {
+  const v1::GrpoConfig& grpo = job_.grpo();
+  const int64_t group = grpo.responses_per_prompt();
+  ledger_->BeginStep(step);
+  ledger::StepCounts counts;
+  counts.step = step;
+  counts.prompts = grpo.prompts_per_step();
+  counts.responses_per_prompt = group;
+
+  v1::GenerateRequest request;
+  request.set_responses_per_prompt(static_cast<int32_t>(group));
+  *request.mutable_sampling() = TrainSampling(job_);
+  request.set_seed(MixSeed(job_.runtime().seed(), static_cast<uint64_t>(step)));
+  std::vector<const data::Example*> examples;
+  for (int i = 0; i < grpo.prompts_per_step(); ++i) {
+    const data::Example& ex = train_stream_.Next();
+    examples.push_back(&ex);
+    absl::StatusOr<v1::Prompt> prompt = MakePrompt(ex);
+    if (!prompt.ok()) return prompt.status();
+    *request.add_prompts() = *std::move(prompt);
+  }
+
+  absl::StatusOr<v1::GenerateResponse> rollout;
+  {
+    auto span = ledger_->Begin(Stage::kRollout, "actor-0");
+    rollout = roles_.actor->Generate(request);
+  }
+  if (!rollout.ok()) return At(rollout.status(), "rollout");
+  const auto& samples = rollout->samples();
+  counts.samples_generated = samples.size();
+  counts.generated_tokens = rollout->generated_tokens();
+  counts.policy_version = roles_.learner->policy_version();
+
+  absl::StatusOr<v1::VerifyResponse> verdicts;
+  {
+    auto span = ledger_->Begin(Stage::kVerify, "verifier-0");
+    v1::VerifyRequest verify;
+    for (int i = 0; i < samples.size(); ++i) {
+      const data::Example& ex = *examples[i / group];
+      auto* item = verify.add_items();
+      item->set_prompt(ex.prompt);
+      item->set_response(samples[i].response_text());
+      item->set_answer(ex.answer);
+    }
+    verdicts = roles_.verifier->Verify(verify);
+  }
+  if (!verdicts.ok()) return At(verdicts.status(), "verify");
+  if (verdicts->results_size() != samples.size()) {
+    return absl::InternalError(absl::StrCat("verify: ", verdicts->results_size(),
+                                            " results for ", samples.size(), " samples"));
+  }
+
+  absl::StatusOr<v1::LogProbResponse> ref;
+  const bool use_kl = grpo.kl_coef() > 0 && roles_.reference != nullptr;
+  if (use_kl) {
+    auto span = ledger_->Begin(Stage::kReference, "reference-0");
+    v1::LogProbRequest lp;
+    *lp.mutable_samples() = samples;
+    ref = roles_.reference->LogProbs(lp);
+    if (!ref.ok()) return At(ref.status(), "reference");
+  }
+
+  v1::TrainBatch batch;
+  {
+    auto span = ledger_->Begin(Stage::kAdvantage, "scheduler");
+    std::vector<float> rewards;
+    double reward_sum = 0;
+    int64_t correct = 0;
+    for (const auto& r : verdicts->results()) {
+      rewards.push_back(r.reward());
+      reward_sum += r.reward();
+      correct += r.verdict() == v1::CORRECT;
+    }
+    absl::StatusOr<learner::GroupAdvantages> adv =
+        learner::ComputeGroupAdvantages(rewards, group, grpo.scale_rewards());
+    if (!adv.ok()) return At(adv.status(), "advantages");
+    counts.mean_reward = samples.empty() ? 0 : reward_sum / samples.size();
+    counts.accuracy = samples.empty() ? 0 : static_cast<double>(correct) / samples.size();
+    for (int i = 0; i < samples.size(); ++i) {
+      const v1::Sample& s = samples[i];
+      const bool zero_group = [&] {
+        const int g = i / group;
+        for (int k = 0; k < group; ++k) {
+          if (rewards[g * group + k] != rewards[g * group]) return false;
+        }
+        return true;
+      }();
+      if (zero_group) {
+        ++counts.samples_zero_variance;
+      } else if (s.truncated()) {
+        ++counts.samples_truncated;
+      } else if (verdicts->results(i).verdict() == v1::UNPARSEABLE) {
+        ++counts.samples_unparseable;
+      } else if (verdicts->results(i).verdict() == v1::ERROR) {
+        ++counts.samples_error;
+      }
+      if (adv->advantages[i] != 0.0f) ++counts.samples_effective;
+      if (s.response_tokens().empty()) continue;
+      v1::TrainSample* t = batch.add_samples();
+      *t->mutable_prompt_tokens() = s.prompt_tokens();
+      *t->mutable_response_tokens() = s.response_tokens();
+      *t->mutable_old_logprobs() = s.logprobs();
+      if (use_kl) *t->mutable_ref_logprobs() = ref->sequences(i).logprobs();
+      t->set_advantage(adv->advantages[i]);
+    }
+  }
+
+  absl::StatusOr<v1::TrainStats> stats;
+  {
+    auto span = ledger_->Begin(Stage::kUpdate, "learner-0");
+    stats = roles_.learner->TrainStep(batch);
+  }
+  if (!stats.ok()) return At(stats.status(), "update");
+  counts.trained_tokens = stats->trained_tokens();
+  counts.loss = stats->loss();
+  counts.kl = stats->kl();
+  counts.clip_fraction = stats->clip_fraction();
+  counts.grad_norm = stats->grad_norm();
+
+  if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "weight sync");
+
+  ledger::StepMetrics metrics = ledger_->EndStep(counts);
+  history_.push_back(metrics);
+  if (progress_ != nullptr) {
+    double elapsed = 0;
+    for (const auto& m : history_) elapsed += m.step_seconds;
+    const double eta = elapsed / history_.size() * (grpo.steps() - history_.size());
+    *progress_ << absl::StrFormat(
+        "step %4d/%d  reward %.3f  acc %.3f  effective %.2f  kl %.4f  step %.2fs  eta %.0fs\n",
+        step + 1, grpo.steps(), counts.mean_reward, counts.accuracy,
+        metrics.effective_sample_rate, counts.kl, metrics.step_seconds, eta);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpoLoop::Run() {
+  if (data_.train.empty() || data_.eval.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the job needs train and eval examples; found ", data_.train.size(),
+        " train and ", data_.eval.size(), " eval"));
+  }
+  if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "initial weight sync");
+  if (absl::Status s = WarmUp(); !s.ok()) return s;
+  if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "post-warm-up weight sync");
+  if (absl::Status s = TakeReference(); !s.ok()) return s;
+  absl::StatusOr<ledger::EvalMetrics> before = Evaluate("before");
+  if (!before.ok()) return before.status();
+  eval_before_ = *before;
+  for (int64_t step = 0; step < job_.grpo().steps(); ++step) {
+    if (absl::Status s = Step(step); !s.ok()) return At(s, absl::StrCat("step ", step));
+  }
+  ledger_->BeginStep(job_.grpo().steps());
+  absl::StatusOr<ledger::EvalMetrics> after = Evaluate("after");
+  if (!after.ok()) return after.status();
+  eval_after_ = *after;
+  return absl::OkStatus();
+}
+
+}  // namespace trellis::scheduler

@@ -1,0 +1,81 @@
+#ifndef TRELLIS_SCHEDULER_GRPO_LOOP_H_
+#define TRELLIS_SCHEDULER_GRPO_LOOP_H_
+
+// The GRPO training loop, driven against the role interfaces only:
+//
+//   SFT warm-up -> reference taken -> eval (before) ->
+//   { rollout -> verify -> reference log-probs -> advantages -> update ->
+//     weight sync } x steps -> eval (after)
+//
+// Embedded mode binds in-process roles; distributed mode binds gRPC clients
+// with the same contracts, and the loop does not change.
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "actor/rollout_worker.h"
+#include "data/dataset.h"
+#include "learner/learner_worker.h"
+#include "ledger/ledger.h"
+#include "model/tokenizer.h"
+#include "reference/reference_worker.h"
+#include "trellis/v1/job.pb.h"
+#include "verifier/verifier.h"
+
+namespace trellis::scheduler {
+
+struct Roles {
+  actor::RolloutWorker* actor = nullptr;
+  learner::LearnerWorker* learner = nullptr;
+  // May be null when grpo.kl_coef is 0.
+  reference::ReferenceWorker* reference = nullptr;
+  verifier::VerifierClient* verifier = nullptr;
+};
+
+class GrpoLoop {
+ public:
+  // Everything passed in must outlive the loop. Progress lines go to
+  // `progress` (may be null). Artifacts (the reference weights) go to
+  // `out_dir`.
+  GrpoLoop(const v1::JobConfig& job, Roles roles, const model::Tokenizer* tokenizer,
+           data::Split data, ledger::Ledger* ledger, std::string out_dir,
+           std::ostream* progress);
+
+  // Runs the whole job; the first failure stops it and is returned with
+  // the stage and step where it happened.
+  [[nodiscard]] absl::Status Run();
+
+  // The per-step metrics so far (for tests and the final table).
+  const std::vector<ledger::StepMetrics>& history() const { return history_; }
+  const ledger::EvalMetrics& eval_before() const { return eval_before_; }
+  const ledger::EvalMetrics& eval_after() const { return eval_after_; }
+
+ private:
+  absl::Status WarmUp();
+  absl::Status TakeReference();
+  absl::StatusOr<ledger::EvalMetrics> Evaluate(const std::string& label);
+  absl::Status Step(int64_t step);
+  // Learner publishes its current version; the actor takes it.
+  absl::Status SyncWeights();
+  absl::StatusOr<v1::Prompt> MakePrompt(const data::Example& example) const;
+
+  const v1::JobConfig job_;
+  const Roles roles_;
+  const model::Tokenizer* tokenizer_;
+  const data::Split data_;
+  data::PromptStream train_stream_;
+  ledger::Ledger* ledger_;
+  const std::string out_dir_;
+  std::ostream* progress_;
+  std::vector<ledger::StepMetrics> history_;
+  ledger::EvalMetrics eval_before_;
+  ledger::EvalMetrics eval_after_;
+};
+
+}  // namespace trellis::scheduler
+
+#endif  // TRELLIS_SCHEDULER_GRPO_LOOP_H_
