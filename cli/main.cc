@@ -42,15 +42,14 @@ int Run(const std::vector<std::string>& args) {
       return 2;
     }
   }
-  trellis::v1::JobConfig job = trellis::scheduler::DefaultJob();
-  if (!job_path.empty()) {
-    absl::StatusOr<trellis::v1::JobConfig> loaded = trellis::config::LoadJobFile(job_path);
-    if (!loaded.ok()) {
-      std::cerr << "trellis run: " << loaded.status().message() << "\n";
-      return 2;
-    }
-    job = *std::move(loaded);
+  absl::StatusOr<trellis::v1::JobConfig> loaded =
+      job_path.empty() ? trellis::scheduler::DefaultJob()
+                       : trellis::config::LoadJobFile(job_path);
+  if (!loaded.ok()) {
+    std::cerr << "trellis run: " << loaded.status().message() << "\n";
+    return 2;
   }
+  trellis::v1::JobConfig job = *std::move(loaded);
   if (out_dir.empty()) out_dir = job.runtime().out_dir();
   std::cout << "trellis run: job " << job.name() << " -> " << out_dir << std::endl;
   absl::Status status = trellis::scheduler::RunEmbeddedJob(job, out_dir, std::cout);

@@ -90,6 +90,7 @@ void CheckOptimizer(const std::string& p, const v1::OptimizerConfig& o, Checker&
   c.Positive(p + "eps", o.eps());
   c.NonNegative(p + "weight_decay", o.weight_decay());
   c.NonNegative(p + "max_grad_norm", o.max_grad_norm());
+  c.AtLeast(p + "warmup_steps", o.warmup_steps(), 0);
 }
 
 void CheckRl(const v1::JobConfig& job, Checker& c) {

@@ -103,9 +103,8 @@ class LocalLearner : public LearnerWorker {
       r.tokens = tb->response_mask.sum().item<double>();
       return r;
     };
-    if (sft_optimizer_ == nullptr) sft_optimizer_ = NewAdamW(model_, job_.sft().optimizer());
-    return Update(*sft_optimizer_, job_.sft().optimizer(), Stage::kSft,
-                  batch.pairs_size(), micro);
+    if (sft_.optimizer == nullptr) sft_.optimizer = NewAdamW(model_, job_.sft().optimizer());
+    return Update(sft_, job_.sft().optimizer(), Stage::kSft, batch.pairs_size(), micro);
   }
 
   absl::StatusOr<v1::TrainStats> TrainStep(const v1::TrainBatch& batch) override {
@@ -151,9 +150,8 @@ class LocalLearner : public LearnerWorker {
                                  grpo.loss_aggregation(), normalizer);
       return MicroResult{loss.loss, loss.kl_sum, loss.clipped_tokens, loss.tokens};
     };
-    if (rl_optimizer_ == nullptr) rl_optimizer_ = NewAdamW(model_, grpo.optimizer());
-    return Update(*rl_optimizer_, grpo.optimizer(), Stage::kUpdate,
-                  batch.samples_size(), micro);
+    if (rl_.optimizer == nullptr) rl_.optimizer = NewAdamW(model_, grpo.optimizer());
+    return Update(rl_, grpo.optimizer(), Stage::kUpdate, batch.samples_size(), micro);
   }
 
   absl::StatusOr<v1::WeightSyncStats> PublishWeights() override {
@@ -172,10 +170,16 @@ class LocalLearner : public LearnerWorker {
   int64_t policy_version() const override { return version_; }
 
  private:
-  // zero_grad; the micro-batches' forward and backward; clip; step.
-  absl::StatusOr<v1::TrainStats> Update(torch::optim::AdamW& optimizer,
-                                        const v1::OptimizerConfig& config, Stage stage,
-                                        int64_t rows, const MicroFn& micro) {
+  // One training phase's optimizer and how many steps it has taken.
+  struct Phase {
+    std::unique_ptr<torch::optim::AdamW> optimizer;
+    int64_t steps = 0;
+  };
+
+  // zero_grad; the micro-batches' forward and backward; clip; warm-up; step.
+  absl::StatusOr<v1::TrainStats> Update(Phase& phase, const v1::OptimizerConfig& config,
+                                        Stage stage, int64_t rows, const MicroFn& micro) {
+    torch::optim::AdamW& optimizer = *phase.optimizer;
     if (rows == 0) {
       return absl::InvalidArgumentError(absl::StrCat(options_.worker_id, ": empty batch"));
     }
@@ -206,7 +210,14 @@ class LocalLearner : public LearnerWorker {
       }
       const double max_norm = config.max_grad_norm() > 0 ? config.max_grad_norm() : 1e30;
       stats.set_grad_norm(torch::nn::utils::clip_grad_norm_(model_->parameters(), max_norm));
+      const double warmup = config.warmup_steps();
+      const double lr =
+          config.lr() * (warmup > 0 ? std::min(1.0, (phase.steps + 1) / warmup) : 1.0);
+      for (auto& group : optimizer.param_groups()) {
+        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+      }
       optimizer.step();
+      ++phase.steps;
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat(options_.worker_id, ": update at version ",
                                               version_, ": ", e.what_without_backtrace()));
@@ -240,8 +251,8 @@ class LocalLearner : public LearnerWorker {
   weightsync::Transport* transport_;
   ledger::Ledger* ledger_;
   model::Transformer model_{nullptr};
-  std::unique_ptr<torch::optim::AdamW> sft_optimizer_;
-  std::unique_ptr<torch::optim::AdamW> rl_optimizer_;
+  Phase sft_;
+  Phase rl_;
   int64_t version_ = 0;
 };
 

@@ -72,11 +72,6 @@ void PrintTable(const ledger::Ledger& ledger, const GrpoLoop& loop, std::ostream
 
 }  // namespace
 
-v1::JobConfig DefaultJob() {
-  // Every field of the default job is its declared default in job.proto.
-  return v1::JobConfig();
-}
-
 absl::Status RunEmbeddedJob(const v1::JobConfig& job_in, const std::string& out_dir,
                             std::ostream& progress) {
   v1::JobConfig job = job_in;

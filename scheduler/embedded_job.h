@@ -8,13 +8,14 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::scheduler {
 
-// The built-in default job: GRPO on the arithmetic task (all defaults of
-// job.proto).
-v1::JobConfig DefaultJob();
+// The built-in default job: GRPO on 2-digit addition, sized for a CPU
+// (scheduler/default_job.cc holds it as YAML).
+[[nodiscard]] absl::StatusOr<v1::JobConfig> DefaultJob();
 
 // Validates `job`, then runs it, writing to `out_dir`:
 //   job.yaml          the job as resolved, every default filled in

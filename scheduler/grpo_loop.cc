@@ -63,6 +63,7 @@ absl::StatusOr<v1::Prompt> GrpoLoop::MakePrompt(const data::Example& example) co
 }
 
 absl::Status GrpoLoop::SyncWeights() {
+  if (roles_.learner->policy_version() == published_version_) return absl::OkStatus();
   auto span = ledger_->Begin(Stage::kWeightSync, "scheduler");
   absl::StatusOr<v1::WeightSyncStats> sent = roles_.learner->PublishWeights();
   if (!sent.ok()) return At(sent.status(), "publishing weights");
@@ -72,6 +73,7 @@ absl::Status GrpoLoop::SyncWeights() {
   handoff.set_transfer_seconds(sent->transfer_seconds() + got->transfer_seconds());
   handoff.set_load_seconds(got->load_seconds());
   ledger_->RecordHandoff("learner-0", handoff);
+  published_version_ = sent->version();
   return absl::OkStatus();
 }
 
@@ -154,6 +156,7 @@ absl::StatusOr<ledger::EvalMetrics> GrpoLoop::Evaluate(const std::string& label)
   if (progress_ != nullptr) {
     *progress_ << absl::StrFormat("eval %-6s  accuracy %.3f  (%d held-out prompts, greedy)\n",
                                   label, metrics.accuracy, n);
+    progress_->flush();
   }
   return metrics;
 }
@@ -289,6 +292,7 @@ absl::Status GrpoLoop::Step(int64_t step) {
         "step %4d/%d  reward %.3f  acc %.3f  effective %.2f  kl %.4f  step %.2fs  eta %.0fs\n",
         step + 1, grpo.steps(), counts.mean_reward, counts.accuracy,
         metrics.effective_sample_rate, counts.kl, metrics.step_seconds, eta);
+    progress_->flush();
   }
   return absl::OkStatus();
 }

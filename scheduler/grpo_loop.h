@@ -59,7 +59,8 @@ class GrpoLoop {
   absl::Status TakeReference();
   absl::StatusOr<ledger::EvalMetrics> Evaluate(const std::string& label);
   absl::Status Step(int64_t step);
-  // Learner publishes its current version; the actor takes it.
+  // Learner publishes its current version, unless the actor has it already;
+  // the actor takes it.
   absl::Status SyncWeights();
   absl::StatusOr<v1::Prompt> MakePrompt(const data::Example& example) const;
 
@@ -74,6 +75,8 @@ class GrpoLoop {
   std::vector<ledger::StepMetrics> history_;
   ledger::EvalMetrics eval_before_;
   ledger::EvalMetrics eval_after_;
+  // Newest version the actor holds; -1 before the first sync.
+  int64_t published_version_ = -1;
 };
 
 }  // namespace trellis::scheduler

@@ -16,7 +16,9 @@ namespace {
 namespace fs = std::filesystem;
 
 v1::JobConfig TinyJob() {
-  v1::JobConfig job = scheduler::DefaultJob();
+  absl::StatusOr<v1::JobConfig> base = scheduler::DefaultJob();
+  EXPECT_TRUE(base.ok()) << base.status();
+  v1::JobConfig job = *base;
   auto* m = job.mutable_model();
   m->set_d_model(32);
   m->set_n_layers(1);
@@ -26,6 +28,7 @@ v1::JobConfig TinyJob() {
   job.mutable_data()->mutable_arithmetic()->set_num_problems(200);
   job.mutable_sft()->set_steps(3);
   job.mutable_sft()->set_batch_size(16);
+  job.mutable_sft()->mutable_optimizer()->set_warmup_steps(0);
   job.mutable_grpo()->set_steps(3);
   job.mutable_grpo()->set_prompts_per_step(4);
   job.mutable_grpo()->set_responses_per_prompt(4);
