@@ -1,6 +1,6 @@
 // The `trellis` command.
 //
-//   trellis run [JOB.yaml] [--out DIR]
+//   trellis run [JOB.yaml] [--out DIR] [--seed N]
 //       Runs a job with every role in this process. Without JOB.yaml it runs
 //       the built-in default: GRPO on the arithmetic task, on CPU.
 
@@ -9,28 +9,28 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "config/job_config.h"
 #include "scheduler/embedded_job.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: trellis run [JOB.yaml] [--out DIR]\n"
+    "usage: trellis run [JOB.yaml] [--out DIR] [--seed N]\n"
     "  run   run a job with every role in this process; without JOB.yaml,\n"
     "        the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
-    "        the job's runtime.out_dir).\n";
+    "        the job's runtime.out_dir); --seed overrides runtime.seed.\n";
 
 int Run(const std::vector<std::string>& args) {
-  std::string job_path, out_dir;
+  std::string job_path, out_dir, seed;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--out") {
+    if (args[i] == "--out" || args[i] == "--seed") {
       if (i + 1 == args.size()) {
-        std::cerr << "trellis run: --out needs a directory\n" << kUsage;
+        std::cerr << "trellis run: " << args[i] << " needs a value\n" << kUsage;
         return 2;
       }
-      out_dir = args[++i];
-    } else if (args[i].rfind("--out=", 0) == 0) {
-      out_dir = args[i].substr(6);
+      (args[i] == "--out" ? out_dir : seed) = args[i + 1];
+      ++i;
     } else if (args[i].rfind("-", 0) == 0) {
       std::cerr << "trellis run: unknown flag " << args[i] << "\n" << kUsage;
       return 2;
@@ -50,6 +50,15 @@ int Run(const std::vector<std::string>& args) {
     return 2;
   }
   trellis::v1::JobConfig job = *std::move(loaded);
+  if (!seed.empty()) {
+    uint64_t value = 0;
+    if (!absl::SimpleAtoi(seed, &value)) {
+      std::cerr << "trellis run: --seed: expected a non-negative integer, found \"" << seed
+                << "\"\n";
+      return 2;
+    }
+    job.mutable_runtime()->set_seed(value);
+  }
   if (out_dir.empty()) out_dir = job.runtime().out_dir();
   std::cout << "trellis run: job " << job.name() << " -> " << out_dir << std::endl;
   absl::Status status = trellis::scheduler::RunEmbeddedJob(job, out_dir, std::cout);

@@ -110,6 +110,7 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   const v1::SftConfig& sft = job.sft();
   c.NonNegative("sft.steps", sft.steps());
   c.AtLeast("sft.batch_size", sft.batch_size(), 1);
+  c.AtLeast("sft.num_examples", sft.num_examples(), 0);
   CheckOptimizer("sft.optimizer.", sft.optimizer(), c);
 
   const v1::GrpoConfig& g = job.grpo();

@@ -34,6 +34,15 @@ v1::SamplingParams TrainSampling(const v1::JobConfig& job) {
   return p;
 }
 
+// Salt of the RL prompt stream's seed, so that it does not replay the SFT
+// stream's order. (Per-step sampling seeds use the step number as salt.)
+constexpr uint64_t kRlStreamSalt = 1ULL << 40;
+
+std::vector<data::Example> SftExamples(const std::vector<data::Example>& train, int limit) {
+  if (limit <= 0 || static_cast<size_t>(limit) >= train.size()) return train;
+  return std::vector<data::Example>(train.begin(), train.begin() + limit);
+}
+
 }  // namespace
 
 GrpoLoop::GrpoLoop(const v1::JobConfig& job, Roles roles,
@@ -43,7 +52,8 @@ GrpoLoop::GrpoLoop(const v1::JobConfig& job, Roles roles,
       roles_(roles),
       tokenizer_(tokenizer),
       data_(std::move(data)),
-      train_stream_(data_.train, job.runtime().seed()),
+      sft_stream_(SftExamples(data_.train, job.sft().num_examples()), job.runtime().seed()),
+      train_stream_(data_.train, MixSeed(job.runtime().seed(), kRlStreamSalt)),
       ledger_(ledger),
       out_dir_(std::move(out_dir)),
       progress_(progress) {}
@@ -83,7 +93,7 @@ absl::Status GrpoLoop::WarmUp() {
     auto span = ledger_->Begin(Stage::kSft, "learner-0");
     v1::SftBatch batch;
     for (int i = 0; i < sft.batch_size(); ++i) {
-      const data::Example& ex = train_stream_.Next();
+      const data::Example& ex = sft_stream_.Next();
       absl::StatusOr<v1::Prompt> prompt = MakePrompt(ex);
       if (!prompt.ok()) return prompt.status();
       absl::StatusOr<std::vector<int32_t>> target = tokenizer_->Encode(ex.answer);
@@ -98,6 +108,7 @@ absl::Status GrpoLoop::WarmUp() {
     if (progress_ != nullptr && (step + 1) % 20 == 0) {
       *progress_ << absl::StrFormat("sft %4d/%d  loss %.4f\n", step + 1, sft.steps(),
                                     stats->loss());
+      progress_->flush();
     }
   }
   return absl::OkStatus();

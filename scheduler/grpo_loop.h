@@ -68,6 +68,9 @@ class GrpoLoop {
   const Roles roles_;
   const model::Tokenizer* tokenizer_;
   const data::Split data_;
+  // SFT examples (the first sft.num_examples of the split) and RL prompts
+  // (the whole split), each its own reproducible stream.
+  data::PromptStream sft_stream_;
   data::PromptStream train_stream_;
   ledger::Ledger* ledger_;
   const std::string out_dir_;
