@@ -106,6 +106,15 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   const v1::VerifierConfig& v = job.verifier();
   c.Require(!v.name().empty(), "verifier.name", "a registered verifier name", "\"\"");
   c.NonNegative("verifier.tolerance", v.tolerance());
+  c.AtLeast("verifier.workers", v.workers(), 1);
+  c.AtLeast("verifier.deadline_ms", v.deadline_ms(), 1);
+  c.NonNegative("verifier.retries", v.retries());
+  c.AtLeast("verifier.cpu_seconds", v.cpu_seconds(), 1);
+  c.AtLeast("verifier.memory_mb", v.memory_mb(), 16);
+  c.AtLeast("verifier.max_processes", v.max_processes(), 1);
+  c.NonNegative("verifier.max_file_mb", v.max_file_mb());
+  c.Require(v.sandbox() == "auto" || v.sandbox() == "bwrap" || v.sandbox() == "rlimits",
+            "verifier.sandbox", "one of auto, bwrap, rlimits", absl::StrCat("\"", v.sandbox(), "\""));
 
   const v1::SftConfig& sft = job.sft();
   c.NonNegative("sft.steps", sft.steps());

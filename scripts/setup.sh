@@ -9,6 +9,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  bubblewrap
 )
 
 missing=()

@@ -1,4 +1,5 @@
-// Built-in verifiers: exact_match and numeric. Rewards come from the job's
+// Built-in verifiers exact_match and numeric, and the registration of every
+// built-in (the others live in answers.cc, subprocess.cc, code_exec.cc). Rewards come from the job's
 // VerifierConfig; an ERROR verdict (a bad ground-truth answer) gets
 // reward_wrong.
 
@@ -11,25 +12,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "verifier/internal/register.h"
+#include "verifier/internal/result.h"
 #include "verifier/verifier.h"
 
 namespace trellis::verifier {
 namespace {
 
-// `s` quoted and C-escaped for a detail message, shortened when long.
-std::string Show(absl::string_view s) {
-  constexpr size_t kMax = 60;
-  const bool cut = s.size() > kMax;
-  return absl::StrCat("\"", absl::CEscape(s.substr(0, kMax)), cut ? "...\"" : "\"");
-}
-
-v1::VerifyResult Result(v1::Verdict verdict, float reward, std::string detail) {
-  v1::VerifyResult r;
-  r.set_verdict(verdict);
-  r.set_reward(reward);
-  r.set_detail(std::move(detail));
-  return r;
-}
+using internal::Result;
+using internal::Show;
 
 class ExactMatch : public Verifier {
  public:
@@ -108,7 +99,7 @@ absl::Status RegisterBuiltinVerifiers(VerifierRegistry& registry) {
         return std::make_unique<ExactMatch>(c);
       });
   if (!s.ok()) return s;
-  return registry.Register(
+  s = registry.Register(
       "numeric", [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
         if (!(c.tolerance() >= 0) || std::isinf(c.tolerance())) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -116,6 +107,12 @@ absl::Status RegisterBuiltinVerifiers(VerifierRegistry& registry) {
         }
         return std::make_unique<Numeric>(c);
       });
+  if (!s.ok()) return s;
+  s = internal::RegisterAnswerVerifiers(registry);
+  if (!s.ok()) return s;
+  s = internal::RegisterSubprocessVerifier(registry);
+  if (!s.ok()) return s;
+  return internal::RegisterCodeExecVerifier(registry);
 }
 
 }  // namespace trellis::verifier

@@ -45,6 +45,22 @@ bool VerifierRegistry::Contains(const std::string& name) const {
   return factories_.count(name) > 0;
 }
 
+std::vector<v1::VerifyResult> Verifier::VerifyBatch(
+    const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items) const {
+  std::vector<v1::VerifyResult> results(items.size());
+  for (int i = 0; i < items.size(); ++i) {
+    // Verify() must not throw; a plugin that does fails only its item.
+    try {
+      results[i] = Verify(items[i]);
+    } catch (const std::exception& e) {
+      results[i].Clear();
+      results[i].set_verdict(v1::ERROR);
+      results[i].set_detail(absl::StrCat("verifier threw: ", e.what()));
+    }
+  }
+  return results;
+}
+
 namespace {
 
 class LocalVerifierClient : public VerifierClient {
@@ -56,19 +72,14 @@ class LocalVerifierClient : public VerifierClient {
     if (verifier_ == nullptr) {
       return absl::FailedPreconditionError("local verifier client has no verifier");
     }
+    std::vector<v1::VerifyResult> results = verifier_->VerifyBatch(request.items());
+    if (results.size() != static_cast<size_t>(request.items_size())) {
+      return absl::InternalError(absl::StrCat("verifier returned ", results.size(),
+                                              " results for ", request.items_size(), " items"));
+    }
     v1::VerifyResponse response;
     response.mutable_results()->Reserve(request.items_size());
-    for (const v1::VerifyItem& item : request.items()) {
-      v1::VerifyResult* result = response.add_results();
-      // Verify() must not throw; a plugin that does fails only its item.
-      try {
-        *result = verifier_->Verify(item);
-      } catch (const std::exception& e) {
-        result->Clear();
-        result->set_verdict(v1::ERROR);
-        result->set_detail(absl::StrCat("verifier threw: ", e.what()));
-      }
-    }
+    for (v1::VerifyResult& r : results) *response.add_results() = std::move(r);
     return response;
   }
 

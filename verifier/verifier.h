@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,6 +24,11 @@ class Verifier {
   // Never fails as a call: a problem with the item is an ERROR verdict
   // whose detail says why.
   virtual v1::VerifyResult Verify(const v1::VerifyItem& item) const = 0;
+  // One result per item, in order. The default calls Verify on each in turn
+  // (an exception fails only its item, as ERROR); pools override it to
+  // verify several items at once. Thread-safe where the verifier says so.
+  virtual std::vector<v1::VerifyResult> VerifyBatch(
+      const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items) const;
 };
 
 using VerifierFactory = std::function<absl::StatusOr<std::unique_ptr<Verifier>>(
@@ -45,6 +51,18 @@ class VerifierRegistry {
 // exact_match: the trimmed response equals the trimmed answer.
 // numeric: the first number in the response is within config.tolerance of
 // the answer (UNPARSEABLE when the response holds no number).
+// regex: config.pattern (ECMAScript) matches somewhere in the response.
+// math: the last \boxed{...} of the response (nested braces allowed), else
+// its last number, equals the answer (numerically within tolerance; plain
+// text comparison without spaces when either side is not a number).
+// countdown: the answer is "TARGET|N1,N2,..." or {"target": T, "numbers":
+// [...]}; the response's expression (inside <answer>...</answer>, else its
+// last line, before any '=') uses each number exactly once with + - * / and
+// parentheses, and equals the target in exact rational arithmetic.
+// subprocess: a pool of plugin processes speaking JSON lines, with a
+// per-sample deadline (docs/verifier-plugins.md).
+// code_exec: runs a Python program against JSON test cases in a sandbox
+// (bubblewrap, rlimits; docs/verifier-plugins.md).
 [[nodiscard]] absl::Status RegisterBuiltinVerifiers(VerifierRegistry& registry);
 
 // How the scheduler's loop reaches verifiers (in-process or over gRPC).

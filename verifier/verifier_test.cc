@@ -55,7 +55,7 @@ TEST(VerifierRegistry, RefusesDuplicatesAndNamesKnownVerifiers) {
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.message(), HasSubstr("verifier.name"));
   EXPECT_THAT(missing.message(), HasSubstr("\"python\""));
-  EXPECT_THAT(missing.message(), HasSubstr("exact_match, numeric"));
+  EXPECT_THAT(missing.message(), HasSubstr("code_exec, countdown, exact_match, math, numeric, regex, subprocess"));
 }
 
 TEST(VerifierRegistry, NumericRefusesNegativeTolerance) {

@@ -1,0 +1,262 @@
+#include "verifier/internal/process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace trellis::verifier::internal {
+namespace {
+
+// Milliseconds left until `deadline`, for poll(); 0 when past.
+int MillisLeft(absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+}
+
+// In the forked child: only async-signal-safe calls until exec.
+[[noreturn]] void ExecChild(const SpawnOptions& o, char* const* argv, int in, int out, int err,
+                            int report) {
+  setpgid(0, 0);
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGPIPE, &dfl, nullptr);
+  int step = 0;
+  auto fail = [&](int code) {
+    int msg[2] = {step, code};
+    (void)!write(report, msg, sizeof(msg));
+    _exit(127);
+  };
+  step = 1;
+  if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || (err >= 0 && dup2(err, 2) < 0)) fail(errno);
+  step = 2;
+  if (o.unshare_net) (void)unshare(CLONE_NEWNET);  // best effort
+  if (!o.cwd.empty() && chdir(o.cwd.c_str()) != 0) fail(errno);
+  step = 3;
+  for (const auto& [resource, limit] : o.rlimits) {
+    struct rlimit rl = {limit, limit};
+    if (setrlimit(resource, &rl) != 0) fail(errno);
+  }
+  step = 4;
+  if (o.gid >= 0) {
+    if (syscall(SYS_setgroups, 0, nullptr) != 0 || syscall(SYS_setgid, o.gid) != 0) fail(errno);
+  }
+  if (o.uid >= 0 && syscall(SYS_setuid, o.uid) != 0) fail(errno);
+  step = 5;
+  execvp(argv[0], argv);
+  fail(errno);
+  _exit(127);
+}
+
+constexpr const char* kSteps[] = {"", "redirect", "chdir", "setrlimit", "drop privileges",
+                                  "exec"};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Child>> Child::Spawn(const SpawnOptions& o) {
+  if (o.argv.empty()) return absl::InvalidArgumentError("spawn: empty argv");
+  std::vector<char*> argv;
+  for (const std::string& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  // stdin is a socket so that writing to a dead child fails with EPIPE
+  // (MSG_NOSIGNAL) instead of raising SIGPIPE in the host.
+  int in[2], out[2], err[2] = {-1, -1}, report[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) {
+    return absl::InternalError(absl::StrCat("spawn: socketpair: ", strerror(errno)));
+  }
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0 ||
+      (o.capture_stderr && pipe2(err, O_CLOEXEC) != 0)) {
+    return absl::InternalError(absl::StrCat("spawn: pipe: ", strerror(errno)));
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1], report[0], report[1]}) {
+      if (fd >= 0) close(fd);
+    }
+    return absl::UnavailableError(absl::StrCat("spawn: fork: ", strerror(e)));
+  }
+  if (pid == 0) ExecChild(o, argv.data(), in[1], out[1], err[1], report[1]);
+  setpgid(pid, pid);  // also in the child: no race either way
+  close(in[1]);
+  close(out[1]);
+  if (err[1] >= 0) close(err[1]);
+  close(report[1]);
+  std::unique_ptr<Child> child(new Child());
+  child->pid_ = pid;
+  child->stdin_fd_ = in[0];
+  child->stdout_fd_ = out[0];
+  child->stderr_fd_ = err[0];
+  int msg[2];
+  ssize_t n;
+  do {
+    n = read(report[0], msg, sizeof(msg));
+  } while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n == sizeof(msg)) {
+    child->Kill();
+    return absl::FailedPreconditionError(absl::StrCat("cannot start \"", o.argv[0], "\": ",
+                                                      kSteps[msg[0]], ": ", strerror(msg[1])));
+  }
+  return child;
+}
+
+Child::~Child() { Kill(); }
+
+void Child::CloseFd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+absl::Status Child::Write(absl::string_view data, absl::Time deadline) {
+  while (!data.empty()) {
+    if (stdin_fd_ < 0) return absl::UnavailableError("stdin is closed");
+    pollfd p = {stdin_fd_, POLLOUT, 0};
+    const int r = poll(&p, 1, MillisLeft(deadline));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return absl::DeadlineExceededError("writing to the child's stdin");
+    const ssize_t n = send(stdin_fd_, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      return absl::UnavailableError(absl::StrCat("writing to the child's stdin: ", strerror(errno)));
+    }
+    data.remove_prefix(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Child::ReadLine(absl::Time deadline, size_t max_bytes) {
+  while (true) {
+    const size_t nl = out_buf_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = out_buf_.substr(0, nl);
+      out_buf_.erase(0, nl + 1);
+      return line;
+    }
+    if (out_buf_.size() > max_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat("a line longer than ", max_bytes, " bytes"));
+    }
+    pollfd p = {stdout_fd_, POLLIN, 0};
+    const int r = poll(&p, 1, MillisLeft(deadline));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return absl::DeadlineExceededError("waiting for a line on the child's stdout");
+    char buf[65536];
+    const ssize_t n = read(stdout_fd_, buf, sizeof(buf));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return absl::UnavailableError("the child's stdout ended");
+    out_buf_.append(buf, n);
+  }
+}
+
+bool Child::HasPendingOutput() {
+  if (!out_buf_.empty()) return true;
+  pollfd p = {stdout_fd_, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
+
+absl::Status Child::Communicate(absl::string_view input, absl::Time deadline, size_t cap,
+                                std::string* out, std::string* err) {
+  if (input.empty()) CloseFd(stdin_fd_);
+  bool out_open = true, err_open = stderr_fd_ >= 0;
+  while (out_open || err_open) {
+    pollfd p[3];
+    int n = 0, in_at = -1, out_at = -1, err_at = -1;
+    if (stdin_fd_ >= 0) {
+      in_at = n;
+      p[n++] = {stdin_fd_, POLLOUT, 0};
+    }
+    if (out_open) {
+      out_at = n;
+      p[n++] = {stdout_fd_, POLLIN, 0};
+    }
+    if (err_open) {
+      err_at = n;
+      p[n++] = {stderr_fd_, POLLIN, 0};
+    }
+    const int r = poll(p, n, MillisLeft(deadline));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return absl::DeadlineExceededError("waiting for the child's output");
+    if (in_at >= 0 && p[in_at].revents != 0) {
+      const ssize_t w = send(stdin_fd_, input.data(), input.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) input.remove_prefix(w);
+      if ((w < 0 && errno != EAGAIN && errno != EINTR) || input.empty()) CloseFd(stdin_fd_);
+    }
+    auto drain = [&](int at, int fd, bool& open, std::string* sink) {
+      if (at < 0 || p[at].revents == 0) return;
+      char buf[65536];
+      const ssize_t k = read(fd, buf, sizeof(buf));
+      if (k < 0 && (errno == EINTR || errno == EAGAIN)) return;
+      if (k <= 0) {
+        open = false;
+        return;
+      }
+      if (sink->size() < cap) sink->append(buf, std::min<size_t>(k, cap - sink->size()));
+    };
+    drain(out_at, stdout_fd_, out_open, out);
+    drain(err_at, stderr_fd_, err_open, err);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Child::Wait(absl::Time deadline) {
+  while (!reaped_) {
+    // Notice the exit without reaping: while the leader is a zombie its
+    // process group id cannot be reused, so stragglers in the group can be
+    // killed safely before the leader is reaped.
+    siginfo_t info{};
+    const int r = waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && info.si_pid == pid_) {
+      Kill();
+      break;
+    }
+    if (r < 0 && errno != EINTR) {
+      reaped_ = true;  // not our child any more; nothing to reap
+      break;
+    }
+    if (absl::Now() >= deadline) return absl::DeadlineExceededError("waiting for the child to exit");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return wait_status_;
+}
+
+void Child::Kill() {
+  if (pid_ > 0 && !reaped_) {
+    kill(-pid_, SIGKILL);
+    kill(pid_, SIGKILL);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    wait_status_ = status;
+  }
+  CloseFd(stdin_fd_);
+  CloseFd(stdout_fd_);
+  CloseFd(stderr_fd_);
+}
+
+std::string Child::DescribeExit(int status) {
+  if (status < 0) return "unknown exit status";
+  if (WIFEXITED(status)) return absl::StrCat("exit status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)),
+                        ")");
+  }
+  return absl::StrCat("wait status ", status);
+}
+
+}  // namespace trellis::verifier::internal
