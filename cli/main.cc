@@ -3,6 +3,8 @@
 //   trellis run [JOB.yaml] [--out DIR] [--seed N]
 //       Runs a job with every role in this process. Without JOB.yaml it runs
 //       the built-in default: GRPO on the arithmetic task, on CPU.
+//   trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl
+//       Scores samples with one verifier, no training (verifier/verify_command.h).
 
 #include <cstring>
 #include <iostream>
@@ -12,11 +14,13 @@
 #include "absl/strings/numbers.h"
 #include "config/job_config.h"
 #include "scheduler/embedded_job.h"
+#include "verifier/verify_command.h"
 
 namespace {
 
 constexpr char kUsage[] =
     "usage: trellis run [JOB.yaml] [--out DIR] [--seed N]\n"
+    "       trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl\n"
     "  run   run a job with every role in this process; without JOB.yaml,\n"
     "        the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
     "        the job's runtime.out_dir); --seed overrides runtime.seed.\n";
@@ -80,6 +84,7 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (command == "run") return Run(args);
+  if (command == "verify") return trellis::verifier::VerifyCommand(args, std::cout, std::cerr);
   std::cerr << "trellis: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }
