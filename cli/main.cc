@@ -5,6 +5,8 @@
 //       the built-in default: GRPO on the arithmetic task, on CPU.
 //   trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl
 //       Scores samples with one verifier, no training (verifier/verify_command.h).
+//   trellis run --resume RUN_DIR
+//       Continues the run in RUN_DIR from its newest checkpoint.
 
 #include <cstring>
 #include <iostream>
@@ -21,19 +23,22 @@ namespace {
 constexpr char kUsage[] =
     "usage: trellis run [JOB.yaml] [--out DIR] [--seed N]\n"
     "       trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl\n"
+    "       trellis run --resume RUN_DIR\n"
     "  run   run a job with every role in this process; without JOB.yaml,\n"
     "        the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
-    "        the job's runtime.out_dir); --seed overrides runtime.seed.\n";
+    "        the job's runtime.out_dir); --seed overrides runtime.seed.\n"
+    "        --resume continues the run in RUN_DIR (its job.yaml) from its\n"
+    "        newest checkpoint (runtime.checkpoint_every) and writes there.\n";
 
 int Run(const std::vector<std::string>& args) {
-  std::string job_path, out_dir, seed;
+  std::string job_path, out_dir, seed, resume;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--out" || args[i] == "--seed") {
+    if (args[i] == "--out" || args[i] == "--seed" || args[i] == "--resume") {
       if (i + 1 == args.size()) {
         std::cerr << "trellis run: " << args[i] << " needs a value\n" << kUsage;
         return 2;
       }
-      (args[i] == "--out" ? out_dir : seed) = args[i + 1];
+      (args[i] == "--out" ? out_dir : args[i] == "--seed" ? seed : resume) = args[i + 1];
       ++i;
     } else if (args[i].rfind("-", 0) == 0) {
       std::cerr << "trellis run: unknown flag " << args[i] << "\n" << kUsage;
@@ -45,6 +50,21 @@ int Run(const std::vector<std::string>& args) {
                 << args[i] << ")\n" << kUsage;
       return 2;
     }
+  }
+  if (!resume.empty()) {
+    if (!job_path.empty() || !out_dir.empty() || !seed.empty()) {
+      std::cerr << "trellis run: --resume takes the job, output directory and seed from "
+                   "RUN_DIR; drop the job file, --out and --seed\n"
+                << kUsage;
+      return 2;
+    }
+    std::cout << "trellis run: resuming " << resume << std::endl;
+    absl::Status status = trellis::scheduler::ResumeEmbeddedJob(resume, std::cout);
+    if (!status.ok()) {
+      std::cerr << "trellis run: " << status << "\n";
+      return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    return 0;
   }
   absl::StatusOr<trellis::v1::JobConfig> loaded =
       job_path.empty() ? trellis::scheduler::DefaultJob()

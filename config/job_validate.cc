@@ -145,6 +145,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   c.NonNegative("eval.num_prompts", job.eval().num_prompts());
   c.AtLeast("eval.batch_size", job.eval().batch_size(), 1);
   c.NonNegative("runtime.num_threads", job.runtime().num_threads());
+  c.NonNegative("runtime.checkpoint_every", job.runtime().checkpoint_every());
   return c.status();
 }
 

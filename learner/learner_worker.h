@@ -35,6 +35,20 @@ class LearnerWorker {
   // Writes the current weights as safetensors (atomically).
   [[nodiscard]] virtual absl::Status SaveWeights(const std::string& path) = 0;
 
+  // Writes a checkpoint of the learner into the existing directory `dir`:
+  //   weights.safetensors    the policy (metadata: policy_version)
+  //   optimizer.safetensors  both phases' optimizer state and step counts
+  //                          (learner/internal/adamw_state.h names)
+  // Each file is written atomically and fsynced.
+  [[nodiscard]] virtual absl::Status SaveCheckpoint(const std::string& dir) = 0;
+
+  // Restores what SaveCheckpoint wrote: weights, optimizer state, phase step
+  // counts and the policy version. Fails, changing nothing, with DataLoss
+  // for an unreadable file and FailedPrecondition for one that does not fit
+  // this learner (other shapes, names or format); the message names the
+  // file and the tensor or field.
+  [[nodiscard]] virtual absl::Status RestoreCheckpoint(const std::string& dir) = 0;
+
   // Starts at 0 and grows by one with every optimizer step.
   virtual int64_t policy_version() const = 0;
 };

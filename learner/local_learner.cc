@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "learner/internal/adamw_state.h"
 #include "learner/objectives.h"
 #include "ledger/memory_tracker.h"
 #include "model/safetensors.h"
@@ -26,6 +30,22 @@ struct MicroResult {
   double tokens = 0;
 };
 using MicroFn = std::function<absl::StatusOr<MicroResult>(int64_t begin, int64_t end)>;
+
+// Format of optimizer.safetensors; a checkpoint with another is refused.
+constexpr char kOptimizerFormat[] = "trellis.adamw.v1";
+
+// An integer field of a safetensors file's metadata.
+absl::StatusOr<int64_t> MetaInt(const std::map<std::string, std::string>& meta,
+                                const std::string& key, const std::string& path) {
+  auto it = meta.find(key);
+  int64_t value = 0;
+  if (it == meta.end() || !absl::SimpleAtoi(it->second, &value)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": metadata field ", key, ": expected an integer, found ",
+        it == meta.end() ? "nothing" : "\"" + it->second + "\""));
+  }
+  return value;
+}
 
 std::unique_ptr<torch::optim::AdamW> NewAdamW(model::Transformer& model,
                                               const v1::OptimizerConfig& config) {
@@ -165,6 +185,89 @@ class LocalLearner : public LearnerWorker {
     }
     return model::SaveSafetensors(
         path, weights, {{"policy_version", absl::StrCat(version_)}});
+  }
+
+  absl::Status SaveCheckpoint(const std::string& dir) override {
+    const std::string weights_path = dir + "/weights.safetensors";
+    if (absl::Status s = SaveWeights(weights_path); !s.ok()) return s;
+    model::NamedTensors state;
+    std::map<std::string, std::string> meta = {
+        {"format", kOptimizerFormat},
+        {"policy_version", absl::StrCat(version_)},
+        {"sft_steps", absl::StrCat(sft_.steps)},
+        {"rl_steps", absl::StrCat(rl_.steps)},
+        {"sft_optimizer", sft_.optimizer ? "1" : "0"},
+        {"rl_optimizer", rl_.optimizer ? "1" : "0"}};
+    try {
+      if (sft_.optimizer) internal::AppendAdamWState(*sft_.optimizer, "sft/", &state);
+      if (rl_.optimizer) internal::AppendAdamWState(*rl_.optimizer, "rl/", &state);
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat(options_.worker_id, ": gathering optimizer state: ",
+                                              e.what_without_backtrace()));
+    }
+    return model::SaveSafetensors(dir + "/optimizer.safetensors", state, meta);
+  }
+
+  absl::Status RestoreCheckpoint(const std::string& dir) override {
+    const std::string weights_path = dir + "/weights.safetensors";
+    const std::string opt_path = dir + "/optimizer.safetensors";
+    std::map<std::string, std::string> weights_meta, meta;
+    absl::StatusOr<model::NamedTensors> weights =
+        model::LoadSafetensors(weights_path, &weights_meta);
+    if (!weights.ok()) return weights.status();
+    absl::StatusOr<model::NamedTensors> opt = model::LoadSafetensors(opt_path, &meta);
+    if (!opt.ok()) return opt.status();
+    if (meta["format"] != kOptimizerFormat) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          opt_path, ": format \"", meta["format"], "\", expected \"", kOptimizerFormat, "\""));
+    }
+    absl::StatusOr<int64_t> version = MetaInt(meta, "policy_version", opt_path);
+    if (!version.ok()) return version.status();
+    absl::StatusOr<int64_t> weights_version =
+        MetaInt(weights_meta, "policy_version", weights_path);
+    if (!weights_version.ok()) return weights_version.status();
+    if (*weights_version != *version) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          weights_path, ": policy_version ", *weights_version, " but ", opt_path, " has ",
+          *version, " (files from different checkpoints)"));
+    }
+    std::map<std::string, torch::Tensor> tensors(opt->begin(), opt->end());
+    // Build fresh optimizers, fill them, and swap them in only when the
+    // weights load too.
+    Phase sft, rl;
+    for (auto [phase, name, config] :
+         {std::make_tuple(&sft, std::string("sft"), &job_.sft().optimizer()),
+          std::make_tuple(&rl, std::string("rl"), &job_.grpo().optimizer())}) {
+      absl::StatusOr<int64_t> steps = MetaInt(meta, name + "_steps", opt_path);
+      if (!steps.ok()) return steps.status();
+      absl::StatusOr<int64_t> present = MetaInt(meta, name + "_optimizer", opt_path);
+      if (!present.ok()) return present.status();
+      phase->steps = *steps;
+      if (*present == 0) continue;
+      try {
+        phase->optimizer = NewAdamW(model_, *config);
+        if (absl::Status s = internal::LoadAdamWState(tensors, name + "/", opt_path,
+                                                      *phase->optimizer);
+            !s.ok()) {
+          return s;
+        }
+      } catch (const c10::Error& e) {
+        return absl::InternalError(absl::StrCat(opt_path, ": restoring the ", name,
+                                                " optimizer: ", e.what_without_backtrace()));
+      }
+    }
+    if (absl::Status s = model_->LoadWeights(*weights); !s.ok()) {
+      // A well-formed file that does not fit this model: a checkpoint of
+      // another job, not bad input to this call.
+      const absl::StatusCode code = s.code() == absl::StatusCode::kInvalidArgument
+                                        ? absl::StatusCode::kFailedPrecondition
+                                        : s.code();
+      return absl::Status(code, absl::StrCat(weights_path, ": ", s.message()));
+    }
+    sft_ = std::move(sft);
+    rl_ = std::move(rl);
+    version_ = *version;
+    return absl::OkStatus();
   }
 
   int64_t policy_version() const override { return version_; }

@@ -13,10 +13,19 @@ PolicyLoss GrpoLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                     const torch::Tensor& ref_logp, const torch::Tensor& advantages,
                     const torch::Tensor& mask, double clip_eps, double kl_coef,
                     v1::LossAggregation aggregation, double normalizer) {
+  return ClippedPolicyLoss(logp, old_logp, ref_logp, advantages, mask, clip_eps, clip_eps,
+                           kl_coef, aggregation, normalizer);
+}
+
+PolicyLoss ClippedPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
+                             const torch::Tensor& ref_logp, const torch::Tensor& advantages,
+                             const torch::Tensor& mask, double clip_low, double clip_high,
+                             double kl_coef, v1::LossAggregation aggregation,
+                             double normalizer) {
   const torch::Tensor adv = advantages.unsqueeze(1);
   const torch::Tensor ratio = torch::exp(logp - old_logp);
   const torch::Tensor unclipped = ratio * adv;
-  const torch::Tensor clipped = torch::clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv;
+  const torch::Tensor clipped = torch::clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv;
   torch::Tensor token_loss = -torch::min(unclipped, clipped);
   PolicyLoss out;
   if (kl_coef > 0 && ref_logp.defined()) {

@@ -40,6 +40,15 @@ PolicyLoss GrpoLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                     const torch::Tensor& mask, double clip_eps, double kl_coef,
                     v1::LossAggregation aggregation, double normalizer);
 
+// GrpoLoss with an asymmetric clip range [1 - clip_low, 1 + clip_high]
+// (DAPO's clip-higher: clip_high > clip_low leaves room for low-probability
+// tokens to grow). GrpoLoss is clip_low = clip_high = clip_eps.
+PolicyLoss ClippedPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
+                             const torch::Tensor& ref_logp, const torch::Tensor& advantages,
+                             const torch::Tensor& mask, double clip_low, double clip_high,
+                             double kl_coef, v1::LossAggregation aggregation,
+                             double normalizer);
+
 // Cross-entropy on the masked targets: -sum(logp * mask) / normalizer.
 torch::Tensor SftLoss(const torch::Tensor& logp, const torch::Tensor& mask,
                       double normalizer);

@@ -115,6 +115,24 @@ class Ledger {
   // still aggregates; nothing is written.
   [[nodiscard]] absl::Status Open(const std::string& path);
 
+  // Resumes a run's ledger at `path`: keeps the records whose "step" is at
+  // most `last_step` (set-up records have step -1), drops the later ones (a
+  // killed run's steps past its checkpoint, which the resumed run redoes) and
+  // a torn last line, rewrites the file atomically, then appends to it.
+  // Fails with DataLoss, naming the line, when a record before the last line
+  // is not JSON or has no integer "step". Stores the number of records
+  // dropped in *dropped (may be null).
+  [[nodiscard]] absl::Status OpenForResume(const std::string& path, int64_t last_step,
+                                           int64_t* dropped = nullptr);
+
+  // The run totals behind summary.json (steps, stage seconds, counts,
+  // handoffs, evals, memory peaks and objects, wall seconds so far) as JSON
+  // text, for a checkpoint; ImportState puts them back in a fresh ledger so
+  // that the resumed run's summary covers the whole run. ImportState fails
+  // with DataLoss, naming the field, on malformed text.
+  std::string ExportState() const;
+  [[nodiscard]] absl::Status ImportState(const std::string& state);
+
   // The step that following spans belong to; -1 (the default) is set-up.
   void BeginStep(int64_t step);
 

@@ -16,6 +16,7 @@
 #include "ledger/memory_tracker.h"
 #include "model/tokenizer.h"
 #include "reference/reference_worker.h"
+#include "scheduler/checkpoint.h"
 #include "scheduler/grpo_loop.h"
 #include "verifier/verifier.h"
 #include "weightsync/transport.h"
@@ -72,8 +73,9 @@ void PrintTable(const ledger::Ledger& ledger, const GrpoLoop& loop, std::ostream
 
 }  // namespace
 
-absl::Status RunEmbeddedJob(const v1::JobConfig& job_in, const std::string& out_dir,
-                            std::ostream& progress) {
+// Runs `job_in` into `out_dir`; continues from `resume` when it is set.
+static absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
+                    const Checkpoint* resume, std::ostream& progress) {
   v1::JobConfig job = job_in;
   if (absl::Status s = config::ValidateJob(job); !s.ok()) return s;
   const int threads = job.runtime().num_threads() > 0
@@ -86,12 +88,40 @@ absl::Status RunEmbeddedJob(const v1::JobConfig& job_in, const std::string& out_
   std::filesystem::create_directories(out_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", out_dir, ": ", ec.message()));
   job.mutable_runtime()->set_out_dir(out_dir);
-  if (absl::Status s = WriteFile(out_dir + "/job.yaml", config::ResolvedJobYaml(job)); !s.ok()) {
-    return s;
-  }
-
   ledger::Ledger ledger;
-  if (absl::Status s = ledger.Open(out_dir + "/ledger.jsonl"); !s.ok()) return s;
+  if (resume == nullptr) {
+    if (absl::Status s = WriteFile(out_dir + "/job.yaml", config::ResolvedJobYaml(job));
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = ledger.Open(out_dir + "/ledger.jsonl"); !s.ok()) return s;
+  } else {
+    const LoopState& state = resume->state;
+    if (state.seed != job.runtime().seed()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          resume->dir, ": checkpoint of a run with seed ", state.seed,
+          ", but the job has runtime.seed ", job.runtime().seed()));
+    }
+    if (state.next_step > job.grpo().steps()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(resume->dir, ": checkpoint after ", state.next_step,
+                       " steps, but the job has grpo.steps ", job.grpo().steps()));
+    }
+    int64_t dropped = 0;
+    if (absl::Status s = ledger.OpenForResume(out_dir + "/ledger.jsonl", state.next_step - 1,
+                                              &dropped);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = ledger.ImportState(state.ledger_state); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(resume->dir, "/state.json: ", s.message()));
+    }
+    // Set-up work of the resumed process counts toward the step it resumes at.
+    ledger.BeginStep(state.next_step);
+    progress << "resuming from " << resume->dir << " (" << state.next_step << " of "
+             << job.grpo().steps() << " steps done; dropped " << dropped
+             << " ledger records past it)" << std::endl;
+  }
 
   std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
   absl::StatusOr<data::Split> split;
@@ -131,6 +161,17 @@ absl::Status RunEmbeddedJob(const v1::JobConfig& job_in, const std::string& out_
   roles.reference = reference.get();
   roles.verifier = verifier_client.get();
   GrpoLoop loop(job, roles, tokenizer.get(), *std::move(split), &ledger, out_dir, &progress);
+  if (resume != nullptr) {
+    if (absl::Status s = (*learner)->RestoreCheckpoint(resume->dir); !s.ok()) return s;
+    if ((*learner)->policy_version() != resume->state.policy_version) {
+      return absl::DataLossError(absl::StrCat(
+          resume->dir, ": state.json has policy_version ", resume->state.policy_version,
+          " but the learner's files have ", (*learner)->policy_version()));
+    }
+    // Last: building the roles drew from the global generator.
+    if (absl::Status s = RestoreGlobalRng(resume->dir); !s.ok()) return s;
+    loop.ResumeFrom(resume->state);
+  }
   if (absl::Status s = loop.Run(); !s.ok()) return s;
 
   {
@@ -143,6 +184,22 @@ absl::Status RunEmbeddedJob(const v1::JobConfig& job_in, const std::string& out_
   PrintTable(ledger, loop, progress);
   progress << "wrote " << out_dir << "/{summary.json,ledger.jsonl,job.yaml,policy.safetensors}\n";
   return absl::OkStatus();
+}
+
+absl::Status RunEmbeddedJob(const v1::JobConfig& job, const std::string& out_dir,
+                            std::ostream& progress) {
+  return RunJob(job, out_dir, nullptr, progress);
+}
+
+absl::Status ResumeEmbeddedJob(const std::string& run_dir, std::ostream& progress) {
+  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(run_dir + "/job.yaml");
+  if (!job.ok()) {
+    return absl::Status(job.status().code(),
+                        absl::StrCat("resume: ", job.status().message()));
+  }
+  absl::StatusOr<Checkpoint> checkpoint = ReadLatestCheckpoint(run_dir);
+  if (!checkpoint.ok()) return checkpoint.status();
+  return RunJob(*job, run_dir, &*checkpoint, progress);
 }
 
 }  // namespace trellis::scheduler

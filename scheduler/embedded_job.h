@@ -23,9 +23,27 @@ namespace trellis::scheduler {
 //   summary.json      the run's summary
 //   reference.safetensors, policy.safetensors   weights after warm-up / at the end
 // Progress lines and the final table go to `progress`.
+// With runtime.checkpoint_every > 0 it also writes out_dir/checkpoints/
+// (scheduler/checkpoint.h).
 [[nodiscard]] absl::Status RunEmbeddedJob(const v1::JobConfig& job,
                                           const std::string& out_dir,
                                           std::ostream& progress);
+
+// Continues the run in `run_dir` (as RunEmbeddedJob left it, possibly
+// killed) from its newest checkpoint: the job from run_dir/job.yaml; the
+// learner's weights, optimizer state and version, the RNG state, the prompt
+// streams' positions, the eval "before" metrics and the ledger's totals from
+// the checkpoint; the reference from run_dir/reference.safetensors. Runs
+// the remaining steps and the final evaluation, writing to `run_dir`.
+//
+// ledger.jsonl keeps its records up to the checkpoint's last step and drops
+// later ones (steps a killed run did past its checkpoint, which the resumed
+// run does again), so every step is counted once; new records are appended.
+// A damaged or incompatible checkpoint is refused (ReadLatestCheckpoint,
+// LearnerWorker::RestoreCheckpoint) before ledger.jsonl is touched where
+// the damage is visible in the checkpoint's own files.
+[[nodiscard]] absl::Status ResumeEmbeddedJob(const std::string& run_dir,
+                                             std::ostream& progress);
 
 }  // namespace trellis::scheduler
 

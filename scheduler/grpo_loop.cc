@@ -298,7 +298,7 @@ absl::Status GrpoLoop::Step(int64_t step) {
   if (progress_ != nullptr) {
     double elapsed = 0;
     for (const auto& m : history_) elapsed += m.step_seconds;
-    const double eta = elapsed / history_.size() * (grpo.steps() - history_.size());
+    const double eta = elapsed / history_.size() * (grpo.steps() - (step + 1));
     *progress_ << absl::StrFormat(
         "step %4d/%d  reward %.3f  acc %.3f  effective %.2f  kl %.4f  step %.2fs  eta %.0fs\n",
         step + 1, grpo.steps(), counts.mean_reward, counts.accuracy,
@@ -308,21 +308,60 @@ absl::Status GrpoLoop::Step(int64_t step) {
   return absl::OkStatus();
 }
 
+void GrpoLoop::ResumeFrom(const LoopState& state) { resume_ = state; }
+
+absl::Status GrpoLoop::CheckpointAfter(int64_t steps_done) {
+  auto span = ledger_->Begin(Stage::kCheckpoint, "scheduler");
+  LoopState state;
+  state.next_step = steps_done;
+  state.policy_version = roles_.learner->policy_version();
+  state.seed = job_.runtime().seed();
+  state.sft_position = sft_stream_.position();
+  state.train_position = train_stream_.position();
+  state.eval_before = eval_before_;
+  state.ledger_state = ledger_->ExportState();
+  return WriteCheckpoint(out_dir_, state, [this](const std::string& dir) {
+    return roles_.learner->SaveCheckpoint(dir);
+  });
+}
+
 absl::Status GrpoLoop::Run() {
   if (data_.train.empty() || data_.eval.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the job needs train and eval examples; found ", data_.train.size(),
         " train and ", data_.eval.size(), " eval"));
   }
-  if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "initial weight sync");
-  if (absl::Status s = WarmUp(); !s.ok()) return s;
-  if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "post-warm-up weight sync");
-  if (absl::Status s = TakeReference(); !s.ok()) return s;
-  absl::StatusOr<ledger::EvalMetrics> before = Evaluate("before");
-  if (!before.ok()) return before.status();
-  eval_before_ = *before;
-  for (int64_t step = 0; step < job_.grpo().steps(); ++step) {
+  int64_t first_step = 0;
+  if (resume_.has_value()) {
+    first_step = resume_->next_step;
+    sft_stream_.Seek(resume_->sft_position);
+    train_stream_.Seek(resume_->train_position);
+    eval_before_ = resume_->eval_before;
+    if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "resumed weight sync");
+    if (roles_.reference != nullptr) {
+      auto span = ledger_->Begin(Stage::kCheckpoint, "reference-0");
+      if (absl::Status s = roles_.reference->Load(out_dir_ + "/reference.safetensors");
+          !s.ok()) {
+        return At(s, "resume: loading the reference");
+      }
+    }
+  } else {
+    if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "initial weight sync");
+    if (absl::Status s = WarmUp(); !s.ok()) return s;
+    if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "post-warm-up weight sync");
+    if (absl::Status s = TakeReference(); !s.ok()) return s;
+    absl::StatusOr<ledger::EvalMetrics> before = Evaluate("before");
+    if (!before.ok()) return before.status();
+    eval_before_ = *before;
+  }
+  const int every = job_.runtime().checkpoint_every();
+  for (int64_t step = first_step; step < job_.grpo().steps(); ++step) {
     if (absl::Status s = Step(step); !s.ok()) return At(s, absl::StrCat("step ", step));
+    if (every > 0 && (step + 1) % every == 0) {
+      if (absl::Status s = CheckpointAfter(step + 1); !s.ok()) {
+        return At(s, absl::StrCat("checkpoint after step ", step));
+      }
+    }
   }
   ledger_->BeginStep(job_.grpo().steps());
   absl::StatusOr<ledger::EvalMetrics> after = Evaluate("after");

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "ledger/ledger.h"
 #include "model/tokenizer.h"
 #include "reference/reference_worker.h"
+#include "scheduler/checkpoint.h"
 #include "trellis/v1/job.pb.h"
 #include "verifier/verifier.h"
 
@@ -45,11 +47,22 @@ class GrpoLoop {
            data::Split data, ledger::Ledger* ledger, std::string out_dir,
            std::ostream* progress);
 
+  // Continue a run from a checkpoint instead of starting it: Run() then
+  // skips the warm-up and the "before" evaluation, loads the reference from
+  // OUT/reference.safetensors, and runs GRPO steps from state.next_step
+  // with the prompt streams at the saved positions. The caller restores the
+  // learner (LearnerWorker::RestoreCheckpoint), the global RNG and the
+  // ledger. Call before Run().
+  void ResumeFrom(const LoopState& state);
+
   // Runs the whole job; the first failure stops it and is returned with
-  // the stage and step where it happened.
+  // the stage and step where it happened. With runtime.checkpoint_every > 0
+  // it writes a checkpoint (scheduler/checkpoint.h) after every that many
+  // steps.
   [[nodiscard]] absl::Status Run();
 
-  // The per-step metrics so far (for tests and the final table).
+  // The per-step metrics of the steps this loop ran (after a resume: only
+  // the resumed steps; the ledger carries the whole run's totals).
   const std::vector<ledger::StepMetrics>& history() const { return history_; }
   const ledger::EvalMetrics& eval_before() const { return eval_before_; }
   const ledger::EvalMetrics& eval_after() const { return eval_after_; }
@@ -59,6 +72,8 @@ class GrpoLoop {
   absl::Status TakeReference();
   absl::StatusOr<ledger::EvalMetrics> Evaluate(const std::string& label);
   absl::Status Step(int64_t step);
+  // Checkpoint after `steps_done` GRPO steps.
+  absl::Status CheckpointAfter(int64_t steps_done);
   // Learner publishes its current version, unless the actor has it already;
   // the actor takes it.
   absl::Status SyncWeights();
@@ -80,6 +95,7 @@ class GrpoLoop {
   ledger::EvalMetrics eval_after_;
   // Newest version the actor holds; -1 before the first sync.
   int64_t published_version_ = -1;
+  std::optional<LoopState> resume_;
 };
 
 }  // namespace trellis::scheduler

@@ -1,0 +1,102 @@
+// Losses and advantages against values worked out by hand.
+
+#include "learner/losses.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "learner/objectives.h"
+
+namespace trellis::learner {
+namespace {
+
+torch::Tensor T(std::vector<float> v, int64_t rows = 1) {
+  const int64_t cols = static_cast<int64_t>(v.size()) / rows;
+  return torch::tensor(v, torch::kFloat32).reshape({rows, cols});
+}
+
+void ExpectNear(const torch::Tensor& got, std::vector<float> want, double tol = 1e-5) {
+  const torch::Tensor flat = got.reshape({-1}).to(torch::kFloat64);
+  ASSERT_EQ(flat.numel(), static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(flat[i].item<double>(), want[i], tol) << "element " << i;
+  }
+}
+
+TEST(GaeTest, UndiscountedIsRewardToGoMinusValue) {
+  Gae g = ComputeGae(T({0, 0, 1}), T({0.5, 0.5, 0.5}), T({1, 1, 1}), 1.0, 1.0);
+  ExpectNear(g.advantages, {0.5, 0.5, 0.5});
+  ExpectNear(g.returns, {1, 1, 1});
+}
+
+TEST(GaeTest, GammaLambdaAndMaskedPadding) {
+  // Row 0: delta2 = 2, A2 = 2; delta1 = 0 + 0.9*0 - 1 = -1, A1 = -1 + 0.45*2
+  // = -0.1; delta0 = 1 + 0.9*1 - 0.5 = 1.4, A0 = 1.4 + 0.45*(-0.1) = 1.355.
+  // Row 1 (last position padding): A1 = 1 - 0.5 = 0.5;
+  // A0 = (0 + 0.9*0.5 - 0.5) + 0.45*0.5 = 0.175.
+  Gae g = ComputeGae(T({1, 0, 2, 0, 1, 7}, 2), T({0.5, 1.0, 0.0, 0.5, 0.5, 9}, 2),
+                     T({1, 1, 1, 1, 1, 0}, 2), 0.9, 0.5);
+  ExpectNear(g.advantages, {1.355f, -0.1f, 2.0f, 0.175f, 0.5f, 0.0f});
+  ExpectNear(g.returns, {1.855f, 0.9f, 2.0f, 0.675f, 1.0f, 0.0f});
+}
+
+TEST(ValueLossTest, ClipTakesTheWorseOfClippedAndUnclipped) {
+  // Token 0: unclipped (1 - 1.2)^2 = 0.04; clipped 0 + 0.2 -> (0.2 - 1.2)^2 = 1.
+  // Token 1: both (2 - 3)^2 = 1. Loss = 0.5 * (1 + 1) / 2.
+  const torch::Tensor v = T({1.0, 2.0}), old = T({0.0, 1.9}), ret = T({1.2, 3.0});
+  const torch::Tensor mask = T({1, 1});
+  EXPECT_NEAR(ClippedValueLoss(v, old, ret, mask, 0.2, 2.0).item<double>(), 0.5, 1e-6);
+  EXPECT_NEAR(ClippedValueLoss(v, old, ret, mask, 0.0, 2.0).item<double>(), 0.26, 1e-6);
+}
+
+TEST(PreferenceLossTest, DpoAndIpo) {
+  // Pair 0: h = (-1 + 1.5) - (-2 + 1.5) = 1; pair 1: h = -1. beta = 0.1.
+  const torch::Tensor pc = torch::tensor({-1.0, -2.0}), pr = torch::tensor({-2.0, -1.0});
+  const torch::Tensor rc = torch::tensor({-1.5, -1.5}), rr = torch::tensor({-1.5, -1.5});
+  PreferenceLoss dpo = ComputePreferenceLoss(pc, pr, rc, rr, 0.1, PreferenceLossKind::kDpo);
+  // (log(1 + e^-0.1) + log(1 + e^0.1)) / 2
+  EXPECT_NEAR(dpo.loss.item<double>(), (0.6443966600 + 0.7443966600) / 2, 1e-6);
+  EXPECT_NEAR(dpo.reward_margin, 0.0, 1e-7);
+  EXPECT_DOUBLE_EQ(dpo.accuracy, 0.5);
+  PreferenceLoss ipo = ComputePreferenceLoss(pc, pr, rc, rr, 0.1, PreferenceLossKind::kIpo);
+  // ((1 - 5)^2 + (-1 - 5)^2) / 2
+  EXPECT_NEAR(ipo.loss.item<double>(), 26.0, 1e-5);
+}
+
+TEST(BaselineTest, RlooLeavesOneOut) {
+  absl::StatusOr<std::vector<float>> a = RlooAdvantages({1, 0, 0, 3, 1, 2}, 3);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // Group 0: 1 - 0, 0 - 0.5, 0 - 0.5. Group 1: 3 - 1.5, 1 - 2.5, 2 - 2.
+  const std::vector<float> want = {1, -0.5, -0.5, 1.5, -1.5, 0};
+  ASSERT_EQ(a->size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ((*a)[i], want[i]) << i;
+  EXPECT_EQ(RlooAdvantages({1, 2, 3}, 2).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RlooAdvantages({1, 2}, 1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BaselineTest, ReinforcePlusPlusNormalizesOverTheWholeBatch) {
+  // mean 2.5, population std sqrt(1.25).
+  const std::vector<float> a = ReinforcePlusPlusAdvantages({1, 2, 3, 4}, 0.0);
+  const double s = std::sqrt(1.25);
+  const std::vector<double> want = {-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(a[i], want[i], 1e-6) << i;
+}
+
+TEST(ClipTest, DapoAsymmetricClip) {
+  // Token 0: ratio 1.5, A = +1 -> -min(1.5, 1.28) = -1.28 (clip-high 0.28).
+  // Token 1: ratio 0.5, A = -1 -> -min(-0.5, -0.8) = 0.8 (clip-low 0.2).
+  const torch::Tensor logp = T({std::log(1.5f), std::log(0.5f)}, 2);
+  const torch::Tensor old = T({0, 0}, 2);
+  const torch::Tensor adv = torch::tensor({1.0f, -1.0f});
+  const torch::Tensor mask = T({1, 1}, 2);
+  PolicyLoss dapo = ClippedPolicyLoss(logp, old, torch::Tensor(), adv, mask, 0.2, 0.28, 0.0,
+                                      v1::TOKEN_MEAN, 2.0);
+  EXPECT_NEAR(dapo.loss.item<double>(), (-1.28 + 0.8) / 2, 1e-5);
+  EXPECT_EQ(dapo.clipped_tokens, 2);
+  PolicyLoss grpo = GrpoLoss(logp, old, torch::Tensor(), adv, mask, 0.2, 0.0, v1::TOKEN_MEAN,
+                             2.0);
+  EXPECT_NEAR(grpo.loss.item<double>(), (-1.2 + 0.8) / 2, 1e-5);
+}
+
+}  // namespace
+}  // namespace trellis::learner

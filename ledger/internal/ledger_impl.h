@@ -1,0 +1,154 @@
+#ifndef TRELLIS_LEDGER_INTERNAL_LEDGER_IMPL_H_
+#define TRELLIS_LEDGER_INTERNAL_LEDGER_IMPL_H_
+
+// The ledger's state, shared by ledger.cc (recording, summary) and
+// ledger_resume.cc (resuming a run's ledger). Private to ledger/.
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "ledger/ledger.h"
+#include "ledger/memory_tracker.h"
+
+namespace trellis::ledger {
+namespace internal {
+
+inline double SteadySeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The seconds and bytes gathered since the current step began.
+struct StepAccum {
+  std::array<double, kNumStages> stage_seconds{};
+  double handoff_seconds = 0;
+  int64_t handoff_bytes = 0;
+};
+
+// The stage recorded as memory.peak_stage when the run's peak was seen by
+// the step's window but inside no span.
+inline constexpr char kNoStage[] = "none";
+
+}  // namespace internal
+
+struct Ledger::Impl {
+  explicit Impl(std::function<double()> clock)
+      : now(clock ? std::move(clock) : internal::SteadySeconds), t0(now()) {
+    step_begin = t0;
+  }
+
+  // REQUIRES: mu held. Appends one line to ledger.jsonl, if open.
+  void Write(const nlohmann::json& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!out.is_open() || !write_status.ok()) return;
+    out << record.dump() << '\n';
+    out.flush();
+    if (!out) {
+      write_status = absl::ErrnoToStatus(
+          errno, absl::StrCat("ledger: writing ", out_path, " failed after ",
+                              records, " records"));
+    }
+    ++records;
+  }
+
+  // REQUIRES: mu held. Current bytes of `o`, summed over the roles.
+  int64_t ObjectBytes(int o) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    int64_t sum = 0;
+    for (const auto& [role, bytes] : object_bytes[o]) sum += bytes;
+    return sum;
+  }
+
+  // REQUIRES: mu held. A peak measured in a window that opened when
+  // object_seq was `since`. A new run peak lists the objects live during
+  // that window: non-zero now, or non-zero at some record since.
+  void ObservePeak(int64_t bytes, std::string_view stage, int64_t since)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (bytes <= peak) return;
+    peak = bytes;
+    peak_stage = std::string(stage);
+    live_at_peak.clear();
+    for (int o = 0; o < kNumObjects; ++o) {
+      if (ObjectBytes(o) > 0 || object_live_seq[o] > since) {
+        live_at_peak.emplace_back(ObjectName(static_cast<Object>(o)));
+      }
+    }
+  }
+
+  void EndSpan(Stage stage, const std::string& role, double start,
+               int64_t start_seq, double seconds, int64_t peak_bytes,
+               int64_t live_bytes) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    cur.stage_seconds[static_cast<int>(stage)] += seconds;
+    stage_totals[static_cast<int>(stage)] += seconds;
+    ObservePeak(peak_bytes, StageName(stage), start_seq);
+    Write({{"type", "span"},
+           {"step", step},
+           {"stage", StageName(stage)},
+           {"role", role},
+           {"start", start - t0},
+           {"seconds", seconds},
+           {"peak_bytes", peak_bytes},
+           {"live_bytes", live_bytes}});
+  }
+
+  const std::function<double()> now;
+  // now() at the run's start; ImportState moves it back by the seconds
+  // the run had before a resume.
+  double t0;
+
+  mutable absl::Mutex mu;
+  std::ofstream out ABSL_GUARDED_BY(mu);
+  std::string out_path ABSL_GUARDED_BY(mu);
+  int64_t records ABSL_GUARDED_BY(mu) = 0;
+  absl::Status write_status ABSL_GUARDED_BY(mu);
+
+  // The current step.
+  int64_t step ABSL_GUARDED_BY(mu) = -1;
+  double step_begin ABSL_GUARDED_BY(mu) = 0;
+  int64_t step_begin_seq ABSL_GUARDED_BY(mu) = 0;
+  std::unique_ptr<PeakWindow> step_window ABSL_GUARDED_BY(mu);
+  internal::StepAccum cur ABSL_GUARDED_BY(mu);
+
+  // Run totals.
+  int64_t steps ABSL_GUARDED_BY(mu) = 0;
+  std::array<double, kNumStages> stage_totals ABSL_GUARDED_BY(mu){};
+  StepCounts count_totals ABSL_GUARDED_BY(mu);
+  // The last step record (StepMetricsJson), null before the first step.
+  nlohmann::json last_step ABSL_GUARDED_BY(mu);
+  int64_t handoff_count ABSL_GUARDED_BY(mu) = 0;
+  int64_t handoff_bytes ABSL_GUARDED_BY(mu) = 0;
+  double handoff_seconds ABSL_GUARDED_BY(mu) = 0;
+  std::map<std::string, EvalMetrics> evals ABSL_GUARDED_BY(mu);
+
+  // Memory: the tracker's run peak and the objects the roles reported.
+  int64_t peak ABSL_GUARDED_BY(mu) = 0;
+  std::string peak_stage ABSL_GUARDED_BY(mu) = internal::kNoStage;
+  std::vector<std::string> live_at_peak ABSL_GUARDED_BY(mu);
+  // Latest bytes of each object, by role.
+  std::array<std::map<std::string, int64_t, std::less<>>, kNumObjects>
+      object_bytes ABSL_GUARDED_BY(mu);
+  std::array<int64_t, kNumObjects> object_peak ABSL_GUARDED_BY(mu){};
+  // Counts RecordObject calls; object_live_seq[o] is the count at the last
+  // record that found or left object o non-zero.
+  int64_t object_seq ABSL_GUARDED_BY(mu) = 0;
+  std::array<int64_t, kNumObjects> object_live_seq ABSL_GUARDED_BY(mu){};
+};
+
+}  // namespace trellis::ledger
+
+#endif  // TRELLIS_LEDGER_INTERNAL_LEDGER_IMPL_H_

@@ -1,0 +1,212 @@
+// Resuming a run's ledger: the kept prefix of ledger.jsonl and the run
+// totals carried in a checkpoint.
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ledger/internal/ledger_impl.h"
+#include "ledger/internal/metrics.h"
+
+namespace trellis::ledger {
+namespace {
+
+using nlohmann::json;
+
+json CountsJson(const StepCounts& c) {
+  StepMetrics m;
+  m.counts = c;
+  json j = internal::StepMetricsJson(m);
+  json out;
+  for (const char* key :
+       {"step", "policy_version", "prompts", "responses_per_prompt", "samples_generated",
+        "samples_effective", "samples_zero_variance", "samples_truncated",
+        "samples_unparseable", "samples_error", "generated_tokens", "trained_tokens",
+        "mean_reward", "accuracy", "loss", "kl", "clip_fraction", "grad_norm"}) {
+    out[key] = j[key];
+  }
+  return out;
+}
+
+StepCounts CountsFromJson(const json& j) {
+  StepCounts c;
+  c.step = j.at("step").get<int64_t>();
+  c.policy_version = j.at("policy_version").get<int64_t>();
+  c.prompts = j.at("prompts").get<int64_t>();
+  c.responses_per_prompt = j.at("responses_per_prompt").get<int64_t>();
+  c.samples_generated = j.at("samples_generated").get<int64_t>();
+  c.samples_effective = j.at("samples_effective").get<int64_t>();
+  c.samples_zero_variance = j.at("samples_zero_variance").get<int64_t>();
+  c.samples_truncated = j.at("samples_truncated").get<int64_t>();
+  c.samples_unparseable = j.at("samples_unparseable").get<int64_t>();
+  c.samples_error = j.at("samples_error").get<int64_t>();
+  c.generated_tokens = j.at("generated_tokens").get<int64_t>();
+  c.trained_tokens = j.at("trained_tokens").get<int64_t>();
+  c.mean_reward = j.at("mean_reward").get<double>();
+  c.accuracy = j.at("accuracy").get<double>();
+  c.loss = j.at("loss").get<double>();
+  c.kl = j.at("kl").get<double>();
+  c.clip_fraction = j.at("clip_fraction").get<double>();
+  c.grad_norm = j.at("grad_norm").get<double>();
+  return c;
+}
+
+}  // namespace
+
+absl::Status Ledger::OpenForResume(const std::string& path, int64_t last_step,
+                                   int64_t* dropped) {
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in.is_open()) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("ledger: cannot open ", path));
+    }
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(std::move(line));
+  }
+  std::vector<const std::string*> kept;
+  int64_t removed = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    json record = json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
+    const bool valid = record.is_object() && record.contains("step") &&
+                       record["step"].is_number_integer();
+    if (!valid) {
+      // A run killed mid-write leaves a torn last line.
+      if (i + 1 == lines.size()) {
+        ++removed;
+        continue;
+      }
+      return absl::DataLossError(absl::StrCat(
+          path, ":", i + 1, ": expected a JSON record with an integer \"step\""));
+    }
+    if (record["step"].get<int64_t>() > last_step) {
+      ++removed;
+      continue;
+    }
+    kept.push_back(&lines[i]);
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::out | std::ios::trunc | std::ios::binary);
+    for (const std::string* line : kept) out << *line << '\n';
+    out.flush();
+    if (!out) return absl::ErrnoToStatus(errno, absl::StrCat("ledger: writing ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("ledger: renaming ", tmp, " to ", path));
+  }
+  absl::MutexLock lock(&impl_->mu);
+  if (impl_->out.is_open()) impl_->out.close();
+  impl_->out.clear();
+  impl_->out.open(path, std::ios::out | std::ios::app);
+  if (!impl_->out.is_open()) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("ledger: cannot open ", path));
+  }
+  impl_->out_path = path;
+  impl_->records = static_cast<int64_t>(kept.size());
+  impl_->write_status = absl::OkStatus();
+  if (dropped != nullptr) *dropped = removed;
+  return absl::OkStatus();
+}
+
+std::string Ledger::ExportState() const {
+  absl::MutexLock lock(&impl_->mu);
+  const Impl& d = *impl_;
+  json j;
+  j["wall_seconds"] = d.now() - d.t0;
+  j["steps"] = d.steps;
+  j["stage_seconds"] = d.stage_totals;
+  j["counts"] = CountsJson(d.count_totals);
+  j["last_step"] = d.last_step;
+  j["handoff"] = {{"count", d.handoff_count},
+                  {"bytes", d.handoff_bytes},
+                  {"seconds", d.handoff_seconds}};
+  json evals = json::object();
+  for (const auto& [label, e] : d.evals) {
+    evals[label] = {{"prompts", e.prompts},
+                    {"accuracy", e.accuracy},
+                    {"mean_reward", e.mean_reward}};
+  }
+  j["evals"] = evals;
+  json objects = json::array();
+  for (int o = 0; o < kNumObjects; ++o) {
+    objects.push_back({{"name", ObjectName(static_cast<Object>(o))},
+                       {"peak", d.object_peak[o]},
+                       {"bytes", d.object_bytes[o]}});
+  }
+  j["memory"] = {{"peak", d.peak},
+                 {"peak_stage", d.peak_stage},
+                 {"live_at_peak", d.live_at_peak},
+                 {"objects", objects}};
+  return j.dump();
+}
+
+absl::Status Ledger::ImportState(const std::string& state) {
+  Impl restored(impl_->now);
+  std::string field = "(the text)";
+  try {
+    const json j = json::parse(state);
+    field = "wall_seconds";
+    const double wall = j.at(field).get<double>();
+    field = "steps";
+    restored.steps = j.at(field).get<int64_t>();
+    field = "stage_seconds";
+    restored.stage_totals = j.at(field).get<std::array<double, kNumStages>>();
+    field = "counts";
+    restored.count_totals = CountsFromJson(j.at(field));
+    field = "last_step";
+    restored.last_step = j.at(field);
+    field = "handoff";
+    restored.handoff_count = j.at(field).at("count").get<int64_t>();
+    restored.handoff_bytes = j.at(field).at("bytes").get<int64_t>();
+    restored.handoff_seconds = j.at(field).at("seconds").get<double>();
+    field = "evals";
+    for (const auto& [label, e] : j.at(field).items()) {
+      restored.evals[label] = EvalMetrics{e.at("prompts").get<int64_t>(),
+                                          e.at("accuracy").get<double>(),
+                                          e.at("mean_reward").get<double>()};
+    }
+    field = "memory";
+    const json& m = j.at(field);
+    restored.peak = m.at("peak").get<int64_t>();
+    restored.peak_stage = m.at("peak_stage").get<std::string>();
+    restored.live_at_peak = m.at("live_at_peak").get<std::vector<std::string>>();
+    const json& objects = m.at("objects");
+    if (!objects.is_array() || objects.size() != static_cast<size_t>(kNumObjects)) {
+      return absl::DataLossError(absl::StrCat("ledger state: memory.objects: expected ",
+                                              kNumObjects, " entries"));
+    }
+    for (int o = 0; o < kNumObjects; ++o) {
+      field = absl::StrCat("memory.objects[", o, "]");
+      restored.object_peak[o] = objects[o].at("peak").get<int64_t>();
+      for (const auto& [role, bytes] : objects[o].at("bytes").items()) {
+        restored.object_bytes[o][role] = bytes.get<int64_t>();
+      }
+    }
+    restored.t0 = impl_->now() - wall;
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat("ledger state: ", field, ": ", e.what()));
+  }
+  absl::MutexLock lock(&impl_->mu);
+  Impl& d = *impl_;
+  d.t0 = restored.t0;
+  d.step_begin = d.now();
+  d.steps = restored.steps;
+  d.stage_totals = restored.stage_totals;
+  d.count_totals = restored.count_totals;
+  d.last_step = std::move(restored.last_step);
+  d.handoff_count = restored.handoff_count;
+  d.handoff_bytes = restored.handoff_bytes;
+  d.handoff_seconds = restored.handoff_seconds;
+  d.evals = std::move(restored.evals);
+  d.peak = restored.peak;
+  d.peak_stage = std::move(restored.peak_stage);
+  d.live_at_peak = std::move(restored.live_at_peak);
+  d.object_bytes = std::move(restored.object_bytes);
+  d.object_peak = restored.object_peak;
+  return absl::OkStatus();
+}
+
+}  // namespace trellis::ledger

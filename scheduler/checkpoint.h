@@ -1,0 +1,73 @@
+#ifndef TRELLIS_SCHEDULER_CHECKPOINT_H_
+#define TRELLIS_SCHEDULER_CHECKPOINT_H_
+
+// Run checkpoints for exact resume. Layout of a run directory:
+//
+//   RUN/checkpoints/step_<N>/      after N GRPO steps
+//     weights.safetensors          the learner's (LearnerWorker::SaveCheckpoint)
+//     optimizer.safetensors        both phases' AdamW state and step counts
+//     rng.safetensors              LibTorch's global CPU generator state
+//     state.json                   LoopState, the format version, and the
+//                                  size and FNV-1a-64 of every file above
+//                                  and of RUN/reference.safetensors
+//   RUN/checkpoints/latest         "step_<N>\n", replaced last
+//
+// A checkpoint is written into checkpoints/.tmp_step_<N>, every file
+// fsynced, then renamed to step_<N>; `latest` is written to a temporary
+// file and renamed over the old one only after that. A run killed at any
+// point leaves `latest` naming a complete checkpoint (or no `latest`).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ledger/ledger.h"
+
+namespace trellis::scheduler {
+
+// state.json's "format"; a checkpoint with another is refused.
+inline constexpr int kCheckpointFormat = 1;
+
+// What the loop carries across a resume, besides the learner's files.
+struct LoopState {
+  // GRPO steps completed; the resumed run starts at this step.
+  int64_t next_step = 0;
+  // The learner's policy version at the checkpoint.
+  int64_t policy_version = 0;
+  // runtime.seed of the run (a resume with another seed is refused).
+  uint64_t seed = 0;
+  // data::PromptStream positions: SFT examples and RL prompts.
+  uint64_t sft_position = 0;
+  uint64_t train_position = 0;
+  ledger::EvalMetrics eval_before;
+  // Ledger::ExportState() at the checkpoint.
+  std::string ledger_state;
+};
+
+// Writes RUN/checkpoints/step_<state.next_step> as above. `write_learner`
+// writes the learner's files into the directory it is given.
+[[nodiscard]] absl::Status WriteCheckpoint(
+    const std::string& run_dir, const LoopState& state,
+    const std::function<absl::Status(const std::string& dir)>& write_learner);
+
+struct Checkpoint {
+  std::string dir;  // RUN/checkpoints/step_<N>
+  LoopState state;
+};
+
+// Finds the checkpoint RUN/checkpoints/latest names and checks it: the
+// format version, and that every listed file exists with its recorded size
+// and hash. Restores nothing. Fails with NotFound when there is no
+// `latest`, DataLoss when a part is missing, truncated or altered, and
+// FailedPrecondition for another format version; the message names the
+// part and says why.
+[[nodiscard]] absl::StatusOr<Checkpoint> ReadLatestCheckpoint(const std::string& run_dir);
+
+// Sets LibTorch's global CPU generator to the state in dir/rng.safetensors.
+[[nodiscard]] absl::Status RestoreGlobalRng(const std::string& dir);
+
+}  // namespace trellis::scheduler
+
+#endif  // TRELLIS_SCHEDULER_CHECKPOINT_H_
