@@ -120,6 +120,8 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   c.NonNegative("sft.steps", sft.steps());
   c.AtLeast("sft.batch_size", sft.batch_size(), 1);
   c.AtLeast("sft.num_examples", sft.num_examples(), 0);
+  c.Require(sft.target_accuracy() >= 0 && sft.target_accuracy() <= 1, "sft.target_accuracy",
+            "in [0, 1]", sft.target_accuracy());
   CheckOptimizer("sft.optimizer.", sft.optimizer(), c);
 
   const v1::GrpoConfig& g = job.grpo();

@@ -28,6 +28,8 @@ struct MicroResult {
   double kl_sum = 0;
   double clipped_tokens = 0;
   double tokens = 0;
+  // Rows whose every target token is the model's argmax (SFT only).
+  double exact_rows = 0;
 };
 using MicroFn = std::function<absl::StatusOr<MicroResult>(int64_t begin, int64_t end)>;
 
@@ -119,8 +121,13 @@ class LocalLearner : public LearnerWorker {
           model::MakeTokenBatch(pairs, options_.pad_id, job_.model().max_seq_len());
       if (!tb.ok()) return tb.status();
       MicroResult r;
-      r.loss = SftLoss(model::TargetLogProbs(model_, *tb), tb->response_mask, normalizer);
+      torch::Tensor hits;
+      r.loss = SftLoss(model::TargetLogProbs(model_, *tb, 1.0, &hits), tb->response_mask,
+                       normalizer);
       r.tokens = tb->response_mask.sum().item<double>();
+      // A row is exact when every target token is the argmax.
+      r.exact_rows =
+          (hits.logical_or(tb->response_mask == 0)).all(1).sum().item<double>();
       return r;
     };
     if (sft_.optimizer == nullptr) sft_.optimizer = NewAdamW(model_, job_.sft().optimizer());
@@ -289,7 +296,7 @@ class LocalLearner : public LearnerWorker {
     const int64_t micro_rows = std::max(1, job_.grpo().micro_batch_size());
     ledger::MemoryTracker& tracker = ledger::MemoryTracker::Get();
     v1::TrainStats stats;
-    double kl_sum = 0, clipped = 0, tokens = 0;
+    double kl_sum = 0, clipped = 0, tokens = 0, exact_rows = 0;
     int64_t activation_bytes = 0;
     try {
       optimizer.zero_grad();
@@ -309,6 +316,7 @@ class LocalLearner : public LearnerWorker {
         kl_sum += r->kl_sum;
         clipped += r->clipped_tokens;
         tokens += r->tokens;
+        exact_rows += r->exact_rows;
         stats.set_micro_batches(stats.micro_batches() + 1);
       }
       const double max_norm = config.max_grad_norm() > 0 ? config.max_grad_norm() : 1e30;
@@ -334,6 +342,7 @@ class LocalLearner : public LearnerWorker {
     stats.set_kl(tokens > 0 ? kl_sum / tokens : 0);
     stats.set_clip_fraction(tokens > 0 ? clipped / tokens : 0);
     stats.set_trained_tokens(static_cast<int64_t>(tokens));
+    stats.set_sequence_accuracy(exact_rows / rows);
     stats.set_policy_version(version_);
     stats.set_parameter_bytes(param_bytes);
     stats.set_gradient_bytes(grad_bytes);

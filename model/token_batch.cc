@@ -52,9 +52,12 @@ absl::StatusOr<TokenBatch> MakeTokenBatch(absl::Span<const SequencePair> pairs,
 }
 
 torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
-                             double temperature) {
+                             double temperature, torch::Tensor* argmax_hits) {
   torch::Tensor logits = model->forward(batch.inputs);
   if (temperature != 1.0) logits = logits / temperature;
+  if (argmax_hits != nullptr) {
+    *argmax_hits = logits.detach().argmax(-1) == batch.targets;
+  }
   torch::Tensor logp = torch::log_softmax(logits, -1)
                            .gather(-1, batch.targets.unsqueeze(-1))
                            .squeeze(-1);

@@ -40,9 +40,11 @@ struct TokenBatch {
     absl::Span<const SequencePair> pairs, int32_t pad_id, int64_t max_len);
 
 // log softmax(logits / temperature) at each target: [B, T] float32, with
-// zeros where response_mask is 0. Differentiable.
+// zeros where response_mask is 0. Differentiable. When `argmax_hits` is
+// given it receives a [B, T] bool tensor: the target is the model's argmax.
 torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
-                             double temperature = 1.0);
+                             double temperature = 1.0,
+                             torch::Tensor* argmax_hits = nullptr);
 
 // Row i's response log-probs (length response_length[i]) from a [B, T]
 // tensor laid out as TargetLogProbs returns it.

@@ -105,11 +105,16 @@ absl::Status GrpoLoop::WarmUp() {
     }
     absl::StatusOr<v1::TrainStats> stats = roles_.learner->SftStep(batch);
     if (!stats.ok()) return At(stats.status(), absl::StrCat("sft step ", step));
-    if (progress_ != nullptr && (step + 1) % 20 == 0) {
-      *progress_ << absl::StrFormat("sft %4d/%d  loss %.4f\n", step + 1, sft.steps(),
-                                    stats->loss());
+    const bool reached =
+        sft.target_accuracy() > 0 && stats->sequence_accuracy() >= sft.target_accuracy();
+    if (progress_ != nullptr && ((step + 1) % 20 == 0 || reached)) {
+      *progress_ << absl::StrFormat("sft %4d/%d  loss %.4f  batch exact-match %.3f%s\n",
+                                    step + 1, sft.steps(), stats->loss(),
+                                    stats->sequence_accuracy(),
+                                    reached ? "  (sft.target_accuracy reached)" : "");
       progress_->flush();
     }
+    if (reached) break;
   }
   return absl::OkStatus();
 }

@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh
+scripts/build.sh trellis
 exec build/trellis run --out "${OUT:-runs/default}" "$@"
