@@ -9,42 +9,15 @@
 #include "config/job_config.h"
 #include "gtest/gtest.h"
 #include "scheduler/embedded_job.h"
+#include "tests/tiny_job.h"
 
 namespace trellis {
 namespace {
 
 namespace fs = std::filesystem;
 
-v1::JobConfig TinyJob() {
-  absl::StatusOr<v1::JobConfig> base = scheduler::DefaultJob();
-  EXPECT_TRUE(base.ok()) << base.status();
-  v1::JobConfig job = *base;
-  auto* m = job.mutable_model();
-  m->set_d_model(32);
-  m->set_n_layers(1);
-  m->set_n_heads(2);
-  m->set_n_kv_heads(1);
-  m->set_d_ff(64);
-  job.mutable_data()->mutable_arithmetic()->set_num_problems(200);
-  job.mutable_sft()->set_steps(3);
-  job.mutable_sft()->set_batch_size(16);
-  job.mutable_sft()->mutable_optimizer()->set_warmup_steps(0);
-  job.mutable_grpo()->set_steps(3);
-  job.mutable_grpo()->set_prompts_per_step(4);
-  job.mutable_grpo()->set_responses_per_prompt(4);
-  job.mutable_grpo()->set_micro_batch_size(6);
-  job.mutable_eval()->set_num_prompts(16);
-  job.mutable_runtime()->set_num_threads(1);
-  job.mutable_runtime()->set_seed(5);
-  return job;
-}
-
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing_util::Slurp;
+using testing_util::TinyJob;
 
 fs::path RunTiny(const std::string& name, const v1::JobConfig& job) {
   const fs::path dir = fs::path(testing::TempDir()) / name;

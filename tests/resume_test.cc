@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/embedded_job.h"
+#include "tests/tiny_job.h"
 
 namespace trellis {
 namespace {
@@ -29,40 +30,19 @@ using ::testing::HasSubstr;
 constexpr int kSteps = 10;
 constexpr int kCheckpointEvery = 5;
 
+using testing_util::Slurp;
+
 v1::JobConfig TinyJob() {
-  absl::StatusOr<v1::JobConfig> base = scheduler::DefaultJob();
-  EXPECT_TRUE(base.ok()) << base.status();
-  v1::JobConfig job = *base;
-  auto* m = job.mutable_model();
-  m->set_d_model(32);
-  m->set_n_layers(1);
-  m->set_n_heads(2);
-  m->set_n_kv_heads(1);
-  m->set_d_ff(64);
+  v1::JobConfig job = testing_util::TinyJob();
   // One-digit sums, 30 SFT steps and half credit for a wrong number: the
   // rewards vary within groups, so every step carries gradient.
   job.mutable_data()->mutable_arithmetic()->set_max_digits(1);
   job.mutable_data()->mutable_arithmetic()->set_num_problems(100);
   job.mutable_verifier()->set_reward_wrong(0.5);
   job.mutable_sft()->set_steps(30);
-  job.mutable_sft()->set_batch_size(16);
-  job.mutable_sft()->mutable_optimizer()->set_warmup_steps(0);
   job.mutable_grpo()->set_steps(kSteps);
-  job.mutable_grpo()->set_prompts_per_step(4);
-  job.mutable_grpo()->set_responses_per_prompt(4);
-  job.mutable_grpo()->set_micro_batch_size(6);
-  job.mutable_eval()->set_num_prompts(16);
-  job.mutable_runtime()->set_num_threads(1);
-  job.mutable_runtime()->set_seed(5);
   job.mutable_runtime()->set_checkpoint_every(kCheckpointEvery);
   return job;
-}
-
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 void WriteText(const fs::path& path, const std::string& text) {
