@@ -31,6 +31,7 @@ absl::StatusOr<GroupAdvantages> ComputeGroupAdvantages(
       out.advantages[g + i] =
           all_equal ? 0.0f : static_cast<float>((rewards[g + i] - mean) / denom);
     }
+    out.zero_variance.push_back(all_equal);
     if (all_equal) ++out.zero_variance_groups;
   }
   return out;

@@ -12,8 +12,9 @@ namespace trellis::learner {
 struct GroupAdvantages {
   // One per reward, in order.
   std::vector<float> advantages;
-  // Groups whose rewards are all equal: every advantage in them is zero and
-  // they carry no gradient.
+  // Per group: its rewards are all equal, so every advantage in it is zero
+  // and it carries no gradient.
+  std::vector<bool> zero_variance;
   int64_t zero_variance_groups = 0;
 };
 

@@ -25,6 +25,7 @@ TEST(GroupAdvantagesTest, MatchesHandComputedGroups) {
     EXPECT_NEAR(adv->advantages[i], expected[i], 1e-6) << "sample " << i;
   }
   EXPECT_EQ(adv->zero_variance_groups, 1);
+  EXPECT_THAT(adv->zero_variance, testing::ElementsAre(false, true, false));
 }
 
 TEST(GroupAdvantagesTest, DrGrpoSkipsTheStdDivision) {

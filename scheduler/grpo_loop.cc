@@ -257,14 +257,7 @@ absl::Status GrpoLoop::Step(int64_t step) {
     counts.accuracy = samples.empty() ? 0 : static_cast<double>(correct) / samples.size();
     for (int i = 0; i < samples.size(); ++i) {
       const v1::Sample& s = samples[i];
-      const bool zero_group = [&] {
-        const int g = i / group;
-        for (int k = 0; k < group; ++k) {
-          if (rewards[g * group + k] != rewards[g * group]) return false;
-        }
-        return true;
-      }();
-      if (zero_group) {
+      if (adv->zero_variance[i / group]) {
         ++counts.samples_zero_variance;
       } else if (s.truncated()) {
         ++counts.samples_truncated;
