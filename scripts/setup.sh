@@ -9,7 +9,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  bubblewrap
+  bubblewrap python3
 )
 
 missing=()
