@@ -32,7 +32,6 @@ absl::StatusOr<GroupAdvantages> ComputeGroupAdvantages(
           all_equal ? 0.0f : static_cast<float>((rewards[g + i] - mean) / denom);
     }
     out.zero_variance.push_back(all_equal);
-    if (all_equal) ++out.zero_variance_groups;
   }
   return out;
 }

@@ -15,7 +15,6 @@ struct GroupAdvantages {
   // Per group: its rewards are all equal, so every advantage in it is zero
   // and it carries no gradient.
   std::vector<bool> zero_variance;
-  int64_t zero_variance_groups = 0;
 };
 
 // GRPO advantages: rewards come in consecutive groups of `group_size` (the

@@ -194,19 +194,19 @@ StepMetrics Ledger::EndStep(const StepCounts& counts) {
   const double now = impl_->now();
   absl::MutexLock lock(&impl_->mu);
   Impl& d = *impl_;
-  internal::StepInputs in;
-  in.counts = counts;
-  in.stage_seconds = d.cur.stage_seconds;
-  in.step_seconds = std::max(0.0, now - d.step_begin);
-  in.handoff_seconds = d.cur.handoff_seconds;
-  in.handoff_bytes = d.cur.handoff_bytes;
+  StepMetrics m;
+  m.counts = counts;
+  m.stage_seconds = d.cur.stage_seconds;
+  m.step_seconds = std::max(0.0, now - d.step_begin);
+  m.handoff_seconds = d.cur.handoff_seconds;
+  m.handoff_bytes = d.cur.handoff_bytes;
   if (d.step_window != nullptr) {
-    in.peak_bytes = d.step_window->peak_bytes();
+    m.peak_bytes = d.step_window->peak_bytes();
     d.step_window.reset();
   }
   // Spans already attributed any peak they saw; a higher one was outside.
-  d.ObservePeak(in.peak_bytes, kNoStage, d.step_begin_seq);
-  const StepMetrics m = internal::DeriveStepMetrics(in);
+  d.ObservePeak(m.peak_bytes, kNoStage, d.step_begin_seq);
+  internal::DeriveStepMetrics(m);
 
   d.steps += 1;
   internal::AccumulateCounts(counts, d.count_totals);

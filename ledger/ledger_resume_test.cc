@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ledger/ledger.h"
+#include "ledger/testing/jsonl.h"
 
 namespace trellis::ledger {
 namespace {
@@ -16,13 +17,7 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-std::vector<json> ReadLines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<json> out;
-  std::string line;
-  while (std::getline(in, line)) out.push_back(json::parse(line));
-  return out;
-}
+using testing_util::ReadJsonLines;
 
 // Three steps of a run with a fake clock: 1 s of rollout each.
 void RunSteps(Ledger& ledger, double& now, int64_t first, int64_t last) {
@@ -59,7 +54,7 @@ TEST(LedgerResumeTest, DropsRecordsPastTheStepAndTornLastLine) {
   EXPECT_EQ(dropped, 3);  // step 2's span and step record, the torn line
   RunSteps(ledger, now, 2, 2);
   std::vector<int64_t> steps;
-  for (const json& r : ReadLines(path)) {
+  for (const json& r : ReadJsonLines(path)) {
     EXPECT_LE(r["step"].get<int64_t>(), 2);
     if (r["type"] == "step") steps.push_back(r["step"].get<int64_t>());
   }

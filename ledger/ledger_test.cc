@@ -1,4 +1,5 @@
 #include "ledger/ledger.h"
+#include "ledger/testing/jsonl.h"
 
 #include <torch/torch.h>
 
@@ -23,13 +24,7 @@ std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/" + name;
 }
 
-std::vector<json> ReadLines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<json> out;
-  std::string line;
-  while (std::getline(in, line)) out.push_back(json::parse(line));
-  return out;
-}
+using testing_util::ReadJsonLines;
 
 json ReadJson(const std::string& path) {
   std::ifstream in(path);
@@ -117,7 +112,7 @@ TEST_F(LedgerTest, JsonlLinesParseAndCarryTheSchema) {
   ledger_.EndStep(c);
   ledger_.RecordEval("after", EvalMetrics{10, 0.5, 0.25});
 
-  const std::vector<json> lines = ReadLines(path);
+  const std::vector<json> lines = ReadJsonLines(path);
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_EQ(lines[0]["type"], "span");
   EXPECT_EQ(lines[0]["stage"], "rollout");
@@ -141,7 +136,7 @@ TEST_F(LedgerTest, JsonlLinesParseAndCarryTheSchema) {
 
   // Open truncates.
   ASSERT_TRUE(ledger_.Open(path).ok());
-  EXPECT_TRUE(ReadLines(path).empty());
+  EXPECT_TRUE(ReadJsonLines(path).empty());
 }
 
 TEST_F(LedgerTest, OpenFailureNamesThePath) {

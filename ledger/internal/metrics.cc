@@ -6,26 +6,16 @@ namespace trellis::ledger::internal {
 
 double SafeDiv(double a, double b) { return b > 0 ? a / b : 0.0; }
 
-StepMetrics DeriveStepMetrics(const StepInputs& in) {
-  StepMetrics m;
-  m.counts = in.counts;
-  m.stage_seconds = in.stage_seconds;
-  m.step_seconds = in.step_seconds;
-  const double rollout = in.stage_seconds[static_cast<int>(Stage::kRollout)];
-  const double update = in.stage_seconds[static_cast<int>(Stage::kUpdate)];
+void DeriveStepMetrics(StepMetrics& m) {
+  const double rollout = m.stage_seconds[static_cast<int>(Stage::kRollout)];
+  const double update = m.stage_seconds[static_cast<int>(Stage::kUpdate)];
   m.rollout_update_ratio = SafeDiv(rollout, update);
-  m.verifier_wait_seconds = in.stage_seconds[static_cast<int>(Stage::kVerify)];
-  m.effective_sample_rate =
-      SafeDiv(static_cast<double>(in.counts.samples_effective),
-              static_cast<double>(in.counts.samples_generated));
+  m.verifier_wait_seconds = m.stage_seconds[static_cast<int>(Stage::kVerify)];
+  m.effective_sample_rate = SafeDiv(static_cast<double>(m.counts.samples_effective),
+                                    static_cast<double>(m.counts.samples_generated));
   m.generated_tokens_per_second =
-      SafeDiv(static_cast<double>(in.counts.generated_tokens), rollout);
-  m.trained_tokens_per_second =
-      SafeDiv(static_cast<double>(in.counts.trained_tokens), update);
-  m.handoff_seconds = in.handoff_seconds;
-  m.handoff_bytes = in.handoff_bytes;
-  m.peak_bytes = in.peak_bytes;
-  return m;
+      SafeDiv(static_cast<double>(m.counts.generated_tokens), rollout);
+  m.trained_tokens_per_second = SafeDiv(static_cast<double>(m.counts.trained_tokens), update);
 }
 
 nlohmann::json StageSecondsJson(const std::array<double, kNumStages>& s) {

@@ -16,21 +16,13 @@ namespace trellis::ledger::internal {
 // a / b, or 0 when b is not positive (nothing measured yet).
 double SafeDiv(double a, double b);
 
-// What the ledger measured during one step, before derivation.
-struct StepInputs {
-  StepCounts counts;
-  std::array<double, kNumStages> stage_seconds{};
-  double step_seconds = 0;
-  double handoff_seconds = 0;
-  int64_t handoff_bytes = 0;
-  int64_t peak_bytes = 0;
-};
-
+// Fills the derived fields of `m` from its measured ones (counts,
+// stage_seconds, step_seconds, handoff, peak):
 // rollout_update_ratio = rollout s / update s; verifier_wait = verify s;
 // effective_sample_rate = effective / generated; generated tokens/s over
 // the rollout seconds, trained tokens/s over the update seconds. Each is 0
 // when its denominator is 0.
-StepMetrics DeriveStepMetrics(const StepInputs& in);
+void DeriveStepMetrics(StepMetrics& m);
 
 // {"load": s, "sft": s, ...} for every stage.
 nlohmann::json StageSecondsJson(const std::array<double, kNumStages>& s);
