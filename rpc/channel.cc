@@ -1,0 +1,45 @@
+#include "rpc/channel.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/server.h"
+
+namespace trellis::rpc {
+namespace {
+
+std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {
+  return std::chrono::system_clock::now() +
+         std::chrono::microseconds(absl::ToInt64Microseconds(timeout));
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Reconnect quickly after a peer restarts.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+absl::Status WaitConnected(grpc::Channel& channel, const std::string& address,
+                           absl::Duration timeout) {
+  if (channel.WaitForConnected(DeadlineIn(timeout))) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("cannot connect to ", address, " within ",
+                                             absl::FormatDuration(timeout)));
+}
+
+void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
+  context.set_deadline(DeadlineIn(timeout));
+}
+
+}  // namespace trellis::rpc

@@ -1,0 +1,49 @@
+#ifndef TRELLIS_RPC_CHANNEL_H_
+#define TRELLIS_RPC_CHANNEL_H_
+
+// The client side of every Trellis call: channels with keepalive and the
+// message-size limits of rpc/server.h, and unary calls that always carry a
+// deadline and come back as absl::Status naming the callee.
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rpc/status.h"
+
+namespace trellis::rpc {
+
+// An insecure channel to "host:port"; it connects lazily.
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address);
+
+// Waits until the channel is connected; Unavailable naming `address` after
+// `timeout`.
+[[nodiscard]] absl::Status WaitConnected(grpc::Channel& channel, const std::string& address,
+                                         absl::Duration timeout);
+
+void SetDeadline(grpc::ClientContext& context, absl::Duration timeout);
+
+// One unary call with a deadline of `timeout`; a failure's message starts
+// with `what` (who was called, and which call).
+template <typename Stub, typename Request, typename Response>
+absl::StatusOr<Response> Call(Stub& stub,
+                              grpc::Status (Stub::*method)(grpc::ClientContext*,
+                                                           const Request&, Response*),
+                              const Request& request, absl::Duration timeout,
+                              std::string_view what) {
+  grpc::ClientContext context;
+  SetDeadline(context, timeout);
+  Response response;
+  grpc::Status status = (stub.*method)(&context, request, &response);
+  if (!status.ok()) return FromGrpc(status, what);
+  return response;
+}
+
+}  // namespace trellis::rpc
+
+#endif  // TRELLIS_RPC_CHANNEL_H_

@@ -1,0 +1,103 @@
+#include <grpcpp/grpcpp.h>
+
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rpc/channel.h"
+#include "rpc/server.h"
+#include "rpc/status.h"
+#include "trellis/v1/services.grpc.pb.h"
+
+namespace trellis::rpc {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(StatusTest, CodesAndMessagesSurviveTheRoundTrip) {
+  for (absl::StatusCode code :
+       {absl::StatusCode::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+        absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kUnavailable,
+        absl::StatusCode::kDataLoss}) {
+    absl::Status in(code, "item 3: reward is NaN");
+    absl::Status out = FromGrpc(ToGrpc(in), "verifier-0 Verify");
+    EXPECT_EQ(out.code(), code);
+    EXPECT_EQ(out.message(), "verifier-0 Verify: item 3: reward is NaN");
+  }
+  EXPECT_TRUE(FromGrpc(ToGrpc(absl::OkStatus())).ok());
+}
+
+// Answers after `delay`; fails items whose response is "bad".
+class FakeVerifier final : public v1::Verifier::Service {
+ public:
+  explicit FakeVerifier(absl::Duration delay) : delay_(delay) {}
+  grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest* request,
+                      v1::VerifyResponse* response) override {
+    absl::SleepFor(delay_);
+    for (const v1::VerifyItem& item : request->items()) {
+      if (item.response() == "bad") {
+        return ToGrpc(absl::InvalidArgumentError("items[0].response: bad"));
+      }
+      response->add_results()->set_reward(1);
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  absl::Duration delay_;
+};
+
+TEST(ServerTest, PortZeroReportsTheBoundPortAndCallsCarryErrors) {
+  FakeVerifier service(absl::ZeroDuration());
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start("127.0.0.1:0", {&service});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_GT((*server)->port(), 0);
+  EXPECT_EQ((*server)->address(), "127.0.0.1:" + std::to_string((*server)->port()));
+
+  auto channel = NewChannel((*server)->address());
+  ASSERT_TRUE(WaitConnected(*channel, (*server)->address(), absl::Seconds(5)).ok());
+  auto stub = v1::Verifier::NewStub(channel);
+  v1::VerifyRequest request;
+  request.add_items()->set_response("fine");
+  absl::StatusOr<v1::VerifyResponse> ok =
+      Call(*stub, &v1::Verifier::Stub::Verify, request, absl::Seconds(5), "verifier-0 Verify");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->results_size(), 1);
+
+  request.mutable_items(0)->set_response("bad");
+  absl::StatusOr<v1::VerifyResponse> bad =
+      Call(*stub, &v1::Verifier::Stub::Verify, request, absl::Seconds(5), "verifier-0 Verify");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("verifier-0 Verify: items[0].response"));
+}
+
+TEST(ServerTest, EveryCallHasADeadline) {
+  FakeVerifier service(absl::Seconds(1));
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start("127.0.0.1:0", {&service});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::Verifier::NewStub(NewChannel((*server)->address()));
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::VerifyResponse> late = Call(*stub, &v1::Verifier::Stub::Verify,
+                                                 v1::VerifyRequest(), absl::Milliseconds(300),
+                                                 "slow");
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  (*server)->Shutdown(absl::ZeroDuration());
+}
+
+TEST(ServerTest, BadListenAddressIsAClearError) {
+  FakeVerifier service(absl::ZeroDuration());
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start("localhost", {&service});
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(server.status().message(), HasSubstr("host:port"));
+}
+
+TEST(ChannelTest, NobodyListeningIsUnavailableNamingTheAddress) {
+  auto channel = NewChannel("127.0.0.1:1");
+  absl::Status s = WaitConnected(*channel, "127.0.0.1:1", absl::Milliseconds(300));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr("127.0.0.1:1"));
+}
+
+}  // namespace
+}  // namespace trellis::rpc

@@ -1,0 +1,76 @@
+#include "rpc/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+
+namespace trellis::rpc {
+namespace {
+
+// The part of "host:port" before the last ':' (IPv6 hosts keep their
+// brackets).
+std::string HostOf(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  return colon == std::string::npos ? listen : listen.substr(0, colon);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(
+    const std::string& listen, const std::vector<grpc::Service*>& services) {
+  if (listen.rfind(':') == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen address '", listen, "': expected host:port"));
+  }
+  static const bool plugins_ready = [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    return true;
+  }();
+  (void)plugins_ready;
+
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen,
+                                               " (address in use or not local?)"));
+  }
+  return std::unique_ptr<Server>(new Server(std::move(server),
+                                            absl::StrCat(HostOf(listen), ":", port), port));
+}
+
+Server::Server(std::unique_ptr<grpc::Server> server, std::string address, int port)
+    : server_(std::move(server)), address_(std::move(address)), port_(port) {
+  SetServing(false);
+}
+
+Server::~Server() { Shutdown(absl::ZeroDuration()); }
+
+void Server::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  if (health != nullptr) health->SetServingStatus(serving);
+}
+
+void Server::Shutdown(absl::Duration grace) {
+  if (server_ == nullptr) return;
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+}
+
+void Server::Wait() { server_->Wait(); }
+
+}  // namespace trellis::rpc

@@ -1,0 +1,58 @@
+#ifndef TRELLIS_RPC_SERVER_H_
+#define TRELLIS_RPC_SERVER_H_
+
+// Starting a gRPC server the way every Trellis service does: on a given
+// host:port (port 0 picks a free one, reported back), with the
+// grpc.health.v1 health service and server reflection, message-size limits
+// and keepalive.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/server.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace grpc {
+class Service;
+}
+
+namespace trellis::rpc {
+
+// Largest message a Trellis server or channel accepts.
+inline constexpr int kMaxMessageBytes = 256 << 20;
+
+class Server {
+ public:
+  // Binds `listen` ("host:port"; port 0 picks a free one) and serves
+  // `services` (not owned; they must outlive the server). Health reports
+  // NOT_SERVING for every service until SetServing(true).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Server>> Start(
+      const std::string& listen, const std::vector<grpc::Service*>& services);
+  ~Server();
+
+  // "host:port" with the port actually bound.
+  const std::string& address() const { return address_; }
+  int port() const { return port_; }
+
+  // Health status of every service (and of the server as a whole, "").
+  void SetServing(bool serving);
+
+  // Stops accepting calls; calls in flight get `grace` to finish, then are
+  // cancelled. Idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(2));
+  // Blocks until Shutdown.
+  void Wait();
+
+ private:
+  Server(std::unique_ptr<grpc::Server> server, std::string address, int port);
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  int port_;
+};
+
+}  // namespace trellis::rpc
+
+#endif  // TRELLIS_RPC_SERVER_H_
