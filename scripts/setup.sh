@@ -10,6 +10,7 @@ PACKAGES=(
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   bubblewrap python3
+  libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-protobuf grpc-proto
 )
 
 missing=()
