@@ -1,5 +1,6 @@
 // Python verifiers written with the SDK (verifier/python/trellis_verifier),
-// each run as its own process, scored through the C++ "remote" verifier.
+// each run as its own process, scored through the C++ "remote" verifier; and
+// tests/python/check_services.py (protoc stubs only) against the C++ service.
 
 #include <cstdlib>
 #include <string>
@@ -7,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/server.h"
 #include "verifier/internal/process.h"
 #include "verifier/verifier_service.h"
 
@@ -125,6 +127,39 @@ TEST(RemotePythonTest, SlowScoreTimesOutWithinDeadlineAndTheServiceRecovers) {
   const std::vector<v1::VerifyResult> next = remote->VerifyBatch(Items({{"ok", ""}}));
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].verdict(), v1::CORRECT) << next[0].detail();
+}
+
+TEST(RemotePythonTest, CheckServicesScriptCallsHealthAndVerifyOnTheCppService) {
+  VerifierRegistry registry;
+  ASSERT_TRUE(RegisterBuiltinVerifiers(registry).ok());
+  v1::VerifierConfig numeric;
+  numeric.set_name("numeric");
+  std::unique_ptr<v1::Verifier::Service> service =
+      NewVerifierService(std::shared_ptr<const Verifier>(*registry.Create(numeric)), "numeric");
+  absl::StatusOr<std::unique_ptr<rpc::Server>> server =
+      rpc::Server::Start("127.0.0.1:0", {service.get()});
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->SetServing(true);
+
+  internal::SpawnOptions options;
+  options.argv = {TRELLIS_PYTHON3, TRELLIS_SOURCE_DIR "/tests/python/check_services.py",
+                  (*server)->address(),
+                  "--probe", R"({"prompt": "2+3=", "response": "5", "answer": "5"})",
+                  "--probe", R"({"prompt": "2+3=", "response": "?", "answer": "5"})",
+                  "--expect", "correct", "--expect", "unparseable"};
+  options.capture_stderr = true;
+  absl::StatusOr<std::unique_ptr<internal::Child>> child = internal::Child::Spawn(options);
+  ASSERT_TRUE(child.ok()) << child.status();
+  std::string out, err;
+  ASSERT_TRUE(
+      (*child)->Communicate("", absl::Now() + absl::Seconds(60), 1 << 20, &out, &err).ok());
+  absl::StatusOr<int> status = (*child)->Wait(absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(internal::Child::DescribeExit(*status), "exit status 0") << out << err;
+  // Reflection lists the services of a C++ server.
+  EXPECT_THAT(out, HasSubstr("grpc.health.v1.Health"));
+  EXPECT_THAT(out, HasSubstr("trellis.v1.Verifier"));
+  EXPECT_THAT(out, HasSubstr("Verify: 2 items -> CORRECT, UNPARSEABLE"));
 }
 
 }  // namespace
