@@ -108,15 +108,20 @@ absl::Status VerifyChecksums(const BucketSet& set) {
         " buckets but ", set.checksums.size(), " checksums"));
   }
   for (size_t i = 0; i < set.buckets.size(); ++i) {
-    const at::Tensor& b = set.buckets[i];
-    const uint64_t got = Checksum64(b.data_ptr(), b.numel());
-    if (got != set.checksums[i]) {
-      return absl::DataLossError(absl::StrCat(
-          "weightsync: version ", set.version, " bucket ", i, " of ",
-          set.buckets.size(), " (", b.numel(),
-          " bytes) failed its checksum: expected ",
-          absl::Hex(set.checksums[i]), ", got ", absl::Hex(got)));
-    }
+    if (absl::Status s = VerifyBucket(set, i); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VerifyBucket(const BucketSet& set, size_t i) {
+  const at::Tensor& b = set.buckets[i];
+  const uint64_t got = Checksum64(b.data_ptr(), b.numel());
+  if (got != set.checksums[i]) {
+    return absl::DataLossError(absl::StrCat(
+        "weightsync: version ", set.version, " bucket ", i, " of ",
+        set.buckets.size(), " (", b.numel(),
+        " bytes) failed its checksum: expected ",
+        absl::Hex(set.checksums[i]), ", got ", absl::Hex(got)));
   }
   return absl::OkStatus();
 }

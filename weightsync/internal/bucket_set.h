@@ -55,6 +55,10 @@ void ComputeChecksums(BucketSet& set);
 // checksum.
 [[nodiscard]] absl::Status VerifyChecksums(const BucketSet& set);
 
+// The same for bucket `i` alone (a transport checks each bucket as it
+// arrives). REQUIRES: set.checksums has an entry per bucket.
+[[nodiscard]] absl::Status VerifyBucket(const BucketSet& set, size_t i);
+
 // Returns FailedPrecondition naming the tensor unless `dst` holds exactly
 // the manifest's names (each once), each defined and with the manifest's
 // dtype and shape.

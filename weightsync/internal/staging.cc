@@ -1,0 +1,123 @@
+#include "weightsync/internal/staging.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "weightsync/internal/inprocess_testing.h"
+
+namespace trellis::weightsync::internal {
+
+v1::WeightSyncStats BaseStats(const BucketSet& set) {
+  v1::WeightSyncStats stats;
+  stats.set_version(set.version);
+  stats.set_bytes(set.payload_bytes());
+  stats.set_tensors(static_cast<int32_t>(set.manifest.size()));
+  stats.set_buckets(static_cast<int32_t>(set.buckets.size()));
+  return stats;
+}
+
+VersionStage::VersionStage(std::string name, int64_t bucket_bytes)
+    : name_(std::move(name)), bucket_bytes_(bucket_bytes) {}
+
+absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(
+    int64_t version, const NamedTensors& tensors) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = CheckVersionLocked(version); !s.ok()) return s;
+  }
+  // gather: packing the tensors into buckets.
+  Stopwatch gather;
+  absl::StatusOr<BucketSet> packed = PackBuckets(tensors, bucket_bytes_);
+  if (!packed.ok()) return packed.status();
+  const double gather_seconds = gather.Seconds();
+
+  // transfer: checksumming and handing the buckets over.
+  Stopwatch transfer;
+  auto set = std::make_shared<BucketSet>(*std::move(packed));
+  set->version = version;
+  ComputeChecksums(*set);
+  v1::WeightSyncStats stats = BaseStats(*set);
+  {
+    absl::MutexLock lock(&mu_);
+    // A concurrent publisher may have won the race since the first check.
+    if (absl::Status s = CheckVersionLocked(version); !s.ok()) return s;
+    latest_ = std::move(set);
+    staged_cv_.SignalAll();
+  }
+  stats.set_gather_seconds(gather_seconds);
+  stats.set_transfer_seconds(transfer.Seconds());
+  return stats;
+}
+
+absl::StatusOr<std::shared_ptr<const BucketSet>> VersionStage::WaitFor(
+    int64_t min_version, absl::Time deadline) {
+  const absl::Time start = absl::Now();
+  absl::MutexLock lock(&mu_);
+  while (!ReadyLocked(min_version) && !closed_) {
+    if (staged_cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  if (ReadyLocked(min_version)) return latest_;
+  if (closed_) {
+    return absl::CancelledError(absl::StrCat(name_, ": the sender is closing"));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      name_, ": waited ", absl::FormatDuration(absl::Now() - start),
+      " for weights version >= ", min_version, "; newest published: ",
+      latest_ ? absl::StrCat(latest_->version) : std::string("none")));
+}
+
+int64_t VersionStage::newest_version() {
+  absl::MutexLock lock(&mu_);
+  return latest_ ? latest_->version : -1;
+}
+
+void VersionStage::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  staged_cv_.SignalAll();
+}
+
+absl::Status VersionStage::Corrupt(int bucket, int64_t byte) {
+  absl::MutexLock lock(&mu_);
+  if (latest_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name_, ": nothing published"));
+  }
+  if (bucket < 0 || bucket >= static_cast<int>(latest_->buckets.size()) ||
+      latest_->buckets[bucket].numel() == 0) {
+    return absl::OutOfRangeError(absl::StrCat(
+        name_, ": version ", latest_->version, " has no bytes in bucket ",
+        bucket, " (", latest_->buckets.size(), " buckets)"));
+  }
+  at::Tensor& b = latest_->buckets[bucket];
+  uint8_t* p = b.data_ptr<uint8_t>();
+  p[byte % b.numel()] ^= 0xFF;
+  return absl::OkStatus();
+}
+
+bool VersionStage::ReadyLocked(int64_t min_version) const {
+  return latest_ != nullptr && latest_->version >= min_version;
+}
+
+absl::Status VersionStage::CheckVersionLocked(int64_t version) const {
+  if (latest_ != nullptr && version <= latest_->version) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name_, ": version ", version,
+        " must exceed the last published version ", latest_->version));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CorruptBucketForTesting(Transport& transport, int bucket,
+                                     int64_t byte) {
+  auto* staged = dynamic_cast<StagedTransport*>(&transport);
+  if (staged == nullptr || staged->stage() == nullptr) {
+    return absl::InvalidArgumentError(
+        "CorruptBucketForTesting: not the sending end of a weightsync "
+        "transport");
+  }
+  return staged->stage()->Corrupt(bucket, byte < 0 ? 0 : byte);
+}
+
+}  // namespace trellis::weightsync::internal

@@ -1,0 +1,35 @@
+#ifndef TRELLIS_WEIGHTSYNC_INTERNAL_WIRE_H_
+#define TRELLIS_WEIGHTSYNC_INTERNAL_WIRE_H_
+
+// What the network transports send ahead of a version's buckets: its
+// manifest, bucket sizes and checksums (v1::WeightsHeader), and the
+// receiver's side of it: empty buckets to receive into.
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "trellis/v1/weights.pb.h"
+#include "weightsync/internal/bucket_set.h"
+
+namespace trellis::weightsync::internal {
+
+v1::WeightsHeader EncodeHeader(const BucketSet& set);
+
+// A BucketSet with `header`'s version, manifest and checksums and
+// uninitialized CPU byte buckets of the announced sizes: bucket i reuses
+// (*spare)[i] when `spare` has one of that size (receivers keep the last
+// buckets, which saves faulting in fresh pages every time). Returns DataLoss
+// when the header is inconsistent (a tensor outside its bucket, an unknown
+// dtype, checksums that do not match the bucket count, more than
+// `max_total_bytes` in all).
+[[nodiscard]] absl::StatusOr<BucketSet> DecodeHeader(
+    const v1::WeightsHeader& header,
+    const std::vector<at::Tensor>* spare = nullptr,
+    int64_t max_total_bytes = int64_t{1} << 42);
+
+}  // namespace trellis::weightsync::internal
+
+#endif  // TRELLIS_WEIGHTSYNC_INTERNAL_WIRE_H_
