@@ -3,6 +3,7 @@
 // tests/python/check_services.py (protoc stubs only) against the C++ service.
 
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -11,6 +12,7 @@
 #include "rpc/server.h"
 #include "verifier/internal/process.h"
 #include "verifier/verifier_service.h"
+#include "verifier/verify_command.h"
 
 namespace trellis::verifier {
 namespace {
@@ -80,7 +82,7 @@ TEST(RemotePythonTest, NumericExampleAgreesWithTheBuiltin) {
 
   const auto items = Items({{"42", "42"}, {"42<eos>", "42"}, {" 41", "42"}, {"x", "42"},
                             {"-7", "-7"}, {"", "3"}, {"1.5 apples", "1.5"}, {"5", "five"},
-                            {"007", "7"}, {"12+30=42", "42"}});
+                            {"007", "7"}, {"12+30=42", "42"}, {"7", "inf"}, {"--5", "-5"}});
   const std::vector<v1::VerifyResult> got = remote->VerifyBatch(items);
   const std::vector<v1::VerifyResult> want = builtin->VerifyBatch(items);
   ASSERT_EQ(got.size(), want.size());
@@ -89,6 +91,26 @@ TEST(RemotePythonTest, NumericExampleAgreesWithTheBuiltin) {
     EXPECT_EQ(got[i].reward(), want[i].reward()) << i;
     EXPECT_EQ(got[i].verifier(), "numeric-py@1");
   }
+}
+
+TEST(RemotePythonTest, VerifyCommandScoresThroughRemote) {
+  PythonVerifier py = Start({TRELLIS_SOURCE_DIR "/examples/verifiers/python_numeric.py"});
+  ASSERT_FALSE(py.address.empty());
+  std::ostringstream out, err;
+  EXPECT_EQ(VerifyCommand({"--verifier", "remote", "--config", "address=" + py.address,
+                           "--items", TRELLIS_SOURCE_DIR "/examples/verifiers/samples.jsonl"},
+                          out, err, RegisterRemoteVerifier),
+            0)
+      << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("CORRECT\t1"));
+  EXPECT_THAT(out.str(), HasSubstr("WRONG\t1"));
+  // Without the hook "remote" is unknown.
+  std::ostringstream out2, err2;
+  EXPECT_EQ(VerifyCommand({"--verifier", "remote", "--config", "address=" + py.address,
+                           TRELLIS_SOURCE_DIR "/examples/verifiers/samples.jsonl"},
+                          out2, err2),
+            2);
+  EXPECT_THAT(err2.str(), HasSubstr("unknown verifier \"remote\""));
 }
 
 TEST(RemotePythonTest, ScoreThatRaisesOrReturnsNanGivesErrorWithReason) {

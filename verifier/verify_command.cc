@@ -57,7 +57,8 @@ std::string SetField(v1::VerifierConfig& c, const std::string& kv) {
 
 }  // namespace
 
-int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                  const std::function<absl::Status(VerifierRegistry&)>& register_more) {
   v1::VerifierConfig config;
   config.clear_name();
   std::string path;
@@ -93,6 +94,12 @@ int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::
   if (absl::Status s = RegisterBuiltinVerifiers(registry); !s.ok()) {
     err << "trellis verify: " << s.message() << "\n";
     return 1;
+  }
+  if (register_more) {
+    if (absl::Status s = register_more(registry); !s.ok()) {
+      err << "trellis verify: " << s.message() << "\n";
+      return 1;
+    }
   }
   absl::StatusOr<std::unique_ptr<Verifier>> verifier = registry.Create(config);
   if (!verifier.ok()) {

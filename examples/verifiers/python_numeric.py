@@ -16,6 +16,7 @@ and point a job at it:
 Rewards and verdicts match the built-in `numeric` verifier with its defaults
 (tolerance 0, reward 1 for correct, 0 otherwise).
 """
+import math
 import pathlib
 import re
 import sys
@@ -25,7 +26,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "verifier" 
 import trellis_verifier  # noqa: E402
 
 # The first "-?\d+(\.\d+)?" of the response, as the built-in reads it.
-NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?", re.ASCII)
 
 
 @trellis_verifier.verifier(name="numeric-py", version="1")
@@ -33,6 +34,8 @@ def score(prompt, response, answer):
     try:
         want = float(answer.strip())
     except ValueError:
+        want = math.nan
+    if not math.isfinite(want):
         return 0.0, "error", f"answer {answer!r} is not a number"
     found = NUMBER.search(response)
     if found is None:
