@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The default arithmetic job's `numeric` check, as a Python verifier service.
 
 Written with the SDK (verifier/python/trellis_verifier, protocol:

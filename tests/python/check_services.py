@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Checks running Trellis services from the outside, with protoc-generated stubs only.
 
   check_services.py [--stubs DIR] [--timeout S] [--verify ADDR ...]

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Tests of the Python verifier SDK and of tests/python/check_services.py.
 
 Run by ctest (verifier_python_sdk_test) with /usr/bin/python3 and

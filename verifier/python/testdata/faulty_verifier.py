@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """A verifier served with the SDK whose scoring misbehaves on purpose.
 
   faulty_verifier.py raise|nan|slow [--port N]
