@@ -342,7 +342,7 @@ void Monitor(std::shared_ptr<SenderState> st) {
   --st->live_threads;
 }
 
-class GlooSender final : public internal::StagedTransport {
+class GlooSender final : public Transport, public internal::StagedSender {
  public:
   explicit GlooSender(std::shared_ptr<SenderState> st) : st_(std::move(st)) {
     const int n = st_->endpoint.num_receivers;

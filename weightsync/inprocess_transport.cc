@@ -16,7 +16,7 @@ namespace {
 using internal::BucketSet;
 using internal::Stopwatch;
 
-class InProcessTransport final : public internal::StagedTransport {
+class InProcessTransport final : public Transport, public internal::StagedSender {
  public:
   explicit InProcessTransport(TransportOptions options)
       : stage_("weightsync inprocess", options.bucket_bytes) {}

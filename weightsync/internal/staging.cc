@@ -111,7 +111,7 @@ absl::Status VersionStage::CheckVersionLocked(int64_t version) const {
 
 absl::Status CorruptBucketForTesting(Transport& transport, int bucket,
                                      int64_t byte) {
-  auto* staged = dynamic_cast<StagedTransport*>(&transport);
+  auto* staged = dynamic_cast<StagedSender*>(&transport);
   if (staged == nullptr || staged->stage() == nullptr) {
     return absl::InvalidArgumentError(
         "CorruptBucketForTesting: not the sending end of a weightsync "

@@ -80,11 +80,13 @@ class VersionStage {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Implemented by every transport whose sender holds a VersionStage, so that
-// the fault-injection hook (inprocess_testing.h) reaches it.
-class StagedTransport : public Transport {
+// Mixed into every transport whose sender holds a VersionStage, so that
+// the fault-injection hook (inprocess_testing.h) reaches it through a
+// dynamic_cast from Transport.
+class StagedSender {
  public:
-  virtual VersionStage* stage() = 0;  // Null on a receive-only end.
+  virtual ~StagedSender() = default;
+  virtual VersionStage* stage() = 0;
 };
 
 }  // namespace trellis::weightsync::internal
