@@ -52,6 +52,20 @@ std::string_view ObjectName(Object object) {
   return "unknown";
 }
 
+std::optional<Stage> StageFromName(std::string_view name) {
+  for (int s = 0; s < kNumStages; ++s) {
+    if (StageName(static_cast<Stage>(s)) == name) return static_cast<Stage>(s);
+  }
+  return std::nullopt;
+}
+
+std::optional<Object> ObjectFromName(std::string_view name) {
+  for (int o = 0; o < kNumObjects; ++o) {
+    if (ObjectName(static_cast<Object>(o)) == name) return static_cast<Object>(o);
+  }
+  return std::nullopt;
+}
+
 // ---------------------------------------------------------------- Span
 
 struct Ledger::Span::State {
@@ -129,6 +143,11 @@ absl::Status Ledger::Open(const std::string& path) {
   return absl::OkStatus();
 }
 
+int64_t Ledger::current_step() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->step;
+}
+
 void Ledger::BeginStep(int64_t step) {
   const double now = impl_->now();
   absl::MutexLock lock(&impl_->mu);
@@ -149,19 +168,29 @@ Ledger::Span Ledger::Begin(Stage stage, std::string_view role) {
 void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
                           Stage stage) {
   const int o = static_cast<int>(object);
+  ObjectForward forward;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    const int64_t before = impl_->ObjectBytes(o);
+    impl_->object_bytes[o][std::string(role)] = bytes;
+    const int64_t after = impl_->ObjectBytes(o);
+    impl_->object_peak[o] = std::max(impl_->object_peak[o], after);
+    impl_->object_seq += 1;
+    if (before > 0 || after > 0) impl_->object_live_seq[o] = impl_->object_seq;
+    impl_->Write({{"type", "object"},
+                  {"step", impl_->step},
+                  {"role", role},
+                  {"object", ObjectName(object)},
+                  {"bytes", bytes},
+                  {"stage", StageName(stage)}});
+    forward = impl_->forward;
+  }
+  if (forward) forward(role, object, bytes, stage);
+}
+
+void Ledger::ForwardObjects(ObjectForward forward) {
   absl::MutexLock lock(&impl_->mu);
-  const int64_t before = impl_->ObjectBytes(o);
-  impl_->object_bytes[o][std::string(role)] = bytes;
-  const int64_t after = impl_->ObjectBytes(o);
-  impl_->object_peak[o] = std::max(impl_->object_peak[o], after);
-  impl_->object_seq += 1;
-  if (before > 0 || after > 0) impl_->object_live_seq[o] = impl_->object_seq;
-  impl_->Write({{"type", "object"},
-                {"step", impl_->step},
-                {"role", role},
-                {"object", ObjectName(object)},
-                {"bytes", bytes},
-                {"stage", StageName(stage)}});
+  impl_->forward = std::move(forward);
 }
 
 void Ledger::RecordHandoff(std::string_view role,

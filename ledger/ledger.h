@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -39,6 +40,8 @@ enum class Stage {
 };
 inline constexpr int kNumStages = 10;
 std::string_view StageName(Stage stage);
+// StageName's inverse; nullopt for a name it never returns.
+std::optional<Stage> StageFromName(std::string_view name);
 
 // Resident objects (DESIGN.md §5).
 enum class Object {
@@ -53,6 +56,8 @@ enum class Object {
 };
 inline constexpr int kNumObjects = 8;
 std::string_view ObjectName(Object object);
+// ObjectName's inverse; nullopt for a name it never returns.
+std::optional<Object> ObjectFromName(std::string_view name);
 
 // What the scheduler counted in one step; the ledger derives the rest.
 struct StepCounts {
@@ -135,6 +140,7 @@ class Ledger {
 
   // The step that following spans belong to; -1 (the default) is set-up.
   void BeginStep(int64_t step);
+  int64_t current_step() const;
 
   // Times one stage of one role, and the memory peak inside it (when the
   // MemoryTracker is installed). Its seconds count toward the step open when
@@ -159,6 +165,11 @@ class Ledger {
   void RecordObject(std::string_view role, Object object, int64_t bytes,
                     Stage stage);
   void RecordHandoff(std::string_view role, const v1::WeightSyncStats& stats);
+  // In a worker process: every RecordObject is also handed to `forward`
+  // (outside the ledger's lock), which sends it to the scheduler's ledger.
+  using ObjectForward =
+      std::function<void(std::string_view role, Object object, int64_t bytes, Stage stage)>;
+  void ForwardObjects(ObjectForward forward);
   // Closes the current step: derives its metrics from the spans, handoffs
   // and counts, writes a "step" record, and returns the metrics.
   // step_seconds is wall time since BeginStep (or the previous EndStep).

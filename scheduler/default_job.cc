@@ -25,6 +25,8 @@ grpo:
   optimizer: {lr: 0.0002, warmup_steps: 10}
 runtime:
   num_threads: 1
+deployment:
+  actor: {count: 2}
 )yaml";
 
 }  // namespace

@@ -354,6 +354,9 @@ absl::Status GrpoLoop::Run() {
   }
   const int every = job_.runtime().checkpoint_every();
   for (int64_t step = first_step; step < job_.grpo().steps(); ++step) {
+    if (stop_requested_ && stop_requested_()) {
+      return absl::CancelledError(absl::StrCat("cancelled before step ", step));
+    }
     if (absl::Status s = Step(step); !s.ok()) return At(s, absl::StrCat("step ", step));
     if (every > 0 && (step + 1) % every == 0) {
       if (absl::Status s = CheckpointAfter(step + 1); !s.ok()) {

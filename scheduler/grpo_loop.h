@@ -55,6 +55,12 @@ class GrpoLoop {
   // ledger. Call before Run().
   void ResumeFrom(const LoopState& state);
 
+  // Checked before every GRPO step: when it returns true the run stops
+  // with Cancelled (a job cancelled through the scheduler).
+  void SetStopRequested(std::function<bool()> stop_requested) {
+    stop_requested_ = std::move(stop_requested);
+  }
+
   // Runs the whole job; the first failure stops it and is returned with
   // the stage and step where it happened. With runtime.checkpoint_every > 0
   // it writes a checkpoint (scheduler/checkpoint.h) after every that many
@@ -96,6 +102,7 @@ class GrpoLoop {
   // Newest version the actor holds; -1 before the first sync.
   int64_t published_version_ = -1;
   std::optional<LoopState> resume_;
+  std::function<bool()> stop_requested_;
 };
 
 }  // namespace trellis::scheduler

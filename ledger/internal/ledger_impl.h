@@ -112,6 +112,8 @@ struct Ledger::Impl {
   double t0;
 
   mutable absl::Mutex mu;
+  // Worker processes: where RecordObject also sends each object.
+  Ledger::ObjectForward forward ABSL_GUARDED_BY(mu);
   std::ofstream out ABSL_GUARDED_BY(mu);
   std::string out_path ABSL_GUARDED_BY(mu);
   int64_t records ABSL_GUARDED_BY(mu) = 0;

@@ -1,0 +1,123 @@
+#include "actor/actor_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "model/token_ids.h"
+#include "rpc/channel.h"
+
+namespace trellis::actor {
+namespace {
+
+// Prompts per streamed message: each message carries whole groups.
+constexpr int kPromptsPerMessage = 8;
+
+}  // namespace
+
+void ActorService::Bind(RolloutWorker* worker, int64_t vocab_size) {
+  vocab_size_ = vocab_size;
+  worker_.Bind(worker);
+}
+
+grpc::Status ActorService::Generate(grpc::ServerContext*, const v1::GenerateRequest* request,
+                                    grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  for (int i = 0; i < request->prompts_size(); ++i) {
+    absl::Status s = model::CheckTokenIds(request->prompts(i).token_ids(), vocab_size_,
+                                          absl::StrCat("prompts[", i, "].token_ids"));
+    if (!s.ok()) return rpc::ToGrpc(s);
+  }
+  absl::StatusOr<v1::GenerateResponse> response;
+  absl::Status run = worker_.Run([&](RolloutWorker& worker) {
+    response = worker.Generate(*request);
+    return response.status();
+  });
+  if (!run.ok()) return rpc::ToGrpc(run);
+  // Groups are contiguous and in prompt order: stream them a few prompts at
+  // a time, the totals with the last message.
+  const int group = std::max(1, request->responses_per_prompt());
+  const int per_message = kPromptsPerMessage * group;
+  const int total = response->samples_size();
+  for (int begin = 0; begin < total || begin == 0; begin += per_message) {
+    v1::GenerateResponse part;
+    const int end = std::min(total, begin + per_message);
+    for (int i = begin; i < end; ++i) *part.add_samples() = std::move(*response->mutable_samples(i));
+    if (end == total) {
+      part.set_kv_cache_bytes(response->kv_cache_bytes());
+      part.set_generated_tokens(response->generated_tokens());
+    }
+    if (!writer->Write(part)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+    if (end == total) break;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ActorService::SyncWeights(grpc::ServerContext*, const v1::SyncWeightsRequest* request,
+                                       v1::WeightSyncStats* response) {
+  return worker_.Unary(response, [&](RolloutWorker& worker) {
+    return worker.SyncWeights(request->min_version());
+  });
+}
+
+grpc::Status ActorService::GetVersion(grpc::ServerContext*, const v1::Empty*,
+                                      v1::VersionResponse* response) {
+  return worker_.Unary(response, [](RolloutWorker& worker) -> absl::StatusOr<v1::VersionResponse> {
+    v1::VersionResponse r;
+    r.set_policy_version(worker.policy_version());
+    return r;
+  });
+}
+
+namespace {
+
+class GrpcActorClient final : public RolloutWorker {
+ public:
+  GrpcActorClient(std::shared_ptr<grpc::Channel> channel, std::string worker_id,
+                  absl::Duration timeout)
+      : stub_(v1::Actor::NewStub(channel)), id_(std::move(worker_id)), timeout_(timeout) {}
+
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) override {
+    grpc::ClientContext context;
+    rpc::SetDeadline(context, timeout_);
+    std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+        stub_->Generate(&context, request);
+    v1::GenerateResponse all, part;
+    while (reader->Read(&part)) {
+      for (v1::Sample& s : *part.mutable_samples()) *all.add_samples() = std::move(s);
+      all.set_kv_cache_bytes(std::max(all.kv_cache_bytes(), part.kv_cache_bytes()));
+      all.set_generated_tokens(all.generated_tokens() + part.generated_tokens());
+    }
+    grpc::Status status = reader->Finish();
+    if (!status.ok()) return rpc::FromGrpc(status, absl::StrCat(id_, " Generate"));
+    return all;
+  }
+
+  absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override {
+    v1::SyncWeightsRequest request;
+    request.set_min_version(version);
+    absl::StatusOr<v1::WeightSyncStats> stats =
+        rpc::Call(*stub_, &v1::Actor::Stub::SyncWeights, request, timeout_,
+                  absl::StrCat(id_, " SyncWeights"));
+    if (stats.ok()) version_ = stats->version();
+    return stats;
+  }
+
+  int64_t policy_version() const override { return version_; }
+
+ private:
+  std::unique_ptr<v1::Actor::Stub> stub_;
+  const std::string id_;
+  const absl::Duration timeout_;
+  int64_t version_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<RolloutWorker> NewGrpcActorClient(std::shared_ptr<grpc::Channel> channel,
+                                                  std::string worker_id,
+                                                  absl::Duration timeout) {
+  return std::make_unique<GrpcActorClient>(std::move(channel), std::move(worker_id), timeout);
+}
+
+}  // namespace trellis::actor

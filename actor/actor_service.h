@@ -1,0 +1,45 @@
+#ifndef TRELLIS_ACTOR_ACTOR_SERVICE_H_
+#define TRELLIS_ACTOR_ACTOR_SERVICE_H_
+
+// The actor role over gRPC: the trellis.v1.Actor service around a
+// RolloutWorker, and a RolloutWorker that calls one.
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/channel.h>
+
+#include "absl/time/time.h"
+#include "actor/rollout_worker.h"
+#include "rpc/bound_worker.h"
+#include "trellis/v1/services.grpc.pb.h"
+
+namespace trellis::actor {
+
+class ActorService final : public v1::Actor::Service {
+ public:
+  // Token ids of requests are checked against `vocab_size`.
+  explicit ActorService(std::string worker_id) : worker_(std::move(worker_id)) {}
+  void Bind(RolloutWorker* worker, int64_t vocab_size);
+
+  grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
+                        grpc::ServerWriter<v1::GenerateResponse>* writer) override;
+  grpc::Status SyncWeights(grpc::ServerContext* context, const v1::SyncWeightsRequest* request,
+                           v1::WeightSyncStats* response) override;
+  grpc::Status GetVersion(grpc::ServerContext* context, const v1::Empty* request,
+                          v1::VersionResponse* response) override;
+
+ private:
+  rpc::BoundWorker<RolloutWorker> worker_;
+  std::atomic<int64_t> vocab_size_{0};
+};
+
+// A RolloutWorker calling the Actor service at `address` (named `worker_id`
+// in errors); each call has `timeout`.
+std::unique_ptr<RolloutWorker> NewGrpcActorClient(std::shared_ptr<grpc::Channel> channel,
+                                                  std::string worker_id,
+                                                  absl::Duration timeout);
+
+}  // namespace trellis::actor
+
+#endif  // TRELLIS_ACTOR_ACTOR_SERVICE_H_

@@ -1,0 +1,234 @@
+#include "launch/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "config/job_config.h"
+
+namespace trellis::launch {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+void OnSignal(int sig) { g_stop_signal = sig; }
+
+struct Child {
+  std::string name;  // "scheduler", "actor-1", ...
+  pid_t pid = -1;
+  bool exited = false;
+  int status = 0;
+  std::thread reader;
+};
+
+std::string Describe(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exit status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("signal ", WTERMSIG(status));
+  return "unknown status";
+}
+
+// Starts `argv` with stdout and stderr into a pipe whose lines go to `out`
+// prefixed with "[name] ". The child dies with the launcher.
+absl::Status Spawn(Child& child, const std::vector<std::string>& argv, std::ostream& out,
+                   std::mutex& out_mu) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  child.pid = pid;
+  child.reader = std::thread([fd = fds[0], name = child.name, &out, &out_mu] {
+    FILE* in = fdopen(fd, "r");
+    char* line = nullptr;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, in)) > 0) {
+      std::lock_guard<std::mutex> lock(out_mu);
+      out << "[" << name << "] " << std::string(line, n);
+      if (line[n - 1] != '\n') out << '\n';
+      out.flush();
+    }
+    free(line);
+    fclose(in);
+  });
+  return absl::OkStatus();
+}
+
+// Reaps whatever has exited; true if `child` has.
+void Reap(std::vector<std::unique_ptr<Child>>& children) {
+  for (auto& c : children) {
+    if (c->exited) continue;
+    int status = 0;
+    if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
+      c->exited = true;
+      c->status = status;
+    }
+  }
+}
+
+// SIGTERM to every live child, SIGKILL to those still there after `grace`.
+void TearDown(std::vector<std::unique_ptr<Child>>& children, absl::Duration grace) {
+  for (auto& c : children) {
+    if (!c->exited) kill(c->pid, SIGTERM);
+  }
+  const absl::Time deadline = absl::Now() + grace;
+  while (absl::Now() < deadline) {
+    Reap(children);
+    bool all = true;
+    for (auto& c : children) all = all && c->exited;
+    if (all) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  for (auto& c : children) {
+    if (c->exited) continue;
+    kill(c->pid, SIGKILL);
+    waitpid(c->pid, &c->status, 0);
+    c->exited = true;
+  }
+  for (auto& c : children) {
+    if (c->reader.joinable()) c->reader.join();
+  }
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LaunchLocal(const v1::JobConfig& job, const std::string& out_dir,
+                         const std::string& trellis_binary, std::ostream& progress) {
+  const std::string dir = out_dir + "/launch";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  const std::string job_path = dir + "/job.yaml";
+  const std::string address_file = dir + "/scheduler.addr";
+  std::filesystem::remove(address_file, ec);
+  if (absl::Status s = WriteFile(job_path, config::ResolvedJobYaml(job)); !s.ok()) return s;
+
+  g_stop_signal = 0;
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  struct sigaction old_int, old_term;
+  sigaction(SIGINT, &action, &old_int);
+  sigaction(SIGTERM, &action, &old_term);
+
+  std::mutex out_mu;
+  std::vector<std::unique_ptr<Child>> children;
+  auto start = [&](const std::string& name, std::vector<std::string> argv) {
+    children.push_back(std::make_unique<Child>());
+    children.back()->name = name;
+    argv.insert(argv.begin(), trellis_binary);
+    return Spawn(*children.back(), argv, progress, out_mu);
+  };
+  absl::Status status = start("scheduler", {"serve", "scheduler", "--job", job_path, "--out",
+                                            out_dir, "--address-file", address_file});
+  // The scheduler's bound address, once it serves.
+  std::string scheduler;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (status.ok() && scheduler.empty()) {
+    std::ifstream in(address_file);
+    if (in && std::getline(in, scheduler) && !scheduler.empty()) break;
+    scheduler.clear();
+    Reap(children);
+    if (children[0]->exited) {
+      status = absl::InternalError(absl::StrCat("the scheduler exited before serving (",
+                                                Describe(children[0]->status), ")"));
+    } else if (absl::Now() > deadline) {
+      status = absl::DeadlineExceededError("the scheduler did not start serving within 60 s");
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const v1::DeploymentConfig& d = job.deployment();
+  const std::vector<std::pair<std::string, int>> roles = {
+      {"learner", d.learner().count()},
+      {"reference", job.grpo().kl_coef() > 0 ? d.reference().count() : 0},
+      {"verifier", d.verifier().count()},
+      {"actor", d.actor().count()}};
+  for (const auto& [role, count] : roles) {
+    for (int i = 0; status.ok() && i < count; ++i) {
+      status = start(absl::StrCat(role, "-", i), {"serve", role, "--scheduler", scheduler,
+                                                  "--index", absl::StrCat(i)});
+    }
+  }
+  if (status.ok()) {
+    std::string table;
+    for (auto& c : children) absl::StrAppend(&table, c->name, "\t", c->pid, "\n");
+    status = WriteFile(dir + "/processes.tsv", table);
+  }
+
+  // Until the scheduler ends the job, a signal arrives, or a role that
+  // cannot be replaced fails.
+  while (status.ok()) {
+    Reap(children);
+    if (g_stop_signal != 0) {
+      status = absl::CancelledError(absl::StrCat("stopped by signal ", g_stop_signal.load()));
+      break;
+    }
+    if (children[0]->exited) {
+      const int s = children[0]->status;
+      if (!(WIFEXITED(s) && WEXITSTATUS(s) == 0)) {
+        status = absl::InternalError(absl::StrCat("the scheduler failed (", Describe(s), ")"));
+      }
+      break;
+    }
+    // A worker that exits 0 was told by the scheduler that the job is over.
+    for (auto& c : children) {
+      if (!c->exited || c->name == "scheduler" || c->name.rfind("actor-", 0) == 0 ||
+          (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)) {
+        continue;
+      }
+      status = absl::InternalError(
+          absl::StrCat(c->name, " exited (", Describe(c->status), ") during the job"));
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  {
+    std::lock_guard<std::mutex> lock(out_mu);
+    progress << "[launch] " << (status.ok() ? "job finished" : std::string(status.message()))
+             << "; stopping every process" << std::endl;
+  }
+  // Workers exit by themselves once the scheduler says the job is over.
+  TearDown(children, absl::Seconds(status.ok() ? 5 : 2));
+  for (auto& c : children) {
+    if (c->name.rfind("actor-", 0) == 0 && !(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)) {
+      progress << "[launch] " << c->name << " ended with " << Describe(c->status) << std::endl;
+    }
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  return status;
+}
+
+}  // namespace trellis::launch

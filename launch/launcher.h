@@ -1,0 +1,27 @@
+#ifndef TRELLIS_LAUNCH_LAUNCHER_H_
+#define TRELLIS_LAUNCH_LAUNCHER_H_
+
+// `trellis launch`: the scheduler and every role of a job as separate
+// processes on this host, on free ports. Each process's output lines are
+// prefixed with its role and index ("[actor-1] ..."). Teardown leaves no
+// process behind: at the end of the job, on SIGINT/SIGTERM, or when a role
+// other than an actor fails (a failed actor's work is re-dispatched by the
+// scheduler, so the job goes on). OUT/launch/ holds the job as launched,
+// the scheduler's address and processes.tsv (name, pid).
+
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::launch {
+
+// `trellis` binary to start the processes with (normally /proc/self/exe).
+[[nodiscard]] absl::Status LaunchLocal(const v1::JobConfig& job, const std::string& out_dir,
+                                       const std::string& trellis_binary,
+                                       std::ostream& progress);
+
+}  // namespace trellis::launch
+
+#endif  // TRELLIS_LAUNCH_LAUNCHER_H_

@@ -1,0 +1,252 @@
+#include "launch/worker.h"
+
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "actor/actor_service.h"
+#include "learner/learner_service.h"
+#include "ledger/ledger.h"
+#include "ledger/memory_tracker.h"
+#include "model/tokenizer.h"
+#include "reference/reference_service.h"
+#include "rpc/channel.h"
+#include "rpc/server.h"
+#include "scheduler/local_roles.h"
+#include "trellis/v1/scheduler.grpc.pb.h"
+#include "verifier/verifier_service.h"
+#include "weightsync/gloo_transport.h"
+
+namespace trellis::launch {
+namespace {
+
+// The verifier a Verifier service serves, set once the job is known;
+// before that every item is an ERROR saying so.
+class DeferredVerifier final : public verifier::Verifier {
+ public:
+  void Set(std::unique_ptr<verifier::Verifier> verifier) {
+    absl::MutexLock lock(&mu_);
+    verifier_ = std::move(verifier);
+  }
+  v1::VerifyResult Verify(const v1::VerifyItem& item) const override {
+    absl::ReaderMutexLock lock(&mu_);
+    if (verifier_ == nullptr) {
+      v1::VerifyResult r;
+      r.set_verdict(v1::ERROR);
+      r.set_detail("verifier: no assignment yet (the worker is still registering)");
+      return r;
+    }
+    return verifier_->Verify(item);
+  }
+  std::vector<v1::VerifyResult> VerifyBatch(
+      const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items) const override {
+    absl::ReaderMutexLock lock(&mu_);
+    if (verifier_ == nullptr) return Verifier::VerifyBatch(items);
+    return verifier_->VerifyBatch(items);
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::unique_ptr<verifier::Verifier> verifier_ ABSL_GUARDED_BY(mu_);
+};
+
+v1::Capabilities Capabilities() {
+  v1::Capabilities caps;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  caps.set_hostname(host);
+  caps.set_cpus(static_cast<int>(std::thread::hardware_concurrency()));
+  caps.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE));
+  return caps;
+}
+
+// The host part of "host:port".
+std::string HostOf(const std::string& address) {
+  return address.substr(0, address.rfind(':'));
+}
+
+absl::StatusOr<std::unique_ptr<weightsync::Transport>> MakeTransport(
+    const v1::TransportAssignment& t, bool sender, int port) {
+  weightsync::TransportOptions options;
+  options.bucket_bytes = t.bucket_bytes();
+  if (t.kind() == "gloo") {
+    weightsync::GlooEndpoint endpoint;
+    endpoint.host = HostOf(t.address());
+    endpoint.port = sender ? port : std::stoi(t.address().substr(t.address().rfind(':') + 1));
+    endpoint.num_receivers = t.num_receivers();
+    endpoint.receiver_index = sender ? -1 : t.receiver_index();
+    return sender ? weightsync::NewGlooSender(endpoint, options)
+                  : weightsync::NewGlooReceiver(endpoint, options);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "deployment.weight_transport: '", t.kind(), "' is not available to launched jobs here "
+      "(expected gloo)"));
+}
+
+// Sends every ledger object record of this worker to the scheduler.
+ledger::Ledger::ObjectForward ForwardTo(v1::Scheduler::Stub* stub, std::string worker_id,
+                                        std::ostream* log) {
+  return [stub, worker_id, log](std::string_view, ledger::Object object, int64_t bytes,
+                                ledger::Stage stage) {
+    v1::LedgerReport report;
+    report.set_worker_id(worker_id);
+    v1::ObjectRecord* o = report.add_records()->mutable_object();
+    o->set_object(std::string(ledger::ObjectName(object)));
+    o->set_bytes(bytes);
+    o->set_stage(std::string(ledger::StageName(stage)));
+    absl::StatusOr<v1::Empty> sent = rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, report,
+                                               absl::Seconds(5), "scheduler ReportLedger");
+    if (!sent.ok()) *log << worker_id << ": ledger record lost: " << sent.status() << std::endl;
+  };
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Role> ParseRole(const std::string& name) {
+  if (name == "actor") return v1::ACTOR;
+  if (name == "learner") return v1::LEARNER;
+  if (name == "reference") return v1::REFERENCE;
+  if (name == "verifier") return v1::VERIFIER;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "role '", name, "': expected actor, learner, reference or verifier"));
+}
+
+absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
+  const std::string role = absl::AsciiStrToLower(v1::Role_Name(options.role));
+  // The role's service starts first, so that its address can be registered.
+  actor::ActorService actor_service(role);
+  learner::LearnerService learner_service(role);
+  reference::ReferenceService reference_service(role);
+  auto deferred_verifier = std::make_shared<DeferredVerifier>();
+  std::unique_ptr<v1::Verifier::Service> verifier_service;
+  grpc::Service* service = nullptr;
+  switch (options.role) {
+    case v1::ACTOR: service = &actor_service; break;
+    case v1::LEARNER: service = &learner_service; break;
+    case v1::REFERENCE: service = &reference_service; break;
+    case v1::VERIFIER:
+      verifier_service = verifier::NewVerifierService(deferred_verifier);
+      service = verifier_service.get();
+      break;
+    default: return absl::InvalidArgumentError("role: unspecified");
+  }
+  absl::StatusOr<std::unique_ptr<rpc::Server>> server = rpc::Server::Start(options.listen, {service});
+  if (!server.ok()) return server.status();
+
+  v1::RegisterRequest request;
+  request.set_role(options.role);
+  request.set_address((*server)->address());
+  *request.mutable_capabilities() = Capabilities();
+  request.set_pid(getpid());
+  if (options.index.has_value()) request.set_index(*options.index);
+  int transport_port = 0;
+  if (options.role == v1::LEARNER) {
+    const std::string host = HostOf((*server)->address());
+    absl::StatusOr<int> port = weightsync::PickFreeTcpPort(host);
+    if (!port.ok()) return port.status();
+    transport_port = *port;
+    request.set_transport_address(absl::StrCat(host, ":", transport_port));
+  }
+
+  std::shared_ptr<grpc::Channel> channel = rpc::NewChannel(options.scheduler);
+  if (absl::Status s = rpc::WaitConnected(*channel, options.scheduler, absl::Seconds(30)); !s.ok()) {
+    return s;
+  }
+  auto scheduler = v1::Scheduler::NewStub(channel);
+  log << role << ": registering with " << options.scheduler << " from " << (*server)->address()
+      << std::endl;
+  absl::StatusOr<v1::Assignment> assignment =
+      rpc::Call(*scheduler, &v1::Scheduler::Stub::Register, request, options.register_timeout,
+                "scheduler Register");
+  if (!assignment.ok()) return assignment.status();
+  const v1::JobConfig& job = assignment->job();
+  const std::string& id = assignment->worker_id();
+  log << id << ": assigned (job '" << job.name() << "', transport "
+      << assignment->transport().kind() << ")" << std::endl;
+
+  scheduler::SetThreads(job);
+  ledger::MemoryTracker::Install();
+  ledger::Ledger ledger;
+  ledger.ForwardObjects(ForwardTo(scheduler.get(), id, &log));
+  std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
+  const int64_t vocab = scheduler::VocabSize(job, *tokenizer);
+  std::unique_ptr<weightsync::Transport> transport;
+  std::unique_ptr<learner::LearnerWorker> learner;
+  std::unique_ptr<actor::RolloutWorker> actor;
+  std::unique_ptr<reference::ReferenceWorker> reference;
+  if (options.role == v1::ACTOR || options.role == v1::LEARNER) {
+    absl::StatusOr<std::unique_ptr<weightsync::Transport>> t =
+        MakeTransport(assignment->transport(), options.role == v1::LEARNER, transport_port);
+    if (!t.ok()) return t.status();
+    transport = *std::move(t);
+  }
+  switch (options.role) {
+    case v1::ACTOR:
+      actor = scheduler::MakeLocalActor(job, tokenizer.get(), transport.get(), &ledger, id);
+      actor_service.Bind(actor.get(), vocab);
+      break;
+    case v1::LEARNER: {
+      absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> l =
+          scheduler::MakeLocalLearner(job, *tokenizer, transport.get(), &ledger, id);
+      if (!l.ok()) return l.status();
+      learner = *std::move(l);
+      learner_service.Bind(learner.get(), vocab);
+      break;
+    }
+    case v1::REFERENCE:
+      reference = reference::NewLocalReference(job.model(), tokenizer.get(),
+                                               job.sampling().temperature(), &ledger);
+      reference_service.Bind(reference.get(), vocab);
+      break;
+    case v1::VERIFIER: {
+      absl::StatusOr<std::unique_ptr<verifier::Verifier>> v = scheduler::MakeVerifier(job);
+      if (!v.ok()) return v.status();
+      deferred_verifier->Set(*std::move(v));
+      break;
+    }
+    default: break;
+  }
+  (*server)->SetServing(true);
+  log << id << ": serving on " << (*server)->address() << std::endl;
+
+  // Heartbeats until the scheduler says the job is over, or stays silent
+  // past the job's heartbeat timeout.
+  const absl::Duration interval = absl::Milliseconds(assignment->heartbeat_interval_ms());
+  const absl::Duration timeout = absl::Milliseconds(job.deployment().heartbeat_timeout_ms());
+  absl::Time last_ok = absl::Now();
+  absl::Status result;
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id(id);
+  while (true) {
+    absl::StatusOr<v1::HeartbeatResponse> reply = rpc::Call(
+        *scheduler, &v1::Scheduler::Stub::Heartbeat, beat, interval, "scheduler Heartbeat");
+    if (reply.ok()) {
+      last_ok = absl::Now();
+      if (reply->shutdown()) break;
+    } else if (absl::IsFailedPrecondition(reply.status()) || absl::IsNotFound(reply.status())) {
+      result = reply.status();  // Declared dead: our work went elsewhere.
+      break;
+    } else if (absl::Now() - last_ok > timeout) {
+      result = absl::UnavailableError(absl::StrCat(id, ": scheduler ", options.scheduler,
+                                                   " silent for ",
+                                                   absl::FormatDuration(timeout)));
+      break;
+    }
+    absl::SleepFor(interval);
+  }
+  log << id << ": " << (result.ok() ? "job over, exiting" : std::string(result.message()))
+      << std::endl;
+  (*server)->Shutdown(absl::Seconds(1));
+  actor_service.Bind(nullptr, 0);
+  learner_service.Bind(nullptr, 0);
+  reference_service.Bind(nullptr, 0);
+  return result;
+}
+
+}  // namespace trellis::launch

@@ -1,0 +1,162 @@
+#include "learner/learner_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "model/token_ids.h"
+#include "rpc/channel.h"
+
+namespace trellis::learner {
+namespace {
+
+absl::Status CheckPath(const v1::PathRequest& request) {
+  if (request.path().empty()) return absl::InvalidArgumentError("path: required");
+  return absl::OkStatus();
+}
+
+// Runs a Status-returning call into an Empty reply.
+template <typename Fn>
+grpc::Status EmptyReply(rpc::BoundWorker<LearnerWorker>& worker, const v1::PathRequest& request,
+                        Fn fn) {
+  if (absl::Status s = CheckPath(request); !s.ok()) return rpc::ToGrpc(s);
+  return rpc::ToGrpc(worker.Run([&](LearnerWorker& w) { return fn(w, request.path()); }));
+}
+
+}  // namespace
+
+void LearnerService::Bind(LearnerWorker* worker, int64_t vocab_size) {
+  vocab_size_ = vocab_size;
+  worker_.Bind(worker);
+}
+
+grpc::Status LearnerService::SftStep(grpc::ServerContext*, const v1::SftBatch* request,
+                                     v1::TrainStats* response) {
+  for (int i = 0; i < request->pairs_size(); ++i) {
+    const auto& pair = request->pairs(i);
+    for (absl::Status s :
+         {model::CheckTokenIds(pair.prompt_tokens(), vocab_size_,
+                               absl::StrCat("pairs[", i, "].prompt_tokens")),
+          model::CheckTokenIds(pair.target_tokens(), vocab_size_,
+                               absl::StrCat("pairs[", i, "].target_tokens"))}) {
+      if (!s.ok()) return rpc::ToGrpc(s);
+    }
+  }
+  return worker_.Unary(response, [&](LearnerWorker& w) { return w.SftStep(*request); });
+}
+
+grpc::Status LearnerService::TrainStep(grpc::ServerContext*, const v1::TrainBatch* request,
+                                       v1::TrainStats* response) {
+  for (int i = 0; i < request->samples_size(); ++i) {
+    const auto& sample = request->samples(i);
+    for (absl::Status s :
+         {model::CheckTokenIds(sample.prompt_tokens(), vocab_size_,
+                               absl::StrCat("samples[", i, "].prompt_tokens")),
+          model::CheckTokenIds(sample.response_tokens(), vocab_size_,
+                               absl::StrCat("samples[", i, "].response_tokens"))}) {
+      if (!s.ok()) return rpc::ToGrpc(s);
+    }
+  }
+  return worker_.Unary(response, [&](LearnerWorker& w) { return w.TrainStep(*request); });
+}
+
+grpc::Status LearnerService::PublishWeights(grpc::ServerContext*, const v1::Empty*,
+                                            v1::WeightSyncStats* response) {
+  return worker_.Unary(response, [](LearnerWorker& w) { return w.PublishWeights(); });
+}
+
+grpc::Status LearnerService::SaveWeights(grpc::ServerContext*, const v1::PathRequest* request,
+                                         v1::Empty*) {
+  return EmptyReply(worker_, *request,
+                    [](LearnerWorker& w, const std::string& p) { return w.SaveWeights(p); });
+}
+
+grpc::Status LearnerService::SaveCheckpoint(grpc::ServerContext*, const v1::PathRequest* request,
+                                            v1::Empty*) {
+  return EmptyReply(worker_, *request,
+                    [](LearnerWorker& w, const std::string& p) { return w.SaveCheckpoint(p); });
+}
+
+grpc::Status LearnerService::RestoreCheckpoint(grpc::ServerContext*,
+                                               const v1::PathRequest* request, v1::Empty*) {
+  return EmptyReply(worker_, *request, [](LearnerWorker& w, const std::string& p) {
+    return w.RestoreCheckpoint(p);
+  });
+}
+
+grpc::Status LearnerService::GetVersion(grpc::ServerContext*, const v1::Empty*,
+                                        v1::VersionResponse* response) {
+  return worker_.Unary(response, [](LearnerWorker& w) -> absl::StatusOr<v1::VersionResponse> {
+    v1::VersionResponse r;
+    r.set_policy_version(w.policy_version());
+    return r;
+  });
+}
+
+namespace {
+
+class GrpcLearnerClient final : public LearnerWorker {
+ public:
+  GrpcLearnerClient(std::shared_ptr<grpc::Channel> channel, std::string worker_id,
+                    absl::Duration timeout)
+      : stub_(v1::Learner::NewStub(channel)), id_(std::move(worker_id)), timeout_(timeout) {}
+
+  absl::StatusOr<v1::TrainStats> SftStep(const v1::SftBatch& batch) override {
+    return Counted(Call(&v1::Learner::Stub::SftStep, batch, "SftStep"));
+  }
+  absl::StatusOr<v1::TrainStats> TrainStep(const v1::TrainBatch& batch) override {
+    return Counted(Call(&v1::Learner::Stub::TrainStep, batch, "TrainStep"));
+  }
+  absl::StatusOr<v1::WeightSyncStats> PublishWeights() override {
+    return Call(&v1::Learner::Stub::PublishWeights, v1::Empty(), "PublishWeights");
+  }
+  absl::Status SaveWeights(const std::string& path) override {
+    return Call(&v1::Learner::Stub::SaveWeights, Path(path), "SaveWeights").status();
+  }
+  absl::Status SaveCheckpoint(const std::string& dir) override {
+    return Call(&v1::Learner::Stub::SaveCheckpoint, Path(dir), "SaveCheckpoint").status();
+  }
+  absl::Status RestoreCheckpoint(const std::string& dir) override {
+    absl::Status s =
+        Call(&v1::Learner::Stub::RestoreCheckpoint, Path(dir), "RestoreCheckpoint").status();
+    if (!s.ok()) return s;
+    absl::StatusOr<v1::VersionResponse> v =
+        Call(&v1::Learner::Stub::GetVersion, v1::Empty(), "GetVersion");
+    if (!v.ok()) return v.status();
+    version_ = v->policy_version();
+    return absl::OkStatus();
+  }
+  int64_t policy_version() const override { return version_; }
+
+ private:
+  static v1::PathRequest Path(const std::string& path) {
+    v1::PathRequest r;
+    r.set_path(path);
+    return r;
+  }
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(grpc::Status (v1::Learner::Stub::*method)(grpc::ClientContext*,
+                                                                         const Request&, Response*),
+                                const Request& request, const char* name) {
+    return rpc::Call(*stub_, method, request, timeout_, absl::StrCat(id_, " ", name));
+  }
+  // Every successful step is one optimizer step: one policy version more.
+  absl::StatusOr<v1::TrainStats> Counted(absl::StatusOr<v1::TrainStats> stats) {
+    if (stats.ok()) ++version_;
+    return stats;
+  }
+
+  std::unique_ptr<v1::Learner::Stub> stub_;
+  const std::string id_;
+  const absl::Duration timeout_;
+  int64_t version_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<LearnerWorker> NewGrpcLearnerClient(std::shared_ptr<grpc::Channel> channel,
+                                                    std::string worker_id,
+                                                    absl::Duration timeout) {
+  return std::make_unique<GrpcLearnerClient>(std::move(channel), std::move(worker_id), timeout);
+}
+
+}  // namespace trellis::learner

@@ -1,0 +1,54 @@
+#ifndef TRELLIS_LEARNER_LEARNER_SERVICE_H_
+#define TRELLIS_LEARNER_LEARNER_SERVICE_H_
+
+// The learner role over gRPC: the trellis.v1.Learner service around a
+// LearnerWorker, and a LearnerWorker that calls one.
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <grpcpp/channel.h>
+
+#include "absl/time/time.h"
+#include "learner/learner_worker.h"
+#include "rpc/bound_worker.h"
+#include "trellis/v1/services.grpc.pb.h"
+
+namespace trellis::learner {
+
+class LearnerService final : public v1::Learner::Service {
+ public:
+  explicit LearnerService(std::string worker_id) : worker_(std::move(worker_id)) {}
+  // Token ids of requests are checked against `vocab_size`.
+  void Bind(LearnerWorker* worker, int64_t vocab_size);
+
+  grpc::Status SftStep(grpc::ServerContext*, const v1::SftBatch* request,
+                       v1::TrainStats* response) override;
+  grpc::Status TrainStep(grpc::ServerContext*, const v1::TrainBatch* request,
+                         v1::TrainStats* response) override;
+  grpc::Status PublishWeights(grpc::ServerContext*, const v1::Empty* request,
+                              v1::WeightSyncStats* response) override;
+  grpc::Status SaveWeights(grpc::ServerContext*, const v1::PathRequest* request,
+                           v1::Empty* response) override;
+  grpc::Status SaveCheckpoint(grpc::ServerContext*, const v1::PathRequest* request,
+                              v1::Empty* response) override;
+  grpc::Status RestoreCheckpoint(grpc::ServerContext*, const v1::PathRequest* request,
+                                 v1::Empty* response) override;
+  grpc::Status GetVersion(grpc::ServerContext*, const v1::Empty* request,
+                          v1::VersionResponse* response) override;
+
+ private:
+  rpc::BoundWorker<LearnerWorker> worker_;
+  std::atomic<int64_t> vocab_size_{0};
+};
+
+// A LearnerWorker calling the Learner service behind `channel` (named
+// `worker_id` in errors); each call has `timeout`.
+std::unique_ptr<LearnerWorker> NewGrpcLearnerClient(std::shared_ptr<grpc::Channel> channel,
+                                                    std::string worker_id,
+                                                    absl::Duration timeout);
+
+}  // namespace trellis::learner
+
+#endif  // TRELLIS_LEARNER_LEARNER_SERVICE_H_

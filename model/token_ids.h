@@ -1,0 +1,31 @@
+#ifndef TRELLIS_MODEL_TOKEN_IDS_H_
+#define TRELLIS_MODEL_TOKEN_IDS_H_
+
+// Checks token ids that arrive from outside a role (over the wire) before
+// they index an embedding.
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/repeated_field.h"
+
+namespace trellis::model {
+
+// InvalidArgument naming `where` and the position unless every id is in
+// [0, vocab_size).
+inline absl::Status CheckTokenIds(const google::protobuf::RepeatedField<int32_t>& ids,
+                                  int64_t vocab_size, const std::string& where) {
+  for (int i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "[", i, "] = ", ids[i],
+                                                     ": outside the vocabulary [0, ",
+                                                     vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace trellis::model
+
+#endif  // TRELLIS_MODEL_TOKEN_IDS_H_

@@ -1,0 +1,74 @@
+#include "reference/reference_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "model/token_ids.h"
+#include "rpc/channel.h"
+
+namespace trellis::reference {
+
+void ReferenceService::Bind(ReferenceWorker* worker, int64_t vocab_size) {
+  vocab_size_ = vocab_size;
+  worker_.Bind(worker);
+}
+
+grpc::Status ReferenceService::LogProbs(grpc::ServerContext*, const v1::LogProbRequest* request,
+                                        v1::LogProbResponse* response) {
+  for (int i = 0; i < request->samples_size(); ++i) {
+    const v1::Sample& sample = request->samples(i);
+    for (absl::Status s :
+         {model::CheckTokenIds(sample.prompt_tokens(), vocab_size_,
+                               absl::StrCat("samples[", i, "].prompt_tokens")),
+          model::CheckTokenIds(sample.response_tokens(), vocab_size_,
+                               absl::StrCat("samples[", i, "].response_tokens"))}) {
+      if (!s.ok()) return rpc::ToGrpc(s);
+    }
+  }
+  return worker_.Unary(response, [&](ReferenceWorker& w) { return w.LogProbs(*request); });
+}
+
+grpc::Status ReferenceService::Load(grpc::ServerContext*, const v1::PathRequest* request,
+                                    v1::Empty*) {
+  if (request->path().empty()) {
+    return rpc::ToGrpc(absl::InvalidArgumentError("path: required"));
+  }
+  return rpc::ToGrpc(worker_.Run([&](ReferenceWorker& w) { return w.Load(request->path()); }));
+}
+
+namespace {
+
+class GrpcReferenceClient final : public ReferenceWorker {
+ public:
+  GrpcReferenceClient(std::shared_ptr<grpc::Channel> channel, std::string worker_id,
+                      absl::Duration timeout)
+      : stub_(v1::Reference::NewStub(channel)), id_(std::move(worker_id)), timeout_(timeout) {}
+
+  absl::StatusOr<v1::LogProbResponse> LogProbs(const v1::LogProbRequest& request) override {
+    return rpc::Call(*stub_, &v1::Reference::Stub::LogProbs, request, timeout_,
+                     absl::StrCat(id_, " LogProbs"));
+  }
+  absl::Status Load(const std::string& weights_path) override {
+    v1::PathRequest request;
+    request.set_path(weights_path);
+    return rpc::Call(*stub_, &v1::Reference::Stub::Load, request, timeout_,
+                     absl::StrCat(id_, " Load"))
+        .status();
+  }
+
+ private:
+  std::unique_ptr<v1::Reference::Stub> stub_;
+  const std::string id_;
+  const absl::Duration timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReferenceWorker> NewGrpcReferenceClient(std::shared_ptr<grpc::Channel> channel,
+                                                        std::string worker_id,
+                                                        absl::Duration timeout) {
+  return std::make_unique<GrpcReferenceClient>(std::move(channel), std::move(worker_id),
+                                               timeout);
+}
+
+}  // namespace trellis::reference

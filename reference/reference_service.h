@@ -1,0 +1,44 @@
+#ifndef TRELLIS_REFERENCE_REFERENCE_SERVICE_H_
+#define TRELLIS_REFERENCE_REFERENCE_SERVICE_H_
+
+// The reference role over gRPC: the trellis.v1.Reference service around a
+// ReferenceWorker, and a ReferenceWorker that calls one.
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <grpcpp/channel.h>
+
+#include "absl/time/time.h"
+#include "reference/reference_worker.h"
+#include "rpc/bound_worker.h"
+#include "trellis/v1/services.grpc.pb.h"
+
+namespace trellis::reference {
+
+class ReferenceService final : public v1::Reference::Service {
+ public:
+  explicit ReferenceService(std::string worker_id) : worker_(std::move(worker_id)) {}
+  // Token ids of requests are checked against `vocab_size`.
+  void Bind(ReferenceWorker* worker, int64_t vocab_size);
+
+  grpc::Status LogProbs(grpc::ServerContext*, const v1::LogProbRequest* request,
+                        v1::LogProbResponse* response) override;
+  grpc::Status Load(grpc::ServerContext*, const v1::PathRequest* request,
+                    v1::Empty* response) override;
+
+ private:
+  rpc::BoundWorker<ReferenceWorker> worker_;
+  std::atomic<int64_t> vocab_size_{0};
+};
+
+// A ReferenceWorker calling the Reference service behind `channel` (named
+// `worker_id` in errors); each call has `timeout`.
+std::unique_ptr<ReferenceWorker> NewGrpcReferenceClient(std::shared_ptr<grpc::Channel> channel,
+                                                        std::string worker_id,
+                                                        absl::Duration timeout);
+
+}  // namespace trellis::reference
+
+#endif  // TRELLIS_REFERENCE_REFERENCE_SERVICE_H_

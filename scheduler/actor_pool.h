@@ -1,0 +1,60 @@
+#ifndef TRELLIS_SCHEDULER_ACTOR_POOL_H_
+#define TRELLIS_SCHEDULER_ACTOR_POOL_H_
+
+// Several actors behind one RolloutWorker, so that the loop is the same
+// with one actor or many. Generate splits the prompts into contiguous
+// shards, one per live actor, and runs them at once; a shard whose actor
+// fails (unavailable, deadline, cancelled) or is declared dead is given
+// whole to a live actor, so every prompt is answered exactly once and the
+// batch stays full. SyncWeights brings every live actor to the version.
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "actor/rollout_worker.h"
+
+namespace trellis::scheduler {
+
+class ActorPool final : public actor::RolloutWorker {
+ public:
+  struct Member {
+    std::string id;
+    std::unique_ptr<actor::RolloutWorker> worker;
+  };
+  // `alive(id)` tells whether the scheduler still counts the worker alive
+  // (heartbeats); `mark_dead(id)` reports a worker the pool gave up on.
+  // Notes on failures and re-dispatches go to `log` (may be null).
+  ActorPool(std::vector<Member> members, std::function<bool(const std::string&)> alive,
+            std::function<void(const std::string&)> mark_dead, std::ostream* log);
+
+  // Shard k > 0 samples with seed request.seed + k * 0x9E3779B97F4A7C15; the
+  // first shard (all prompts, with one actor) keeps request.seed, so one
+  // actor samples what the embedded actor samples.
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) override;
+  absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override;
+  // The oldest version among live actors.
+  int64_t policy_version() const override;
+
+  // Prompts given to another actor after their actor failed, so far.
+  int64_t redispatched_prompts() const;
+
+ private:
+  std::vector<int> LiveMembers() const;
+  void GiveUp(int member, const absl::Status& why);
+
+  std::vector<Member> members_;
+  const std::function<bool(const std::string&)> alive_;
+  const std::function<void(const std::string&)> mark_dead_;
+  std::ostream* log_;
+  mutable absl::Mutex mu_;
+  std::vector<bool> failed_ ABSL_GUARDED_BY(mu_);
+  int64_t redispatched_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace trellis::scheduler
+
+#endif  // TRELLIS_SCHEDULER_ACTOR_POOL_H_

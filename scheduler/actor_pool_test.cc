@@ -1,0 +1,127 @@
+#include "scheduler/actor_pool.h"
+
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trellis::scheduler {
+namespace {
+
+// Answers every prompt with responses_per_prompt samples whose text is
+// "<prompt id>/<seed>", or fails every call with `fail`.
+class FakeActor final : public actor::RolloutWorker {
+ public:
+  explicit FakeActor(absl::Status fail = absl::OkStatus()) : fail_(std::move(fail)) {}
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) override {
+    ++calls;
+    if (!fail_.ok()) return fail_;
+    v1::GenerateResponse response;
+    for (const v1::Prompt& p : request.prompts()) {
+      for (int i = 0; i < request.responses_per_prompt(); ++i) {
+        v1::Sample* s = response.add_samples();
+        s->set_prompt_id(p.id());
+        s->set_index(i);
+        s->set_response_text(std::to_string(p.id()) + "/" + std::to_string(request.seed()));
+      }
+    }
+    response.set_generated_tokens(response.samples_size());
+    return response;
+  }
+  absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override {
+    if (!fail_.ok()) return fail_;
+    version_ = version;
+    v1::WeightSyncStats stats;
+    stats.set_version(version);
+    stats.set_bytes(100);
+    return stats;
+  }
+  int64_t policy_version() const override { return version_; }
+  int calls = 0;
+
+ private:
+  absl::Status fail_;
+  int64_t version_ = -1;
+};
+
+v1::GenerateRequest Request(int prompts) {
+  v1::GenerateRequest r;
+  r.set_responses_per_prompt(2);
+  r.set_seed(7);
+  for (int i = 0; i < prompts; ++i) r.add_prompts()->set_id(100 + i);
+  return r;
+}
+
+std::vector<ActorPool::Member> Members(std::vector<FakeActor*>& out,
+                                       std::vector<absl::Status> fails) {
+  std::vector<ActorPool::Member> members;
+  for (size_t i = 0; i < fails.size(); ++i) {
+    auto actor = std::make_unique<FakeActor>(fails[i]);
+    out.push_back(actor.get());
+    members.push_back({"actor-" + std::to_string(i), std::move(actor)});
+  }
+  return members;
+}
+
+TEST(ActorPoolTest, OneActorGetsTheWholeRequestAndItsSeed) {
+  std::vector<FakeActor*> actors;
+  ActorPool pool(Members(actors, {absl::OkStatus()}), nullptr, nullptr, nullptr);
+  absl::StatusOr<v1::GenerateResponse> r = pool.Generate(Request(3));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->samples_size(), 6);
+  EXPECT_EQ(r->samples(0).response_text(), "100/7");
+  EXPECT_EQ(r->samples(5).prompt_id(), 102u);
+}
+
+TEST(ActorPoolTest, AFailedActorsShardGoesToALiveOneAndEveryPromptIsAnsweredOnce) {
+  std::vector<FakeActor*> actors;
+  std::vector<std::string> dead;
+  ActorPool pool(Members(actors, {absl::OkStatus(), absl::UnavailableError("connection reset"),
+                                  absl::OkStatus()}),
+                 nullptr, [&](const std::string& id) { dead.push_back(id); }, nullptr);
+  absl::StatusOr<v1::GenerateResponse> r = pool.Generate(Request(9));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->samples_size(), 18);
+  std::multiset<uint64_t> ids;
+  for (int i = 0; i < r->samples_size(); ++i) {
+    ids.insert(r->samples(i).prompt_id());
+    EXPECT_EQ(r->samples(i).prompt_id(), 100u + i / 2) << "prompt order kept";
+  }
+  for (uint64_t id = 100; id < 109; ++id) EXPECT_EQ(ids.count(id), 2u);
+  EXPECT_EQ(dead, std::vector<std::string>{"actor-1"});
+  EXPECT_EQ(pool.redispatched_prompts(), 3);
+  // The failed actor is not asked again.
+  ASSERT_TRUE(pool.Generate(Request(4)).ok());
+  EXPECT_EQ(actors[1]->calls, 1);
+}
+
+TEST(ActorPoolTest, ABadRequestIsNotAWorkerFailure) {
+  std::vector<FakeActor*> actors;
+  ActorPool pool(Members(actors, {absl::InvalidArgumentError("prompt 3 too long"),
+                                  absl::OkStatus()}),
+                 nullptr, nullptr, nullptr);
+  absl::StatusOr<v1::GenerateResponse> r = pool.Generate(Request(4));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ActorPoolTest, WorkersTheSchedulerDeclaredDeadGetNoWork) {
+  std::vector<FakeActor*> actors;
+  ActorPool pool(Members(actors, {absl::OkStatus(), absl::OkStatus()}),
+                 [](const std::string& id) { return id != "actor-0"; }, nullptr, nullptr);
+  ASSERT_TRUE(pool.Generate(Request(4)).ok());
+  EXPECT_EQ(actors[0]->calls, 0);
+  EXPECT_EQ(actors[1]->calls, 1);
+  absl::StatusOr<v1::WeightSyncStats> sync = pool.SyncWeights(3);
+  ASSERT_TRUE(sync.ok());
+  EXPECT_EQ(sync->bytes(), 100);
+  EXPECT_EQ(pool.policy_version(), 3);
+}
+
+TEST(ActorPoolTest, NoLiveActorIsUnavailable) {
+  std::vector<FakeActor*> actors;
+  ActorPool pool(Members(actors, {absl::UnavailableError("gone")}), nullptr, nullptr, nullptr);
+  EXPECT_EQ(pool.Generate(Request(2)).status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace trellis::scheduler

@@ -1,0 +1,146 @@
+#include "scheduler/distributed_job.h"
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "actor/actor_service.h"
+#include "learner/learner_service.h"
+#include "reference/reference_service.h"
+#include "rpc/channel.h"
+#include "rpc/server.h"
+#include "scheduler/actor_pool.h"
+#include "scheduler/job_runner.h"
+#include "scheduler/scheduler_service.h"
+#include "verifier/verifier_service.h"
+
+namespace trellis::scheduler {
+namespace {
+
+// Every role a gRPC client of a registered worker; the actors behind a pool.
+class RemoteRoleSet final : public RoleSet {
+ public:
+  static absl::StatusOr<std::unique_ptr<RoleSet>> Bind(const v1::JobConfig& job,
+                                                       WorkerRegistry* registry,
+                                                       absl::Duration register_timeout,
+                                                       std::ostream* log) {
+    if (absl::Status s = registry->WaitComplete(register_timeout, /*ready=*/true); !s.ok()) {
+      return s;
+    }
+    const absl::Duration timeout = absl::Milliseconds(job.deployment().call_timeout_ms());
+    auto set = std::make_unique<RemoteRoleSet>();
+    std::vector<ActorPool::Member> members;
+    for (const WorkerInfo& w : registry->Workers(v1::ACTOR)) {
+      members.push_back(
+          {w.id, actor::NewGrpcActorClient(rpc::NewChannel(w.request.address()), w.id, timeout)});
+    }
+    set->actors_ = std::make_unique<ActorPool>(
+        std::move(members), [registry](const std::string& id) { return registry->Alive(id); },
+        [registry](const std::string& id) { registry->MarkDead(id); }, log);
+    const WorkerInfo learner = registry->Workers(v1::LEARNER).front();
+    set->learner_ = learner::NewGrpcLearnerClient(rpc::NewChannel(learner.request.address()),
+                                                  learner.id, timeout);
+    const std::vector<WorkerInfo> references = registry->Workers(v1::REFERENCE);
+    if (!references.empty()) {
+      set->reference_ = reference::NewGrpcReferenceClient(
+          rpc::NewChannel(references.front().request.address()), references.front().id,
+          timeout);
+    }
+    const WorkerInfo verifier = registry->Workers(v1::VERIFIER).front();
+    set->verifier_ = verifier::NewGrpcVerifierClient(rpc::NewChannel(verifier.request.address()),
+                                                     verifier.id, timeout);
+    return set;
+  }
+
+  Roles roles() override {
+    return Roles{actors_.get(), learner_.get(), reference_.get(), verifier_.get()};
+  }
+
+  absl::Status Restore(const Checkpoint& checkpoint) override {
+    return absl::UnimplementedError(absl::StrCat(
+        checkpoint.dir, ": resuming a launched run is not supported yet; use trellis run"));
+  }
+
+ private:
+  std::unique_ptr<ActorPool> actors_;
+  std::unique_ptr<learner::LearnerWorker> learner_;
+  std::unique_ptr<reference::ReferenceWorker> reference_;
+  std::unique_ptr<verifier::VerifierClient> verifier_;
+};
+
+absl::Status WriteAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << "\n";
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ServeScheduler(std::optional<v1::JobConfig> given_job, const std::string& out_dir,
+                            const SchedulerOptions& options, std::ostream& progress) {
+  SchedulerService service(options.register_timeout);
+  if (given_job.has_value()) {
+    if (absl::Status s = service.SetJob(*given_job); !s.ok()) return s;
+  }
+  absl::StatusOr<std::unique_ptr<rpc::Server>> server =
+      rpc::Server::Start(options.listen, {&service});
+  if (!server.ok()) return server.status();
+  (*server)->SetServing(true);
+  if (!options.address_file.empty()) {
+    if (absl::Status s = WriteAtomically(options.address_file, (*server)->address()); !s.ok()) {
+      return s;
+    }
+  }
+  progress << "scheduler: listening on " << (*server)->address() << std::endl;
+
+  auto [job, registry] = service.WaitForJob();
+  const std::string out = out_dir.empty() ? job.runtime().out_dir() : out_dir;
+  const v1::DeploymentConfig& d = job.deployment();
+
+  // Liveness: a worker silent past the timeout is declared dead, once.
+  absl::Notification done;
+  std::thread monitor([&, registry = registry] {
+    const absl::Duration timeout = absl::Milliseconds(d.heartbeat_timeout_ms());
+    while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(d.heartbeat_interval_ms()))) {
+      for (const WorkerInfo& w : registry->ExpireSilent(timeout)) {
+        progress << absl::StrFormat("scheduler: %s declared dead (no heartbeat for %s)\n", w.id,
+                                    absl::FormatDuration(timeout))
+                 << std::flush;
+      }
+    }
+  });
+
+  service.SetState("running");
+  RoleBinder bind = [&, registry = registry](const v1::JobConfig& j, const model::Tokenizer*,
+                                             ledger::Ledger*) {
+    return RemoteRoleSet::Bind(j, registry, options.register_timeout, &progress);
+  };
+  absl::Status status = RunJob(
+      job, out, nullptr, bind, progress,
+      [&](ledger::Ledger* ledger) { service.AttachLedger(ledger); },
+      [&] { return service.cancel_requested(); });
+  service.SetState(status.ok()                ? "succeeded"
+                   : absl::IsCancelled(status) ? "cancelled"
+                                               : "failed",
+                   std::string(status.message()));
+  // Workers learn from their next heartbeat that the job is over.
+  service.BeginShutdown();
+  absl::SleepFor(absl::Milliseconds(2 * d.heartbeat_interval_ms()));
+  done.Notify();
+  monitor.join();
+  (*server)->Shutdown(absl::Seconds(1));
+  return status;
+}
+
+}  // namespace trellis::scheduler

@@ -1,0 +1,38 @@
+#ifndef TRELLIS_SCHEDULER_DISTRIBUTED_JOB_H_
+#define TRELLIS_SCHEDULER_DISTRIBUTED_JOB_H_
+
+// The scheduler process of a launched job (`trellis serve scheduler`):
+// serves trellis.v1.Scheduler, waits for a job (given, or submitted), for
+// its workers to register, then runs the same loop as an embedded run with
+// every role bound to a gRPC client. Workers are watched by heartbeat; a
+// dead actor's prompts go to the live ones.
+
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::scheduler {
+
+struct SchedulerOptions {
+  // host:port; port 0 picks a free one.
+  std::string listen = "127.0.0.1:0";
+  // When set, the bound address is written there (atomically) once serving.
+  std::string address_file;
+  // How long workers have to register once the job is known.
+  absl::Duration register_timeout = absl::Minutes(5);
+};
+
+// Runs `job` (or the first one submitted, when it is empty) into `out_dir`
+// (the job's runtime.out_dir when empty). Returns the job's result.
+[[nodiscard]] absl::Status ServeScheduler(std::optional<v1::JobConfig> job,
+                                          const std::string& out_dir,
+                                          const SchedulerOptions& options,
+                                          std::ostream& progress);
+
+}  // namespace trellis::scheduler
+
+#endif  // TRELLIS_SCHEDULER_DISTRIBUTED_JOB_H_

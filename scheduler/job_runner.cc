@@ -1,0 +1,155 @@
+#include "scheduler/job_runner.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "config/job_config.h"
+#include "data/dataset.h"
+#include "ledger/memory_tracker.h"
+#include "scheduler/local_roles.h"
+
+namespace trellis::scheduler {
+namespace {
+
+absl::StatusOr<data::Split> LoadData(const v1::JobConfig& job) {
+  const v1::DataConfig& d = job.data();
+  if (d.train_path().empty()) {
+    return data::GenerateArithmetic(d.arithmetic(), job.runtime().seed());
+  }
+  data::Split split;
+  absl::StatusOr<std::vector<data::Example>> train = data::ReadJsonl(d.train_path());
+  if (!train.ok()) return train.status();
+  split.train = *std::move(train);
+  if (d.eval_path().empty()) {
+    return absl::InvalidArgumentError(
+        "data.eval_path: required when data.train_path is set");
+  }
+  absl::StatusOr<std::vector<data::Example>> eval = data::ReadJsonl(d.eval_path());
+  if (!eval.ok()) return eval.status();
+  split.eval = *std::move(eval);
+  return split;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+void PrintTable(const ledger::Ledger& ledger, const GrpoLoop& loop, std::ostream& out) {
+  out << "\n== summary ==\n";
+  out << absl::StrFormat("held-out accuracy (greedy): before %.3f  after %.3f  (%+.1f points)\n",
+                         loop.eval_before().accuracy, loop.eval_after().accuracy,
+                         100 * (loop.eval_after().accuracy - loop.eval_before().accuracy));
+  out << absl::StrFormat("%-12s %10s\n", "stage", "seconds");
+  for (int s = 0; s < ledger::kNumStages; ++s) {
+    const auto stage = static_cast<ledger::Stage>(s);
+    out << absl::StrFormat("%-12s %10.2f\n", ledger::StageName(stage),
+                           ledger.stage_seconds(stage));
+  }
+  out << absl::StrFormat("%-18s %12s\n", "memory object", "peak bytes");
+  for (int o = 0; o < ledger::kNumObjects; ++o) {
+    const auto object = static_cast<ledger::Object>(o);
+    out << absl::StrFormat("%-18s %12d\n", ledger::ObjectName(object),
+                           ledger.object_peak_bytes(object));
+  }
+  out << absl::StrFormat("%-18s %12d\n", "peak (tracked)", ledger.peak_bytes());
+}
+
+}  // namespace
+
+absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
+                    const Checkpoint* resume, const RoleBinder& bind, std::ostream& progress,
+                    std::function<void(ledger::Ledger*)> observe,
+                    std::function<bool()> stop_requested) {
+  v1::JobConfig job = job_in;
+  if (absl::Status s = config::ValidateJob(job); !s.ok()) return s;
+  SetThreads(job);
+  ledger::MemoryTracker::Install();
+
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", out_dir, ": ", ec.message()));
+  job.mutable_runtime()->set_out_dir(out_dir);
+  ledger::Ledger ledger;
+  if (resume == nullptr) {
+    if (absl::Status s = WriteFile(out_dir + "/job.yaml", config::ResolvedJobYaml(job));
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = ledger.Open(out_dir + "/ledger.jsonl"); !s.ok()) return s;
+  } else {
+    const LoopState& state = resume->state;
+    if (state.seed != job.runtime().seed()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          resume->dir, ": checkpoint of a run with seed ", state.seed,
+          ", but the job has runtime.seed ", job.runtime().seed()));
+    }
+    if (state.next_step > job.grpo().steps()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(resume->dir, ": checkpoint after ", state.next_step,
+                       " steps, but the job has grpo.steps ", job.grpo().steps()));
+    }
+    int64_t dropped = 0;
+    if (absl::Status s = ledger.OpenForResume(out_dir + "/ledger.jsonl", state.next_step - 1,
+                                              &dropped);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = ledger.ImportState(state.ledger_state); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(resume->dir, "/state.json: ", s.message()));
+    }
+    // Set-up work of the resumed process counts toward the step it resumes at.
+    ledger.BeginStep(state.next_step);
+    progress << "resuming from " << resume->dir << " (" << state.next_step << " of "
+             << job.grpo().steps() << " steps done; dropped " << dropped
+             << " ledger records past it)" << std::endl;
+  }
+
+  if (observe) observe(&ledger);
+  // Detach before the ledger goes.
+  absl::Cleanup detach = [&observe] {
+    if (observe) observe(nullptr);
+  };
+  std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
+  absl::StatusOr<data::Split> split;
+  {
+    auto span = ledger.Begin(ledger::Stage::kLoad, "scheduler");
+    split = LoadData(job);
+  }
+  if (!split.ok()) return split.status();
+
+  absl::StatusOr<std::unique_ptr<RoleSet>> role_set = bind(job, tokenizer.get(), &ledger);
+  if (!role_set.ok()) return role_set.status();
+  const Roles roles = (*role_set)->roles();
+  GrpoLoop loop(job, roles, tokenizer.get(), *std::move(split), &ledger, out_dir, &progress);
+  loop.SetStopRequested(std::move(stop_requested));
+  if (resume != nullptr) {
+    if (absl::Status s = (*role_set)->Restore(*resume); !s.ok()) return s;
+    if (roles.learner->policy_version() != resume->state.policy_version) {
+      return absl::DataLossError(absl::StrCat(
+          resume->dir, ": state.json has policy_version ", resume->state.policy_version,
+          " but the learner's files have ", roles.learner->policy_version()));
+    }
+    loop.ResumeFrom(resume->state);
+  }
+  if (absl::Status s = loop.Run(); !s.ok()) return s;
+
+  {
+    auto span = ledger.Begin(ledger::Stage::kCheckpoint, "learner-0");
+    if (absl::Status s = roles.learner->SaveWeights(out_dir + "/policy.safetensors"); !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = ledger.WriteSummary(out_dir + "/summary.json"); !s.ok()) return s;
+  PrintTable(ledger, loop, progress);
+  progress << "wrote " << out_dir << "/{summary.json,ledger.jsonl,job.yaml,policy.safetensors}\n";
+  return absl::OkStatus();
+}
+
+}  // namespace trellis::scheduler

@@ -1,0 +1,46 @@
+#ifndef TRELLIS_SCHEDULER_JOB_RUNNER_H_
+#define TRELLIS_SCHEDULER_JOB_RUNNER_H_
+
+// One run of a job, whatever binds its roles: validates the job, opens the
+// run directory and its ledger, loads the data, asks a RoleSet for the
+// roles, runs the loop, and writes the outputs (embedded_job.h lists them).
+// Embedded runs bind in-process engines; launched runs bind gRPC clients.
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "ledger/ledger.h"
+#include "model/tokenizer.h"
+#include "scheduler/checkpoint.h"
+#include "scheduler/grpo_loop.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::scheduler {
+
+// The roles of one run and whatever keeps them alive.
+class RoleSet {
+ public:
+  virtual ~RoleSet() = default;
+  virtual Roles roles() = 0;
+  // Brings the roles to the state saved in `checkpoint` (learner, RNG).
+  [[nodiscard]] virtual absl::Status Restore(const Checkpoint& checkpoint) = 0;
+};
+
+using RoleBinder = std::function<absl::StatusOr<std::unique_ptr<RoleSet>>(
+    const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger)>;
+
+// Runs `job` into `out_dir`; continues from `resume` when it is not null.
+// `observe` (may be null) is called with the ledger once it is open and
+// `stop_requested` (may be null) is checked before every step.
+[[nodiscard]] absl::Status RunJob(const v1::JobConfig& job, const std::string& out_dir,
+                                  const Checkpoint* resume, const RoleBinder& bind,
+                                  std::ostream& progress,
+                                  std::function<void(ledger::Ledger*)> observe = nullptr,
+                                  std::function<bool()> stop_requested = nullptr);
+
+}  // namespace trellis::scheduler
+
+#endif  // TRELLIS_SCHEDULER_JOB_RUNNER_H_

@@ -1,0 +1,61 @@
+#include "scheduler/local_roles.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "actor/local_actor.h"
+#include "learner/local_learner.h"
+#include "verifier/verifier_service.h"
+
+namespace trellis::scheduler {
+
+int64_t VocabSize(const v1::JobConfig& job, const model::Tokenizer& tokenizer) {
+  return job.model().vocab_size() > 0 ? job.model().vocab_size() : tokenizer.vocab_size();
+}
+
+void SetThreads(const v1::JobConfig& job) {
+  const int threads = job.runtime().num_threads() > 0
+                          ? job.runtime().num_threads()
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+}
+
+absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
+    const v1::JobConfig& job, const model::Tokenizer& tokenizer,
+    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id) {
+  learner::LocalLearnerOptions options;
+  options.worker_id = worker_id;
+  options.vocab_size = VocabSize(job, tokenizer);
+  options.pad_id = tokenizer.pad_id();
+  options.seed = job.runtime().seed();
+  return learner::NewLocalLearner(job, options, transport, ledger);
+}
+
+std::unique_ptr<actor::RolloutWorker> MakeLocalActor(const v1::JobConfig& job,
+                                                     const model::Tokenizer* tokenizer,
+                                                     weightsync::Transport* transport,
+                                                     ledger::Ledger* ledger,
+                                                     const std::string& worker_id) {
+  actor::LocalActorOptions options;
+  options.worker_id = worker_id;
+  return actor::NewLocalActor(job.model(), tokenizer, transport, ledger, options);
+}
+
+std::unique_ptr<reference::ReferenceWorker> MakeLocalReference(const v1::JobConfig& job,
+                                                               const model::Tokenizer* tokenizer,
+                                                               ledger::Ledger* ledger) {
+  if (job.grpo().kl_coef() <= 0) return nullptr;
+  return reference::NewLocalReference(job.model(), tokenizer, job.sampling().temperature(),
+                                      ledger);
+}
+
+absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(const v1::JobConfig& job) {
+  verifier::VerifierRegistry registry;
+  if (absl::Status s = verifier::RegisterBuiltinVerifiers(registry); !s.ok()) return s;
+  if (absl::Status s = verifier::RegisterRemoteVerifier(registry); !s.ok()) return s;
+  return registry.Create(job.verifier());
+}
+
+}  // namespace trellis::scheduler

@@ -1,0 +1,50 @@
+#ifndef TRELLIS_SCHEDULER_LOCAL_ROLES_H_
+#define TRELLIS_SCHEDULER_LOCAL_ROLES_H_
+
+// Builds each role's in-process engine from a job: the embedded run binds
+// them directly, and `trellis serve ROLE` serves one of them.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "actor/rollout_worker.h"
+#include "learner/learner_worker.h"
+#include "ledger/ledger.h"
+#include "model/tokenizer.h"
+#include "reference/reference_worker.h"
+#include "trellis/v1/job.pb.h"
+#include "verifier/verifier.h"
+#include "weightsync/transport.h"
+
+namespace trellis::scheduler {
+
+// The vocabulary every role's model has: model.vocab_size, or the
+// tokenizer's when that is 0.
+int64_t VocabSize(const v1::JobConfig& job, const model::Tokenizer& tokenizer);
+
+// Sets LibTorch's intra-op threads from runtime.num_threads (0: every core).
+void SetThreads(const v1::JobConfig& job);
+
+[[nodiscard]] absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
+    const v1::JobConfig& job, const model::Tokenizer& tokenizer,
+    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id);
+
+std::unique_ptr<actor::RolloutWorker> MakeLocalActor(const v1::JobConfig& job,
+                                                     const model::Tokenizer* tokenizer,
+                                                     weightsync::Transport* transport,
+                                                     ledger::Ledger* ledger,
+                                                     const std::string& worker_id);
+
+// Null when the job has no KL term (grpo.kl_coef 0).
+std::unique_ptr<reference::ReferenceWorker> MakeLocalReference(const v1::JobConfig& job,
+                                                               const model::Tokenizer* tokenizer,
+                                                               ledger::Ledger* ledger);
+
+// The job's verifier: a built-in, or "remote" (a Verifier service).
+[[nodiscard]] absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(
+    const v1::JobConfig& job);
+
+}  // namespace trellis::scheduler
+
+#endif  // TRELLIS_SCHEDULER_LOCAL_ROLES_H_

@@ -1,0 +1,197 @@
+#include "scheduler/scheduler_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "config/job_config.h"
+#include "rpc/status.h"
+
+namespace trellis::scheduler {
+namespace {
+
+void Record(ledger::Ledger& ledger, const v1::LedgerReport& report) {
+  for (const v1::LedgerRecord& r : report.records()) {
+    const v1::ObjectRecord& o = r.object();
+    ledger.RecordObject(report.worker_id(), *ledger::ObjectFromName(o.object()), o.bytes(),
+                        *ledger::StageFromName(o.stage()));
+  }
+}
+
+}  // namespace
+
+absl::Status SchedulerService::SetJob(const v1::JobConfig& job) {
+  v1::JobConfig validated = job;
+  if (absl::Status s = config::ValidateJob(validated); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (job_.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this scheduler already runs job '", job_->name(), "'"));
+  }
+  job_ = validated;
+  registry_ = std::make_unique<WorkerRegistry>(validated);
+  state_ = "placing";
+  return absl::OkStatus();
+}
+
+std::pair<v1::JobConfig, WorkerRegistry*> SchedulerService::WaitForJob() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](std::optional<v1::JobConfig>* job) { return job->has_value(); }, &job_));
+  return {*job_, registry_.get()};
+}
+
+void SchedulerService::AttachLedger(ledger::Ledger* ledger) {
+  absl::MutexLock lock(&mu_);
+  ledger_ = ledger;
+  if (ledger == nullptr) return;
+  for (const v1::LedgerReport& report : pending_) Record(*ledger, report);
+  pending_.clear();
+}
+
+void SchedulerService::SetState(const std::string& state, const std::string& error) {
+  absl::MutexLock lock(&mu_);
+  state_ = state;
+  error_ = error;
+}
+
+void SchedulerService::BeginShutdown() {
+  absl::MutexLock lock(&mu_);
+  shutdown_ = true;
+}
+
+bool SchedulerService::cancel_requested() const {
+  absl::MutexLock lock(&mu_);
+  return cancel_;
+}
+
+grpc::Status SchedulerService::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+                                        v1::Assignment* response) {
+  WorkerRegistry* registry = nullptr;
+  v1::JobConfig job;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!job_.has_value()) {
+      return rpc::ToGrpc(absl::UnavailableError("no job yet: submit one, then register"));
+    }
+    registry = registry_.get();
+    job = *job_;
+  }
+  absl::StatusOr<std::string> id = registry->Add(*request);
+  if (!id.ok()) return rpc::ToGrpc(id.status());
+  // Every worker's assignment depends on the others (the learner's
+  // transport address), so registration completes for all at once.
+  if (absl::Status s = registry->WaitComplete(register_timeout_); !s.ok()) {
+    return rpc::ToGrpc(s);
+  }
+  const v1::DeploymentConfig& d = job.deployment();
+  response->set_worker_id(*id);
+  *response->mutable_job() = job;
+  response->set_heartbeat_interval_ms(d.heartbeat_interval_ms());
+  response->set_node(request->capabilities().hostname());
+  v1::TransportAssignment* t = response->mutable_transport();
+  t->set_kind(d.weight_transport());
+  t->set_bucket_bytes(d.bucket_bytes());
+  t->set_num_receivers(registry->Expected(v1::ACTOR));
+  const std::vector<WorkerInfo> learners = registry->Workers(v1::LEARNER);
+  if (!learners.empty()) t->set_address(learners.front().request.transport_address());
+  t->set_receiver_index(-1);
+  if (request->role() == v1::ACTOR) {
+    for (const WorkerInfo& w : registry->Workers(v1::ACTOR)) {
+      if (w.id == *id) t->set_receiver_index(w.index);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                                         v1::HeartbeatResponse* response) {
+  WorkerRegistry* registry = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    response->set_shutdown(shutdown_);
+    registry = registry_.get();
+  }
+  if (registry == nullptr) return rpc::ToGrpc(absl::FailedPreconditionError("no job yet"));
+  return rpc::ToGrpc(registry->Heartbeat(request->worker_id()));
+}
+
+grpc::Status SchedulerService::ReportLedger(grpc::ServerContext*, const v1::LedgerReport* request,
+                                            v1::Empty*) {
+  if (request->worker_id().empty()) {
+    return rpc::ToGrpc(absl::InvalidArgumentError("worker_id: required"));
+  }
+  for (int i = 0; i < request->records_size(); ++i) {
+    const v1::LedgerRecord& r = request->records(i);
+    if (!r.has_object()) {
+      return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat("records[", i, "]: empty")));
+    }
+    if (!ledger::ObjectFromName(r.object().object())) {
+      return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+          "records[", i, "].object.object: unknown object '", r.object().object(), "'")));
+    }
+    if (!ledger::StageFromName(r.object().stage())) {
+      return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+          "records[", i, "].object.stage: unknown stage '", r.object().stage(), "'")));
+    }
+  }
+  // Under the lock: the ledger may be detached at the end of the run.
+  absl::MutexLock lock(&mu_);
+  if (ledger_ == nullptr) {
+    pending_.push_back(*request);
+  } else {
+    Record(*ledger_, *request);
+  }
+  return grpc::Status::OK;
+}
+
+v1::JobStatus SchedulerService::StatusLocked() const {
+  v1::JobStatus status;
+  if (job_.has_value()) {
+    status.set_job_id(job_->name());
+    status.set_steps(job_->grpo().steps());
+  }
+  status.set_state(state_);
+  status.set_error(error_);
+  if (ledger_ != nullptr) status.set_step(std::max<int64_t>(0, ledger_->current_step()));
+  if (registry_ != nullptr) {
+    for (const std::string& id : registry_->LiveIds()) status.add_workers(id);
+  }
+  return status;
+}
+
+absl::Status SchedulerService::CheckJobId(const v1::JobStatusRequest& request) const {
+  if (!job_.has_value()) return absl::FailedPreconditionError("no job has been submitted");
+  if (request.job_id() != job_->name()) {
+    return absl::NotFoundError(absl::StrCat("job_id: unknown job '", request.job_id(),
+                                            "' (this scheduler runs '", job_->name(), "')"));
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status SchedulerService::SubmitJob(grpc::ServerContext*, const v1::JobConfig* request,
+                                         v1::JobStatus* response) {
+  if (absl::Status s = SetJob(*request); !s.ok()) return rpc::ToGrpc(s);
+  absl::MutexLock lock(&mu_);
+  *response = StatusLocked();
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::GetJobStatus(grpc::ServerContext*,
+                                            const v1::JobStatusRequest* request,
+                                            v1::JobStatus* response) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckJobId(*request); !s.ok()) return rpc::ToGrpc(s);
+  *response = StatusLocked();
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::CancelJob(grpc::ServerContext*, const v1::JobStatusRequest* request,
+                                         v1::JobStatus* response) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckJobId(*request); !s.ok()) return rpc::ToGrpc(s);
+  cancel_ = true;
+  *response = StatusLocked();
+  return grpc::Status::OK;
+}
+
+}  // namespace trellis::scheduler

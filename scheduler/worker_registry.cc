@@ -1,0 +1,160 @@
+#include "scheduler/worker_registry.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace trellis::scheduler {
+
+std::string RoleName(v1::Role role) {
+  switch (role) {
+    case v1::ACTOR: return "actor";
+    case v1::LEARNER: return "learner";
+    case v1::REFERENCE: return "reference";
+    case v1::VERIFIER: return "verifier";
+    default: return "unknown";
+  }
+}
+
+WorkerRegistry::WorkerRegistry(const v1::JobConfig& job, std::function<absl::Time()> now)
+    : now_(std::move(now)) {
+  const v1::DeploymentConfig& d = job.deployment();
+  expected_[v1::ACTOR] = d.actor().count();
+  expected_[v1::LEARNER] = d.learner().count();
+  expected_[v1::REFERENCE] = job.grpo().kl_coef() > 0 ? d.reference().count() : 0;
+  expected_[v1::VERIFIER] = d.verifier().count();
+}
+
+int WorkerRegistry::Expected(v1::Role role) const {
+  auto it = expected_.find(role);
+  return it == expected_.end() ? 0 : it->second;
+}
+
+absl::StatusOr<std::string> WorkerRegistry::Add(const v1::RegisterRequest& request) {
+  const v1::Role role = request.role();
+  if (role == v1::ROLE_UNSPECIFIED || RoleName(role) == "unknown") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("role: expected ACTOR, LEARNER, REFERENCE or VERIFIER, found ",
+                     static_cast<int>(role)));
+  }
+  if (request.address().empty()) {
+    return absl::InvalidArgumentError("address: required (host:port of the role service)");
+  }
+  const int expected = Expected(role);
+  absl::MutexLock lock(&mu_);
+  int taken = 0;
+  for (const auto& [id, w] : workers_) taken += w.role == role;
+  if (taken >= expected) {
+    return absl::FailedPreconditionError(absl::StrCat("the job needs ", expected, " ",
+                                                      RoleName(role), " workers and has them"));
+  }
+  int index = 0;
+  if (request.has_index()) {
+    index = request.index();
+    if (index < 0 || index >= expected) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "index: ", index, " is outside [0, ", expected, ") for ", RoleName(role)));
+    }
+  } else {
+    while (workers_.count(absl::StrCat(RoleName(role), "-", index))) ++index;
+  }
+  const std::string id = absl::StrCat(RoleName(role), "-", index);
+  if (workers_.count(id)) {
+    return absl::FailedPreconditionError(absl::StrCat(id, " is already registered"));
+  }
+  WorkerInfo& w = workers_[id];
+  w.id = id;
+  w.role = role;
+  w.index = index;
+  w.request = request;
+  w.last_seen = now_();
+  return id;
+}
+
+absl::Status WorkerRegistry::WaitComplete(absl::Duration timeout, bool ready) {
+  auto count = [this, ready]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::map<v1::Role, int> have;
+    for (const auto& [id, w] : workers_) have[w.role] += !ready || w.ready;
+    return have;
+  };
+  auto complete = [this, &count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::map<v1::Role, int> have = count();
+    for (const auto& [role, n] : expected_) {
+      if (have[role] < n) return false;
+    }
+    return true;
+  };
+  absl::MutexLock lock(&mu_);
+  if (mu_.AwaitWithTimeout(absl::Condition(&complete), timeout)) return absl::OkStatus();
+  std::vector<std::string> short_roles;
+  std::map<v1::Role, int> have = count();
+  for (const auto& [role, n] : expected_) {
+    if (have[role] < n) {
+      short_roles.push_back(absl::StrCat(RoleName(role), " ", have[role], " of ", n));
+    }
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("workers did not ", ready ? "start serving" : "register", " within ", absl::FormatDuration(timeout), ": ",
+                   absl::StrJoin(short_roles, ", ")));
+}
+
+absl::Status WorkerRegistry::Heartbeat(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return absl::NotFoundError(absl::StrCat("unknown worker ", id));
+  if (it->second.dead) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(id, " was declared dead; its work went to other workers"));
+  }
+  it->second.last_seen = now_();
+  it->second.ready = true;
+  return absl::OkStatus();
+}
+
+std::vector<WorkerInfo> WorkerRegistry::ExpireSilent(absl::Duration timeout) {
+  std::vector<WorkerInfo> expired;
+  const absl::Time now = now_();
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, w] : workers_) {
+    if (w.ready && !w.dead && now - w.last_seen > timeout) {
+      w.dead = true;
+      expired.push_back(w);
+    }
+  }
+  return expired;
+}
+
+bool WorkerRegistry::MarkDead(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(id);
+  if (it == workers_.end() || it->second.dead) return false;
+  it->second.dead = true;
+  return true;
+}
+
+bool WorkerRegistry::Alive(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(id);
+  return it != workers_.end() && !it->second.dead;
+}
+
+std::vector<WorkerInfo> WorkerRegistry::Workers(v1::Role role) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerInfo> out;
+  for (const auto& [id, w] : workers_) {
+    if (w.role == role) out.push_back(w);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const WorkerInfo& a, const WorkerInfo& b) { return a.index < b.index; });
+  return out;
+}
+
+std::vector<std::string> WorkerRegistry::LiveIds() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, w] : workers_) {
+    if (!w.dead) out.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace trellis::scheduler

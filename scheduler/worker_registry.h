@@ -1,0 +1,82 @@
+#ifndef TRELLIS_SCHEDULER_WORKER_REGISTRY_H_
+#define TRELLIS_SCHEDULER_WORKER_REGISTRY_H_
+
+// The scheduler's view of its workers: who registered for which role, where
+// they listen, and whether they are alive (heartbeats). A worker silent
+// past the timeout is declared dead once, and stays dead.
+//
+// Thread-safe.
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "trellis/v1/job.pb.h"
+#include "trellis/v1/scheduler.pb.h"
+
+namespace trellis::scheduler {
+
+struct WorkerInfo {
+  std::string id;  // "<role>-<index>"
+  v1::Role role = v1::ROLE_UNSPECIFIED;
+  int index = 0;
+  v1::RegisterRequest request;
+  absl::Time last_seen;
+  // Its first heartbeat came: it built its role and serves it.
+  bool ready = false;
+  bool dead = false;
+};
+
+std::string RoleName(v1::Role role);
+
+class WorkerRegistry {
+ public:
+  // Expects deployment.<role>.count workers of each role (the reference
+  // only when grpo.kl_coef > 0). `now` is injectable for tests.
+  explicit WorkerRegistry(const v1::JobConfig& job,
+                          std::function<absl::Time()> now = absl::Now);
+
+  // Admits a worker and returns its id. InvalidArgument for an unknown
+  // role or missing address; FailedPrecondition when the role is full or
+  // the index is out of range or taken.
+  [[nodiscard]] absl::StatusOr<std::string> Add(const v1::RegisterRequest& request);
+
+  // Waits until every expected worker has registered (and, with `ready`,
+  // sent its first heartbeat: workers start heartbeats once they serve);
+  // DeadlineExceeded naming the roles still short otherwise.
+  [[nodiscard]] absl::Status WaitComplete(absl::Duration timeout, bool ready = false);
+
+  // Marks the worker ready and alive now. NotFound for an unknown id;
+  // FailedPrecondition for a dead one (it must not come back silently: its
+  // work was given to others).
+  [[nodiscard]] absl::Status Heartbeat(const std::string& id);
+
+  // Declares dead every ready, live worker silent for longer than
+  // `timeout` and returns them (each once). Workers still building their
+  // role are bounded by WaitComplete's timeout instead.
+  std::vector<WorkerInfo> ExpireSilent(absl::Duration timeout);
+
+  // Marks `id` dead (e.g. after its calls failed); false if it already was.
+  bool MarkDead(const std::string& id);
+
+  bool Alive(const std::string& id) const;
+  // Registered workers of `role` by index.
+  std::vector<WorkerInfo> Workers(v1::Role role) const;
+  std::vector<std::string> LiveIds() const;
+  int Expected(v1::Role role) const;
+
+ private:
+  const std::function<absl::Time()> now_;
+  std::map<v1::Role, int> expected_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace trellis::scheduler
+
+#endif  // TRELLIS_SCHEDULER_WORKER_REGISTRY_H_

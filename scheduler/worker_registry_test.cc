@@ -1,0 +1,93 @@
+#include "scheduler/worker_registry.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trellis::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::JobConfig Job(int actors) {
+  v1::JobConfig job;
+  job.mutable_deployment()->mutable_actor()->set_count(actors);
+  job.mutable_grpo()->set_kl_coef(0);  // No reference expected.
+  return job;
+}
+
+v1::RegisterRequest Request(v1::Role role, std::optional<int> index = std::nullopt) {
+  v1::RegisterRequest r;
+  r.set_role(role);
+  r.set_address("127.0.0.1:1");
+  if (index) r.set_index(*index);
+  return r;
+}
+
+TEST(WorkerRegistryTest, IdsFollowTheLauncherIndexOrTheNextFreeOne) {
+  WorkerRegistry registry(Job(3));
+  EXPECT_EQ(*registry.Add(Request(v1::ACTOR, 2)), "actor-2");
+  EXPECT_EQ(*registry.Add(Request(v1::ACTOR)), "actor-0");
+  EXPECT_EQ(*registry.Add(Request(v1::ACTOR)), "actor-1");
+  absl::StatusOr<std::string> extra = registry.Add(Request(v1::ACTOR));
+  EXPECT_EQ(extra.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(extra.status().message(), HasSubstr("needs 3 actor"));
+}
+
+TEST(WorkerRegistryTest, BadRegistrationsAreRefusedWithTheField) {
+  WorkerRegistry registry(Job(2));
+  v1::RegisterRequest no_address = Request(v1::ACTOR);
+  no_address.clear_address();
+  EXPECT_EQ(registry.Add(no_address).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Add(Request(v1::ROLE_UNSPECIFIED)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.Add(Request(v1::ACTOR, 5)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(registry.Add(Request(v1::ACTOR, 1)).ok());
+  EXPECT_EQ(registry.Add(Request(v1::ACTOR, 1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(WorkerRegistryTest, WaitCompleteNamesTheRolesStillShort) {
+  WorkerRegistry registry(Job(2));
+  ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
+  ASSERT_TRUE(registry.Add(Request(v1::LEARNER)).ok());
+  absl::Status s = registry.WaitComplete(absl::Milliseconds(50));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(s.message(), HasSubstr("actor 1 of 2"));
+  EXPECT_THAT(s.message(), HasSubstr("verifier 0 of 1"));
+  ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
+  ASSERT_TRUE(registry.Add(Request(v1::VERIFIER)).ok());
+  EXPECT_TRUE(registry.WaitComplete(absl::Milliseconds(50)).ok());
+  absl::Status serving = registry.WaitComplete(absl::Milliseconds(50), /*ready=*/true);
+  EXPECT_THAT(serving.message(), HasSubstr("did not start serving"));
+  for (const char* id : {"actor-0", "actor-1", "learner-0", "verifier-0"}) {
+    ASSERT_TRUE(registry.Heartbeat(id).ok());
+  }
+  EXPECT_TRUE(registry.WaitComplete(absl::Milliseconds(50), /*ready=*/true).ok());
+}
+
+TEST(WorkerRegistryTest, SilentWorkersAreDeclaredDeadOnceAndStayDead) {
+  absl::Time now = absl::UnixEpoch();
+  WorkerRegistry registry(Job(2), [&] { return now; });
+  ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
+  ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
+  // Not serving yet: never expired for silence.
+  now += absl::Seconds(60);
+  EXPECT_TRUE(registry.ExpireSilent(absl::Seconds(5)).empty());
+  ASSERT_TRUE(registry.Heartbeat("actor-0").ok());
+  ASSERT_TRUE(registry.Heartbeat("actor-1").ok());
+  now += absl::Seconds(4);
+  ASSERT_TRUE(registry.Heartbeat("actor-0").ok());
+  now += absl::Seconds(2);
+  std::vector<WorkerInfo> dead = registry.ExpireSilent(absl::Seconds(5));
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].id, "actor-1");
+  EXPECT_TRUE(registry.ExpireSilent(absl::Seconds(5)).empty());
+  EXPECT_FALSE(registry.Alive("actor-1"));
+  EXPECT_TRUE(registry.Alive("actor-0"));
+  EXPECT_EQ(registry.Heartbeat("actor-1").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(registry.Heartbeat("actor-9").code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace trellis::scheduler
