@@ -21,12 +21,26 @@
 namespace trellis::scheduler {
 namespace {
 
+absl::Status WriteAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << "\n";
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
 // Every role a gRPC client of a registered worker; the actors behind a pool.
 class RemoteRoleSet final : public RoleSet {
  public:
   static absl::StatusOr<std::unique_ptr<RoleSet>> Bind(const v1::JobConfig& job,
                                                        WorkerRegistry* registry,
                                                        absl::Duration register_timeout,
+                                                       const std::string& workers_file,
                                                        std::ostream* log) {
     if (absl::Status s = registry->WaitComplete(register_timeout, /*ready=*/true); !s.ok()) {
       return s;
@@ -40,7 +54,12 @@ class RemoteRoleSet final : public RoleSet {
     }
     set->actors_ = std::make_unique<ActorPool>(
         std::move(members), [registry](const std::string& id) { return registry->Alive(id); },
-        [registry](const std::string& id) { registry->MarkDead(id); }, log);
+        [registry, log](const std::string& id) {
+          if (registry->MarkDead(id) && log != nullptr) {
+            *log << "scheduler: " << id << " declared dead (its calls failed)" << std::endl;
+          }
+        },
+        log);
     const WorkerInfo learner = registry->Workers(v1::LEARNER).front();
     set->learner_ = learner::NewGrpcLearnerClient(rpc::NewChannel(learner.request.address()),
                                                   learner.id, timeout);
@@ -53,6 +72,15 @@ class RemoteRoleSet final : public RoleSet {
     const WorkerInfo verifier = registry->Workers(v1::VERIFIER).front();
     set->verifier_ = verifier::NewGrpcVerifierClient(rpc::NewChannel(verifier.request.address()),
                                                      verifier.id, timeout);
+    if (!workers_file.empty()) {
+      std::string table = "id\taddress\tpid\n";
+      for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {
+        for (const WorkerInfo& w : registry->Workers(role)) {
+          absl::StrAppend(&table, w.id, "\t", w.request.address(), "\t", w.request.pid(), "\n");
+        }
+      }
+      if (absl::Status s = WriteAtomically(workers_file, table); !s.ok()) return s;
+    }
     return set;
   }
 
@@ -71,19 +99,6 @@ class RemoteRoleSet final : public RoleSet {
   std::unique_ptr<reference::ReferenceWorker> reference_;
   std::unique_ptr<verifier::VerifierClient> verifier_;
 };
-
-absl::Status WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << "\n";
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -124,7 +139,8 @@ absl::Status ServeScheduler(std::optional<v1::JobConfig> given_job, const std::s
   service.SetState("running");
   RoleBinder bind = [&, registry = registry](const v1::JobConfig& j, const model::Tokenizer*,
                                              ledger::Ledger*) {
-    return RemoteRoleSet::Bind(j, registry, options.register_timeout, &progress);
+    return RemoteRoleSet::Bind(j, registry, options.register_timeout, out + "/workers.tsv",
+                               &progress);
   };
   absl::Status status = RunJob(
       job, out, nullptr, bind, progress,

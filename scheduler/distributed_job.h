@@ -27,7 +27,9 @@ struct SchedulerOptions {
 };
 
 // Runs `job` (or the first one submitted, when it is empty) into `out_dir`
-// (the job's runtime.out_dir when empty). Returns the job's result.
+// (the job's runtime.out_dir when empty), writing there, besides what an
+// embedded run writes, workers.tsv (id, address, pid of every worker) once
+// every worker serves. Returns the job's result.
 [[nodiscard]] absl::Status ServeScheduler(std::optional<v1::JobConfig> job,
                                           const std::string& out_dir,
                                           const SchedulerOptions& options,

@@ -162,7 +162,7 @@ v1::JobStatus SchedulerService::StatusLocked() const {
 absl::Status SchedulerService::CheckJobId(const v1::JobStatusRequest& request) const {
   if (!job_.has_value()) return absl::FailedPreconditionError("no job has been submitted");
   if (request.job_id() != job_->name()) {
-    return absl::NotFoundError(absl::StrCat("job_id: unknown job '", request.job_id(),
+    return absl::InvalidArgumentError(absl::StrCat("job_id: unknown job '", request.job_id(),
                                             "' (this scheduler runs '", job_->name(), "')"));
   }
   return absl::OkStatus();

@@ -31,6 +31,10 @@ constexpr int kSteps = 10;
 constexpr int kCheckpointEvery = 5;
 
 using testing_util::Slurp;
+using testing_util::StartTrellis;
+using testing_util::StepRewards;
+using testing_util::Wait;
+using testing_util::WriteText;
 
 v1::JobConfig TinyJob() {
   v1::JobConfig job = testing_util::TinyJob();
@@ -43,49 +47,6 @@ v1::JobConfig TinyJob() {
   job.mutable_grpo()->set_steps(kSteps);
   job.mutable_runtime()->set_checkpoint_every(kCheckpointEvery);
   return job;
-}
-
-void WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
-
-// Starts `trellis ARGS...` with output to `log`; returns its pid.
-pid_t StartTrellis(const std::vector<std::string>& args, const fs::path& log) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    FILE* f = std::freopen(log.c_str(), "w", stdout);
-    if (f == nullptr || ::dup2(::fileno(stdout), 2) < 0) _exit(127);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(TRELLIS_BINARY));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(TRELLIS_BINARY, argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits for `pid`; returns its wait status.
-int Wait(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return status;
-}
-
-// step -> mean_reward of every "step" record; a step seen twice fails.
-std::map<int64_t, double> StepRewards(const fs::path& dir) {
-  std::map<int64_t, double> rewards;
-  std::ifstream in(dir / "ledger.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto record = nlohmann::json::parse(line);
-    if (record["type"] != "step") continue;
-    const int64_t step = record["step"].get<int64_t>();
-    EXPECT_EQ(rewards.count(step), 0u) << "step " << step << " recorded twice";
-    rewards[step] = record["mean_reward"].get<double>();
-  }
-  return rewards;
 }
 
 class ResumeTest : public ::testing::Test {

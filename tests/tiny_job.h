@@ -4,10 +4,18 @@
 // Shared by the end-to-end tests: the default job shrunk to run in about a
 // second on one thread.
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
 #include "scheduler/embedded_job.h"
@@ -38,6 +46,61 @@ inline v1::JobConfig TinyJob() {
   job.mutable_runtime()->set_num_threads(1);
   job.mutable_runtime()->set_seed(5);
   return job;
+}
+
+inline void WriteText(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+#ifdef TRELLIS_BINARY
+// Starts `trellis ARGS...` with stdout and stderr to `log`; returns its pid.
+inline pid_t StartTrellis(const std::vector<std::string>& args,
+                          const std::filesystem::path& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    FILE* f = std::freopen(log.c_str(), "w", stdout);
+    if (f == nullptr || ::dup2(::fileno(stdout), 2) < 0) _exit(127);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(TRELLIS_BINARY));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(TRELLIS_BINARY, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+#endif
+
+// Waits for `pid`; returns its wait status.
+inline int Wait(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+// The "step" records of DIR/ledger.jsonl by step; a step seen twice fails.
+inline std::map<int64_t, nlohmann::json> StepRecords(const std::filesystem::path& dir) {
+  std::map<int64_t, nlohmann::json> steps;
+  std::ifstream in(dir / "ledger.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_discarded() || record["type"] != "step") continue;
+    const int64_t step = record["step"].get<int64_t>();
+    EXPECT_EQ(steps.count(step), 0u) << "step " << step << " recorded twice";
+    steps[step] = record;
+  }
+  return steps;
+}
+
+// step -> mean_reward of every "step" record.
+inline std::map<int64_t, double> StepRewards(const std::filesystem::path& dir) {
+  std::map<int64_t, double> rewards;
+  for (const auto& [step, record] : StepRecords(dir)) {
+    rewards[step] = record["mean_reward"].get<double>();
+  }
+  return rewards;
 }
 
 inline std::string Slurp(const std::filesystem::path& path) {

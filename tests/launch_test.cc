@@ -1,0 +1,182 @@
+// `trellis launch`: the scheduler and every role a process of its own.
+//  - With one actor, per-step rewards and final weights equal the embedded
+//    run's exactly (same seed, one thread).
+//  - With two actors: a Python client using only protoc stubs health-checks
+//    every service and calls Verify; then one actor is SIGKILLed mid-job,
+//    the scheduler declares it dead, its prompts go to the other actor, and
+//    every step still trains on a full batch. No process is left behind.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "config/job_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/tiny_job.h"
+
+namespace trellis {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing_util::Slurp;
+using testing_util::StartTrellis;
+using testing_util::StepRecords;
+using testing_util::StepRewards;
+using testing_util::Wait;
+using testing_util::WriteText;
+
+// One-digit sums after 30 SFT steps, half credit for a wrong number: the
+// rewards vary, so a mismatch between the runs would show.
+v1::JobConfig Job(int actors, int steps) {
+  v1::JobConfig job = testing_util::TinyJob();
+  job.mutable_data()->mutable_arithmetic()->set_max_digits(1);
+  job.mutable_data()->mutable_arithmetic()->set_num_problems(100);
+  job.mutable_verifier()->set_reward_wrong(0.5);
+  job.mutable_sft()->set_steps(30);
+  job.mutable_grpo()->set_steps(steps);
+  auto* d = job.mutable_deployment();
+  d->mutable_actor()->set_count(actors);
+  d->set_heartbeat_interval_ms(200);
+  d->set_heartbeat_timeout_ms(2000);
+  return job;
+}
+
+bool ExitedOk(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+// name -> pid of every process the launcher started (OUT/launch/processes.tsv).
+std::map<std::string, pid_t> Processes(const fs::path& out) {
+  std::map<std::string, pid_t> pids;
+  std::ifstream in(out / "launch" / "processes.tsv");
+  std::string name;
+  pid_t pid;
+  while (in >> name >> pid) pids[name] = pid;
+  return pids;
+}
+
+void ExpectNoneLeft(const std::map<std::string, pid_t>& pids) {
+  EXPECT_FALSE(pids.empty());
+  for (const auto& [name, pid] : pids) {
+    EXPECT_NE(::kill(pid, 0), 0) << name << " (pid " << pid << ") outlived the launcher";
+  }
+}
+
+// Polls `ready` every 50 ms for up to `seconds`.
+template <typename Fn>
+bool WaitFor(Fn ready, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ready()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+class LaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) /
+            ("launch_test_" + std::string(::testing::UnitTest::GetInstance()
+                                              ->current_test_info()
+                                              ->name()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  fs::path root_;
+};
+
+TEST_F(LaunchTest, OneActorMatchesTheEmbeddedRunExactly) {
+  WriteText(root_ / "job.yaml", config::ResolvedJobYaml(Job(1, 6)));
+  const int embedded = Wait(StartTrellis(
+      {"run", (root_ / "job.yaml").string(), "--out", (root_ / "embedded").string()},
+      root_ / "embedded.log"));
+  ASSERT_TRUE(ExitedOk(embedded)) << Slurp(root_ / "embedded.log");
+  const int launched = Wait(StartTrellis(
+      {"launch", (root_ / "job.yaml").string(), "--out", (root_ / "launched").string()},
+      root_ / "launched.log"));
+  ASSERT_TRUE(ExitedOk(launched)) << Slurp(root_ / "launched.log");
+
+  const std::map<int64_t, double> want = StepRewards(root_ / "embedded");
+  ASSERT_EQ(want.size(), 6u);
+  EXPECT_EQ(StepRewards(root_ / "launched"), want);
+  EXPECT_TRUE(Slurp(root_ / "embedded" / "policy.safetensors") ==
+              Slurp(root_ / "launched" / "policy.safetensors"))
+      << "final weights differ";
+  const std::string log = Slurp(root_ / "launched.log");
+  for (const char* prefix : {"[scheduler] ", "[learner-0] ", "[actor-0] ", "[verifier-0] ",
+                             "[reference-0] "}) {
+    EXPECT_THAT(log, HasSubstr(prefix));
+  }
+  // Objects recorded in the worker processes reach the run's one ledger.
+  const std::string ledger = Slurp(root_ / "launched" / "ledger.jsonl");
+  EXPECT_THAT(ledger, HasSubstr(R"("object":"optimizer_state","role":"learner-0")"));
+  EXPECT_THAT(ledger, HasSubstr(R"("object":"kv_cache","role":"actor-0")"));
+  ExpectNoneLeft(Processes(root_ / "launched"));
+}
+
+TEST_F(LaunchTest, PythonClientChecksEveryServiceThenAKilledActorsWorkIsRedone) {
+  constexpr int kSteps = 150;
+  const v1::JobConfig job = Job(2, kSteps);
+  WriteText(root_ / "job.yaml", config::ResolvedJobYaml(job));
+  const fs::path out = root_ / "run";
+  const pid_t launcher =
+      StartTrellis({"launch", (root_ / "job.yaml").string(), "--out", out.string()},
+                   root_ / "launch.log");
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(out / "workers.tsv"); }, 120))
+      << Slurp(root_ / "launch.log");
+
+  // Every service, from Python with protoc-generated stubs only.
+  std::map<std::string, std::string> address;
+  std::map<std::string, pid_t> worker_pid;
+  {
+    std::ifstream in(out / "workers.tsv");
+    std::string header, id, addr;
+    pid_t pid;
+    std::getline(in, header);
+    while (in >> id >> addr >> pid) {
+      address[id] = addr;
+      worker_pid[id] = pid;
+    }
+  }
+  ASSERT_EQ(address.size(), 5u) << Slurp(out / "workers.tsv");
+  std::string command = std::string("TRELLIS_PYTHON_STUBS=") + TRELLIS_PYTHON_STUBS + " " + TRELLIS_PYTHON3 +
+            " " + TRELLIS_SOURCE_DIR + "/tests/python/check_services.py --timeout 20";
+  std::string scheduler = Slurp(out / "launch" / "scheduler.addr");
+  scheduler.erase(scheduler.find_last_not_of("\n") + 1);
+  command += " " + scheduler;
+  for (const auto& [id, addr] : address) command += " " + addr;
+  command += " > " + (root_ / "python.log").string() + " 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command << "\n" << Slurp(root_ / "python.log");
+  EXPECT_THAT(Slurp(root_ / "python.log"), HasSubstr("Verify"));
+
+  // SIGKILL actor-1 once training is under way.
+  ASSERT_TRUE(WaitFor([&] { return StepRecords(out).size() >= 3; }, 120))
+      << Slurp(root_ / "launch.log");
+  ASSERT_EQ(::kill(worker_pid.at("actor-1"), SIGKILL), 0);
+  const size_t steps_at_kill = StepRecords(out).size();
+  const int status = Wait(launcher);
+  const std::string log = Slurp(root_ / "launch.log");
+  ASSERT_TRUE(ExitedOk(status)) << log;
+  ASSERT_LT(steps_at_kill, static_cast<size_t>(kSteps)) << "the job ended before the kill";
+  EXPECT_THAT(log, HasSubstr("actor-1 declared dead"));
+
+  const std::map<int64_t, nlohmann::json> steps = StepRecords(out);
+  ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps));
+  const int64_t full = job.grpo().prompts_per_step() * job.grpo().responses_per_prompt();
+  for (const auto& [step, record] : steps) {
+    EXPECT_EQ(record["samples_generated"].get<int64_t>(), full) << "step " << step;
+  }
+  ExpectNoneLeft(Processes(out));
+}
+
+}  // namespace
+}  // namespace trellis
