@@ -37,6 +37,7 @@
 #include "absl/time/clock.h"
 #include "trellis/v1/weights.pb.h"
 #include "weightsync/internal/bucket_set.h"
+#include "weightsync/internal/checksum.h"
 #include "weightsync/internal/staging.h"
 #include "weightsync/internal/wire.h"
 
@@ -52,6 +53,10 @@ constexpr int kTagPreamble = 2;
 constexpr int kTagBody = 3;
 constexpr int kTagBucket0 = 16;
 constexpr int64_t kMaxHeaderBytes = int64_t{1} << 30;
+// Buckets travel in messages of at most this many bytes, so that the
+// receiver checksums one slice while the next ones arrive whatever the
+// bucket size.
+constexpr int64_t kSliceBytes = int64_t{8} << 20;
 // How long past its timeout a receiver waits for the sender's answer.
 constexpr absl::Duration kAnswerGrace = absl::Milliseconds(500);
 // How long the sender's destructor waits for its threads before leaving
@@ -246,11 +251,14 @@ absl::Status ServeOne(SenderState& st, int k, PG& pg) {
   }
   int64_t bytes = 0;
   if (set.ok()) {
-    for (size_t i = 0; i < (*set)->buckets.size(); ++i) {
-      if ((*set)->buckets[i].numel() == 0) continue;
-      messages.push_back({(*set)->buckets[i]});
-      tags.push_back(kTagBucket0 + static_cast<int>(i));
-      bytes += (*set)->buckets[i].numel();
+    int slice = 0;
+    for (const at::Tensor& bucket : (*set)->buckets) {
+      for (int64_t off = 0; off < bucket.numel(); off += kSliceBytes) {
+        const int64_t n = std::min(kSliceBytes, bucket.numel() - off);
+        messages.push_back({bucket.narrow(0, off, n)});
+        tags.push_back(kTagBucket0 + slice++);
+      }
+      bytes += bucket.numel();
     }
   }
   // Post everything at once; the receiver has posted its bucket receives.
@@ -556,29 +564,49 @@ class GlooReceiver final : public Transport {
     Stopwatch transfer;
     absl::StatusOr<BucketSet> set = internal::DecodeHeader(header, &spare_);
     if (!set.ok()) return set.status();
-    std::vector<c10::intrusive_ptr<c10d::Work>> works(set->buckets.size());
+    struct Slice {
+      size_t bucket;
+      at::Tensor bytes;
+      c10::intrusive_ptr<c10d::Work> work;
+    };
+    std::vector<Slice> slices;
     try {
       for (size_t i = 0; i < set->buckets.size(); ++i) {
-        if (set->buckets[i].numel() == 0) continue;
-        std::vector<at::Tensor> v{set->buckets[i]};
-        works[i] = pg_->recv(v, 0, kTagBucket0 + static_cast<int>(i));
+        const at::Tensor& bucket = set->buckets[i];
+        for (int64_t off = 0; off < bucket.numel(); off += kSliceBytes) {
+          const int64_t n = std::min(kSliceBytes, bucket.numel() - off);
+          std::vector<at::Tensor> v{bucket.narrow(0, off, n)};
+          const int tag = kTagBucket0 + static_cast<int>(slices.size());
+          slices.push_back({i, v[0], pg_->recv(v, 0, tag)});
+        }
       }
     } catch (const std::exception& e) {
       return absl::UnavailableError(e.what());
     }
     const absl::Time io_deadline = absl::Now() + io;
     absl::Status corrupt;
-    for (size_t i = 0; i < works.size(); ++i) {
-      if (works[i]) {
-        absl::Status s = WaitWork(
-            works[i],
-            std::max(io_deadline - absl::Now(), absl::Milliseconds(1)),
-            "bucket");
-        if (!s.ok()) return s;
+    internal::Checksum64Stream sum;
+    size_t bucket = 0;
+    // Checks every bucket before `upto` (all of them complete).
+    auto settle = [&](size_t upto) {
+      for (; bucket < upto; ++bucket) {
+        if (corrupt.ok()) {
+          corrupt = internal::CheckBucketChecksum(*set, bucket, sum.Finish());
+        }
+        sum = internal::Checksum64Stream();
       }
-      // Checksum bucket i while the next ones arrive.
-      if (corrupt.ok()) corrupt = internal::VerifyBucket(*set, i);
+    };
+    for (Slice& slice : slices) {
+      absl::Status s = WaitWork(
+          slice.work,
+          std::max(io_deadline - absl::Now(), absl::Milliseconds(1)),
+          "bucket");
+      if (!s.ok()) return s;
+      settle(slice.bucket);
+      // Checksum this slice while the next ones arrive.
+      sum.Update(slice.bytes.data_ptr(), slice.bytes.numel());
     }
+    settle(set->buckets.size());
     answered_ = true;
     spare_ = set->buckets;
     transfer_seconds_ = transfer.Seconds();

@@ -115,7 +115,12 @@ absl::Status VerifyChecksums(const BucketSet& set) {
 
 absl::Status VerifyBucket(const BucketSet& set, size_t i) {
   const at::Tensor& b = set.buckets[i];
-  const uint64_t got = Checksum64(b.data_ptr(), b.numel());
+  return CheckBucketChecksum(set, i, Checksum64(b.data_ptr(), b.numel()));
+}
+
+absl::Status CheckBucketChecksum(const BucketSet& set, size_t i,
+                                 uint64_t got) {
+  const at::Tensor& b = set.buckets[i];
   if (got != set.checksums[i]) {
     return absl::DataLossError(absl::StrCat(
         "weightsync: version ", set.version, " bucket ", i, " of ",

@@ -59,6 +59,11 @@ void ComputeChecksums(BucketSet& set);
 // arrives). REQUIRES: set.checksums has an entry per bucket.
 [[nodiscard]] absl::Status VerifyBucket(const BucketSet& set, size_t i);
 
+// The same, given the checksum `got` of bucket `i`'s bytes (computed as they
+// arrived, Checksum64Stream).
+[[nodiscard]] absl::Status CheckBucketChecksum(const BucketSet& set, size_t i,
+                                               uint64_t got);
+
 // Returns FailedPrecondition naming the tensor unless `dst` holds exactly
 // the manifest's names (each once), each defined and with the manifest's
 // dtype and shape.

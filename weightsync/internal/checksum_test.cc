@@ -52,3 +52,23 @@ TEST(Checksum64Test, SwappedWordsAcrossLanesDiffer) {
 
 }  // namespace
 }  // namespace trellis::weightsync::internal
+
+namespace trellis::weightsync::internal {
+namespace {
+
+TEST(Checksum64StreamTest, AnySplitMatchesTheOneShot) {
+  for (size_t n : {0u, 1u, 31u, 32u, 33u, 100u, 1000u}) {
+    const auto data = RandomBytes(n, 11);
+    const uint64_t whole = Checksum64(data.data(), n);
+    for (size_t piece : {1u, 3u, 8u, 31u, 32u, 45u, 1000u}) {
+      Checksum64Stream s;
+      for (size_t off = 0; off < n; off += piece) {
+        s.Update(data.data() + off, std::min(piece, n - off));
+      }
+      EXPECT_EQ(s.Finish(), whole) << "n=" << n << " piece=" << piece;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trellis::weightsync::internal
