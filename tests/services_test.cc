@@ -1,0 +1,177 @@
+// Malformed calls to the role and scheduler services get INVALID_ARGUMENT
+// or FAILED_PRECONDITION with a message naming the field, and the service
+// keeps serving: the next good call succeeds.
+
+#include <grpcpp/grpcpp.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "actor/actor_service.h"
+#include "learner/learner_service.h"
+#include "model/tokenizer.h"
+#include "rpc/channel.h"
+#include "rpc/server.h"
+#include "scheduler/local_roles.h"
+#include "scheduler/scheduler_service.h"
+#include "tests/tiny_job.h"
+#include "weightsync/transport.h"
+
+namespace trellis {
+namespace {
+
+using ::testing::HasSubstr;
+
+template <typename Response>
+absl::Status StatusOf(const absl::StatusOr<Response>& r) {
+  return r.status();
+}
+
+class ServicesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    job_ = testing_util::TinyJob();
+    tokenizer_ = model::NewCharTokenizer();
+    transport_ = weightsync::NewInProcessTransport();
+    absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> learner =
+        scheduler::MakeLocalLearner(job_, *tokenizer_, transport_.get(), nullptr, "learner-0");
+    ASSERT_TRUE(learner.ok()) << learner.status();
+    learner_ = *std::move(learner);
+    actor_ = scheduler::MakeLocalActor(job_, tokenizer_.get(), transport_.get(), nullptr,
+                                       "actor-0");
+    const int64_t vocab = scheduler::VocabSize(job_, *tokenizer_);
+    learner_service_.Bind(learner_.get(), vocab);
+    actor_service_.Bind(actor_.get(), vocab);
+    ASSERT_TRUE(scheduler_service_.SetJob(job_).ok());
+    absl::StatusOr<std::unique_ptr<rpc::Server>> server = rpc::Server::Start(
+        "127.0.0.1:0", {&learner_service_, &actor_service_, &scheduler_service_});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = rpc::NewChannel(server_->address());
+  }
+
+  std::vector<int32_t> Ids(const std::string& text) { return *tokenizer_->Encode(text); }
+
+  v1::SftBatch GoodSftBatch() {
+    v1::SftBatch batch;
+    auto* pair = batch.add_pairs();
+    for (int id : Ids("1+2=")) pair->add_prompt_tokens(id);
+    for (int id : Ids("3")) pair->add_target_tokens(id);
+    return batch;
+  }
+
+  v1::JobConfig job_;
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<weightsync::Transport> transport_;
+  std::unique_ptr<learner::LearnerWorker> learner_;
+  std::unique_ptr<actor::RolloutWorker> actor_;
+  learner::LearnerService learner_service_{"learner-0"};
+  actor::ActorService actor_service_{"actor-0"};
+  scheduler::SchedulerService scheduler_service_{absl::Seconds(1)};
+  std::unique_ptr<rpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+TEST_F(ServicesTest, LearnerRefusesMalformedBatchesAndKeepsServing) {
+  auto learner = learner::NewGrpcLearnerClient(channel_, "learner-0", absl::Seconds(30));
+
+  absl::Status empty = StatusOf(learner->SftStep(v1::SftBatch()));
+  EXPECT_EQ(empty.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(empty.message()), HasSubstr("empty batch"));
+
+  v1::SftBatch bad_ids = GoodSftBatch();
+  bad_ids.mutable_pairs(0)->set_target_tokens(0, 100000);
+  absl::Status out_of_vocab = StatusOf(learner->SftStep(bad_ids));
+  EXPECT_EQ(out_of_vocab.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(out_of_vocab.message()), HasSubstr("pairs[0].target_tokens[0] = 100000"));
+
+  v1::TrainBatch wrong_shapes;
+  v1::TrainSample* s = wrong_shapes.add_samples();
+  s->add_prompt_tokens(1);
+  s->add_response_tokens(2);
+  s->add_response_tokens(3);
+  s->add_old_logprobs(-0.5f);  // One log-prob for two tokens.
+  absl::Status shapes = StatusOf(learner->TrainStep(wrong_shapes));
+  EXPECT_EQ(shapes.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(shapes.message()), HasSubstr("train sample 0 has 2 response tokens"));
+
+  absl::Status no_path = learner->SaveWeights("");
+  EXPECT_EQ(no_path.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_path.message()), HasSubstr("path"));
+
+  absl::StatusOr<v1::TrainStats> good = learner->SftStep(GoodSftBatch());
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_GT(good->loss(), 0);
+}
+
+TEST_F(ServicesTest, ActorRefusesBadPromptsAndCallsInTheWrongState) {
+  auto actor = actor::NewGrpcActorClient(channel_, "actor-0", absl::Seconds(30));
+  v1::GenerateRequest request;
+  request.set_responses_per_prompt(2);
+  request.mutable_sampling()->set_max_new_tokens(4);
+  request.mutable_sampling()->set_temperature(1);
+  v1::Prompt* prompt = request.add_prompts();
+  prompt->set_id(7);
+  for (int id : Ids("1+2=")) prompt->add_token_ids(id);
+
+  // No weights yet.
+  absl::Status early = StatusOf(actor->Generate(request));
+  EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(early.message()), HasSubstr("before any weights"));
+
+  ASSERT_TRUE(learner_->PublishWeights().ok());
+  ASSERT_TRUE(actor->SyncWeights(0).ok());
+
+  v1::GenerateRequest negative = request;
+  negative.mutable_prompts(0)->set_token_ids(1, -3);
+  absl::Status bad = StatusOf(actor->Generate(negative));
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("prompts[0].token_ids[1] = -3"));
+
+  v1::GenerateRequest no_tokens = request;
+  no_tokens.mutable_sampling()->set_max_new_tokens(0);
+  EXPECT_EQ(StatusOf(actor->Generate(no_tokens)).code(), absl::StatusCode::kInvalidArgument);
+
+  absl::StatusOr<v1::GenerateResponse> good = actor->Generate(request);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->samples_size(), 2);
+}
+
+TEST_F(ServicesTest, SchedulerRefusesUnknownJobsAndMalformedReports) {
+  auto stub = v1::Scheduler::NewStub(channel_);
+  v1::JobStatusRequest unknown;
+  unknown.set_job_id("no-such-job");
+  absl::Status status = StatusOf(rpc::Call(*stub, &v1::Scheduler::Stub::GetJobStatus, unknown,
+                                           absl::Seconds(5), "scheduler"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("unknown job 'no-such-job'"));
+
+  v1::JobConfig second = job_;
+  absl::Status busy = StatusOf(rpc::Call(*stub, &v1::Scheduler::Stub::SubmitJob, second,
+                                         absl::Seconds(5), "scheduler"));
+  EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition);
+
+  v1::RegisterRequest no_address;
+  no_address.set_role(v1::ACTOR);
+  absl::Status reg = StatusOf(rpc::Call(*stub, &v1::Scheduler::Stub::Register, no_address,
+                                        absl::Seconds(5), "scheduler"));
+  EXPECT_EQ(reg.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(reg.message()), HasSubstr("address"));
+
+  v1::LedgerReport report;
+  report.set_worker_id("actor-0");
+  report.add_records()->mutable_object()->set_object("unicorns");
+  absl::Status bad_report = StatusOf(rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, report,
+                                               absl::Seconds(5), "scheduler"));
+  EXPECT_EQ(bad_report.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad_report.message()), HasSubstr("records[0].object.object: unknown object"));
+
+  v1::JobStatusRequest known;
+  known.set_job_id(job_.name());
+  absl::StatusOr<v1::JobStatus> good = rpc::Call(*stub, &v1::Scheduler::Stub::GetJobStatus,
+                                                 known, absl::Seconds(5), "scheduler");
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->state(), "placing");
+}
+
+}  // namespace
+}  // namespace trellis
