@@ -13,18 +13,11 @@
 #include "weightsync/gloo_transport.h"
 
 #include <ATen/ATen.h>
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -39,6 +32,7 @@
 #include "weightsync/internal/bucket_set.h"
 #include "weightsync/internal/checksum.h"
 #include "weightsync/internal/staging.h"
+#include "weightsync/internal/tcp_store.h"
 #include "weightsync/internal/wire.h"
 
 namespace trellis::weightsync {
@@ -47,6 +41,9 @@ namespace {
 using internal::BucketSet;
 using internal::Stopwatch;
 using PG = c10d::ProcessGroupGloo;
+using internal::ConnectStore;
+using internal::ToMs;
+using internal::WaitForListener;
 
 constexpr int kTagRequest = 1;
 constexpr int kTagPreamble = 2;
@@ -62,11 +59,6 @@ constexpr absl::Duration kAnswerGrace = absl::Milliseconds(500);
 // How long the sender's destructor waits for its threads before leaving
 // them to finish on their own.
 constexpr absl::Duration kStopGrace = absl::Seconds(3);
-
-std::chrono::milliseconds ToMs(absl::Duration d) {
-  return std::chrono::milliseconds(
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
-}
 
 std::string GenerationKey(int slot) {
   return absl::StrCat("slot/", slot, "/generation");
@@ -110,59 +102,6 @@ absl::StatusOr<c10::intrusive_ptr<PG>> ConnectPair(
     return absl::UnavailableError(absl::StrCat(
         "weightsync gloo: pair rendezvous of receiver slot ", slot,
         " failed: ", e.what()));
-  }
-}
-
-// Returns OK once something accepts TCP connections at host:port, retrying
-// until `deadline`. c10d's own connect timeout counts whole seconds (a
-// shorter one fails at once), so receivers probe first with this.
-absl::Status WaitForListener(const std::string& host, int port,
-                             absl::Time deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
-      rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
-  }
-  std::string error = "no address";
-  while (true) {
-    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-      const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-      if (fd < 0) continue;
-      const bool ok = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
-      if (!ok) error = std::strerror(errno);
-      close(fd);
-      if (ok) {
-        freeaddrinfo(found);
-        return absl::OkStatus();
-      }
-    }
-    if (absl::Now() + absl::Milliseconds(20) >= deadline) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  freeaddrinfo(found);
-  return absl::DeadlineExceededError(absl::StrCat(
-      "nothing listens at ", host, ":", port, " (", error, ")"));
-}
-
-absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> ConnectStore(
-    const GlooEndpoint& ep, bool server, absl::Duration timeout) {
-  c10d::TCPStoreOptions opts;
-  opts.port = static_cast<uint16_t>(ep.port);
-  opts.isServer = server;
-  opts.waitWorkers = false;
-  opts.timeout = std::max(ToMs(timeout), std::chrono::milliseconds(1000));
-  try {
-    return c10::make_intrusive<c10d::TCPStore>(ep.host, opts);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("weightsync gloo: ", server ? "hosting" : "reaching",
-                     " the sender's store at ", ep.host, ":", ep.port,
-                     ": ", e.what()));
   }
 }
 
@@ -297,7 +236,8 @@ absl::Status ServeOne(SenderState& st, int k, PG& pg) {
 
 void ServeSlot(std::shared_ptr<SenderState> st, int k) {
   absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-      ConnectStore(st->endpoint, /*server=*/false, st->endpoint.connect_timeout);
+      ConnectStore(st->endpoint.host, st->endpoint.port, /*server=*/false,
+                   st->endpoint.connect_timeout);
   int64_t served = 0;
   while (store.ok() && !st->stopping) {
     int64_t generation = 0;
@@ -330,7 +270,8 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
 // old connection may be dead without the socket telling us).
 void Monitor(std::shared_ptr<SenderState> st) {
   absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-      ConnectStore(st->endpoint, /*server=*/false, st->endpoint.connect_timeout);
+      ConnectStore(st->endpoint.host, st->endpoint.port, /*server=*/false,
+                   st->endpoint.connect_timeout);
   const int n = st->endpoint.num_receivers;
   while (store.ok() && !st->stopping) {
     for (int k = 0; k < n && !st->stopping; ++k) {
@@ -475,7 +416,7 @@ class GlooReceiver final : public Transport {
         return s;
       }
       absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-          ConnectStore(ep_, /*server=*/false, budget);
+          ConnectStore(ep_.host, ep_.port, /*server=*/false, budget);
       if (!store.ok()) return store.status();
       store_ = *std::move(store);
     }
@@ -653,7 +594,8 @@ absl::StatusOr<std::unique_ptr<Transport>> NewGlooSender(
   }
   auto st = std::make_shared<SenderState>(endpoint, options);
   absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> server =
-      ConnectStore(endpoint, /*server=*/true, endpoint.connect_timeout);
+      ConnectStore(endpoint.host, endpoint.port, /*server=*/true,
+                   endpoint.connect_timeout);
   if (!server.ok()) return server.status();
   st->server = *std::move(server);
   try {
@@ -679,37 +621,7 @@ absl::StatusOr<std::unique_ptr<Transport>> NewGlooReceiver(
 }
 
 absl::StatusOr<int> PickFreeTcpPort(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(host.c_str(), "0", &hints, &found); rc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PickFreeTcpPort: cannot resolve ", host, ": ", gai_strerror(rc)));
-  }
-  std::string error = "no address";
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      close(fd);
-      freeaddrinfo(found);
-      const int port =
-          addr.ss_family == AF_INET6
-              ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-              : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-      return port;
-    }
-    error = std::strerror(errno);
-    close(fd);
-  }
-  freeaddrinfo(found);
-  return absl::UnavailableError(
-      absl::StrCat("PickFreeTcpPort: cannot bind on ", host, ": ", error));
+  return internal::FreeTcpPort(host);
 }
 
 }  // namespace trellis::weightsync

@@ -92,6 +92,13 @@ std::string TransportFactoryName(
   return info.param.name;
 }
 
+void TransportConformanceTest::SetUp() {
+  if (GetParam().unavailable) {
+    const std::string reason = GetParam().unavailable();
+    if (!reason.empty()) GTEST_SKIP() << reason;
+  }
+}
+
 TransportPair TransportConformanceTest::Make(int64_t bucket_bytes) {
   TransportOptions options;
   options.bucket_bytes = bucket_bytes;

@@ -36,6 +36,9 @@ struct TransportFactory {
   // the receiver will see it. Null when the transport cannot inject that
   // fault: the corruption tests then skip.
   std::function<absl::Status(TransportPair&, int bucket)> corrupt;
+  // Why the transport cannot run on this machine (no GPU, say), or empty.
+  // Null means it always can. Every test skips with this reason.
+  std::function<std::string()> unavailable;
 };
 
 // For INSTANTIATE_TEST_SUITE_P: names each instance after its factory.
@@ -45,6 +48,7 @@ std::string TransportFactoryName(
 class TransportConformanceTest
     : public ::testing::TestWithParam<TransportFactory> {
  protected:
+  void SetUp() override;
   // Fails the test (and returns an empty pair) if the factory fails.
   TransportPair Make(int64_t bucket_bytes);
 };
