@@ -179,6 +179,13 @@ TEST(ValidateJob, EachRuleNamesItsField) {
       {"data: {arithmetic: {num_problems: 1}}", "data.arithmetic.num_problems: must be >= 2"},
       {"data: {arithmetic: {eval_fraction: 1}}", "data.arithmetic.eval_fraction: must be in (0, 1)"},
       {"runtime: {num_threads: -2}", "runtime.num_threads: must be >= 0"},
+      {"deployment: {actor: {count: 0}}", "deployment.actor.count: must be >= 1, found 0"},
+      {"deployment: {learner: {count: 2}}", "deployment.learner.count: must be 1, found 2"},
+      {"deployment: {weight_transport: tcp}",
+       "deployment.weight_transport: must be one of gloo, grpc, nccl, found \"tcp\""},
+      {"deployment: {heartbeat_interval_ms: 500, heartbeat_timeout_ms: 400}",
+       "deployment.heartbeat_timeout_ms: must be > deployment.heartbeat_interval_ms"},
+      {"deployment: {verifier: {pool: ''}}", "deployment.verifier.pool: must be a pool name"},
   };
   for (const auto& [yaml, expected] : cases) {
     absl::Status s = ValidateYaml(yaml);

@@ -137,6 +137,34 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   CheckOptimizer("grpo.optimizer.", g.optimizer(), c);
 }
 
+void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
+  c.AtLeast("deployment.actor.count", d.actor().count(), 1);
+  // One learner, reference and verifier worker: the loop drives one of each.
+  for (const auto& [name, role] : {std::pair{"learner", &d.learner()},
+                                   std::pair{"reference", &d.reference()},
+                                   std::pair{"verifier", &d.verifier()}}) {
+    c.Require(role->count() == 1, absl::StrCat("deployment.", name, ".count"), "1",
+              role->count());
+  }
+  for (const auto& [name, role] : {std::pair{"actor", &d.actor()},
+                                   std::pair{"learner", &d.learner()},
+                                   std::pair{"reference", &d.reference()},
+                                   std::pair{"verifier", &d.verifier()}}) {
+    c.NonNegative(absl::StrCat("deployment.", name, ".gpus_per_worker"), role->gpus_per_worker());
+    c.Require(!role->pool().empty(), absl::StrCat("deployment.", name, ".pool"), "a pool name",
+              "\"\"");
+  }
+  const std::string& t = d.weight_transport();
+  c.Require(t == "gloo" || t == "grpc" || t == "nccl", "deployment.weight_transport",
+            "one of gloo, grpc, nccl", absl::StrCat("\"", t, "\""));
+  c.Positive("deployment.bucket_bytes", d.bucket_bytes());
+  c.Positive("deployment.heartbeat_interval_ms", d.heartbeat_interval_ms());
+  c.Require(d.heartbeat_timeout_ms() > d.heartbeat_interval_ms(),
+            "deployment.heartbeat_timeout_ms", "> deployment.heartbeat_interval_ms",
+            d.heartbeat_timeout_ms());
+  c.Positive("deployment.call_timeout_ms", d.call_timeout_ms());
+}
+
 }  // namespace
 
 absl::Status ValidateJob(const v1::JobConfig& job) {
@@ -148,6 +176,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   c.AtLeast("eval.batch_size", job.eval().batch_size(), 1);
   c.NonNegative("runtime.num_threads", job.runtime().num_threads());
   c.NonNegative("runtime.checkpoint_every", job.runtime().checkpoint_every());
+  CheckDeployment(job.deployment(), c);
   return c.status();
 }
 

@@ -22,6 +22,7 @@
 #include "trellis/v1/scheduler.grpc.pb.h"
 #include "verifier/verifier_service.h"
 #include "weightsync/gloo_transport.h"
+#include "weightsync/grpc_transport.h"
 
 namespace trellis::launch {
 namespace {
@@ -71,14 +72,22 @@ std::string HostOf(const std::string& address) {
   return address.substr(0, address.rfind(':'));
 }
 
+// The worker's end of the weight transport. The learner's gRPC sender was
+// made before its server started (its service is on that server); it is
+// used when the job asks for "grpc".
 absl::StatusOr<std::unique_ptr<weightsync::Transport>> MakeTransport(
-    const v1::TransportAssignment& t, bool sender, int port) {
+    const v1::TransportAssignment& t, bool sender, int gloo_port,
+    std::unique_ptr<weightsync::GrpcSender>& grpc_sender) {
   weightsync::TransportOptions options;
   options.bucket_bytes = t.bucket_bytes();
+  if (t.kind() == "grpc") {
+    if (sender) return std::unique_ptr<weightsync::Transport>(std::move(grpc_sender));
+    return weightsync::NewGrpcReceiver(t.address(), options);
+  }
   if (t.kind() == "gloo") {
     weightsync::GlooEndpoint endpoint;
     endpoint.host = HostOf(t.address());
-    endpoint.port = sender ? port : std::stoi(t.address().substr(t.address().rfind(':') + 1));
+    endpoint.port = sender ? gloo_port : std::stoi(t.address().substr(t.address().rfind(':') + 1));
     endpoint.num_receivers = t.num_receivers();
     endpoint.receiver_index = sender ? -1 : t.receiver_index();
     return sender ? weightsync::NewGlooSender(endpoint, options)
@@ -86,7 +95,7 @@ absl::StatusOr<std::unique_ptr<weightsync::Transport>> MakeTransport(
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "deployment.weight_transport: '", t.kind(), "' is not available to launched jobs here "
-      "(expected gloo)"));
+      "(expected gloo or grpc)"));
 }
 
 // Sends every ledger object record of this worker to the scheduler.
@@ -125,18 +134,24 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   reference::ReferenceService reference_service(role);
   auto deferred_verifier = std::make_shared<DeferredVerifier>();
   std::unique_ptr<v1::Verifier::Service> verifier_service;
-  grpc::Service* service = nullptr;
+  // The learner also serves its weights over gRPC, for jobs that ask for
+  // the grpc transport.
+  std::unique_ptr<weightsync::GrpcSender> grpc_sender;
+  std::vector<grpc::Service*> services;
   switch (options.role) {
-    case v1::ACTOR: service = &actor_service; break;
-    case v1::LEARNER: service = &learner_service; break;
-    case v1::REFERENCE: service = &reference_service; break;
+    case v1::ACTOR: services = {&actor_service}; break;
+    case v1::LEARNER:
+      grpc_sender = weightsync::NewGrpcSender();
+      services = {&learner_service, grpc_sender->service()};
+      break;
+    case v1::REFERENCE: services = {&reference_service}; break;
     case v1::VERIFIER:
       verifier_service = verifier::NewVerifierService(deferred_verifier);
-      service = verifier_service.get();
+      services = {verifier_service.get()};
       break;
     default: return absl::InvalidArgumentError("role: unspecified");
   }
-  absl::StatusOr<std::unique_ptr<rpc::Server>> server = rpc::Server::Start(options.listen, {service});
+  absl::StatusOr<std::unique_ptr<rpc::Server>> server = rpc::Server::Start(options.listen, services);
   if (!server.ok()) return server.status();
 
   v1::RegisterRequest request;
@@ -182,7 +197,8 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   std::unique_ptr<reference::ReferenceWorker> reference;
   if (options.role == v1::ACTOR || options.role == v1::LEARNER) {
     absl::StatusOr<std::unique_ptr<weightsync::Transport>> t =
-        MakeTransport(assignment->transport(), options.role == v1::LEARNER, transport_port);
+        MakeTransport(assignment->transport(), options.role == v1::LEARNER, transport_port,
+                      grpc_sender);
     if (!t.ok()) return t.status();
     transport = *std::move(t);
   }

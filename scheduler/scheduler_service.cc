@@ -93,7 +93,13 @@ grpc::Status SchedulerService::Register(grpc::ServerContext*, const v1::Register
   t->set_bucket_bytes(d.bucket_bytes());
   t->set_num_receivers(registry->Expected(v1::ACTOR));
   const std::vector<WorkerInfo> learners = registry->Workers(v1::LEARNER);
-  if (!learners.empty()) t->set_address(learners.front().request.transport_address());
+  // gloo: the learner's TCPStore; grpc: its WeightStream service, which it
+  // serves beside the Learner service.
+  if (!learners.empty()) {
+    const v1::RegisterRequest& learner = learners.front().request;
+    t->set_address(d.weight_transport() == "grpc" ? learner.address()
+                                                  : learner.transport_address());
+  }
   t->set_receiver_index(-1);
   if (request->role() == v1::ACTOR) {
     for (const WorkerInfo& w : registry->Workers(v1::ACTOR)) {

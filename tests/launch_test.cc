@@ -37,7 +37,7 @@ using testing_util::WriteText;
 
 // One-digit sums after 30 SFT steps, half credit for a wrong number: the
 // rewards vary, so a mismatch between the runs would show.
-v1::JobConfig Job(int actors, int steps) {
+v1::JobConfig Job(int actors, int steps, const std::string& transport = "gloo") {
   v1::JobConfig job = testing_util::TinyJob();
   job.mutable_data()->mutable_arithmetic()->set_max_digits(1);
   job.mutable_data()->mutable_arithmetic()->set_num_problems(100);
@@ -48,6 +48,7 @@ v1::JobConfig Job(int actors, int steps) {
   d->mutable_actor()->set_count(actors);
   d->set_heartbeat_interval_ms(200);
   d->set_heartbeat_timeout_ms(2000);
+  d->set_weight_transport(transport);
   return job;
 }
 
@@ -81,21 +82,21 @@ bool WaitFor(Fn ready, int seconds) {
   return false;
 }
 
-class LaunchTest : public ::testing::Test {
+class LaunchTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     root_ = fs::path(::testing::TempDir()) /
-            ("launch_test_" + std::string(::testing::UnitTest::GetInstance()
-                                              ->current_test_info()
-                                              ->name()));
+            ("launch_test_" + std::to_string(::getpid()) + "_" +
+             std::to_string(reinterpret_cast<uintptr_t>(this)));
     fs::remove_all(root_);
     fs::create_directories(root_);
   }
   fs::path root_;
 };
 
-TEST_F(LaunchTest, OneActorMatchesTheEmbeddedRunExactly) {
-  WriteText(root_ / "job.yaml", config::ResolvedJobYaml(Job(1, 6)));
+// Over each weight transport (the parameter).
+TEST_P(LaunchTest, OneActorMatchesTheEmbeddedRunExactly) {
+  WriteText(root_ / "job.yaml", config::ResolvedJobYaml(Job(1, 6, GetParam())));
   const int embedded = Wait(StartTrellis(
       {"run", (root_ / "job.yaml").string(), "--out", (root_ / "embedded").string()},
       root_ / "embedded.log"));
@@ -122,6 +123,9 @@ TEST_F(LaunchTest, OneActorMatchesTheEmbeddedRunExactly) {
   EXPECT_THAT(ledger, HasSubstr(R"("object":"kv_cache","role":"actor-0")"));
   ExpectNoneLeft(Processes(root_ / "launched"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, LaunchTest, ::testing::Values("gloo", "grpc"),
+                         [](const auto& info) { return info.param; });
 
 TEST_F(LaunchTest, PythonClientChecksEveryServiceThenAKilledActorsWorkIsRedone) {
   constexpr int kSteps = 150;
