@@ -5,7 +5,7 @@
 //       the built-in default: GRPO on the arithmetic task, on CPU.
 //   trellis run --resume RUN_DIR
 //       Continues the run in RUN_DIR from its newest checkpoint.
-//   trellis launch [JOB.yaml] [--out DIR] [--seed N]
+//   trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml]
 //       The same job with the scheduler and every role a process of its own.
 //   trellis serve ROLE --scheduler ADDR [--listen HOST:PORT] [--index K]
 //   trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]
@@ -35,7 +35,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: trellis run [JOB.yaml] [--out DIR] [--seed N]\n"
     "       trellis run --resume RUN_DIR\n"
-    "       trellis launch [JOB.yaml] [--out DIR] [--seed N]\n"
+    "       trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml]\n"
     "       trellis serve ROLE --scheduler HOST:PORT [--listen HOST:PORT] [--index K]\n"
     "       trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]\n"
     "                               [--address-file FILE]\n"
@@ -46,7 +46,8 @@ constexpr char kUsage[] =
     "          --resume continues the run in RUN_DIR (its job.yaml) from its\n"
     "          newest checkpoint (runtime.checkpoint_every) and writes there.\n"
     "  launch  the same job with the scheduler and every role (deployment.*.count\n"
-    "          of each) a separate process on this host.\n"
+    "          of each) a separate process on this host, placed on the pools of\n"
+    "          --cluster (default: this host as the pool \"local\").\n"
     "  serve   one service: ROLE is actor, learner, reference or verifier; the\n"
     "          scheduler serves the job given, or the first one submitted.\n"
     "  verify  score samples with one verifier, no training.\n";
@@ -107,7 +108,10 @@ std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
 int RunOrLaunch(const std::string& command, const std::vector<std::string>& args) {
   std::map<std::string, std::string> flags;
   std::vector<std::string> positional;
-  if (!ParseFlags(command, args, {"--out", "--seed", "--resume"}, flags, positional)) return 2;
+  std::set<std::string> known = {"--out", "--seed"};
+  if (command == "run") known.insert("--resume");
+  if (command == "launch") known.insert("--cluster");
+  if (!ParseFlags(command, args, known, flags, positional)) return 2;
   if (positional.size() > 1) {
     std::cerr << "trellis " << command << ": more than one job file (" << positional[0] << ", "
               << positional[1] << ")\n" << kUsage;
@@ -131,8 +135,15 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
   if (command == "run") {
     return ExitCode(command, trellis::scheduler::RunEmbeddedJob(*job, out_dir, std::cout));
   }
-  return ExitCode(command,
-                  trellis::launch::LaunchLocal(*job, out_dir, "/proc/self/exe", std::cout));
+  trellis::v1::ClusterSpec cluster = trellis::launch::ThisHost();
+  if (flags.count("--cluster")) {
+    cluster.Clear();
+    if (absl::Status s = trellis::config::LoadYamlFile(flags["--cluster"], &cluster); !s.ok()) {
+      return ExitCode(command, s);
+    }
+  }
+  return ExitCode(command, trellis::launch::LaunchLocal(*job, cluster, out_dir,
+                                                        "/proc/self/exe", std::cout));
 }
 
 int Serve(const std::vector<std::string>& args) {

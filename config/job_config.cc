@@ -156,40 +156,52 @@ class YamlReader {
 
 }  // namespace
 
-absl::StatusOr<v1::JobConfig> ParseJobYaml(const std::string& text,
-                                           const std::string& source) {
-  v1::JobConfig job;
+absl::Status ParseYamlInto(const std::string& text, const std::string& source,
+                           google::protobuf::Message* message) {
   YamlReader reader(source);
   try {
     YAML::Node root = YAML::Load(text);
-    if (root.IsNull()) return job;
+    if (root.IsNull()) return absl::OkStatus();
     if (!root.IsMap()) {
-      return reader.Error(root, "", absl::StrCat("expected a map of job fields, found ",
-                                                 Describe(root)));
+      return reader.Error(root, "", absl::StrCat("expected a map of ",
+                                                 message->GetDescriptor()->name(),
+                                                 " fields, found ", Describe(root)));
     }
-    absl::Status s = reader.ReadMessage(root, "", &job);
-    if (!s.ok()) return s;
+    return reader.ReadMessage(root, "", message);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": bad YAML: ", e.msg));
   }
-  return job;
 }
 
-absl::StatusOr<v1::JobConfig> LoadJobFile(const std::string& path) {
+absl::Status LoadYamlFile(const std::string& path, google::protobuf::Message* message) {
+  const std::string what = message->GetDescriptor()->name() == "JobConfig" ? "job" : "config";
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return absl::NotFoundError(
-        absl::StrCat("cannot read job file ", path, ": it is a directory"));
+        absl::StrCat("cannot read ", what, " file ", path, ": it is a directory"));
   }
   std::ifstream in(path, std::ios::binary);
   std::stringstream buf;
   if (in) buf << in.rdbuf();
   if (!in || in.bad()) {
     return absl::NotFoundError(
-        absl::StrCat("cannot read job file ", path, ": ", std::strerror(errno)));
+        absl::StrCat("cannot read ", what, " file ", path, ": ", std::strerror(errno)));
   }
-  return ParseJobYaml(buf.str(), path);
+  return ParseYamlInto(buf.str(), path, message);
+}
+
+absl::StatusOr<v1::JobConfig> ParseJobYaml(const std::string& text,
+                                           const std::string& source) {
+  v1::JobConfig job;
+  if (absl::Status s = ParseYamlInto(text, source, &job); !s.ok()) return s;
+  return job;
+}
+
+absl::StatusOr<v1::JobConfig> LoadJobFile(const std::string& path) {
+  v1::JobConfig job;
+  if (absl::Status s = LoadYamlFile(path, &job); !s.ok()) return s;
+  return job;
 }
 
 }  // namespace trellis::config

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "google/protobuf/message.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::config {
@@ -18,6 +19,13 @@ namespace trellis::config {
 // names the text in messages (a path, or "<default>").
 [[nodiscard]] absl::StatusOr<v1::JobConfig> ParseJobYaml(
     const std::string& text, const std::string& source = "<yaml>");
+
+// The same for any config message (a cluster spec, ...): YAML `text` into
+// `message`.
+[[nodiscard]] absl::Status ParseYamlInto(const std::string& text, const std::string& source,
+                                         google::protobuf::Message* message);
+[[nodiscard]] absl::Status LoadYamlFile(const std::string& path,
+                                        google::protobuf::Message* message);
 
 // Reads and parses a job file.
 [[nodiscard]] absl::StatusOr<v1::JobConfig> LoadJobFile(const std::string& path);

@@ -105,7 +105,7 @@ TEST(ParseJobYaml, WrongTypeNamesFieldAndValue) {
   s = ParseError("sampling:\n  temperature:\n");
   EXPECT_THAT(s.message(), HasSubstr("job.yaml:2: sampling.temperature: expected a number"));
   s = ParseError("- a\n- b\n");
-  EXPECT_THAT(s.message(), HasSubstr("expected a map of job fields, found a list"));
+  EXPECT_THAT(s.message(), HasSubstr("expected a map of JobConfig fields, found a list"));
 }
 
 TEST(ParseJobYaml, OutOfRangeIntegersAndFloats) {

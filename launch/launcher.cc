@@ -17,7 +17,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/strings/str_join.h"
 #include "config/job_config.h"
+#include "scheduler/placement.h"
 
 namespace trellis::launch {
 namespace {
@@ -42,8 +44,8 @@ std::string Describe(int status) {
 
 // Starts `argv` with stdout and stderr into a pipe whose lines go to `out`
 // prefixed with "[name] ". The child dies with the launcher.
-absl::Status Spawn(Child& child, const std::vector<std::string>& argv, std::ostream& out,
-                   std::mutex& out_mu) {
+absl::Status Spawn(Child& child, const std::vector<std::string>& argv,
+                   const std::vector<int>& gpus, std::ostream& out, std::mutex& out_mu) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   const pid_t parent = getpid();
@@ -54,6 +56,7 @@ absl::Status Spawn(Child& child, const std::vector<std::string>& argv, std::ostr
     if (getppid() != parent) _exit(1);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
+    if (!gpus.empty()) setenv("CUDA_VISIBLE_DEVICES", absl::StrJoin(gpus, ",").c_str(), 1);
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -123,10 +126,34 @@ absl::Status WriteFile(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
+bool IsThisHost(const std::string& host) {
+  if (host == "127.0.0.1" || host == "localhost" || host == "::1") return true;
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return host == name;
+}
+
 }  // namespace
 
-absl::Status LaunchLocal(const v1::JobConfig& job, const std::string& out_dir,
-                         const std::string& trellis_binary, std::ostream& progress) {
+v1::ClusterSpec ThisHost() {
+  int gpus = 0;
+  std::error_code ec;
+  while (std::filesystem::exists(absl::StrCat("/dev/nvidia", gpus), ec)) ++gpus;
+  return scheduler::LocalCluster(gpus, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
+                         const std::string& out_dir, const std::string& trellis_binary,
+                         std::ostream& progress) {
+  absl::StatusOr<std::vector<scheduler::WorkerPlacement>> placed = scheduler::Place(job, cluster);
+  if (!placed.ok()) return placed.status();
+  for (const scheduler::WorkerPlacement& p : *placed) {
+    if (!IsThisHost(p.host)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          p.id, " is placed on node ", p.node, " (host ", p.host,
+          "); trellis launch starts processes on this host only"));
+    }
+  }
   const std::string dir = out_dir + "/launch";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -145,14 +172,15 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const std::string& out_dir,
 
   std::mutex out_mu;
   std::vector<std::unique_ptr<Child>> children;
-  auto start = [&](const std::string& name, std::vector<std::string> argv) {
+  auto start = [&](const std::string& name, std::vector<std::string> argv,
+                   const std::vector<int>& gpus) {
     children.push_back(std::make_unique<Child>());
     children.back()->name = name;
     argv.insert(argv.begin(), trellis_binary);
-    return Spawn(*children.back(), argv, progress, out_mu);
+    return Spawn(*children.back(), argv, gpus, progress, out_mu);
   };
   absl::Status status = start("scheduler", {"serve", "scheduler", "--job", job_path, "--out",
-                                            out_dir, "--address-file", address_file});
+                                            out_dir, "--address-file", address_file}, {});
   // The scheduler's bound address, once it serves.
   std::string scheduler;
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -169,17 +197,11 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const std::string& out_dir,
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
-  const v1::DeploymentConfig& d = job.deployment();
-  const std::vector<std::pair<std::string, int>> roles = {
-      {"learner", d.learner().count()},
-      {"reference", job.grpo().kl_coef() > 0 ? d.reference().count() : 0},
-      {"verifier", d.verifier().count()},
-      {"actor", d.actor().count()}};
-  for (const auto& [role, count] : roles) {
-    for (int i = 0; status.ok() && i < count; ++i) {
-      status = start(absl::StrCat(role, "-", i), {"serve", role, "--scheduler", scheduler,
-                                                  "--index", absl::StrCat(i)});
-    }
+  for (const scheduler::WorkerPlacement& p : *placed) {
+    if (!status.ok()) break;
+    status = start(p.id, {"serve", p.role, "--scheduler", scheduler, "--index",
+                          absl::StrCat(p.index)},
+                   p.gpus);
   }
   if (status.ok()) {
     std::string table;

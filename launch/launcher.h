@@ -13,12 +13,23 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "trellis/v1/cluster.pb.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::launch {
 
-// `trellis` binary to start the processes with (normally /proc/self/exe).
-[[nodiscard]] absl::Status LaunchLocal(const v1::JobConfig& job, const std::string& out_dir,
+// This host as a cluster: one pool "local" with its GPUs (/dev/nvidiaN)
+// and cores.
+v1::ClusterSpec ThisHost();
+
+// Places the job on `cluster` (scheduler/placement.h) first: a job that
+// does not fit is refused, naming the pool and the shortfall, before any
+// process starts. Every node it uses must be this host (other hosts are
+// for Slurm or Kubernetes). Each worker sees only its GPUs
+// (CUDA_VISIBLE_DEVICES). `trellis_binary` starts the processes (normally
+// /proc/self/exe).
+[[nodiscard]] absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
+                                       const std::string& out_dir,
                                        const std::string& trellis_binary,
                                        std::ostream& progress);
 

@@ -4,11 +4,14 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/actor_service.h"
 #include "learner/learner_service.h"
@@ -64,6 +67,13 @@ v1::Capabilities Capabilities() {
   caps.set_hostname(host);
   caps.set_cpus(static_cast<int>(std::thread::hardware_concurrency()));
   caps.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE));
+  // The devices the launcher pinned this worker to.
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
+    for (absl::string_view d : absl::StrSplit(visible, ',', absl::SkipEmpty())) {
+      int ordinal = 0;
+      if (absl::SimpleAtoi(d, &ordinal)) caps.add_gpus(ordinal);
+    }
+  }
   return caps;
 }
 

@@ -88,6 +88,7 @@ grpc::Status SchedulerService::Register(grpc::ServerContext*, const v1::Register
   *response->mutable_job() = job;
   response->set_heartbeat_interval_ms(d.heartbeat_interval_ms());
   response->set_node(request->capabilities().hostname());
+  *response->mutable_gpus() = request->capabilities().gpus();
   v1::TransportAssignment* t = response->mutable_transport();
   t->set_kind(d.weight_transport());
   t->set_bucket_bytes(d.bucket_bytes());

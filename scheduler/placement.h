@@ -1,0 +1,44 @@
+#ifndef TRELLIS_SCHEDULER_PLACEMENT_H_
+#define TRELLIS_SCHEDULER_PLACEMENT_H_
+
+// Placing a job's workers on a cluster's pools: each role's workers go to
+// the pool deployment.<role>.pool names, each worker on a node with
+// gpus_per_worker free GPUs (pinned to those device ordinals) and a CPU
+// core. Roles sharing a pool share its nodes; GPUs are never shared by two
+// workers (time-slicing colocated roles on one device is a job setting,
+// not a placement). When the cluster cannot hold the job, the error names
+// the pool and the shortfall.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trellis/v1/cluster.pb.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::scheduler {
+
+struct WorkerPlacement {
+  std::string id;  // "<role>-<index>"
+  std::string role;
+  int index = 0;
+  std::string pool;
+  std::string node;
+  std::string host;
+  std::vector<int> gpus;  // Device ordinals on the node.
+};
+
+// This host as a one-node pool "local": `gpus` GPUs, `cpus` cores.
+v1::ClusterSpec LocalCluster(int gpus, int cpus);
+
+// Every worker of `job` (learner, reference when grpo.kl_coef > 0,
+// verifier, actors) placed first-fit, in that order. InvalidArgument for a
+// spec without pools, a pool without nodes or a duplicate name;
+// FailedPrecondition naming the pool and what is short ("pool gpu: the job
+// needs 4 GPUs for actor, learner; 2 of 3 free") when it does not fit.
+[[nodiscard]] absl::StatusOr<std::vector<WorkerPlacement>> Place(
+    const v1::JobConfig& job, const v1::ClusterSpec& cluster);
+
+}  // namespace trellis::scheduler
+
+#endif  // TRELLIS_SCHEDULER_PLACEMENT_H_

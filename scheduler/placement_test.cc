@@ -1,0 +1,96 @@
+#include "scheduler/placement.h"
+
+#include "config/job_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trellis::scheduler {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::ClusterSpec Cluster(const std::string& yaml) {
+  v1::ClusterSpec cluster;
+  absl::Status s = config::ParseYamlInto(yaml, "<test>", &cluster);
+  EXPECT_TRUE(s.ok()) << s;
+  return cluster;
+}
+
+v1::JobConfig Job(const std::string& deployment_yaml) {
+  absl::StatusOr<v1::JobConfig> job = config::ParseJobYaml(deployment_yaml);
+  EXPECT_TRUE(job.ok()) << job.status();
+  return *job;
+}
+
+constexpr char kTwoPools[] = R"yaml(
+pools:
+  - name: train
+    nodes: [{name: t0, gpus: 2, cpus: 16}]
+  - name: rollout
+    nodes: [{name: r0, gpus: 2, cpus: 16}, {name: r1, gpus: 1, cpus: 16}]
+)yaml";
+
+TEST(PlacementTest, DisaggregatedRolesGetTheirPoolsAndDistinctGpus) {
+  absl::StatusOr<std::vector<WorkerPlacement>> placed =
+      Place(Job("deployment: {learner: {pool: train, gpus_per_worker: 2},"
+                " reference: {pool: train}, verifier: {pool: train},"
+                " actor: {pool: rollout, count: 3, gpus_per_worker: 1}}"),
+            Cluster(kTwoPools));
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  ASSERT_EQ(placed->size(), 6u);
+  EXPECT_EQ((*placed)[0].id, "learner-0");
+  EXPECT_EQ((*placed)[0].node, "t0");
+  EXPECT_THAT((*placed)[0].gpus, ElementsAre(0, 1));
+  EXPECT_TRUE((*placed)[1].gpus.empty());  // reference, CPU only
+  EXPECT_EQ((*placed)[3].id, "actor-0");
+  EXPECT_EQ((*placed)[3].node, "r0");
+  EXPECT_THAT((*placed)[3].gpus, ElementsAre(0));
+  EXPECT_THAT((*placed)[4].gpus, ElementsAre(1));
+  EXPECT_EQ((*placed)[5].node, "r1");
+  EXPECT_THAT((*placed)[5].gpus, ElementsAre(0));
+}
+
+TEST(PlacementTest, ShortfallNamesThePoolAndTheNumbers) {
+  absl::StatusOr<std::vector<WorkerPlacement>> placed =
+      Place(Job("deployment: {actor: {pool: rollout, count: 4, gpus_per_worker: 1},"
+                " learner: {pool: train}, verifier: {pool: train}, reference: {pool: train}}"),
+            Cluster(kTwoPools));
+  EXPECT_EQ(placed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(placed.status().message()),
+              HasSubstr("pool 'rollout': the job needs 4 GPUs (actor), the pool has 3: short by 1"));
+}
+
+TEST(PlacementTest, AWorkerThatFitsNoSingleNodeIsNamed) {
+  absl::StatusOr<std::vector<WorkerPlacement>> placed =
+      Place(Job("deployment: {actor: {pool: rollout, count: 1, gpus_per_worker: 3},"
+                " learner: {pool: train}, verifier: {pool: train}, reference: {pool: train}}"),
+            Cluster(kTwoPools));
+  EXPECT_EQ(placed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(placed.status().message()),
+              HasSubstr("actor-0 needs 3 GPUs on one node; free GPUs per node: r0 2, r1 1"));
+}
+
+TEST(PlacementTest, UnknownPoolAndBadSpecsAreNamed) {
+  absl::StatusOr<std::vector<WorkerPlacement>> unknown =
+      Place(Job("deployment: {actor: {pool: gpu}}"), LocalCluster(0, 2));
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("deployment.actor.pool: no pool 'gpu' in the cluster (pools: local)"));
+  EXPECT_EQ(Place(Job(""), Cluster("pools: []")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(Place(Job(""), Cluster("pools: [{name: a, nodes: []}]"))
+                              .status()
+                              .message()),
+              HasSubstr("pool 'a' has no nodes"));
+}
+
+TEST(PlacementTest, TheLocalHostHoldsTheDefaultDeploymentOnCpus) {
+  absl::StatusOr<std::vector<WorkerPlacement>> placed =
+      Place(Job("deployment: {actor: {count: 2}}"), LocalCluster(0, 2));
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(placed->size(), 5u);
+  for (const WorkerPlacement& p : *placed) EXPECT_EQ(p.node, "localhost");
+}
+
+}  // namespace
+}  // namespace trellis::scheduler
