@@ -115,6 +115,14 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   c.NonNegative("verifier.max_file_mb", v.max_file_mb());
   c.Require(v.sandbox() == "auto" || v.sandbox() == "bwrap" || v.sandbox() == "rlimits",
             "verifier.sandbox", "one of auto, bwrap, rlimits", absl::StrCat("\"", v.sandbox(), "\""));
+  c.NonNegative("verifier.cache_entries", v.cache_entries());
+  c.Require(v.timeout_policy() == "reward" || v.timeout_policy() == "drop",
+            "verifier.timeout_policy", "one of reward, drop",
+            absl::StrCat("\"", v.timeout_policy(), "\""));
+  c.NonNegative("verifier.breaker_window", v.breaker_window());
+  c.Require(v.breaker_error_rate() > 0 && v.breaker_error_rate() <= 1,
+            "verifier.breaker_error_rate", "in (0, 1]", v.breaker_error_rate());
+  c.AtLeast("verifier.breaker_pause_ms", v.breaker_pause_ms(), 1);
 
   const v1::SftConfig& sft = job.sft();
   c.NonNegative("sft.steps", sft.steps());

@@ -262,6 +262,15 @@ void Ledger::RecordEval(std::string_view label, const EvalMetrics& metrics) {
                 {"mean_reward", metrics.mean_reward}});
 }
 
+void Ledger::RecordVerifier(const v1::VerifierStats& stats) {
+  absl::MutexLock lock(&impl_->mu);
+  internal::AddVerifierStats(stats, impl_->verifier_totals[stats.verifier()]);
+  json record = internal::VerifierStatsJson(stats);
+  record["type"] = "verifier";
+  record["step"] = impl_->step;
+  impl_->Write(record);
+}
+
 double Ledger::stage_seconds(Stage stage) const {
   absl::MutexLock lock(&impl_->mu);
   return impl_->stage_totals[static_cast<int>(stage)];
@@ -303,7 +312,9 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
                     {"zero_variance", c.samples_zero_variance},
                     {"truncated", c.samples_truncated},
                     {"unparseable", c.samples_unparseable},
-                    {"error", c.samples_error}};
+                    {"error", c.samples_error},
+                    {"timeout", c.samples_timeout},
+                    {"dropped", c.samples_dropped}};
     j["tokens"] = {{"generated", c.generated_tokens},
                    {"trained", c.trained_tokens}};
     j["tokens_per_second"] = {
@@ -333,6 +344,7 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
                       {"mean_reward", e.mean_reward}};
     }
     j["eval"] = evals;
+    j["verifiers"] = internal::VerifierTotalsJson(d.verifier_totals);
     j["final_step"] = d.last_step;
   }
 

@@ -74,6 +74,11 @@ struct StepCounts {
   int64_t samples_truncated = 0;
   int64_t samples_unparseable = 0;
   int64_t samples_error = 0;
+  // TIMEOUT verdicts that trained with verifier.timeout_reward, and samples
+  // left out by verifier.timeout_policy "drop" (with their groups when too
+  // few samples were left).
+  int64_t samples_timeout = 0;
+  int64_t samples_dropped = 0;
   int64_t generated_tokens = 0;
   int64_t trained_tokens = 0;
   double mean_reward = 0;
@@ -175,12 +180,16 @@ class Ledger {
   // step_seconds is wall time since BeginStep (or the previous EndStep).
   StepMetrics EndStep(const StepCounts& counts);
   void RecordEval(std::string_view label, const EvalMetrics& metrics);
+  // One verifier's stats for one request (filled by the verifier pool, with
+  // `dropped` by the scheduler): writes a "verifier" record and adds to the
+  // run's per-verifier totals (summary.json "verifiers").
+  void RecordVerifier(const v1::VerifierStats& stats);
 
   double stage_seconds(Stage stage) const;
   int64_t object_peak_bytes(Object object) const;
   int64_t peak_bytes() const;
 
-  // summary.json: eval.<label>.*, steps, stage_seconds.*, rollout_update_ratio,
+  // summary.json: eval.<label>.*, verifiers.<name>.*, steps, stage_seconds.*, rollout_update_ratio,
   // verifier_wait_seconds, effective_sample_rate and its losses,
   // handoff.*, tokens/s, memory.peak_bytes, memory.peak_stage,
   // memory.objects.* (peak bytes of each object). Written atomically

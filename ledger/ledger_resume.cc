@@ -23,7 +23,8 @@ json CountsJson(const StepCounts& c) {
   for (const char* key :
        {"step", "policy_version", "prompts", "responses_per_prompt", "samples_generated",
         "samples_effective", "samples_zero_variance", "samples_truncated",
-        "samples_unparseable", "samples_error", "generated_tokens", "trained_tokens",
+        "samples_unparseable", "samples_error", "samples_timeout", "samples_dropped",
+        "generated_tokens", "trained_tokens",
         "mean_reward", "accuracy", "loss", "kl", "clip_fraction", "grad_norm"}) {
     out[key] = j[key];
   }
@@ -42,6 +43,9 @@ StepCounts CountsFromJson(const json& j) {
   c.samples_truncated = j.at("samples_truncated").get<int64_t>();
   c.samples_unparseable = j.at("samples_unparseable").get<int64_t>();
   c.samples_error = j.at("samples_error").get<int64_t>();
+  // Absent from checkpoints written before they existed.
+  c.samples_timeout = j.value("samples_timeout", int64_t{0});
+  c.samples_dropped = j.value("samples_dropped", int64_t{0});
   c.generated_tokens = j.at("generated_tokens").get<int64_t>();
   c.trained_tokens = j.at("trained_tokens").get<int64_t>();
   c.mean_reward = j.at("mean_reward").get<double>();
@@ -130,6 +134,7 @@ std::string Ledger::ExportState() const {
                     {"mean_reward", e.mean_reward}};
   }
   j["evals"] = evals;
+  j["verifiers"] = internal::VerifierTotalsJson(d.verifier_totals);
   json objects = json::array();
   for (int o = 0; o < kNumObjects; ++o) {
     objects.push_back({{"name", ObjectName(static_cast<Object>(o))},
@@ -168,6 +173,8 @@ absl::Status Ledger::ImportState(const std::string& state) {
                                           e.at("accuracy").get<double>(),
                                           e.at("mean_reward").get<double>()};
     }
+    field = "verifiers";  // absent from checkpoints written before it existed
+    if (j.contains(field)) restored.verifier_totals = internal::VerifierTotalsFromJson(j.at(field));
     field = "memory";
     const json& m = j.at(field);
     restored.peak = m.at("peak").get<int64_t>();
@@ -201,6 +208,7 @@ absl::Status Ledger::ImportState(const std::string& state) {
   d.handoff_bytes = restored.handoff_bytes;
   d.handoff_seconds = restored.handoff_seconds;
   d.evals = std::move(restored.evals);
+  d.verifier_totals = std::move(restored.verifier_totals);
   d.peak = restored.peak;
   d.peak_stage = std::move(restored.peak_stage);
   d.live_at_peak = std::move(restored.live_at_peak);

@@ -139,6 +139,70 @@ TEST_F(LedgerTest, JsonlLinesParseAndCarryTheSchema) {
   EXPECT_TRUE(ReadJsonLines(path).empty());
 }
 
+TEST_F(LedgerTest, VerifierRecordsAndTheirTotalsPerVerifier) {
+  const std::string path = TempPath("ledger_verifier.jsonl");
+  ASSERT_TRUE(ledger_.Open(path).ok());
+  ledger_.BeginStep(3);
+  v1::VerifierStats a;
+  a.set_verifier("subprocess@v1");
+  a.set_items(16);
+  a.set_cache_hits(4);
+  a.set_timeouts(2);
+  a.set_errors(1);
+  a.set_retries(3);
+  a.set_breaker_openings(1);
+  a.set_breaker_rejected(5);
+  a.set_dropped(2);
+  a.set_calls(6);
+  a.set_wait_seconds(1.5);
+  a.set_latency_p50_seconds(0.1);
+  a.set_latency_p99_seconds(0.3);
+  ledger_.RecordVerifier(a);
+  v1::VerifierStats b = a;
+  b.set_latency_p99_seconds(0.2);
+  ledger_.RecordVerifier(b);
+  v1::VerifierStats other;
+  other.set_verifier("numeric");
+  other.set_items(8);
+  ledger_.RecordVerifier(other);
+
+  const std::vector<json> lines = ReadJsonLines(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["type"], "verifier");
+  EXPECT_EQ(lines[0]["step"], 3);
+  EXPECT_EQ(lines[0]["verifier"], "subprocess@v1");
+  for (const char* key : {"items", "cache_hits", "timeouts", "errors", "retries",
+                          "breaker_openings", "breaker_rejected", "dropped", "calls"}) {
+    EXPECT_EQ(lines[0][key].get<int64_t>(), a.GetReflection()->GetInt64(
+                                                 a, a.GetDescriptor()->FindFieldByName(key)))
+        << key;
+  }
+  EXPECT_DOUBLE_EQ(lines[0]["wait_seconds"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(lines[0]["latency_p50_seconds"].get<double>(), 0.1);
+  EXPECT_DOUBLE_EQ(lines[0]["latency_p99_seconds"].get<double>(), 0.3);
+
+  const std::string summary_path = TempPath("ledger_verifier_summary.json");
+  ASSERT_TRUE(ledger_.WriteSummary(summary_path).ok());
+  const json summary = ReadJson(summary_path);
+  const json& t = summary["verifiers"]["subprocess@v1"];
+  EXPECT_EQ(t["items"], 32);
+  EXPECT_EQ(t["timeouts"], 4);
+  EXPECT_EQ(t["dropped"], 4);
+  EXPECT_EQ(t["breaker_openings"], 2);
+  EXPECT_DOUBLE_EQ(t["wait_seconds"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(t["latency_p99_seconds_max"].get<double>(), 0.3);
+  EXPECT_EQ(summary["verifiers"]["numeric"]["items"], 8);
+
+  // The totals survive a checkpoint.
+  Ledger resumed([this] { return now_; });
+  ASSERT_TRUE(resumed.ImportState(ledger_.ExportState()).ok());
+  resumed.RecordVerifier(other);
+  ASSERT_TRUE(resumed.WriteSummary(summary_path).ok());
+  const json again = ReadJson(summary_path);
+  EXPECT_EQ(again["verifiers"]["subprocess@v1"]["items"], 32);
+  EXPECT_EQ(again["verifiers"]["numeric"]["items"], 16);
+}
+
 TEST_F(LedgerTest, OpenFailureNamesThePath) {
   const absl::Status s = ledger_.Open("/nonexistent-dir/ledger.jsonl");
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);

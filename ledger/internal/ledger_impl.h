@@ -136,6 +136,9 @@ struct Ledger::Impl {
   int64_t handoff_bytes ABSL_GUARDED_BY(mu) = 0;
   double handoff_seconds ABSL_GUARDED_BY(mu) = 0;
   std::map<std::string, EvalMetrics> evals ABSL_GUARDED_BY(mu);
+  // Per verifier name: sums of the counts and seconds (latency_p50_seconds
+  // unused, latency_p99_seconds the highest of any record).
+  std::map<std::string, v1::VerifierStats> verifier_totals ABSL_GUARDED_BY(mu);
 
   // Memory: the tracker's run peak and the objects the roles reported.
   int64_t peak ABSL_GUARDED_BY(mu) = 0;

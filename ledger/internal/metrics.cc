@@ -1,5 +1,7 @@
 #include "ledger/internal/metrics.h"
 
+#include <algorithm>
+
 #include <string>
 
 namespace trellis::ledger::internal {
@@ -39,6 +41,8 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"samples_truncated", c.samples_truncated},
       {"samples_unparseable", c.samples_unparseable},
       {"samples_error", c.samples_error},
+      {"samples_timeout", c.samples_timeout},
+      {"samples_dropped", c.samples_dropped},
       {"generated_tokens", c.generated_tokens},
       {"trained_tokens", c.trained_tokens},
       {"mean_reward", c.mean_reward},
@@ -71,8 +75,76 @@ void AccumulateCounts(const StepCounts& step, StepCounts& total) {
   total.samples_truncated += step.samples_truncated;
   total.samples_unparseable += step.samples_unparseable;
   total.samples_error += step.samples_error;
+  total.samples_timeout += step.samples_timeout;
+  total.samples_dropped += step.samples_dropped;
   total.generated_tokens += step.generated_tokens;
   total.trained_tokens += step.trained_tokens;
+}
+
+nlohmann::json VerifierStatsJson(const v1::VerifierStats& s) {
+  return {
+      {"verifier", s.verifier()},
+      {"items", s.items()},
+      {"cache_hits", s.cache_hits()},
+      {"timeouts", s.timeouts()},
+      {"errors", s.errors()},
+      {"retries", s.retries()},
+      {"breaker_openings", s.breaker_openings()},
+      {"breaker_rejected", s.breaker_rejected()},
+      {"dropped", s.dropped()},
+      {"calls", s.calls()},
+      {"wait_seconds", s.wait_seconds()},
+      {"latency_p50_seconds", s.latency_p50_seconds()},
+      {"latency_p99_seconds", s.latency_p99_seconds()},
+  };
+}
+
+void AddVerifierStats(const v1::VerifierStats& s, v1::VerifierStats& total) {
+  total.set_verifier(s.verifier());
+  total.set_items(total.items() + s.items());
+  total.set_cache_hits(total.cache_hits() + s.cache_hits());
+  total.set_timeouts(total.timeouts() + s.timeouts());
+  total.set_errors(total.errors() + s.errors());
+  total.set_retries(total.retries() + s.retries());
+  total.set_breaker_openings(total.breaker_openings() + s.breaker_openings());
+  total.set_breaker_rejected(total.breaker_rejected() + s.breaker_rejected());
+  total.set_dropped(total.dropped() + s.dropped());
+  total.set_calls(total.calls() + s.calls());
+  total.set_wait_seconds(total.wait_seconds() + s.wait_seconds());
+  total.set_latency_p99_seconds(std::max(total.latency_p99_seconds(), s.latency_p99_seconds()));
+}
+
+nlohmann::json VerifierTotalsJson(const std::map<std::string, v1::VerifierStats>& totals) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, t] : totals) {
+    nlohmann::json j = VerifierStatsJson(t);
+    j.erase("verifier");
+    j.erase("latency_p50_seconds");
+    j.erase("latency_p99_seconds");
+    j["latency_p99_seconds_max"] = t.latency_p99_seconds();
+    out[name] = std::move(j);
+  }
+  return out;
+}
+
+std::map<std::string, v1::VerifierStats> VerifierTotalsFromJson(const nlohmann::json& j) {
+  std::map<std::string, v1::VerifierStats> out;
+  for (const auto& [name, t] : j.items()) {
+    v1::VerifierStats& s = out[name];
+    s.set_verifier(name);
+    s.set_items(t.at("items").get<int64_t>());
+    s.set_cache_hits(t.at("cache_hits").get<int64_t>());
+    s.set_timeouts(t.at("timeouts").get<int64_t>());
+    s.set_errors(t.at("errors").get<int64_t>());
+    s.set_retries(t.at("retries").get<int64_t>());
+    s.set_breaker_openings(t.at("breaker_openings").get<int64_t>());
+    s.set_breaker_rejected(t.at("breaker_rejected").get<int64_t>());
+    s.set_dropped(t.at("dropped").get<int64_t>());
+    s.set_calls(t.at("calls").get<int64_t>());
+    s.set_wait_seconds(t.at("wait_seconds").get<double>());
+    s.set_latency_p99_seconds(t.at("latency_p99_seconds_max").get<double>());
+  }
+  return out;
 }
 
 }  // namespace trellis::ledger::internal

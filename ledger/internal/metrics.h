@@ -6,6 +6,8 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +36,16 @@ nlohmann::json StepMetricsJson(const StepMetrics& m);
 // Adds every integer count of `step` to `total` (step, policy_version and
 // the per-prompt setting are overwritten with the latest instead).
 void AccumulateCounts(const StepCounts& step, StepCounts& total);
+
+// A VerifierStats as a "verifier" record's fields (no "type", no "step").
+nlohmann::json VerifierStatsJson(const v1::VerifierStats& s);
+// Adds the counts and seconds of `s` to `total`; keeps the highest p99.
+void AddVerifierStats(const v1::VerifierStats& s, v1::VerifierStats& total);
+// summary.json "verifiers": {name: {counts, wait_seconds,
+// latency_p99_seconds_max}}; ExportState uses the same shape, and
+// VerifierTotalsFromJson reads it back (throws nlohmann::json exceptions).
+nlohmann::json VerifierTotalsJson(const std::map<std::string, v1::VerifierStats>& totals);
+std::map<std::string, v1::VerifierStats> VerifierTotalsFromJson(const nlohmann::json& j);
 
 }  // namespace trellis::ledger::internal
 
