@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "data/text_file.h"
 #include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
 #include "config/job_config.h"
@@ -118,13 +119,6 @@ void TearDown(std::vector<std::unique_ptr<Child>>& children, absl::Duration grac
   }
 }
 
-absl::Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
 
 bool IsThisHost(const std::string& host) {
   if (host == "127.0.0.1" || host == "localhost" || host == "::1") return true;
@@ -161,7 +155,10 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
   const std::string job_path = dir + "/job.yaml";
   const std::string address_file = dir + "/scheduler.addr";
   std::filesystem::remove(address_file, ec);
-  if (absl::Status s = WriteFile(job_path, config::ResolvedJobYaml(job)); !s.ok()) return s;
+  if (absl::Status s = data::WriteTextFileAtomically(job_path, config::ResolvedJobYaml(job));
+      !s.ok()) {
+    return s;
+  }
 
   g_stop_signal = 0;
   struct sigaction action = {};
@@ -206,7 +203,7 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
   if (status.ok()) {
     std::string table;
     for (auto& c : children) absl::StrAppend(&table, c->name, "\t", c->pid, "\n");
-    status = WriteFile(dir + "/processes.tsv", table);
+    status = data::WriteTextFileAtomically(dir + "/processes.tsv", table);
   }
 
   // Until the scheduler ends the job, a signal arrives, or a role that

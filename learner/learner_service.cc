@@ -47,14 +47,8 @@ grpc::Status LearnerService::SftStep(grpc::ServerContext*, const v1::SftBatch* r
 grpc::Status LearnerService::TrainStep(grpc::ServerContext*, const v1::TrainBatch* request,
                                        v1::TrainStats* response) {
   for (int i = 0; i < request->samples_size(); ++i) {
-    const auto& sample = request->samples(i);
-    for (absl::Status s :
-         {model::CheckTokenIds(sample.prompt_tokens(), vocab_size_,
-                               absl::StrCat("samples[", i, "].prompt_tokens")),
-          model::CheckTokenIds(sample.response_tokens(), vocab_size_,
-                               absl::StrCat("samples[", i, "].response_tokens"))}) {
-      if (!s.ok()) return rpc::ToGrpc(s);
-    }
+    absl::Status s = model::CheckSampleTokenIds(request->samples(i), vocab_size_, i);
+    if (!s.ok()) return rpc::ToGrpc(s);
   }
   return worker_.Unary(response, [&](LearnerWorker& w) { return w.TrainStep(*request); });
 }

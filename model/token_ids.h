@@ -26,6 +26,15 @@ inline absl::Status CheckTokenIds(const google::protobuf::RepeatedField<int32_t>
   return absl::OkStatus();
 }
 
+// Both id lists of samples[index] (a v1::Sample or v1::TrainSample).
+template <typename SampleT>
+absl::Status CheckSampleTokenIds(const SampleT& sample, int64_t vocab_size, int index) {
+  const std::string where = absl::StrCat("samples[", index, "].");
+  absl::Status s = CheckTokenIds(sample.prompt_tokens(), vocab_size, where + "prompt_tokens");
+  if (!s.ok()) return s;
+  return CheckTokenIds(sample.response_tokens(), vocab_size, where + "response_tokens");
+}
+
 }  // namespace trellis::model
 
 #endif  // TRELLIS_MODEL_TOKEN_IDS_H_

@@ -16,14 +16,8 @@ void ReferenceService::Bind(ReferenceWorker* worker, int64_t vocab_size) {
 grpc::Status ReferenceService::LogProbs(grpc::ServerContext*, const v1::LogProbRequest* request,
                                         v1::LogProbResponse* response) {
   for (int i = 0; i < request->samples_size(); ++i) {
-    const v1::Sample& sample = request->samples(i);
-    for (absl::Status s :
-         {model::CheckTokenIds(sample.prompt_tokens(), vocab_size_,
-                               absl::StrCat("samples[", i, "].prompt_tokens")),
-          model::CheckTokenIds(sample.response_tokens(), vocab_size_,
-                               absl::StrCat("samples[", i, "].response_tokens"))}) {
-      if (!s.ok()) return rpc::ToGrpc(s);
-    }
+    absl::Status s = model::CheckSampleTokenIds(request->samples(i), vocab_size_, i);
+    if (!s.ok()) return rpc::ToGrpc(s);
   }
   return worker_.Unary(response, [&](ReferenceWorker& w) { return w.LogProbs(*request); });
 }

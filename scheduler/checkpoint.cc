@@ -1,5 +1,7 @@
 #include "scheduler/checkpoint.h"
 
+#include "data/text_file.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -70,18 +72,9 @@ absl::Status FsyncPath(const std::string& path, bool directory) {
 
 // Writes `text` to path via path.tmp + fsync + rename.
 absl::Status WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::out | std::ios::trunc | std::ios::binary);
-    out << text;
-    out.flush();
-    if (!out) return absl::ErrnoToStatus(errno, absl::StrCat("checkpoint: writing ", tmp));
-  }
-  if (absl::Status s = FsyncPath(tmp, false); !s.ok()) return s;
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("checkpoint: renaming ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  absl::Status s = data::WriteTextFileAtomically(path, text);
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("checkpoint: ", s.message()));
 }
 
 json DigestJson(const FileDigest& d) { return {{"bytes", d.bytes}, {"fnv1a64", d.fnv1a64}}; }

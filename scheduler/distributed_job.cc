@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "data/text_file.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "actor/actor_service.h"
@@ -21,18 +22,6 @@
 namespace trellis::scheduler {
 namespace {
 
-absl::Status WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << "\n";
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
-}
 
 // Every role a gRPC client of a registered worker; the actors behind a pool.
 class RemoteRoleSet final : public RoleSet {
@@ -79,7 +68,7 @@ class RemoteRoleSet final : public RoleSet {
           absl::StrAppend(&table, w.id, "\t", w.request.address(), "\t", w.request.pid(), "\n");
         }
       }
-      if (absl::Status s = WriteAtomically(workers_file, table); !s.ok()) return s;
+      if (absl::Status s = data::WriteTextFileAtomically(workers_file, table); !s.ok()) return s;
     }
     return set;
   }
@@ -113,7 +102,9 @@ absl::Status ServeScheduler(std::optional<v1::JobConfig> given_job, const std::s
   if (!server.ok()) return server.status();
   (*server)->SetServing(true);
   if (!options.address_file.empty()) {
-    if (absl::Status s = WriteAtomically(options.address_file, (*server)->address()); !s.ok()) {
+    if (absl::Status s =
+            data::WriteTextFileAtomically(options.address_file, (*server)->address());
+        !s.ok()) {
       return s;
     }
   }

@@ -5,6 +5,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "data/text_file.h"
 #include "absl/strings/str_format.h"
 #include "config/job_config.h"
 #include "data/dataset.h"
@@ -33,13 +34,6 @@ absl::StatusOr<data::Split> LoadData(const v1::JobConfig& job) {
   return split;
 }
 
-absl::Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
 
 void PrintTable(const ledger::Ledger& ledger, const GrpoLoop& loop, std::ostream& out) {
   out << "\n== summary ==\n";
@@ -78,7 +72,8 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   job.mutable_runtime()->set_out_dir(out_dir);
   ledger::Ledger ledger;
   if (resume == nullptr) {
-    if (absl::Status s = WriteFile(out_dir + "/job.yaml", config::ResolvedJobYaml(job));
+    if (absl::Status s =
+            data::WriteTextFileAtomically(out_dir + "/job.yaml", config::ResolvedJobYaml(job));
         !s.ok()) {
       return s;
     }
