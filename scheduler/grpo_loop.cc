@@ -43,6 +43,38 @@ std::vector<data::Example> SftExamples(const std::vector<data::Example>& train, 
   return std::vector<data::Example>(train.begin(), train.begin() + limit);
 }
 
+// Group advantages over the samples not `dropped`: each group is normalized
+// over its kept samples alone; a group with fewer than two kept samples is
+// dropped whole (its samples are marked in `dropped`; a lone sample has no
+// baseline to compare against). Dropped samples get advantage 0.
+absl::StatusOr<learner::GroupAdvantages> GroupAdvantagesWithout(
+    const std::vector<float>& rewards, std::vector<bool>& dropped, int64_t group, bool scale) {
+  if (group < 1 || rewards.size() % group != 0) {
+    return learner::ComputeGroupAdvantages(rewards, group, scale);  // its error
+  }
+  learner::GroupAdvantages out;
+  out.advantages.assign(rewards.size(), 0.0f);
+  for (size_t g = 0; g < rewards.size(); g += group) {
+    std::vector<size_t> kept;
+    for (size_t i = g; i < g + group; ++i) {
+      if (!dropped[i]) kept.push_back(i);
+    }
+    if (kept.size() < 2) {
+      for (size_t i = g; i < g + group; ++i) dropped[i] = true;
+      out.zero_variance.push_back(false);
+      continue;
+    }
+    std::vector<float> sub;
+    for (size_t i : kept) sub.push_back(rewards[i]);
+    absl::StatusOr<learner::GroupAdvantages> a =
+        learner::ComputeGroupAdvantages(sub, static_cast<int64_t>(sub.size()), scale);
+    if (!a.ok()) return a.status();
+    for (size_t k = 0; k < kept.size(); ++k) out.advantages[kept[k]] = a->advantages[k];
+    out.zero_variance.push_back(a->zero_variance[0]);
+  }
+  return out;
+}
+
 }  // namespace
 
 GrpoLoop::GrpoLoop(const v1::JobConfig& job, Roles roles,
@@ -160,6 +192,7 @@ absl::StatusOr<ledger::EvalMetrics> GrpoLoop::Evaluate(const std::string& label)
     }
     absl::StatusOr<v1::VerifyResponse> verdicts = roles_.verifier->Verify(verify);
     if (!verdicts.ok()) return At(verdicts.status(), "eval " + label + ": verify");
+    for (const v1::VerifierStats& s : verdicts->stats()) ledger_->RecordVerifier(s);
     for (const auto& r : verdicts->results()) {
       reward_sum += r.reward();
       correct += r.verdict() == v1::CORRECT;
@@ -242,29 +275,52 @@ absl::Status GrpoLoop::Step(int64_t step) {
   v1::TrainBatch batch;
   {
     auto span = ledger_->Begin(Stage::kAdvantage, "scheduler");
+    // verifier.timeout_policy "drop": TIMEOUT samples leave training; the
+    // rest of their group is normalized without them (and a group left with
+    // fewer than two samples goes too).
+    const int n = samples.size();
+    std::vector<bool> dropped(n, false);
+    bool any_dropped = false;
+    if (job_.verifier().timeout_policy() == "drop") {
+      for (int i = 0; i < n; ++i) {
+        dropped[i] = verdicts->results(i).verdict() == v1::TIMEOUT;
+        any_dropped = any_dropped || dropped[i];
+      }
+    }
     std::vector<float> rewards;
     double reward_sum = 0;
     int64_t correct = 0;
-    for (const auto& r : verdicts->results()) {
-      rewards.push_back(r.reward());
-      reward_sum += r.reward();
-      correct += r.verdict() == v1::CORRECT;
-    }
+    for (const auto& r : verdicts->results()) rewards.push_back(r.reward());
     absl::StatusOr<learner::GroupAdvantages> adv =
-        learner::ComputeGroupAdvantages(rewards, group, grpo.scale_rewards());
+        any_dropped ? GroupAdvantagesWithout(rewards, dropped, group, grpo.scale_rewards())
+                    : learner::ComputeGroupAdvantages(rewards, group, grpo.scale_rewards());
     if (!adv.ok()) return At(adv.status(), "advantages");
-    counts.mean_reward = samples.empty() ? 0 : reward_sum / samples.size();
-    counts.accuracy = samples.empty() ? 0 : static_cast<double>(correct) / samples.size();
-    for (int i = 0; i < samples.size(); ++i) {
+    int64_t kept = 0;
+    for (int i = 0; i < n; ++i) {
+      if (dropped[i]) continue;
+      ++kept;
+      reward_sum += rewards[i];
+      correct += verdicts->results(i).verdict() == v1::CORRECT;
+    }
+    counts.mean_reward = kept == 0 ? 0 : reward_sum / kept;
+    counts.accuracy = kept == 0 ? 0 : static_cast<double>(correct) / kept;
+    for (int i = 0; i < n; ++i) {
       const v1::Sample& s = samples[i];
+      const v1::Verdict verdict = verdicts->results(i).verdict();
+      if (dropped[i]) {
+        ++counts.samples_dropped;
+        continue;
+      }
       if (adv->zero_variance[i / group]) {
         ++counts.samples_zero_variance;
       } else if (s.truncated()) {
         ++counts.samples_truncated;
-      } else if (verdicts->results(i).verdict() == v1::UNPARSEABLE) {
+      } else if (verdict == v1::UNPARSEABLE) {
         ++counts.samples_unparseable;
-      } else if (verdicts->results(i).verdict() == v1::ERROR) {
+      } else if (verdict == v1::ERROR) {
         ++counts.samples_error;
+      } else if (verdict == v1::TIMEOUT) {
+        ++counts.samples_timeout;
       }
       if (adv->advantages[i] != 0.0f) ++counts.samples_effective;
       if (s.response_tokens().empty()) continue;
@@ -275,13 +331,18 @@ absl::Status GrpoLoop::Step(int64_t step) {
       if (use_kl) *t->mutable_ref_logprobs() = ref->sequences(i).logprobs();
       t->set_advantage(adv->advantages[i]);
     }
+    for (const v1::VerifierStats& vs : verdicts->stats()) {
+      v1::VerifierStats recorded = vs;
+      recorded.set_dropped(counts.samples_dropped);
+      ledger_->RecordVerifier(recorded);
+    }
   }
 
-  absl::StatusOr<v1::TrainStats> stats;
-  {
+  absl::StatusOr<v1::TrainStats> stats = v1::TrainStats();
+  if (batch.samples_size() > 0 || counts.samples_dropped == 0) {
     auto span = ledger_->Begin(Stage::kUpdate, "learner-0");
     stats = roles_.learner->TrainStep(batch);
-  }
+  }  // else every sample was dropped: no update this step
   if (!stats.ok()) return At(stats.status(), "update");
   counts.trained_tokens = stats->trained_tokens();
   counts.loss = stats->loss();

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "verifier/pool.h"
 #include "verifier/verifier.h"
 
 namespace trellis::verifier {
@@ -34,11 +35,12 @@ absl::StatusOr<std::unique_ptr<Verifier>> VerifierRegistry::Create(
                      known.empty() ? "(none)" : absl::StrJoin(known, ", ")));
   }
   absl::StatusOr<std::unique_ptr<Verifier>> verifier = it->second(config);
-  if (verifier.ok() && *verifier == nullptr) {
+  if (!verifier.ok()) return verifier.status();
+  if (*verifier == nullptr) {
     return absl::InternalError(
         absl::StrCat("verifier \"", config.name(), "\": factory returned null"));
   }
-  return verifier;
+  return NewVerifierPool(*std::move(verifier), config);
 }
 
 bool VerifierRegistry::Contains(const std::string& name) const {
@@ -72,7 +74,9 @@ class LocalVerifierClient : public VerifierClient {
     if (verifier_ == nullptr) {
       return absl::FailedPreconditionError("local verifier client has no verifier");
     }
-    std::vector<v1::VerifyResult> results = verifier_->VerifyBatch(request.items());
+    v1::VerifierStats stats;
+    std::vector<v1::VerifyResult> results =
+        verifier_->VerifyBatchWithStats(request.items(), &stats);
     if (results.size() != static_cast<size_t>(request.items_size())) {
       return absl::InternalError(absl::StrCat("verifier returned ", results.size(),
                                               " results for ", request.items_size(), " items"));
@@ -80,6 +84,7 @@ class LocalVerifierClient : public VerifierClient {
     v1::VerifyResponse response;
     response.mutable_results()->Reserve(request.items_size());
     for (v1::VerifyResult& r : results) *response.add_results() = std::move(r);
+    if (!stats.verifier().empty()) *response.add_stats() = std::move(stats);
     return response;
   }
 

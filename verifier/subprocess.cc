@@ -52,6 +52,8 @@ class Subprocess : public Verifier {
     return r;
   }
 
+  int MaxConcurrency() const override { return static_cast<int>(workers_.size()); }
+
   std::vector<v1::VerifyResult> VerifyBatch(
       const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items) const override {
     std::vector<v1::VerifyResult> results(items.size());
@@ -94,6 +96,7 @@ class Subprocess : public Verifier {
     for (int attempt = 0; died && attempt < config_.retries(); ++attempt) {
       r = Exchange(w, item, &died);
       if (!died) r.set_detail(absl::StrCat(r.detail(), " (retried ", attempt + 1, "x)"));
+      r.set_retries(attempt + 1);
     }
     return r;
   }

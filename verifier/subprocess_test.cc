@@ -52,6 +52,9 @@ std::unique_ptr<Verifier> Make(const std::vector<std::string>& command, int work
   c.set_timeout_reward(-0.25f);
   c.set_reward_wrong(-1.0f);
   c.set_retries(retries);
+  // These tests watch the plugin processes answer; the pool's cache would
+  // answer repeated items without them (pool_test.cc covers the cache).
+  c.set_cache_entries(0);
   VerifierRegistry registry;
   EXPECT_TRUE(RegisterBuiltinVerifiers(registry).ok());
   absl::StatusOr<std::unique_ptr<Verifier>> v = registry.Create(c);
@@ -109,7 +112,9 @@ TEST(Subprocess, DeadWorkerGivesErrorWithExitStatusOrIsRetried) {
 
   // With retries the item runs again on a fresh worker (and dies again).
   auto retry = Make({"python3", Plugin("echo4", kEcho)}, 1, 2000, 1);
-  EXPECT_EQ(retry->Verify(Item("die")).verdict(), v1::ERROR);
+  v1::VerifyResult died = retry->Verify(Item("die"));
+  EXPECT_EQ(died.verdict(), v1::ERROR);
+  EXPECT_EQ(died.retries(), 1);
   EXPECT_EQ(retry->Verify(Item("a")).verdict(), v1::CORRECT);
 }
 

@@ -29,6 +29,20 @@ class Verifier {
   // verify several items at once. Thread-safe where the verifier says so.
   virtual std::vector<v1::VerifyResult> VerifyBatch(
       const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items) const;
+  // VerifyBatch, and what it took added to *stats (may be null). Only the
+  // pool (verifier/pool.h) keeps stats; the default leaves *stats alone.
+  virtual std::vector<v1::VerifyResult> VerifyBatchWithStats(
+      const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items,
+      v1::VerifierStats* stats) const {
+    (void)stats;
+    return VerifyBatch(items);
+  }
+  // True when one VerifyBatch call is far cheaper than a Verify per item
+  // (one RPC per batch): the pool then hands it whole batches.
+  virtual bool PrefersBatches() const { return false; }
+  // How many Verify calls may run at once (the subprocess pool: its
+  // workers); the pool calls Verify from that many threads.
+  virtual int MaxConcurrency() const { return 1; }
 };
 
 using VerifierFactory = std::function<absl::StatusOr<std::unique_ptr<Verifier>>(
@@ -40,6 +54,8 @@ class VerifierRegistry {
   [[nodiscard]] absl::Status Register(const std::string& name,
                                       VerifierFactory factory);
   // NotFound naming the registered verifiers when config.name is unknown.
+  // The verifier comes wrapped in the pool (verifier/pool.h: cache, circuit
+  // breaker, stats).
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Verifier>> Create(
       const v1::VerifierConfig& config) const;
   bool Contains(const std::string& name) const;
@@ -73,7 +89,8 @@ class VerifierClient {
       const v1::VerifyRequest& request) = 0;
 };
 
-// Verifies batches in this process with `verifier`.
+// Verifies batches in this process with `verifier`; the response carries
+// the verifier's stats when it keeps them (VerifyResponse.stats).
 std::unique_ptr<VerifierClient> NewLocalVerifierClient(
     std::unique_ptr<Verifier> verifier);
 

@@ -86,8 +86,9 @@ class VerifierService final : public v1::Verifier::Service {
     }
     std::vector<v1::VerifyResult> scored;
     std::string failure;
+    v1::VerifierStats stats;
     try {
-      scored = verifier_->VerifyBatch(all ? request->items() : subset);
+      scored = verifier_->VerifyBatchWithStats(all ? request->items() : subset, &stats);
     } catch (const std::exception& e) {
       failure = absl::StrCat("verifier failed on the batch: ", e.what());
     } catch (...) {
@@ -111,6 +112,7 @@ class VerifierService final : public v1::Verifier::Service {
       if (r.verifier().empty()) r.set_verifier(name_);
       *response->add_results() = std::move(r);
     }
+    if (!stats.verifier().empty()) *response->add_stats() = std::move(stats);
     return grpc::Status::OK;
   }
 
@@ -161,6 +163,8 @@ class RemoteVerifier final : public Verifier {
     return std::move(VerifyBatch(one)[0]);
   }
 
+  bool PrefersBatches() const override { return true; }
+
   std::vector<v1::VerifyResult> VerifyBatch(
       const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items) const override {
     const size_t n = items.size();
@@ -208,6 +212,7 @@ class RemoteVerifier final : public Verifier {
     std::vector<v1::VerifyResult> results(n);
     for (size_t i = 0; i < n; ++i) {
       results[i] = std::move(*response.mutable_results(static_cast<int>(i)));
+      if (!unavailable.empty()) results[i].set_retries(results[i].retries() + 1);
       Sanitize(results[i], config_.reward_wrong(),
                absl::StrCat("malformed reply from the verifier at ", address, ": results[", i,
                             "]"));
