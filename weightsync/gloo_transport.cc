@@ -170,7 +170,10 @@ absl::Status ServeOne(SenderState& st, int k, PG& pg) {
   if (set.ok()) {
     internal::EncodeHeader(**set).SerializeToString(&body);
   } else {
-    code = static_cast<int64_t>(set.status().code());
+    // Closing (Cancelled here) is Unavailable to the receiver: retry later.
+    code = static_cast<int64_t>(absl::IsCancelled(set.status())
+                                    ? absl::StatusCode::kUnavailable
+                                    : set.status().code());
     body = std::string(set.status().message());
   }
 

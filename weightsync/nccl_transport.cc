@@ -291,7 +291,10 @@ void ServeConnection(SenderState& st, c10d::TCPStore& store, int k,
     if (set.ok()) {
       internal::EncodeHeader(**set).SerializeToString(&body);
     } else {
-      code = static_cast<int64_t>(set.status().code());
+      // Closing (Cancelled here) is Unavailable to the receiver.
+      code = static_cast<int64_t>(absl::IsCancelled(set.status())
+                                      ? absl::StatusCode::kUnavailable
+                                      : set.status().code());
       body = std::string(set.status().message());
     }
     std::vector<uint8_t> answer = Int64s({code});
