@@ -6,10 +6,11 @@
 //   trellis run --resume RUN_DIR
 //       Continues the run in RUN_DIR from its newest checkpoint.
 //   trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml]
+//   trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml]
 //       The same job with the scheduler and every role a process of its own.
 //   trellis serve ROLE --scheduler ADDR [--listen HOST:PORT] [--index K]
 //   trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]
-//                           [--address-file FILE]
+//                           [--address-file FILE] [--resume RUN_DIR]
 //       One service, as a launcher, Slurm or Kubernetes starts it.
 //   trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl
 //       Scores samples with one verifier, no training (verifier/verify_command.h).
@@ -36,9 +37,10 @@ constexpr char kUsage[] =
     "usage: trellis run [JOB.yaml] [--out DIR] [--seed N]\n"
     "       trellis run --resume RUN_DIR\n"
     "       trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml]\n"
+    "       trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml]\n"
     "       trellis serve ROLE --scheduler HOST:PORT [--listen HOST:PORT] [--index K]\n"
     "       trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]\n"
-    "                               [--address-file FILE]\n"
+    "                               [--address-file FILE] [--resume RUN_DIR]\n"
     "       trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl\n"
     "  run     run a job with every role in this process; without JOB.yaml,\n"
     "          the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
@@ -47,7 +49,8 @@ constexpr char kUsage[] =
     "          newest checkpoint (runtime.checkpoint_every) and writes there.\n"
     "  launch  the same job with the scheduler and every role (deployment.*.count\n"
     "          of each) a separate process on this host, placed on the pools of\n"
-    "          --cluster (default: this host as the pool \"local\").\n"
+    "          --cluster (default: this host as the pool \"local\"); --resume\n"
+    "          continues a launched run from its newest checkpoint.\n"
     "  serve   one service: ROLE is actor, learner, reference or verifier; the\n"
     "          scheduler serves the job given, or the first one submitted.\n"
     "  verify  score samples with one verifier, no training.\n";
@@ -108,8 +111,7 @@ std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
 int RunOrLaunch(const std::string& command, const std::vector<std::string>& args) {
   std::map<std::string, std::string> flags;
   std::vector<std::string> positional;
-  std::set<std::string> known = {"--out", "--seed"};
-  if (command == "run") known.insert("--resume");
+  std::set<std::string> known = {"--out", "--seed", "--resume"};
   if (command == "launch") known.insert("--cluster");
   if (!ParseFlags(command, args, known, flags, positional)) return 2;
   if (positional.size() > 1) {
@@ -117,20 +119,24 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
               << positional[1] << ")\n" << kUsage;
     return 2;
   }
-  if (flags.count("--resume")) {
-    if (command != "run" || !positional.empty() || flags.size() > 1) {
-      std::cerr << "trellis " << command
-                << ": --resume takes the job, output directory and seed from RUN_DIR; it "
-                   "goes alone, with trellis run\n" << kUsage;
-      return 2;
-    }
+  const bool resume = flags.count("--resume") > 0;
+  if (resume && (!positional.empty() || flags.count("--out") || flags.count("--seed"))) {
+    std::cerr << "trellis " << command
+              << ": --resume takes the job, output directory and seed from RUN_DIR; drop the "
+                 "job file, --out and --seed\n" << kUsage;
+    return 2;
+  }
+  if (resume && command == "run") {
     std::cout << "trellis run: resuming " << flags["--resume"] << std::endl;
     return ExitCode(command, trellis::scheduler::ResumeEmbeddedJob(flags["--resume"], std::cout));
   }
   std::optional<trellis::v1::JobConfig> job =
-      LoadJob(command, positional.empty() ? "" : positional[0], flags["--seed"]);
+      resume ? LoadJob(command, flags["--resume"] + "/job.yaml", "")
+             : LoadJob(command, positional.empty() ? "" : positional[0], flags["--seed"]);
   if (!job.has_value()) return 2;
-  const std::string out_dir = flags.count("--out") ? flags["--out"] : job->runtime().out_dir();
+  const std::string out_dir = resume               ? flags["--resume"]
+                              : flags.count("--out") ? flags["--out"]
+                                                     : job->runtime().out_dir();
   std::cout << "trellis " << command << ": job " << job->name() << " -> " << out_dir << std::endl;
   if (command == "run") {
     return ExitCode(command, trellis::scheduler::RunEmbeddedJob(*job, out_dir, std::cout));
@@ -143,7 +149,7 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
     }
   }
   return ExitCode(command, trellis::launch::LaunchLocal(*job, cluster, out_dir,
-                                                        "/proc/self/exe", std::cout));
+                                                        "/proc/self/exe", std::cout, resume));
 }
 
 int Serve(const std::vector<std::string>& args) {
@@ -155,8 +161,8 @@ int Serve(const std::vector<std::string>& args) {
   std::vector<std::string> positional;
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "scheduler") {
-    if (!ParseFlags("serve", rest, {"--job", "--out", "--listen", "--address-file"}, flags,
-                    positional)) {
+    if (!ParseFlags("serve", rest, {"--job", "--out", "--listen", "--address-file", "--resume"},
+                    flags, positional)) {
       return 2;
     }
     std::optional<trellis::v1::JobConfig> job;
@@ -167,6 +173,10 @@ int Serve(const std::vector<std::string>& args) {
     trellis::scheduler::SchedulerOptions options;
     if (flags.count("--listen")) options.listen = flags["--listen"];
     options.address_file = flags["--address-file"];
+    if (flags.count("--resume")) {
+      return ExitCode("serve", trellis::scheduler::ResumeScheduler(flags["--resume"], options,
+                                                                   std::cout));
+    }
     return ExitCode("serve", trellis::scheduler::ServeScheduler(job, flags["--out"], options,
                                                                 std::cout));
   }

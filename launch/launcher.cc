@@ -138,7 +138,7 @@ v1::ClusterSpec ThisHost() {
 
 absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
                          const std::string& out_dir, const std::string& trellis_binary,
-                         std::ostream& progress) {
+                         std::ostream& progress, bool resume) {
   absl::StatusOr<std::vector<scheduler::WorkerPlacement>> placed = scheduler::Place(job, cluster);
   if (!placed.ok()) return placed.status();
   for (const scheduler::WorkerPlacement& p : *placed) {
@@ -176,8 +176,13 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
     argv.insert(argv.begin(), trellis_binary);
     return Spawn(*children.back(), argv, gpus, progress, out_mu);
   };
-  absl::Status status = start("scheduler", {"serve", "scheduler", "--job", job_path, "--out",
-                                            out_dir, "--address-file", address_file}, {});
+  std::vector<std::string> scheduler_args = {"serve", "scheduler", "--address-file",
+                                             address_file};
+  for (const std::string& a : resume ? std::vector<std::string>{"--resume", out_dir}
+                                     : std::vector<std::string>{"--job", job_path, "--out", out_dir}) {
+    scheduler_args.push_back(a);
+  }
+  absl::Status status = start("scheduler", scheduler_args, {});
   // The scheduler's bound address, once it serves.
   std::string scheduler;
   const absl::Time deadline = absl::Now() + absl::Seconds(60);

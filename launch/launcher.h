@@ -27,11 +27,12 @@ v1::ClusterSpec ThisHost();
 // process starts. Every node it uses must be this host (other hosts are
 // for Slurm or Kubernetes). Each worker sees only its GPUs
 // (CUDA_VISIBLE_DEVICES). `trellis_binary` starts the processes (normally
-// /proc/self/exe).
+// /proc/self/exe). With `resume`, out_dir holds a launched run (its
+// job.yaml is `job`) that continues from its newest checkpoint.
 [[nodiscard]] absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
                                        const std::string& out_dir,
                                        const std::string& trellis_binary,
-                                       std::ostream& progress);
+                                       std::ostream& progress, bool resume = false);
 
 }  // namespace trellis::launch
 

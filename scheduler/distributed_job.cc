@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "config/job_config.h"
 #include "data/text_file.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
@@ -78,8 +79,7 @@ class RemoteRoleSet final : public RoleSet {
   }
 
   absl::Status Restore(const Checkpoint& checkpoint) override {
-    return absl::UnimplementedError(absl::StrCat(
-        checkpoint.dir, ": resuming a launched run is not supported yet; use trellis run"));
+    return learner_->RestoreCheckpoint(checkpoint.dir);
   }
 
  private:
@@ -89,10 +89,9 @@ class RemoteRoleSet final : public RoleSet {
   std::unique_ptr<verifier::VerifierClient> verifier_;
 };
 
-}  // namespace
-
-absl::Status ServeScheduler(std::optional<v1::JobConfig> given_job, const std::string& out_dir,
-                            const SchedulerOptions& options, std::ostream& progress) {
+absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& out_dir,
+                   const Checkpoint* resume, const SchedulerOptions& options,
+                   std::ostream& progress) {
   SchedulerService service(options.register_timeout);
   if (given_job.has_value()) {
     if (absl::Status s = service.SetJob(*given_job); !s.ok()) return s;
@@ -134,7 +133,7 @@ absl::Status ServeScheduler(std::optional<v1::JobConfig> given_job, const std::s
                                &progress);
   };
   absl::Status status = RunJob(
-      job, out, nullptr, bind, progress,
+      job, out, resume, bind, progress,
       [&](ledger::Ledger* ledger) { service.AttachLedger(ledger); },
       [&] { return service.cancel_requested(); });
   service.SetState(status.ok()                ? "succeeded"
@@ -148,6 +147,24 @@ absl::Status ServeScheduler(std::optional<v1::JobConfig> given_job, const std::s
   monitor.join();
   (*server)->Shutdown(absl::Seconds(1));
   return status;
+}
+
+}  // namespace
+
+absl::Status ServeScheduler(std::optional<v1::JobConfig> job, const std::string& out_dir,
+                            const SchedulerOptions& options, std::ostream& progress) {
+  return Serve(std::move(job), out_dir, nullptr, options, progress);
+}
+
+absl::Status ResumeScheduler(const std::string& run_dir, const SchedulerOptions& options,
+                             std::ostream& progress) {
+  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(run_dir + "/job.yaml");
+  if (!job.ok()) {
+    return absl::Status(job.status().code(), absl::StrCat("resume: ", job.status().message()));
+  }
+  absl::StatusOr<Checkpoint> checkpoint = ReadLatestCheckpoint(run_dir);
+  if (!checkpoint.ok()) return checkpoint.status();
+  return Serve(*std::move(job), run_dir, &*checkpoint, options, progress);
 }
 
 }  // namespace trellis::scheduler

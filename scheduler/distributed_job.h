@@ -35,6 +35,17 @@ struct SchedulerOptions {
                                           const SchedulerOptions& options,
                                           std::ostream& progress);
 
+// Continues the launched run in `run_dir` from its newest checkpoint, as
+// ResumeEmbeddedJob does for embedded runs: the job from run_dir/job.yaml,
+// the learner's weights, optimizer state and version restored in the
+// learner process (which reads the run directory), the loop's counters,
+// data positions and ledger totals from the checkpoint. Nothing else in
+// the workers draws random numbers (actors sample with per-request seeds),
+// so the resumed run equals a straight one.
+[[nodiscard]] absl::Status ResumeScheduler(const std::string& run_dir,
+                                           const SchedulerOptions& options,
+                                           std::ostream& progress);
+
 }  // namespace trellis::scheduler
 
 #endif  // TRELLIS_SCHEDULER_DISTRIBUTED_JOB_H_

@@ -46,6 +46,8 @@ v1::JobConfig TinyJob() {
   job.mutable_sft()->set_steps(30);
   job.mutable_grpo()->set_steps(kSteps);
   job.mutable_runtime()->set_checkpoint_every(kCheckpointEvery);
+  // Launched, one actor: the same samples as the embedded run.
+  job.mutable_deployment()->mutable_actor()->set_count(1);
   return job;
 }
 
@@ -125,6 +127,36 @@ TEST_F(ResumeTest, KilledAndResumedRunMatchesStraightRun) {
   EXPECT_EQ(b["samples"], a["samples"]);
   EXPECT_EQ(b["tokens"], a["tokens"]);
   EXPECT_EQ(b["eval"], a["eval"]);
+}
+
+// The same with every role a process: `trellis launch` SIGKILLed after the
+// step-5 checkpoint (its processes die with it), then `trellis launch
+// --resume`, against the embedded straight run.
+TEST_F(ResumeTest, KilledAndResumedLaunchMatchesStraightRun) {
+  const fs::path dir = root_ / "launched";
+  fs::remove_all(dir);
+  const pid_t pid = StartTrellis(
+      {"launch", (root_ / "job.yaml").string(), "--out", dir.string()}, root_ / "launched.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool seen = false;
+  while (!seen && std::chrono::steady_clock::now() < deadline) {
+    seen = Slurp(dir / "checkpoints" / "latest") == "step_5\n";
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::kill(pid, SIGKILL);
+  Wait(pid);
+  ASSERT_TRUE(seen) << "no step_5 checkpoint within 120 s\n" << Slurp(root_ / "launched.log");
+  ASSERT_FALSE(fs::exists(dir / "policy.safetensors")) << "the run ended before the kill";
+
+  const int resumed = Wait(StartTrellis({"launch", "--resume", dir.string()},
+                                        root_ / "launched_resumed.log"));
+  const std::string log = Slurp(root_ / "launched_resumed.log");
+  ASSERT_TRUE(WIFEXITED(resumed) && WEXITSTATUS(resumed) == 0) << log;
+  EXPECT_THAT(log, HasSubstr("resuming from"));
+  EXPECT_EQ(StepRewards(dir), StepRewards(root_ / "straight"));
+  EXPECT_TRUE(Slurp(dir / "policy.safetensors") ==
+              Slurp(root_ / "straight" / "policy.safetensors"))
+      << "final weights differ";
 }
 
 TEST_F(ResumeTest, ResumingAFinishedRunRedoesOnlyTheFinalEval) {
