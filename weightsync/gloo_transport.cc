@@ -399,7 +399,10 @@ class GlooReceiver final : public Transport {
     }
     if (absl::Status s = internal::CheckMatches(*set, dst); !s.ok()) return s;
     Stopwatch load;
-    if (absl::Status s = internal::LoadInto(*set, dst); !s.ok()) return s;
+    // The buckets are this receiver's own (spare_ reuses only free ones).
+    if (absl::Status s = internal::LoadInto(*set, dst, spare_.buckets()); !s.ok()) {
+      return s;
+    }
     v1::WeightSyncStats stats = internal::BaseStats(*set);
     stats.set_transfer_seconds(transfer_seconds_);
     stats.set_load_seconds(load.Seconds());
@@ -506,7 +509,7 @@ class GlooReceiver final : public Transport {
       return absl::DataLossError("the sender's header does not parse");
     }
     Stopwatch transfer;
-    absl::StatusOr<BucketSet> set = internal::DecodeHeader(header, &spare_);
+    absl::StatusOr<BucketSet> set = internal::DecodeHeader(header, spare_.buckets());
     if (!set.ok()) return set.status();
     struct Slice {
       size_t bucket;
@@ -552,7 +555,7 @@ class GlooReceiver final : public Transport {
     }
     settle(set->buckets.size());
     answered_ = true;
-    spare_ = set->buckets;
+    spare_.Remember(set->buckets);
     transfer_seconds_ = transfer.Seconds();
     if (!corrupt.ok()) return corrupt;
     return set;
@@ -563,7 +566,7 @@ class GlooReceiver final : public Transport {
   c10::intrusive_ptr<c10d::TCPStore> store_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<::gloo::transport::Device> device_ ABSL_GUARDED_BY(mu_);
   c10::intrusive_ptr<PG> pg_ ABSL_GUARDED_BY(mu_);
-  std::vector<at::Tensor> spare_ ABSL_GUARDED_BY(mu_);
+  internal::SparePool spare_ ABSL_GUARDED_BY(mu_);
   bool answered_ ABSL_GUARDED_BY(mu_) = false;
   double transfer_seconds_ ABSL_GUARDED_BY(mu_) = 0;
 };

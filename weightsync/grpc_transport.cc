@@ -172,7 +172,10 @@ class GrpcReceiver final : public Transport {
     }
     if (absl::Status s = internal::CheckMatches(*set, dst); !s.ok()) return s;
     Stopwatch load;
-    if (absl::Status s = internal::LoadInto(*set, dst); !s.ok()) return s;
+    // The buckets are this receiver's own (spare_ reuses only free ones).
+    if (absl::Status s = internal::LoadInto(*set, dst, spare_.buckets()); !s.ok()) {
+      return s;
+    }
     v1::WeightSyncStats stats = internal::BaseStats(*set);
     stats.set_transfer_seconds(transfer_seconds_);
     stats.set_load_seconds(load.Seconds());
@@ -199,7 +202,7 @@ class GrpcReceiver final : public Transport {
           "weightsync grpc: the stream did not start with a header");
     }
     absl::StatusOr<BucketSet> set =
-        internal::DecodeHeader(chunk.header(), &spare_);
+        internal::DecodeHeader(chunk.header(), spare_.buckets());
     if (!set.ok()) {
       context.TryCancel();
       reader->Finish().ok();
@@ -243,7 +246,7 @@ class GrpcReceiver final : public Transport {
       return s;
     }
     if (absl::Status s = rpc::FromGrpc(reader->Finish()); !s.ok()) return s;
-    spare_ = set->buckets;
+    spare_.Remember(set->buckets);
     transfer_seconds_ = transfer.Seconds();
     if (!corrupt.ok()) return corrupt;
     return set;
@@ -253,7 +256,7 @@ class GrpcReceiver final : public Transport {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WeightStream::Stub> stub_;
   absl::Mutex mu_;
-  std::vector<at::Tensor> spare_ ABSL_GUARDED_BY(mu_);
+  internal::SparePool spare_ ABSL_GUARDED_BY(mu_);
   double transfer_seconds_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -174,7 +174,29 @@ absl::Status CheckMatches(const BucketSet& set, const NamedTensors& dst) {
   return absl::OkStatus();
 }
 
-absl::Status LoadInto(const BucketSet& set, const NamedTensors& dst) {
+namespace {
+
+// Whether `target` may take bucket memory: see LoadInto.
+bool Adoptable(const at::Tensor& target, const ManifestEntry& e,
+               const std::vector<at::Tensor>& owned) {
+  if (!target.device().is_cpu() || !target.is_contiguous() || target.scalar_type() != e.dtype ||
+      e.offset % static_cast<int64_t>(c10::elementSize(e.dtype)) != 0) {
+    return false;
+  }
+  if (target.storage_offset() == 0 &&
+      static_cast<int64_t>(target.storage().nbytes()) == e.nbytes) {
+    return true;
+  }
+  for (const at::Tensor& bucket : owned) {
+    if (bucket.defined() && target.storage().is_alias_of(bucket.storage())) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status LoadInto(const BucketSet& set, const NamedTensors& dst,
+                      const std::vector<at::Tensor>* owned) {
   std::unordered_map<std::string, const ManifestEntry*> by_name;
   for (const ManifestEntry& e : set.manifest) by_name[e.name] = &e;
   c10::NoGradGuard no_grad;
@@ -182,11 +204,16 @@ absl::Status LoadInto(const BucketSet& set, const NamedTensors& dst) {
     const ManifestEntry& e = *by_name.at(name);
     if (e.nbytes == 0) continue;
     try {
+      at::Tensor target = t;
+      if (owned != nullptr && Adoptable(target, e, *owned)) {
+        const int64_t element = static_cast<int64_t>(c10::elementSize(e.dtype));
+        target.set_(set.buckets[e.bucket].storage(), e.offset / element, e.shape);
+        continue;
+      }
       uint8_t* base = set.buckets[e.bucket].data_ptr<uint8_t>() + e.offset;
       const at::Tensor src =
           at::from_blob(base, e.shape, at::TensorOptions().dtype(e.dtype));
       // copy_ on a const Tensor& writes through to the shared storage.
-      at::Tensor target = t;
       target.copy_(src);
     } catch (const c10::Error& err) {
       return absl::InternalError(

@@ -74,8 +74,17 @@ void ComputeChecksums(BucketSet& set);
 // NoGradGuard. REQUIRES: CheckMatches(set, dst) is OK, so nothing is copied
 // unless everything can be. Returns Internal if LibTorch fails mid-copy, in
 // which case `dst` may be partly updated.
-[[nodiscard]] absl::Status LoadInto(const BucketSet& set,
-                                    const NamedTensors& dst);
+//
+// With `owned` (adoption: the set's buckets belong to the receiver alone and
+// are never written again while referenced, see SparePool; `owned` lists
+// the receiver's buckets of earlier versions), a contiguous CPU dst tensor
+// with the manifest's dtype that owns its whole storage, or sits on one of
+// the `owned` buckets from an earlier adoption, takes the bucket's memory
+// instead of a copy (Tensor::set_): no second pass over the bytes. Other
+// dst tensors (views into the caller's memory, strided, other devices) are
+// copied.
+[[nodiscard]] absl::Status LoadInto(const BucketSet& set, const NamedTensors& dst,
+                                    const std::vector<at::Tensor>* owned = nullptr);
 
 }  // namespace trellis::weightsync::internal
 

@@ -81,14 +81,21 @@ absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
     set.manifest.push_back(std::move(e));
   }
   try {
+    std::vector<bool> taken(spare != nullptr ? spare->size() : 0, false);
     for (int i = 0; i < header.bucket_bytes_size(); ++i) {
       const int64_t n = header.bucket_bytes(i);
-      if (spare != nullptr && i < static_cast<int>(spare->size()) &&
-          (*spare)[i].defined() && (*spare)[i].numel() == n) {
-        set.buckets.push_back((*spare)[i]);
-      } else {
-        set.buckets.push_back(at::empty({n}, at::dtype(at::kByte)));
+      at::Tensor bucket;
+      for (size_t j = 0; j < taken.size() && !bucket.defined(); ++j) {
+        const at::Tensor& candidate = (*spare)[j];
+        // use_count 1: only the spare tensor holds the memory (no dst
+        // adopted it, or the dst has moved on).
+        if (!taken[j] && candidate.defined() && candidate.numel() == n &&
+            candidate.storage().use_count() == 1) {
+          taken[j] = true;
+          bucket = candidate;
+        }
       }
+      set.buckets.push_back(bucket.defined() ? bucket : at::empty({n}, at::dtype(at::kByte)));
     }
   } catch (const c10::Error& err) {
     return absl::ResourceExhaustedError(absl::StrCat(

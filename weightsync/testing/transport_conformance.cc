@@ -275,6 +275,32 @@ TEST_P(TransportConformanceTest, ReceiverSeesTheNewestVersion) {
   if (got.ok()) EXPECT_EQ(got->version(), 3);
 }
 
+// A receiver may hand its dst the received memory instead of copying
+// (LoadInto with adopt): tensors that received an earlier version keep it
+// while later versions arrive into other tensors.
+TEST_P(TransportConformanceTest, EarlierDstKeepsItsVersion) {
+  TransportPair t = Make(kBucketBytes);
+  ASSERT_NE(t.sender, nullptr);
+  NamedTensors first = MakeReceiver(MakeWeights(1));
+  NamedTensors later = MakeReceiver(MakeWeights(1));
+  for (int64_t v = 1; v <= 4; ++v) {
+    ASSERT_TRUE(t.sender->Publish(v, MakeWeights(v)).ok());
+    absl::StatusOr<v1::WeightSyncStats> got =
+        t.receiver->Receive(v, v == 1 ? first : later, absl::Seconds(30));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(SameValues(v == 1 ? first : later, MakeWeights(v))) << "version " << v;
+  }
+  EXPECT_TRUE(SameValues(first, MakeWeights(1)));
+  // Writing into a received tensor does not disturb the next receive.
+  for (auto& [name, tensor] : later) {
+    if (tensor.numel() > 0 && tensor.scalar_type() == torch::kFloat) tensor.fill_(-5);
+  }
+  ASSERT_TRUE(t.sender->Publish(5, MakeWeights(5)).ok());
+  ASSERT_TRUE(t.receiver->Receive(5, later, absl::Seconds(30)).ok());
+  EXPECT_TRUE(SameValues(later, MakeWeights(5)));
+  EXPECT_TRUE(SameValues(first, MakeWeights(1)));
+}
+
 TEST_P(TransportConformanceTest, WaitingReceiverGetsALaterPublish) {
   TransportPair t = Make(kBucketBytes);
   ASSERT_NE(t.sender, nullptr);
