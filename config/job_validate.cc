@@ -143,6 +143,16 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
             "grpo.loss_aggregation", "TOKEN_MEAN or SEQUENCE_MEAN",
             v1::LossAggregation_Name(g.loss_aggregation()));
   CheckOptimizer("grpo.optimizer.", g.optimizer(), c);
+  c.Require(g.advantage_estimator() == "grpo" || g.advantage_estimator() == "rloo" ||
+                g.advantage_estimator() == "reinforce_pp",
+            "grpo.advantage_estimator", "one of grpo, rloo, reinforce_pp",
+            absl::StrCat("\"", g.advantage_estimator(), "\""));
+  const v1::DapoConfig& d = g.dapo();
+  c.Require(d.clip_eps_low() >= 0 && d.clip_eps_low() < 1, "grpo.dapo.clip_eps_low",
+            "in [0, 1) (0: grpo.clip_eps)", d.clip_eps_low());
+  c.Require(d.clip_eps_high() >= 0 && d.clip_eps_high() <= 10, "grpo.dapo.clip_eps_high",
+            "in [0, 10] (0: grpo.clip_eps)", d.clip_eps_high());
+  c.AtLeast("grpo.dapo.max_sampling_rounds", d.max_sampling_rounds(), 1);
 }
 
 void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {

@@ -2,6 +2,7 @@
 #define TRELLIS_LEARNER_ADVANTAGES_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -12,10 +13,19 @@ namespace trellis::learner {
 struct GroupAdvantages {
   // One per reward, in order.
   std::vector<float> advantages;
-  // Per group: its rewards are all equal, so every advantage in it is zero
-  // and it carries no gradient.
+  // Per group: every advantage in it is zero, so it carries no gradient
+  // (GRPO, RLOO: its rewards are all equal; REINFORCE++: the whole batch's
+  // rewards are).
   std::vector<bool> zero_variance;
 };
+
+// grpo.advantage_estimator.
+enum class AdvantageEstimator { kGrpo, kRloo, kReinforcePlusPlus };
+
+// "grpo", "rloo", "reinforce_pp"; InvalidArgument naming the allowed values
+// otherwise.
+[[nodiscard]] absl::StatusOr<AdvantageEstimator> AdvantageEstimatorFromName(
+    const std::string& name);
 
 // GRPO advantages: rewards come in consecutive groups of `group_size` (the
 // responses to one prompt); each is centred on its group mean and, when
@@ -25,6 +35,20 @@ struct GroupAdvantages {
 [[nodiscard]] absl::StatusOr<GroupAdvantages> ComputeGroupAdvantages(
     absl::Span<const float> rewards, int64_t group_size, bool scale,
     double eps = 1e-6);
+
+// Advantages under `estimator` of rewards in consecutive groups of the given
+// sizes (groups may differ in size, e.g. after samples were dropped):
+//   kGrpo               ComputeGroupAdvantages per group (`scale`, `eps`);
+//   kRloo               RlooAdvantages per group (losses.h): r_i minus the
+//                       mean of the others in its group;
+//   kReinforcePlusPlus  ReinforcePlusPlusAdvantages over the whole batch
+//                       (losses.h): (r_i - mean) / (std + eps).
+// A group (GRPO, RLOO) or batch (REINFORCE++) whose rewards are all equal
+// gets exact zeros. InvalidArgument when the sizes do not add up to the
+// reward count, a size is below 1, or (RLOO) below 2.
+[[nodiscard]] absl::StatusOr<GroupAdvantages> ComputeAdvantages(
+    AdvantageEstimator estimator, absl::Span<const float> rewards,
+    absl::Span<const int64_t> group_sizes, bool scale, double eps = 1e-6);
 
 }  // namespace trellis::learner
 

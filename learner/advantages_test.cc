@@ -43,5 +43,72 @@ TEST(GroupAdvantagesTest, RejectsRaggedGroups) {
   EXPECT_THAT(std::string(adv.status().message()), testing::HasSubstr("groups of 2"));
 }
 
+TEST(AdvantageEstimatorTest, NamesAndRejections) {
+  EXPECT_EQ(*AdvantageEstimatorFromName("grpo"), AdvantageEstimator::kGrpo);
+  EXPECT_EQ(*AdvantageEstimatorFromName("rloo"), AdvantageEstimator::kRloo);
+  EXPECT_EQ(*AdvantageEstimatorFromName("reinforce_pp"), AdvantageEstimator::kReinforcePlusPlus);
+  absl::StatusOr<AdvantageEstimator> bad = AdvantageEstimatorFromName("ppo");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), testing::HasSubstr("grpo, rloo, reinforce_pp"));
+}
+
+// Groups {1, 0, 0} (3 responses), {1, 1} (all equal), {0, 1, 1, 0}.
+const std::vector<float> kRewards = {1, 0, 0, 1, 1, 0, 1, 1, 0};
+const std::vector<int64_t> kSizes = {3, 2, 4};
+
+TEST(AdvantageEstimatorTest, GrpoPerGroupEqualsComputeGroupAdvantages) {
+  absl::StatusOr<GroupAdvantages> a =
+      ComputeAdvantages(AdvantageEstimator::kGrpo, kRewards, kSizes, true, 0.0);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // {1, 0, 0}: mean 1/3, std sqrt(2)/3 -> (2/3) / (sqrt(2)/3) = sqrt(2), -1/sqrt(2).
+  // {0, 1, 1, 0}: mean 0.5, std 0.5 -> -1, 1, 1, -1.
+  const double r2 = std::sqrt(2.0);
+  const std::vector<double> want = {r2, -1 / r2, -1 / r2, 0, 0, -1, 1, 1, -1};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(a->advantages[i], want[i], 1e-6) << i;
+  EXPECT_THAT(a->zero_variance, testing::ElementsAre(false, true, false));
+}
+
+TEST(AdvantageEstimatorTest, RlooLeavesOneOutPerGroup) {
+  absl::StatusOr<GroupAdvantages> a =
+      ComputeAdvantages(AdvantageEstimator::kRloo, kRewards, kSizes, true);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // {1, 0, 0}: 1 - 0 = 1; 0 - (1 + 0) / 2 = -0.5 (twice).
+  // {1, 1}: all equal -> 0. {0, 1, 1, 0}: 0 - 2/3, 1 - 1/3, 1 - 1/3, 0 - 2/3.
+  const std::vector<double> want = {1, -0.5, -0.5, 0, 0, -2.0 / 3, 2.0 / 3, 2.0 / 3, -2.0 / 3};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(a->advantages[i], want[i], 1e-6) << i;
+  EXPECT_THAT(a->zero_variance, testing::ElementsAre(false, true, false));
+  // RLOO needs someone to leave out.
+  EXPECT_EQ(ComputeAdvantages(AdvantageEstimator::kRloo, {1, 0, 1}, {2, 1}, true)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AdvantageEstimatorTest, ReinforcePlusPlusNormalizesOverTheBatch) {
+  absl::StatusOr<GroupAdvantages> a =
+      ComputeAdvantages(AdvantageEstimator::kReinforcePlusPlus, kRewards, kSizes, true, 0.0);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // 5 ones in 9: mean 5/9, population std sqrt(5/9 * 4/9) = sqrt(20)/9.
+  // A(1) = (4/9) / (sqrt(20)/9) = 4/sqrt(20); A(0) = -5/sqrt(20). The group
+  // {1, 1} is not a baseline of its own: it keeps a positive advantage.
+  const double s = std::sqrt(20.0);
+  for (size_t i = 0; i < kRewards.size(); ++i) {
+    EXPECT_NEAR(a->advantages[i], kRewards[i] == 1 ? 4 / s : -5 / s, 1e-6) << i;
+  }
+  EXPECT_THAT(a->zero_variance, testing::ElementsAre(false, false, false));
+  absl::StatusOr<GroupAdvantages> flat =
+      ComputeAdvantages(AdvantageEstimator::kReinforcePlusPlus, {1, 1, 1, 1}, {2, 2}, true);
+  ASSERT_TRUE(flat.ok());
+  EXPECT_THAT(flat->advantages, testing::ElementsAre(0, 0, 0, 0));
+  EXPECT_THAT(flat->zero_variance, testing::ElementsAre(true, true));
+}
+
+TEST(AdvantageEstimatorTest, RejectsSizesThatDoNotAddUp) {
+  absl::StatusOr<GroupAdvantages> a =
+      ComputeAdvantages(AdvantageEstimator::kGrpo, kRewards, {3, 2}, true);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(a.status().message()), testing::HasSubstr("add up to 5"));
+}
+
 }  // namespace
 }  // namespace trellis::learner

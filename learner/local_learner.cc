@@ -153,6 +153,11 @@ class LocalLearner : public LearnerWorker {
     const double normalizer =
         LossNormalizer(grpo.loss_aggregation(), total_tokens, batch.samples_size());
     const double temperature = job_.sampling().temperature();
+    // grpo.dapo.clip_eps_{low,high}: 0 takes grpo.clip_eps.
+    const double clip_low =
+        grpo.dapo().clip_eps_low() > 0 ? grpo.dapo().clip_eps_low() : grpo.clip_eps();
+    const double clip_high =
+        grpo.dapo().clip_eps_high() > 0 ? grpo.dapo().clip_eps_high() : grpo.clip_eps();
     MicroFn micro = [&](int64_t begin, int64_t end) -> absl::StatusOr<MicroResult> {
       std::vector<model::SequencePair> pairs;
       std::vector<absl::Span<const float>> old_rows, ref_rows;
@@ -171,10 +176,10 @@ class LocalLearner : public LearnerWorker {
       torch::Tensor old_logp = model::PlaceResponseValues(old_rows, *tb);
       torch::Tensor ref_logp =
           use_kl ? model::PlaceResponseValues(ref_rows, *tb) : torch::Tensor();
-      PolicyLoss loss = GrpoLoss(logp, old_logp, ref_logp,
-                                 torch::tensor(advantages, torch::kFloat32),
-                                 tb->response_mask, grpo.clip_eps(), grpo.kl_coef(),
-                                 grpo.loss_aggregation(), normalizer);
+      PolicyLoss loss = ClippedPolicyLoss(logp, old_logp, ref_logp,
+                                          torch::tensor(advantages, torch::kFloat32),
+                                          tb->response_mask, clip_low, clip_high,
+                                          grpo.kl_coef(), grpo.loss_aggregation(), normalizer);
       return MicroResult{loss.loss, loss.kl_sum, loss.clipped_tokens, loss.tokens};
     };
     if (rl_.optimizer == nullptr) rl_.optimizer = NewAdamW(model_, grpo.optimizer());

@@ -36,6 +36,40 @@ TEST(GrpoLossTest, MatchesHandComputedValues) {
   EXPECT_NEAR(sm.loss.item<double>(), (seq0 + seq1) / 2, 1e-6);
 }
 
+TEST(ClippedPolicyLossTest, AsymmetricClipInAllFourCases) {
+  // DAPO clip-higher: ratio clipped to [1 - 0.2, 1 + 0.28] = [0.8, 1.28].
+  //   token  ratio  A    unclipped  clipped       -min
+  //   0      1.5    +1   1.5        1.28          -1.28  (clip-high binds)
+  //   1      0.5    +1   0.5        0.8           -0.5   (below: min keeps 0.5)
+  //   2      0.5    -1   -0.5       -0.8          0.8    (clip-low binds)
+  //   3      1.5    -1   -1.5       -1.28         1.5    (above: min keeps -1.5)
+  // Symmetric 0.2 would give -1.2 for token 0 and the same for the others.
+  // Advantages are per sequence: four one-token rows.
+  const torch::Tensor lp =
+      torch::tensor({std::log(1.5f), std::log(0.5f), std::log(0.5f), std::log(1.5f)})
+          .reshape({4, 1});
+  const torch::Tensor old = torch::zeros({4, 1});
+  const torch::Tensor m = torch::ones({4, 1});
+  const torch::Tensor adv = torch::tensor({1.0f, 1.0f, -1.0f, -1.0f});
+  PolicyLoss dapo = ClippedPolicyLoss(lp, old, torch::Tensor(), adv, m, 0.2, 0.28, 0.0,
+                                      v1::TOKEN_MEAN, 4.0);
+  EXPECT_NEAR(dapo.loss.item<double>(), (-1.28 - 0.5 + 0.8 + 1.5) / 4, 1e-5);
+  EXPECT_EQ(dapo.clipped_tokens, 2);  // tokens 0 and 2
+  PolicyLoss grpo = GrpoLoss(lp, old, torch::Tensor(), adv, m, 0.2, 0.0, v1::TOKEN_MEAN, 4.0);
+  EXPECT_NEAR(grpo.loss.item<double>(), (-1.2 - 0.5 + 0.8 + 1.5) / 4, 1e-5);
+  // The gradient through a clipped token is zero: d/dlogp of token 0 vanishes
+  // under clip-high 0.28 (ratio 1.5 > 1.28) but not under clip-high 0.6.
+  torch::Tensor x = lp.clone().requires_grad_(true);
+  ClippedPolicyLoss(x, old, torch::Tensor(), adv, m, 0.2, 0.28, 0.0, v1::TOKEN_MEAN, 4.0)
+      .loss.backward();
+  EXPECT_EQ(x.grad()[0][0].item<float>(), 0.0f);
+  torch::Tensor y = lp.clone().requires_grad_(true);
+  ClippedPolicyLoss(y, old, torch::Tensor(), adv, m, 0.2, 0.6, 0.0, v1::TOKEN_MEAN, 4.0)
+      .loss.backward();
+  // d(-ratio * A / 4)/dlogp = -ratio / 4 = -0.375.
+  EXPECT_NEAR(y.grad()[0][0].item<float>(), -0.375f, 1e-6);
+}
+
 TEST(GrpoLossTest, KlIsZeroWhenPolicyEqualsReference) {
   const torch::Tensor logp = torch::tensor({{-0.7f, -0.1f}});
   const torch::Tensor mask = torch::ones({1, 2});

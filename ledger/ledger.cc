@@ -314,7 +314,12 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
                     {"unparseable", c.samples_unparseable},
                     {"error", c.samples_error},
                     {"timeout", c.samples_timeout},
-                    {"dropped", c.samples_dropped}};
+                    {"dropped", c.samples_dropped},
+                    {"surplus", c.samples_surplus},
+                    {"overlong", c.samples_overlong}};
+    j["dynamic_sampling"] = {{"rounds_extra", c.sampling_rounds_extra},
+                             {"prompts_extra", c.prompts_extra},
+                             {"seconds_extra", c.sampling_seconds_extra}};
     j["tokens"] = {{"generated", c.generated_tokens},
                    {"trained", c.trained_tokens}};
     j["tokens_per_second"] = {

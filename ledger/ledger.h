@@ -88,6 +88,18 @@ struct StepCounts {
   double kl = 0;
   double clip_fraction = 0;
   double grad_norm = 0;
+  // DAPO dynamic sampling (grpo.dapo.dynamic_sampling): rollout rounds
+  // after the first, the prompts they drew (also in `prompts`), and their
+  // seconds (rollout, verify); samples of groups with different rewards
+  // beyond prompts_per_step, left out.
+  int64_t sampling_rounds_extra = 0;
+  int64_t prompts_extra = 0;
+  double sampling_seconds_extra = 0;
+  int64_t samples_surplus = 0;
+  // DAPO overlong filtering (grpo.dapo.overlong_filtering): truncated
+  // samples left out of the loss (each also counted above as truncated or
+  // zero-variance).
+  int64_t samples_overlong = 0;
 };
 
 // The derived metrics of one step, as written to ledger.jsonl.

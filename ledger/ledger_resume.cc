@@ -25,7 +25,9 @@ json CountsJson(const StepCounts& c) {
         "samples_effective", "samples_zero_variance", "samples_truncated",
         "samples_unparseable", "samples_error", "samples_timeout", "samples_dropped",
         "generated_tokens", "trained_tokens",
-        "mean_reward", "accuracy", "loss", "kl", "clip_fraction", "grad_norm"}) {
+        "mean_reward", "accuracy", "loss", "kl", "clip_fraction", "grad_norm",
+        "sampling_rounds_extra", "prompts_extra", "sampling_seconds_extra", "samples_surplus",
+        "samples_overlong"}) {
     out[key] = j[key];
   }
   return out;
@@ -54,6 +56,12 @@ StepCounts CountsFromJson(const json& j) {
   c.kl = j.at("kl").get<double>();
   c.clip_fraction = j.at("clip_fraction").get<double>();
   c.grad_norm = j.at("grad_norm").get<double>();
+  // Absent from checkpoints written before DAPO's counts existed.
+  c.sampling_rounds_extra = j.value("sampling_rounds_extra", int64_t{0});
+  c.prompts_extra = j.value("prompts_extra", int64_t{0});
+  c.sampling_seconds_extra = j.value("sampling_seconds_extra", 0.0);
+  c.samples_surplus = j.value("samples_surplus", int64_t{0});
+  c.samples_overlong = j.value("samples_overlong", int64_t{0});
   return c;
 }
 

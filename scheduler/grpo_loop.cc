@@ -1,11 +1,13 @@
 #include "scheduler/grpo_loop.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "learner/advantages.h"
+#include "scheduler/dynamic_sampling.h"
 
 namespace trellis::scheduler {
 namespace {
@@ -43,35 +45,45 @@ std::vector<data::Example> SftExamples(const std::vector<data::Example>& train, 
   return std::vector<data::Example>(train.begin(), train.begin() + limit);
 }
 
-// Group advantages over the samples not `dropped`: each group is normalized
-// over its kept samples alone; a group with fewer than two kept samples is
-// dropped whole (its samples are marked in `dropped`; a lone sample has no
-// baseline to compare against). Dropped samples get advantage 0.
+// Advantages over the samples not `dropped`: each group counts its kept
+// samples alone (REINFORCE++: the batch is its kept samples); a group with
+// fewer than two kept samples is dropped whole (its samples are marked in
+// `dropped`; a lone sample has no baseline to compare against). Dropped
+// samples get advantage 0.
 absl::StatusOr<learner::GroupAdvantages> GroupAdvantagesWithout(
-    const std::vector<float>& rewards, std::vector<bool>& dropped, int64_t group, bool scale) {
+    learner::AdvantageEstimator estimator, const std::vector<float>& rewards,
+    std::vector<bool>& dropped, int64_t group, bool scale) {
   if (group < 1 || rewards.size() % group != 0) {
     return learner::ComputeGroupAdvantages(rewards, group, scale);  // its error
   }
-  learner::GroupAdvantages out;
-  out.advantages.assign(rewards.size(), 0.0f);
+  std::vector<float> sub;        // kept rewards of the groups that stay
+  std::vector<size_t> where;     // each one's index in `rewards`
+  std::vector<int64_t> sizes;    // of the groups that stay
+  std::vector<bool> stays;       // per group
   for (size_t g = 0; g < rewards.size(); g += group) {
     std::vector<size_t> kept;
     for (size_t i = g; i < g + group; ++i) {
       if (!dropped[i]) kept.push_back(i);
     }
-    if (kept.size() < 2) {
+    stays.push_back(kept.size() >= 2);
+    if (!stays.back()) {
       for (size_t i = g; i < g + group; ++i) dropped[i] = true;
-      out.zero_variance.push_back(false);
       continue;
     }
-    std::vector<float> sub;
-    for (size_t i : kept) sub.push_back(rewards[i]);
-    absl::StatusOr<learner::GroupAdvantages> a =
-        learner::ComputeGroupAdvantages(sub, static_cast<int64_t>(sub.size()), scale);
-    if (!a.ok()) return a.status();
-    for (size_t k = 0; k < kept.size(); ++k) out.advantages[kept[k]] = a->advantages[k];
-    out.zero_variance.push_back(a->zero_variance[0]);
+    for (size_t i : kept) {
+      sub.push_back(rewards[i]);
+      where.push_back(i);
+    }
+    sizes.push_back(static_cast<int64_t>(kept.size()));
   }
+  absl::StatusOr<learner::GroupAdvantages> a =
+      learner::ComputeAdvantages(estimator, sub, sizes, scale);
+  if (!a.ok()) return a.status();
+  learner::GroupAdvantages out;
+  out.advantages.assign(rewards.size(), 0.0f);
+  for (size_t k = 0; k < where.size(); ++k) out.advantages[where[k]] = a->advantages[k];
+  size_t next = 0;
+  for (bool stay : stays) out.zero_variance.push_back(stay ? a->zero_variance[next++] : false);
   return out;
 }
 
@@ -210,21 +222,17 @@ absl::StatusOr<ledger::EvalMetrics> GrpoLoop::Evaluate(const std::string& label)
   return metrics;
 }
 
-absl::Status GrpoLoop::Step(int64_t step) {
-  const v1::GrpoConfig& grpo = job_.grpo();
-  const int64_t group = grpo.responses_per_prompt();
-  ledger_->BeginStep(step);
-  ledger::StepCounts counts;
-  counts.step = step;
-  counts.prompts = grpo.prompts_per_step();
-  counts.responses_per_prompt = group;
-
+absl::Status GrpoLoop::SampleRound(int64_t step, int round, int64_t prompts, StepSamples* out,
+                                  double* seconds) {
+  const int64_t group = job_.grpo().responses_per_prompt();
   v1::GenerateRequest request;
   request.set_responses_per_prompt(static_cast<int32_t>(group));
   *request.mutable_sampling() = TrainSampling(job_);
-  request.set_seed(MixSeed(job_.runtime().seed(), static_cast<uint64_t>(step)));
+  // Round 0 keeps the seed a step had before dynamic sampling existed.
+  const uint64_t salt = static_cast<uint64_t>(step) | (static_cast<uint64_t>(round) << 48);
+  request.set_seed(MixSeed(job_.runtime().seed(), salt));
   std::vector<const data::Example*> examples;
-  for (int i = 0; i < grpo.prompts_per_step(); ++i) {
+  for (int64_t i = 0; i < prompts; ++i) {
     const data::Example& ex = train_stream_.Next();
     examples.push_back(&ex);
     absl::StatusOr<v1::Prompt> prompt = MakePrompt(ex);
@@ -236,12 +244,10 @@ absl::Status GrpoLoop::Step(int64_t step) {
   {
     auto span = ledger_->Begin(Stage::kRollout, "actor-0");
     rollout = roles_.actor->Generate(request);
+    if (seconds != nullptr) *seconds += span.End();
   }
   if (!rollout.ok()) return At(rollout.status(), "rollout");
   const auto& samples = rollout->samples();
-  counts.samples_generated = samples.size();
-  counts.generated_tokens = rollout->generated_tokens();
-  counts.policy_version = roles_.learner->policy_version();
 
   absl::StatusOr<v1::VerifyResponse> verdicts;
   {
@@ -255,12 +261,103 @@ absl::Status GrpoLoop::Step(int64_t step) {
       item->set_answer(ex.answer);
     }
     verdicts = roles_.verifier->Verify(verify);
+    if (seconds != nullptr) *seconds += span.End();
   }
   if (!verdicts.ok()) return At(verdicts.status(), "verify");
   if (verdicts->results_size() != samples.size()) {
     return absl::InternalError(absl::StrCat("verify: ", verdicts->results_size(),
                                             " results for ", samples.size(), " samples"));
   }
+  out->examples.insert(out->examples.end(), examples.begin(), examples.end());
+  const int64_t tokens_before = out->rollout.generated_tokens();
+  out->rollout.MergeFrom(*rollout);  // appends the samples; scalars take the newest
+  out->rollout.set_generated_tokens(tokens_before + rollout->generated_tokens());
+  out->verdicts.MergeFrom(*verdicts);  // appends the results and this round's stats
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GrpoLoop::RewardSummary> GrpoLoop::SampleUsefulGroups(int64_t step,
+                                                                     StepSamples* drawn,
+                                                                     ledger::StepCounts& counts) {
+  const v1::GrpoConfig& grpo = job_.grpo();
+  const int64_t group = grpo.responses_per_prompt();
+  const int64_t want = grpo.prompts_per_step();
+  auto rewards_of = [&] {
+    std::vector<float> rewards;
+    for (const auto& r : drawn->verdicts.results()) rewards.push_back(r.reward());
+    return rewards;
+  };
+  std::vector<bool> useful = UsefulGroups(rewards_of(), group);
+  for (int round = 1; round < grpo.dapo().max_sampling_rounds(); ++round) {
+    const int64_t have = std::count(useful.begin(), useful.end(), true);
+    const int64_t prompts = NextRoundPrompts(want, have, static_cast<int64_t>(useful.size()));
+    if (prompts == 0) break;
+    double seconds = 0;
+    if (absl::Status s = SampleRound(step, round, prompts, drawn, &seconds); !s.ok()) {
+      return At(s, absl::StrCat("dynamic sampling round ", round));
+    }
+    ++counts.sampling_rounds_extra;
+    counts.prompts_extra += prompts;
+    counts.sampling_seconds_extra += seconds;
+    useful = UsefulGroups(rewards_of(), group);
+  }
+  counts.samples_generated = drawn->rollout.samples_size();
+  counts.generated_tokens = drawn->rollout.generated_tokens();
+
+  // The reward and accuracy of every sample drawn: the policy's, before
+  // zero-variance groups (all right or all wrong) are left out.
+  RewardSummary all;
+  for (const auto& r : drawn->verdicts.results()) {
+    all.mean_reward += r.reward();
+    all.accuracy += r.verdict() == v1::CORRECT;
+  }
+  const int n = drawn->verdicts.results_size();
+  all.mean_reward = n > 0 ? all.mean_reward / n : 0;
+  all.accuracy = n > 0 ? all.accuracy / n : 0;
+
+  const GroupSelection selection = SelectGroups(useful, want);
+  counts.samples_zero_variance += selection.zero_variance * group;
+  counts.samples_surplus += selection.surplus * group;
+  StepSamples kept;
+  *kept.verdicts.mutable_stats() = drawn->verdicts.stats();
+  kept.rollout.set_generated_tokens(drawn->rollout.generated_tokens());
+  kept.rollout.set_kv_cache_bytes(drawn->rollout.kv_cache_bytes());
+  for (int64_t g : selection.kept) {
+    kept.examples.push_back(drawn->examples[g]);
+    for (int64_t i = g * group; i < (g + 1) * group; ++i) {
+      *kept.rollout.add_samples() = std::move(*drawn->rollout.mutable_samples(i));
+      *kept.verdicts.add_results() = std::move(*drawn->verdicts.mutable_results(i));
+    }
+  }
+  *drawn = std::move(kept);
+  return all;
+}
+
+absl::Status GrpoLoop::Step(int64_t step) {
+  const v1::GrpoConfig& grpo = job_.grpo();
+  const int64_t group = grpo.responses_per_prompt();
+  ledger_->BeginStep(step);
+  ledger::StepCounts counts;
+  counts.step = step;
+  counts.prompts = grpo.prompts_per_step();
+  counts.responses_per_prompt = group;
+
+  StepSamples drawn;
+  if (absl::Status s = SampleRound(step, 0, grpo.prompts_per_step(), &drawn, nullptr); !s.ok()) {
+    return s;
+  }
+  counts.samples_generated = drawn.rollout.samples_size();
+  counts.generated_tokens = drawn.rollout.generated_tokens();
+  counts.policy_version = roles_.learner->policy_version();
+  std::optional<RewardSummary> all_rewards;
+  if (grpo.dapo().dynamic_sampling()) {
+    absl::StatusOr<RewardSummary> r = SampleUsefulGroups(step, &drawn, counts);
+    if (!r.ok()) return r.status();
+    all_rewards = *r;
+  }
+  counts.prompts += counts.prompts_extra;
+  const auto& samples = drawn.rollout.samples();
+  absl::StatusOr<v1::VerifyResponse> verdicts = std::move(drawn.verdicts);
 
   absl::StatusOr<v1::LogProbResponse> ref;
   const bool use_kl = grpo.kl_coef() > 0 && roles_.reference != nullptr;
@@ -291,9 +388,14 @@ absl::Status GrpoLoop::Step(int64_t step) {
     double reward_sum = 0;
     int64_t correct = 0;
     for (const auto& r : verdicts->results()) rewards.push_back(r.reward());
+    absl::StatusOr<learner::AdvantageEstimator> estimator =
+        learner::AdvantageEstimatorFromName(grpo.advantage_estimator());
+    if (!estimator.ok()) return At(estimator.status(), "grpo.advantage_estimator");
+    const std::vector<int64_t> sizes(group > 0 ? n / group : 0, group);
     absl::StatusOr<learner::GroupAdvantages> adv =
-        any_dropped ? GroupAdvantagesWithout(rewards, dropped, group, grpo.scale_rewards())
-                    : learner::ComputeGroupAdvantages(rewards, group, grpo.scale_rewards());
+        any_dropped
+            ? GroupAdvantagesWithout(*estimator, rewards, dropped, group, grpo.scale_rewards())
+            : learner::ComputeAdvantages(*estimator, rewards, sizes, grpo.scale_rewards());
     if (!adv.ok()) return At(adv.status(), "advantages");
     int64_t kept = 0;
     for (int i = 0; i < n; ++i) {
@@ -322,6 +424,10 @@ absl::Status GrpoLoop::Step(int64_t step) {
       } else if (verdict == v1::TIMEOUT) {
         ++counts.samples_timeout;
       }
+      if (s.truncated() && grpo.dapo().overlong_filtering()) {
+        ++counts.samples_overlong;  // DAPO: no loss on a response cut off at the budget
+        continue;
+      }
       if (adv->advantages[i] != 0.0f) ++counts.samples_effective;
       if (s.response_tokens().empty()) continue;
       v1::TrainSample* t = batch.add_samples();
@@ -338,11 +444,20 @@ absl::Status GrpoLoop::Step(int64_t step) {
     }
   }
 
+  if (all_rewards.has_value()) {
+    // Dynamic sampling trains on groups with mixed rewards only; report the
+    // policy's reward over everything it sampled.
+    counts.mean_reward = all_rewards->mean_reward;
+    counts.accuracy = all_rewards->accuracy;
+  }
+
   absl::StatusOr<v1::TrainStats> stats = v1::TrainStats();
-  if (batch.samples_size() > 0 || counts.samples_dropped == 0) {
+  const bool left_out = counts.samples_dropped > 0 || counts.samples_overlong > 0 ||
+                        grpo.dapo().dynamic_sampling();
+  if (batch.samples_size() > 0 || !left_out) {
     auto span = ledger_->Begin(Stage::kUpdate, "learner-0");
     stats = roles_.learner->TrainStep(batch);
-  }  // else every sample was dropped: no update this step
+  }  // else every sample was left out (dropped, filtered): no update this step
   if (!stats.ok()) return At(stats.status(), "update");
   counts.trained_tokens = stats->trained_tokens();
   counts.loss = stats->loss();
@@ -359,9 +474,12 @@ absl::Status GrpoLoop::Step(int64_t step) {
     for (const auto& m : history_) elapsed += m.step_seconds;
     const double eta = elapsed / history_.size() * (grpo.steps() - (step + 1));
     *progress_ << absl::StrFormat(
-        "step %4d/%d  reward %.3f  acc %.3f  effective %.2f  kl %.4f  step %.2fs  eta %.0fs\n",
+        "step %4d/%d  reward %.3f  acc %.3f  effective %.2f  kl %.4f  step %.2fs  eta %.0fs%s\n",
         step + 1, grpo.steps(), counts.mean_reward, counts.accuracy,
-        metrics.effective_sample_rate, counts.kl, metrics.step_seconds, eta);
+        metrics.effective_sample_rate, counts.kl, metrics.step_seconds, eta,
+        grpo.dapo().dynamic_sampling()
+            ? absl::StrFormat("  rounds %d", 1 + counts.sampling_rounds_extra)
+            : "");
     progress_->flush();
   }
   return absl::OkStatus();

@@ -78,6 +78,28 @@ class GrpoLoop {
   absl::Status TakeReference();
   absl::StatusOr<ledger::EvalMetrics> Evaluate(const std::string& label);
   absl::Status Step(int64_t step);
+  // A step's samples: the groups of every rollout round, in order.
+  struct StepSamples {
+    std::vector<const data::Example*> examples;  // one per group
+    v1::GenerateResponse rollout;                // samples; generated_tokens summed
+    v1::VerifyResponse verdicts;                 // results in sample order; each round's stats
+  };
+  // One rollout round: draws `prompts` prompts, samples and verifies their
+  // groups, and appends them to *out. Adds the round's rollout and verify
+  // seconds to *seconds (may be null).
+  absl::Status SampleRound(int64_t step, int round, int64_t prompts, StepSamples* out,
+                           double* seconds);
+  struct RewardSummary {
+    double mean_reward = 0;
+    double accuracy = 0;
+  };
+  // DAPO dynamic sampling: more rounds until prompts_per_step groups have
+  // rewards that differ or grpo.dapo.max_sampling_rounds have run; then
+  // leaves only the first prompts_per_step such groups in *drawn. Counts the
+  // rounds, prompts, seconds and left-out samples in `counts`; returns the
+  // reward and accuracy of every sample drawn.
+  absl::StatusOr<RewardSummary> SampleUsefulGroups(int64_t step, StepSamples* drawn,
+                                                   ledger::StepCounts& counts);
   // Checkpoint after `steps_done` GRPO steps.
   absl::Status CheckpointAfter(int64_t steps_done);
   // Learner publishes its current version, unless the actor has it already;

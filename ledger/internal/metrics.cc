@@ -61,6 +61,11 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"handoff_seconds", m.handoff_seconds},
       {"handoff_bytes", m.handoff_bytes},
       {"peak_bytes", m.peak_bytes},
+      {"sampling_rounds_extra", c.sampling_rounds_extra},
+      {"prompts_extra", c.prompts_extra},
+      {"sampling_seconds_extra", c.sampling_seconds_extra},
+      {"samples_surplus", c.samples_surplus},
+      {"samples_overlong", c.samples_overlong},
   };
 }
 
@@ -79,6 +84,11 @@ void AccumulateCounts(const StepCounts& step, StepCounts& total) {
   total.samples_dropped += step.samples_dropped;
   total.generated_tokens += step.generated_tokens;
   total.trained_tokens += step.trained_tokens;
+  total.sampling_rounds_extra += step.sampling_rounds_extra;
+  total.prompts_extra += step.prompts_extra;
+  total.sampling_seconds_extra += step.sampling_seconds_extra;
+  total.samples_surplus += step.samples_surplus;
+  total.samples_overlong += step.samples_overlong;
 }
 
 nlohmann::json VerifierStatsJson(const v1::VerifierStats& s) {
