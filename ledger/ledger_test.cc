@@ -226,6 +226,11 @@ TEST_F(LedgerTest, SummaryHasTheRequiredKeys) {
     c.trained_tokens = 40;
     c.mean_reward = 0.1 * step;
     c.accuracy = 0.2 * step;
+    c.sampling_rounds_extra = 1;
+    c.prompts_extra = 3;
+    c.sampling_seconds_extra = 0.25;
+    c.samples_surplus = 4;
+    c.samples_overlong = step;
     ledger_.EndStep(c);
   }
   ledger_.RecordObject("learner", Object::kParameters, 500, Stage::kLoad);
@@ -255,6 +260,22 @@ TEST_F(LedgerTest, SummaryHasTheRequiredKeys) {
   EXPECT_EQ(j["samples"]["truncated"], 4);
   EXPECT_EQ(j["samples"]["unparseable"], 0);
   EXPECT_EQ(j["samples"]["error"], 0);
+  EXPECT_EQ(j["samples"]["surplus"], 8);
+  EXPECT_EQ(j["samples"]["overlong"], 1);
+  EXPECT_EQ(j["dynamic_sampling"]["rounds_extra"], 2);
+  EXPECT_EQ(j["dynamic_sampling"]["prompts_extra"], 6);
+  EXPECT_DOUBLE_EQ(j["dynamic_sampling"]["seconds_extra"].get<double>(), 0.5);
+  EXPECT_EQ(j["final_step"]["samples_overlong"], 1);
+  EXPECT_EQ(j["final_step"]["prompts_extra"], 3);
+  // Carried through a checkpoint's totals.
+  Ledger resumed;
+  ASSERT_TRUE(resumed.ImportState(ledger_.ExportState()).ok());
+  const std::string again = TempPath("summary_again.json");
+  ASSERT_TRUE(resumed.WriteSummary(again).ok());
+  const json back = ReadJson(again);
+  EXPECT_EQ(back["samples"]["surplus"], 8);
+  EXPECT_EQ(back["dynamic_sampling"]["prompts_extra"], 6);
+  EXPECT_DOUBLE_EQ(back["dynamic_sampling"]["seconds_extra"].get<double>(), 0.5);
   for (const char* k : {"count", "bytes", "seconds", "gbps"}) {
     EXPECT_TRUE(j["handoff"].contains(k)) << k;
   }

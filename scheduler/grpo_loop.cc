@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -437,9 +439,12 @@ absl::Status GrpoLoop::Step(int64_t step) {
       if (use_kl) *t->mutable_ref_logprobs() = ref->sequences(i).logprobs();
       t->set_advantage(adv->advantages[i]);
     }
+    // One record per verifier per rollout round (dynamic sampling runs
+    // several); the step's drops go on each verifier's first.
+    std::set<std::string> named;
     for (const v1::VerifierStats& vs : verdicts->stats()) {
       v1::VerifierStats recorded = vs;
-      recorded.set_dropped(counts.samples_dropped);
+      recorded.set_dropped(named.insert(vs.verifier()).second ? counts.samples_dropped : 0);
       ledger_->RecordVerifier(recorded);
     }
   }
