@@ -1,5 +1,7 @@
 #include "learner/advantages.h"
 
+#include <vector>
+
 #include <algorithm>
 #include <cmath>
 
@@ -89,6 +91,44 @@ absl::StatusOr<GroupAdvantages> ComputeAdvantages(AdvantageEstimator estimator,
                                     : group_equal);
     begin += size;
   }
+  return out;
+}
+
+absl::StatusOr<GroupAdvantages> AdvantagesWithout(AdvantageEstimator estimator,
+                                                   const std::vector<float>& rewards,
+                                                   std::vector<bool>& dropped, int64_t group,
+                                                   bool scale) {
+  if (group < 1 || rewards.size() % group != 0) {
+    return ComputeGroupAdvantages(rewards, group, scale);  // its error
+  }
+  std::vector<float> sub;        // kept rewards of the groups that stay
+  std::vector<size_t> where;     // each one's index in `rewards`
+  std::vector<int64_t> sizes;    // of the groups that stay
+  std::vector<bool> stays;       // per group
+  for (size_t g = 0; g < rewards.size(); g += group) {
+    std::vector<size_t> kept;
+    for (size_t i = g; i < g + group; ++i) {
+      if (!dropped[i]) kept.push_back(i);
+    }
+    stays.push_back(kept.size() >= 2);
+    if (!stays.back()) {
+      for (size_t i = g; i < g + group; ++i) dropped[i] = true;
+      continue;
+    }
+    for (size_t i : kept) {
+      sub.push_back(rewards[i]);
+      where.push_back(i);
+    }
+    sizes.push_back(static_cast<int64_t>(kept.size()));
+  }
+  absl::StatusOr<GroupAdvantages> a =
+      ComputeAdvantages(estimator, sub, sizes, scale);
+  if (!a.ok()) return a.status();
+  GroupAdvantages out;
+  out.advantages.assign(rewards.size(), 0.0f);
+  for (size_t k = 0; k < where.size(); ++k) out.advantages[where[k]] = a->advantages[k];
+  size_t next = 0;
+  for (bool stay : stays) out.zero_variance.push_back(stay ? a->zero_variance[next++] : false);
   return out;
 }
 

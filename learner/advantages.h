@@ -50,6 +50,17 @@ enum class AdvantageEstimator { kGrpo, kRloo, kReinforcePlusPlus };
     AdvantageEstimator estimator, absl::Span<const float> rewards,
     absl::Span<const int64_t> group_sizes, bool scale, double eps = 1e-6);
 
+// ComputeAdvantages over the samples not `dropped` (fixed groups of `group`
+// samples, e.g. after a verifier timeout with timeout_policy drop): each
+// group counts its kept samples alone (REINFORCE++: the batch is its kept
+// samples); a group with fewer than two kept samples is dropped whole (its
+// samples are marked in `dropped`: a lone sample has no baseline). Dropped
+// samples get advantage 0; zero_variance has one flag per group (false for
+// a dropped group).
+[[nodiscard]] absl::StatusOr<GroupAdvantages> AdvantagesWithout(
+    AdvantageEstimator estimator, const std::vector<float>& rewards,
+    std::vector<bool>& dropped, int64_t group, bool scale);
+
 }  // namespace trellis::learner
 
 #endif  // TRELLIS_LEARNER_ADVANTAGES_H_

@@ -112,3 +112,23 @@ TEST(AdvantageEstimatorTest, RejectsSizesThatDoNotAddUp) {
 
 }  // namespace
 }  // namespace trellis::learner
+
+namespace trellis::learner {
+namespace {
+
+TEST(AdvantagesWithoutTest, DroppedSamplesLeaveTheirGroupsBaselineAndLoneSurvivorsDropTheGroup) {
+  const std::vector<float> rewards = {1, 0, 1, 0, /**/ 1, 1, 0, 0};
+  std::vector<bool> dropped = {false, false, true, false, /**/ false, true, true, true};
+  absl::StatusOr<GroupAdvantages> a =
+      AdvantagesWithout(AdvantageEstimator::kGrpo, rewards, dropped, 4, /*scale=*/false);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // Group 1 keeps {1, 0, 0}: mean 1/3. Group 2 keeps one sample: dropped whole.
+  const std::vector<float> want = {2.0f / 3, -1.0f / 3, 0, -1.0f / 3, 0, 0, 0, 0};
+  ASSERT_EQ(a->advantages.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(a->advantages[i], want[i], 1e-6) << i;
+  EXPECT_EQ(dropped, (std::vector<bool>{false, false, true, false, true, true, true, true}));
+  EXPECT_EQ(a->zero_variance, (std::vector<bool>{false, false}));
+}
+
+}  // namespace
+}  // namespace trellis::learner

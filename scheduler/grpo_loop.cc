@@ -47,48 +47,6 @@ std::vector<data::Example> SftExamples(const std::vector<data::Example>& train, 
   return std::vector<data::Example>(train.begin(), train.begin() + limit);
 }
 
-// Advantages over the samples not `dropped`: each group counts its kept
-// samples alone (REINFORCE++: the batch is its kept samples); a group with
-// fewer than two kept samples is dropped whole (its samples are marked in
-// `dropped`; a lone sample has no baseline to compare against). Dropped
-// samples get advantage 0.
-absl::StatusOr<learner::GroupAdvantages> GroupAdvantagesWithout(
-    learner::AdvantageEstimator estimator, const std::vector<float>& rewards,
-    std::vector<bool>& dropped, int64_t group, bool scale) {
-  if (group < 1 || rewards.size() % group != 0) {
-    return learner::ComputeGroupAdvantages(rewards, group, scale);  // its error
-  }
-  std::vector<float> sub;        // kept rewards of the groups that stay
-  std::vector<size_t> where;     // each one's index in `rewards`
-  std::vector<int64_t> sizes;    // of the groups that stay
-  std::vector<bool> stays;       // per group
-  for (size_t g = 0; g < rewards.size(); g += group) {
-    std::vector<size_t> kept;
-    for (size_t i = g; i < g + group; ++i) {
-      if (!dropped[i]) kept.push_back(i);
-    }
-    stays.push_back(kept.size() >= 2);
-    if (!stays.back()) {
-      for (size_t i = g; i < g + group; ++i) dropped[i] = true;
-      continue;
-    }
-    for (size_t i : kept) {
-      sub.push_back(rewards[i]);
-      where.push_back(i);
-    }
-    sizes.push_back(static_cast<int64_t>(kept.size()));
-  }
-  absl::StatusOr<learner::GroupAdvantages> a =
-      learner::ComputeAdvantages(estimator, sub, sizes, scale);
-  if (!a.ok()) return a.status();
-  learner::GroupAdvantages out;
-  out.advantages.assign(rewards.size(), 0.0f);
-  for (size_t k = 0; k < where.size(); ++k) out.advantages[where[k]] = a->advantages[k];
-  size_t next = 0;
-  for (bool stay : stays) out.zero_variance.push_back(stay ? a->zero_variance[next++] : false);
-  return out;
-}
-
 }  // namespace
 
 GrpoLoop::GrpoLoop(const v1::JobConfig& job, Roles roles,
@@ -396,7 +354,7 @@ absl::Status GrpoLoop::Step(int64_t step) {
     const std::vector<int64_t> sizes(group > 0 ? n / group : 0, group);
     absl::StatusOr<learner::GroupAdvantages> adv =
         any_dropped
-            ? GroupAdvantagesWithout(*estimator, rewards, dropped, group, grpo.scale_rewards())
+            ? learner::AdvantagesWithout(*estimator, rewards, dropped, group, grpo.scale_rewards())
             : learner::ComputeAdvantages(*estimator, rewards, sizes, grpo.scale_rewards());
     if (!adv.ok()) return At(adv.status(), "advantages");
     int64_t kept = 0;
