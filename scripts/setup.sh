@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   bubblewrap python3
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-protobuf grpc-proto
+  libgloo-dev
 )
 
 missing=()
