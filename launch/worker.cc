@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -212,6 +213,9 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
     if (!t.ok()) return t.status();
     transport = *std::move(t);
   }
+  // Whatever happens from here, the server stops before the transport goes
+  // (the learner's gRPC sender serves on it).
+  absl::Cleanup stop_server = [&server] { (*server)->Shutdown(absl::Seconds(1)); };
   switch (options.role) {
     case v1::ACTOR:
       actor = scheduler::MakeLocalActor(job, tokenizer.get(), transport.get(), &ledger, id);
@@ -268,7 +272,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   }
   log << id << ": " << (result.ok() ? "job over, exiting" : std::string(result.message()))
       << std::endl;
-  (*server)->Shutdown(absl::Seconds(1));
+  std::move(stop_server).Invoke();
   actor_service.Bind(nullptr, 0);
   learner_service.Bind(nullptr, 0);
   reference_service.Bind(nullptr, 0);
