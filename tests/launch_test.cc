@@ -182,5 +182,32 @@ TEST_F(LaunchTest, PythonClientChecksEveryServiceThenAKilledActorsWorkIsRedone) 
   ExpectNoneLeft(Processes(out));
 }
 
+// Ctrl-C, and a role that cannot be replaced failing: the launcher stops
+// the job and leaves no process behind.
+TEST_F(LaunchTest, InterruptOrAFailedRoleLeavesNoProcessBehind) {
+  WriteText(root_ / "job.yaml", config::ResolvedJobYaml(Job(2, 2000)));
+  for (const std::string how : {"sigint", "verifier"}) {
+    const fs::path out = root_ / how;
+    const pid_t launcher = StartTrellis(
+        {"launch", (root_ / "job.yaml").string(), "--out", out.string()}, root_ / (how + ".log"));
+    ASSERT_TRUE(WaitFor([&] { return !StepRecords(out).empty(); }, 120))
+        << Slurp(root_ / (how + ".log"));
+    const std::map<std::string, pid_t> pids = Processes(out);
+    ASSERT_EQ(pids.size(), 6u);
+    if (how == "sigint") {
+      ASSERT_EQ(::kill(launcher, SIGINT), 0);
+    } else {
+      ASSERT_EQ(::kill(pids.at("verifier-0"), SIGKILL), 0);
+    }
+    const int status = Wait(launcher);
+    const std::string log = Slurp(root_ / (how + ".log"));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << how << ": " << log;
+    EXPECT_THAT(log, HasSubstr(how == "sigint" ? "stopped by signal 2"
+                                               : "verifier-0 exited (signal 9)"));
+    EXPECT_LT(StepRecords(out).size(), 2000u) << how;
+    ExpectNoneLeft(pids);
+  }
+}
+
 }  // namespace
 }  // namespace trellis
