@@ -78,12 +78,19 @@ class GrpcActorClient final : public RolloutWorker {
       : stub_(v1::Actor::NewStub(channel)), id_(std::move(worker_id)), timeout_(timeout) {}
 
   absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) override {
+    return GenerateStreaming(request, nullptr);
+  }
+
+  // Each streamed message is a part.
+  absl::StatusOr<v1::GenerateResponse> GenerateStreaming(const v1::GenerateRequest& request,
+                                                         const PartSink& on_part) override {
     grpc::ClientContext context;
     rpc::SetDeadline(context, timeout_);
     std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
         stub_->Generate(&context, request);
     v1::GenerateResponse all, part;
     while (reader->Read(&part)) {
+      if (on_part && part.samples_size() > 0) on_part(part);
       for (v1::Sample& s : *part.mutable_samples()) *all.add_samples() = std::move(s);
       all.set_kv_cache_bytes(std::max(all.kv_cache_bytes(), part.kv_cache_bytes()));
       all.set_generated_tokens(all.generated_tokens() + part.generated_tokens());

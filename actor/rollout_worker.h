@@ -6,6 +6,7 @@
 // engine below; distributed mode binds a gRPC client with the same contract.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,19 @@ class RolloutWorker {
   // max_seq_len, naming the prompt.
   [[nodiscard]] virtual absl::StatusOr<v1::GenerateResponse> Generate(
       const v1::GenerateRequest& request) = 0;
+
+  // Generate that hands over samples as they are ready: `on_part` gets each
+  // part (whole groups; every sample carries its prompt_id) as soon as the
+  // worker has it, possibly from another thread, before the call returns;
+  // the returned response holds every sample, as Generate's would. The
+  // default hands over the whole response as one part.
+  using PartSink = std::function<void(const v1::GenerateResponse& part)>;
+  [[nodiscard]] virtual absl::StatusOr<v1::GenerateResponse> GenerateStreaming(
+      const v1::GenerateRequest& request, const PartSink& on_part) {
+    absl::StatusOr<v1::GenerateResponse> response = Generate(request);
+    if (response.ok() && on_part) on_part(*response);
+    return response;
+  }
 
   // Brings the worker's weights to policy `version` (or newer) from its
   // weight transport. Sampling never sees half-new weights.

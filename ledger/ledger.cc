@@ -320,6 +320,7 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
     j["dynamic_sampling"] = {{"rounds_extra", c.sampling_rounds_extra},
                              {"prompts_extra", c.prompts_extra},
                              {"seconds_extra", c.sampling_seconds_extra}};
+    j["verify_overlap_seconds"] = c.verify_overlap_seconds;
     j["tokens"] = {{"generated", c.generated_tokens},
                    {"trained", c.trained_tokens}};
     j["tokens_per_second"] = {

@@ -100,6 +100,9 @@ struct StepCounts {
   // samples left out of the loss (each also counted above as truncated or
   // zero-variance).
   int64_t samples_overlong = 0;
+  // Seconds of verification that ran while the rollout was still going
+  // (streamed parts: scheduler/streaming_verify.h).
+  double verify_overlap_seconds = 0;
 };
 
 // The derived metrics of one step, as written to ledger.jsonl.

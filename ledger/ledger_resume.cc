@@ -27,7 +27,7 @@ json CountsJson(const StepCounts& c) {
         "generated_tokens", "trained_tokens",
         "mean_reward", "accuracy", "loss", "kl", "clip_fraction", "grad_norm",
         "sampling_rounds_extra", "prompts_extra", "sampling_seconds_extra", "samples_surplus",
-        "samples_overlong"}) {
+        "samples_overlong", "verify_overlap_seconds"}) {
     out[key] = j[key];
   }
   return out;
@@ -62,6 +62,7 @@ StepCounts CountsFromJson(const json& j) {
   c.sampling_seconds_extra = j.value("sampling_seconds_extra", 0.0);
   c.samples_surplus = j.value("samples_surplus", int64_t{0});
   c.samples_overlong = j.value("samples_overlong", int64_t{0});
+  c.verify_overlap_seconds = j.value("verify_overlap_seconds", 0.0);
   return c;
 }
 

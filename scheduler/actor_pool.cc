@@ -54,7 +54,8 @@ void ActorPool::GiveUp(int member, const absl::Status& why) {
   }
 }
 
-absl::StatusOr<v1::GenerateResponse> ActorPool::Generate(const v1::GenerateRequest& request) {
+absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
+    const v1::GenerateRequest& request, const PartSink& on_part) {
   const int prompts = request.prompts_size();
   std::vector<int> live = LiveMembers();
   if (live.empty()) return absl::UnavailableError("actor pool: no live actor");
@@ -93,8 +94,10 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::Generate(const v1::GenerateReque
       const int m = live[j % live.size()];
       owner.push_back(m);
       const v1::GenerateRequest r = shard_request(shards[pending[j]]);
-      calls.push_back(std::async(std::launch::async, [this, m, r]() {
-        return members_[m].worker->Generate(r);
+      calls.push_back(std::async(std::launch::async, [this, m, r, &on_part]() {
+        absl::StatusOr<v1::GenerateResponse> response = members_[m].worker->Generate(r);
+        if (response.ok() && on_part) on_part(*response);
+        return response;
       }));
     }
     for (size_t j = 0; j < pending.size(); ++j) {

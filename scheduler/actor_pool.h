@@ -34,7 +34,14 @@ class ActorPool final : public actor::RolloutWorker {
   // Shard k > 0 samples with seed request.seed + k * 0x9E3779B97F4A7C15; the
   // first shard (all prompts, with one actor) keeps request.seed, so one
   // actor samples what the embedded actor samples.
-  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) override;
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) override {
+    return GenerateStreaming(request, nullptr);
+  }
+  // Each shard is a part, handed over (from its actor's thread) as soon as
+  // it is answered: verification of one actor's samples starts while the
+  // others still generate. A failed shard hands nothing over.
+  absl::StatusOr<v1::GenerateResponse> GenerateStreaming(const v1::GenerateRequest& request,
+                                                         const PartSink& on_part) override;
   absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override;
   // The oldest version among live actors.
   int64_t policy_version() const override;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "learner/advantages.h"
 #include "scheduler/dynamic_sampling.h"
+#include "scheduler/streaming_verify.h"
 
 namespace trellis::scheduler {
 namespace {
@@ -200,34 +201,27 @@ absl::Status GrpoLoop::SampleRound(int64_t step, int round, int64_t prompts, Ste
     *request.add_prompts() = *std::move(prompt);
   }
 
+  // Verification runs beside the rollout: each part the actors hand over
+  // is verified while the rest is still being generated.
+  std::map<uint64_t, const data::Example*> by_id;
+  for (const data::Example* ex : examples) by_id[ex->id] = ex;
+  StreamingVerify verifying(roles_.verifier, ledger_, std::move(by_id));
+  const absl::Time rollout_start = absl::Now();
   absl::StatusOr<v1::GenerateResponse> rollout;
   {
     auto span = ledger_->Begin(Stage::kRollout, "actor-0");
-    rollout = roles_.actor->Generate(request);
-    if (seconds != nullptr) *seconds += span.End();
+    rollout = roles_.actor->GenerateStreaming(
+        request, [&verifying](const v1::GenerateResponse& part) { verifying.Add(part); });
+    span.End();
   }
+  const absl::Time rollout_end = absl::Now();
   if (!rollout.ok()) return At(rollout.status(), "rollout");
-  const auto& samples = rollout->samples();
-
-  absl::StatusOr<v1::VerifyResponse> verdicts;
-  {
-    auto span = ledger_->Begin(Stage::kVerify, "verifier-0");
-    v1::VerifyRequest verify;
-    for (int i = 0; i < samples.size(); ++i) {
-      const data::Example& ex = *examples[i / group];
-      auto* item = verify.add_items();
-      item->set_prompt(ex.prompt);
-      item->set_response(samples[i].response_text());
-      item->set_answer(ex.answer);
-    }
-    verdicts = roles_.verifier->Verify(verify);
-    if (seconds != nullptr) *seconds += span.End();
-  }
-  if (!verdicts.ok()) return At(verdicts.status(), "verify");
-  if (verdicts->results_size() != samples.size()) {
-    return absl::InternalError(absl::StrCat("verify: ", verdicts->results_size(),
-                                            " results for ", samples.size(), " samples"));
-  }
+  absl::StatusOr<StreamingVerify::Result> verified =
+      verifying.Finish(rollout->samples(), rollout_end);
+  if (!verified.ok()) return At(verified.status(), "verify");
+  if (seconds != nullptr) *seconds += absl::ToDoubleSeconds(absl::Now() - rollout_start);
+  out->verify_overlap_seconds += verified->overlap_seconds;
+  const v1::VerifyResponse* verdicts = &verified->verdicts;
   out->examples.insert(out->examples.end(), examples.begin(), examples.end());
   const int64_t tokens_before = out->rollout.generated_tokens();
   out->rollout.MergeFrom(*rollout);  // appends the samples; scalars take the newest
@@ -308,6 +302,7 @@ absl::Status GrpoLoop::Step(int64_t step) {
   }
   counts.samples_generated = drawn.rollout.samples_size();
   counts.generated_tokens = drawn.rollout.generated_tokens();
+  counts.verify_overlap_seconds = drawn.verify_overlap_seconds;
   counts.policy_version = roles_.learner->policy_version();
   std::optional<RewardSummary> all_rewards;
   if (grpo.dapo().dynamic_sampling()) {

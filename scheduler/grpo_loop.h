@@ -82,7 +82,8 @@ class GrpoLoop {
   struct StepSamples {
     std::vector<const data::Example*> examples;  // one per group
     v1::GenerateResponse rollout;                // samples; generated_tokens summed
-    v1::VerifyResponse verdicts;                 // results in sample order; each round's stats
+    v1::VerifyResponse verdicts;                 // results in sample order; each part's stats
+    double verify_overlap_seconds = 0;           // verification while the rollout ran
   };
   // One rollout round: draws `prompts` prompts, samples and verifies their
   // groups, and appends them to *out. Adds the round's rollout and verify

@@ -66,6 +66,7 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"sampling_seconds_extra", c.sampling_seconds_extra},
       {"samples_surplus", c.samples_surplus},
       {"samples_overlong", c.samples_overlong},
+      {"verify_overlap_seconds", c.verify_overlap_seconds},
   };
 }
 
@@ -89,6 +90,7 @@ void AccumulateCounts(const StepCounts& step, StepCounts& total) {
   total.sampling_seconds_extra += step.sampling_seconds_extra;
   total.samples_surplus += step.samples_surplus;
   total.samples_overlong += step.samples_overlong;
+  total.verify_overlap_seconds += step.verify_overlap_seconds;
 }
 
 nlohmann::json VerifierStatsJson(const v1::VerifierStats& s) {
