@@ -39,17 +39,18 @@ grpc::Status ActorService::Generate(grpc::ServerContext*, const v1::GenerateRequ
   const int group = std::max(1, request->responses_per_prompt());
   const int per_message = kPromptsPerMessage * group;
   const int total = response->samples_size();
-  for (int begin = 0; begin < total || begin == 0; begin += per_message) {
-    v1::GenerateResponse part;
+  int begin = 0;
+  do {  // At least one message, even for an empty response.
     const int end = std::min(total, begin + per_message);
+    v1::GenerateResponse part;
     for (int i = begin; i < end; ++i) *part.add_samples() = std::move(*response->mutable_samples(i));
     if (end == total) {
       part.set_kv_cache_bytes(response->kv_cache_bytes());
       part.set_generated_tokens(response->generated_tokens());
     }
     if (!writer->Write(part)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
-    if (end == total) break;
-  }
+    begin = end;
+  } while (begin < total);
   return grpc::Status::OK;
 }
 
