@@ -27,180 +27,26 @@
 #include "weightsync/internal/bucket_set.h"
 #include "weightsync/internal/staging.h"
 #include "weightsync/internal/tcp_store.h"
+#include "weightsync/internal/nccl_pair.h"
 #include "weightsync/internal/wire.h"
+
 
 namespace trellis::weightsync {
 namespace {
 
+
 using internal::BucketSet;
 using internal::Stopwatch;
 using internal::ToMs;
-
-constexpr absl::Duration kAnswerGrace = absl::Milliseconds(500);
-constexpr absl::Duration kStopGrace = absl::Seconds(3);
-constexpr absl::Duration kPoll = absl::Milliseconds(2);
-
-absl::Status CudaStatus(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("weightsync nccl: ", what, ": ",
-                                          cudaGetErrorString(e)));
-}
-
-absl::Status NcclStatus(ncclResult_t r, const char* what) {
-  if (r == ncclSuccess || r == ncclInProgress) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat("weightsync nccl: ", what, ": ",
-                                             ncclGetErrorString(r)));
-}
-
-std::string Key(int slot, const std::string& what) {
-  return absl::StrCat("nccl/slot/", slot, "/", what);
-}
-std::string Key(int slot, int64_t gen, const std::string& what) {
-  return absl::StrCat("nccl/slot/", slot, "/", gen, "/", what);
-}
-
-std::vector<uint8_t> Int64s(std::initializer_list<int64_t> v) {
-  std::vector<uint8_t> out(v.size() * sizeof(int64_t));
-  std::memcpy(out.data(), std::data(v), out.size());
-  return out;
-}
-
-int64_t Int64At(const std::vector<uint8_t>& b, size_t i) {
-  int64_t v = 0;
-  if (b.size() >= (i + 1) * sizeof(int64_t)) {
-    std::memcpy(&v, b.data() + i * sizeof(int64_t), sizeof(v));
-  }
-  return v;
-}
-
-// Device memory that only grows.
-class DeviceBytes {
- public:
-  DeviceBytes() = default;
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  ~DeviceBytes() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  absl::Status Reserve(size_t n) {
-    if (n <= size_) return absl::OkStatus();
-    if (ptr_ != nullptr) cudaFree(ptr_);
-    ptr_ = nullptr;
-    size_ = 0;
-    if (absl::Status s = CudaStatus(cudaMalloc(&ptr_, n), "cudaMalloc");
-        !s.ok()) {
-      return s;
-    }
-    size_ = n;
-    return absl::OkStatus();
-  }
-  void* data() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t size_ = 0;
-};
-
-// A two-rank, non-blocking communicator and its stream. Destruction
-// aborts, which never waits on the peer.
-class Comm {
- public:
-  static absl::StatusOr<std::unique_ptr<Comm>> Init(const ncclUniqueId& id,
-                                                    int rank, int device,
-                                                    absl::Time deadline) {
-    auto c = std::unique_ptr<Comm>(new Comm());
-    if (absl::Status s = CudaStatus(cudaSetDevice(device), "cudaSetDevice");
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = CudaStatus(
-            cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking),
-            "cudaStreamCreate");
-        !s.ok()) {
-      return s;
-    }
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    if (absl::Status s = NcclStatus(
-            ncclCommInitRankConfig(&c->comm_, 2, id, rank, &config),
-            "ncclCommInitRankConfig");
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = c->WaitReady(deadline, "connecting"); !s.ok()) {
-      return s;
-    }
-    return c;
-  }
-
-  ~Comm() {
-    if (comm_ != nullptr) ncclCommAbort(comm_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-
-  // Sends (rank 0) or receives (rank 1) `n[i]` bytes at `ptr[i]`, all in
-  // one group, and waits for the stream until `deadline`.
-  absl::Status Transfer(bool send, const std::vector<void*>& ptr,
-                        const std::vector<size_t>& n, absl::Time deadline) {
-    const int peer = send ? 1 : 0;
-    absl::Status s = NcclStatus(ncclGroupStart(), "ncclGroupStart");
-    for (size_t i = 0; s.ok() && i < ptr.size(); ++i) {
-      if (n[i] == 0) continue;
-      s = send ? NcclStatus(ncclSend(ptr[i], n[i], ncclUint8, peer, comm_,
-                                     stream_),
-                            "ncclSend")
-               : NcclStatus(ncclRecv(ptr[i], n[i], ncclUint8, peer, comm_,
-                                     stream_),
-                            "ncclRecv");
-    }
-    absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
-    if (!s.ok()) return s;
-    if (!end.ok()) return end;
-    if (absl::Status r = WaitReady(deadline, "posting"); !r.ok()) return r;
-    while (true) {
-      const cudaError_t e = cudaStreamQuery(stream_);
-      if (e == cudaSuccess) return absl::OkStatus();
-      if (e != cudaErrorNotReady) return CudaStatus(e, "cudaStreamQuery");
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        return NcclStatus(async, send ? "sending" : "receiving");
-      }
-      if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "weightsync nccl: ", send ? "sending" : "receiving",
-            " did not finish in time"));
-      }
-      absl::SleepFor(absl::Microseconds(100));
-    }
-  }
-
-  cudaStream_t stream() const { return stream_; }
-
- private:
-  Comm() = default;
-
-  absl::Status WaitReady(absl::Time deadline, const char* what) {
-    while (true) {
-      ncclResult_t state = ncclSuccess;
-      if (absl::Status s = NcclStatus(ncclCommGetAsyncError(comm_, &state),
-                                      "ncclCommGetAsyncError");
-          !s.ok()) {
-        return s;
-      }
-      if (state == ncclSuccess) return absl::OkStatus();
-      if (state != ncclInProgress) return NcclStatus(state, what);
-      if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("weightsync nccl: ", what, " timed out"));
-      }
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-  }
-
-  ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-};
+using internal::nccl::kStopGrace;
+using internal::nccl::kPoll;
+using internal::nccl::CudaStatus;
+using internal::nccl::Key;
+using internal::nccl::Int64s;
+using internal::nccl::Int64At;
+using internal::nccl::DeviceBytes;
+using internal::nccl::Comm;
+using internal::nccl::CheckEndpoint;
 
 // ---------------------------------------------------------------- sender
 
@@ -392,177 +238,6 @@ class NcclSender final : public Transport, public internal::StagedSender {
   std::vector<std::thread> threads_;
 };
 
-// -------------------------------------------------------------- receiver
-
-class NcclReceiver final : public Transport {
- public:
-  explicit NcclReceiver(NcclEndpoint ep) : ep_(std::move(ep)) {}
-
-  absl::StatusOr<v1::WeightSyncStats> Publish(int64_t,
-                                              const NamedTensors&) override {
-    return absl::UnimplementedError(
-        "weightsync nccl: Publish on a receiving end");
-  }
-
-  absl::StatusOr<v1::WeightSyncStats> Receive(int64_t min_version,
-                                              const NamedTensors& dst,
-                                              absl::Duration timeout) override {
-    absl::MutexLock lock(&mu_);
-    const absl::Time start = absl::Now();
-    const absl::Time deadline = start + timeout;
-    auto fail = [&](const absl::Status& s) {
-      comm_.reset();
-      store_.reset();
-      const std::string what = absl::StrCat(
-          "weightsync nccl receiver ", ep_.receiver_index, ": waited ",
-          absl::FormatDuration(absl::Now() - start),
-          " for weights version >= ", min_version, " from ", ep_.host, ":",
-          ep_.port, ": ", s.message());
-      if (absl::IsDeadlineExceeded(s) || absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(what);
-      }
-      return absl::Status(s.code(), what);
-    };
-    std::vector<uint8_t> answer;
-    try {
-      if (!comm_) {
-        if (absl::Status s = Connect(deadline); !s.ok()) return fail(s);
-      }
-      ++seq_;
-      const absl::Duration left =
-          std::max(deadline - absl::Now(), absl::ZeroDuration());
-      store_->set(Key(ep_.receiver_index, gen_, absl::StrCat("req/", seq_)),
-                  Int64s({min_version, absl::ToInt64Milliseconds(left)}));
-      const std::string ans_key =
-          Key(ep_.receiver_index, gen_, absl::StrCat("ans/", seq_));
-      store_->wait({ans_key}, ToMs(left + kAnswerGrace));
-      answer = store_->get(ans_key);
-      store_->deleteKey(ans_key);
-    } catch (const std::exception& e) {
-      const std::string msg = e.what();
-      return fail(msg.find("imeout") != std::string::npos ||
-                          msg.find("timed out") != std::string::npos
-                      ? absl::DeadlineExceededError("no answer in time")
-                      : absl::UnavailableError(msg));
-    }
-    const int64_t code = Int64At(answer, 0);
-    const std::string body(
-        answer.begin() + std::min<size_t>(answer.size(), 8), answer.end());
-    if (code != 0) return absl::Status(static_cast<absl::StatusCode>(code), body);
-    v1::WeightsHeader header;
-    if (!header.ParseFromString(body)) {
-      return fail(absl::DataLossError("the sender's header does not parse"));
-    }
-    Stopwatch transfer;
-    absl::StatusOr<BucketSet> set = internal::DecodeHeader(header, &spare_);
-    if (!set.ok()) return fail(set.status());
-    if (absl::Status s = ReceiveBuckets(*set, deadline); !s.ok()) {
-      return fail(s);
-    }
-    spare_ = set->buckets;
-    if (absl::Status s = internal::VerifyChecksums(*set); !s.ok()) return s;
-    const double transfer_seconds = transfer.Seconds();
-    if (absl::Status s = internal::CheckMatches(*set, dst); !s.ok()) return s;
-    Stopwatch load;
-    if (absl::Status s = internal::LoadInto(*set, dst); !s.ok()) return s;
-    v1::WeightSyncStats stats = internal::BaseStats(*set);
-    stats.set_transfer_seconds(transfer_seconds);
-    stats.set_load_seconds(load.Seconds());
-    return stats;
-  }
-
- private:
-  absl::Status Connect(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (absl::Status s = internal::WaitForListener(ep_.host, ep_.port, deadline);
-        !s.ok()) {
-      return s;
-    }
-    absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-        internal::ConnectStore(ep_.host, ep_.port, /*server=*/false,
-                               std::min(deadline - absl::Now(),
-                                        ep_.connect_timeout));
-    if (!store.ok()) return store.status();
-    store_ = *std::move(store);
-    gen_ = store_->add(Key(ep_.receiver_index, "generation"), 1);
-    const std::string id_key = Key(ep_.receiver_index, gen_, "id");
-    store_->wait({id_key}, ToMs(deadline - absl::Now()));
-    const std::vector<uint8_t> bytes = store_->get(id_key);
-    ncclUniqueId id;
-    if (bytes.size() != sizeof(id.internal)) {
-      return absl::DataLossError("the sender's ncclUniqueId has a bad size");
-    }
-    std::memcpy(id.internal, bytes.data(), bytes.size());
-    absl::StatusOr<std::unique_ptr<Comm>> comm =
-        Comm::Init(id, 1, ep_.cuda_device, deadline);
-    if (!comm.ok()) return comm.status();
-    comm_ = *std::move(comm);
-    seq_ = 0;
-    return absl::OkStatus();
-  }
-
-  absl::Status ReceiveBuckets(BucketSet& set, absl::Time deadline)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (device_.size() < set.buckets.size()) {
-      device_ = std::vector<DeviceBytes>(set.buckets.size());
-    }
-    std::vector<void*> ptr;
-    std::vector<size_t> n;
-    for (size_t i = 0; i < set.buckets.size(); ++i) {
-      const size_t bytes = static_cast<size_t>(set.buckets[i].numel());
-      if (absl::Status s = device_[i].Reserve(std::max<size_t>(bytes, 1));
-          !s.ok()) {
-        return s;
-      }
-      ptr.push_back(device_[i].data());
-      n.push_back(bytes);
-    }
-    // The sender is committed once it answered; give it a fair bound.
-    const absl::Time io_deadline =
-        std::max(deadline, absl::Now() + ep_.connect_timeout);
-    if (absl::Status s = comm_->Transfer(/*send=*/false, ptr, n, io_deadline);
-        !s.ok()) {
-      return s;
-    }
-    for (size_t i = 0; i < set.buckets.size(); ++i) {
-      if (n[i] == 0) continue;
-      if (absl::Status s = CudaStatus(
-              cudaMemcpyAsync(set.buckets[i].data_ptr(), ptr[i], n[i],
-                              cudaMemcpyDeviceToHost, comm_->stream()),
-              "copying a bucket to the host");
-          !s.ok()) {
-        return s;
-      }
-    }
-    return CudaStatus(cudaStreamSynchronize(comm_->stream()),
-                      "cudaStreamSynchronize");
-  }
-
-  const NcclEndpoint ep_;
-  absl::Mutex mu_;
-  c10::intrusive_ptr<c10d::TCPStore> store_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<Comm> comm_ ABSL_GUARDED_BY(mu_);
-  std::vector<DeviceBytes> device_ ABSL_GUARDED_BY(mu_);
-  std::vector<at::Tensor> spare_ ABSL_GUARDED_BY(mu_);
-  int64_t gen_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
-absl::Status CheckEndpoint(const NcclEndpoint& ep) {
-  if (ep.port <= 0 || ep.port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "weightsync nccl: port must be in 1..65535, got ", ep.port));
-  }
-  if (ep.num_receivers < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "weightsync nccl: num_receivers must be >= 1, got ", ep.num_receivers));
-  }
-  if (ep.connect_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "weightsync nccl: connect_timeout must be positive");
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status NcclAvailable() {
@@ -593,18 +268,6 @@ absl::StatusOr<std::unique_ptr<Transport>> NewNcclSender(
   if (!server.ok()) return server.status();
   st->server = *std::move(server);
   return std::make_unique<NcclSender>(std::move(st));
-}
-
-absl::StatusOr<std::unique_ptr<Transport>> NewNcclReceiver(
-    const NcclEndpoint& endpoint, TransportOptions options) {
-  if (absl::Status s = CheckEndpoint(endpoint); !s.ok()) return s;
-  if (endpoint.receiver_index < 0 ||
-      endpoint.receiver_index >= endpoint.num_receivers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "weightsync nccl: receiver_index must be in 0..",
-        endpoint.num_receivers - 1, ", got ", endpoint.receiver_index));
-  }
-  return std::make_unique<NcclReceiver>(endpoint);
 }
 
 }  // namespace trellis::weightsync
