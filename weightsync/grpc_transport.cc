@@ -170,16 +170,8 @@ class GrpcReceiver final : public Transport {
       }
       return set.status();
     }
-    if (absl::Status s = internal::CheckMatches(*set, dst); !s.ok()) return s;
-    Stopwatch load;
     // The buckets are this receiver's own (spare_ reuses only free ones).
-    if (absl::Status s = internal::LoadInto(*set, dst, spare_.buckets()); !s.ok()) {
-      return s;
-    }
-    v1::WeightSyncStats stats = internal::BaseStats(*set);
-    stats.set_transfer_seconds(transfer_seconds_);
-    stats.set_load_seconds(load.Seconds());
-    return stats;
+    return internal::FinishReceive(*set, dst, transfer_seconds_, spare_.buckets());
   }
 
  private:

@@ -36,14 +36,8 @@ class InProcessTransport final : public Transport, public internal::StagedSender
     Stopwatch transfer;
     if (absl::Status s = internal::VerifyChecksums(**set); !s.ok()) return s;
     const double transfer_seconds = transfer.Seconds();
-    if (absl::Status s = internal::CheckMatches(**set, dst); !s.ok()) return s;
-    // load: copying into the receiver's tensors.
-    Stopwatch load;
-    if (absl::Status s = internal::LoadInto(**set, dst); !s.ok()) return s;
-    v1::WeightSyncStats stats = internal::BaseStats(**set);
-    stats.set_transfer_seconds(transfer_seconds);
-    stats.set_load_seconds(load.Seconds());
-    return stats;
+    // The staged buckets are the sender's: copied, never adopted.
+    return internal::FinishReceive(**set, dst, transfer_seconds);
   }
 
   internal::VersionStage* stage() override { return &stage_; }

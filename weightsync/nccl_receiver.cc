@@ -112,13 +112,7 @@ class NcclReceiver final : public Transport {
     spare_ = set->buckets;
     if (absl::Status s = internal::VerifyChecksums(*set); !s.ok()) return s;
     const double transfer_seconds = transfer.Seconds();
-    if (absl::Status s = internal::CheckMatches(*set, dst); !s.ok()) return s;
-    Stopwatch load;
-    if (absl::Status s = internal::LoadInto(*set, dst); !s.ok()) return s;
-    v1::WeightSyncStats stats = internal::BaseStats(*set);
-    stats.set_transfer_seconds(transfer_seconds);
-    stats.set_load_seconds(load.Seconds());
-    return stats;
+    return internal::FinishReceive(*set, dst, transfer_seconds);
   }
 
  private:

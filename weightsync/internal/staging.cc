@@ -17,6 +17,19 @@ v1::WeightSyncStats BaseStats(const BucketSet& set) {
   return stats;
 }
 
+absl::StatusOr<v1::WeightSyncStats> FinishReceive(const BucketSet& set,
+                                                  const NamedTensors& dst,
+                                                  double transfer_seconds,
+                                                  const std::vector<at::Tensor>* owned) {
+  if (absl::Status s = CheckMatches(set, dst); !s.ok()) return s;
+  Stopwatch load;
+  if (absl::Status s = LoadInto(set, dst, owned); !s.ok()) return s;
+  v1::WeightSyncStats stats = BaseStats(set);
+  stats.set_transfer_seconds(transfer_seconds);
+  stats.set_load_seconds(load.Seconds());
+  return stats;
+}
+
 VersionStage::VersionStage(std::string name, int64_t bucket_bytes)
     : name_(std::move(name)), bucket_bytes_(bucket_bytes) {}
 

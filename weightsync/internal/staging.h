@@ -35,6 +35,13 @@ class Stopwatch {
 // Version, bytes, tensors and buckets of `set`; no timings.
 v1::WeightSyncStats BaseStats(const BucketSet& set);
 
+// Every receiver's last step, once `set` arrived and its checksums passed:
+// CheckMatches, LoadInto (adopting into dst where `owned` allows), and the
+// stats with `transfer_seconds` and the load's seconds.
+[[nodiscard]] absl::StatusOr<v1::WeightSyncStats> FinishReceive(
+    const BucketSet& set, const NamedTensors& dst, double transfer_seconds,
+    const std::vector<at::Tensor>* owned = nullptr);
+
 // The newest staged version of one sender. Thread-safe.
 class VersionStage {
  public:
