@@ -78,11 +78,6 @@ v1::Capabilities Capabilities() {
   return caps;
 }
 
-// The host part of "host:port".
-std::string HostOf(const std::string& address) {
-  return address.substr(0, address.rfind(':'));
-}
-
 // The worker's end of the weight transport. The learner's gRPC sender was
 // made before its server started (its service is on that server); it is
 // used when the job asks for "grpc".
@@ -96,9 +91,11 @@ absl::StatusOr<std::unique_ptr<weightsync::Transport>> MakeTransport(
     return weightsync::NewGrpcReceiver(t.address(), options);
   }
   if (t.kind() == "gloo") {
+    absl::StatusOr<rpc::HostPort> learner = rpc::SplitHostPort(t.address());
+    if (!learner.ok()) return learner.status();
     weightsync::GlooEndpoint endpoint;
-    endpoint.host = HostOf(t.address());
-    endpoint.port = sender ? gloo_port : std::stoi(t.address().substr(t.address().rfind(':') + 1));
+    endpoint.host = learner->host;
+    endpoint.port = sender ? gloo_port : learner->port;
     endpoint.num_receivers = t.num_receivers();
     endpoint.receiver_index = sender ? -1 : t.receiver_index();
     return sender ? weightsync::NewGlooSender(endpoint, options)
@@ -173,7 +170,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   if (options.index.has_value()) request.set_index(*options.index);
   int transport_port = 0;
   if (options.role == v1::LEARNER) {
-    const std::string host = HostOf((*server)->address());
+    const std::string host = rpc::SplitHostPort((*server)->address())->host;
     absl::StatusOr<int> port = weightsync::PickFreeTcpPort(host);
     if (!port.ok()) return port.status();
     transport_port = *port;

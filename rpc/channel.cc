@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/server.h"
 
@@ -18,6 +19,18 @@ std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {
 }
 
 }  // namespace
+
+absl::StatusOr<HostPort> SplitHostPort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  HostPort hp;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &hp.port) ||
+      hp.port < 0 || hp.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address '", address, "': expected host:port with a port in 0..65535"));
+  }
+  hp.host = address.substr(0, colon);
+  return hp;
+}
 
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
   grpc::ChannelArguments args;

@@ -18,6 +18,14 @@
 
 namespace trellis::rpc {
 
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+// "host:port" split at its last ':'. InvalidArgument naming `address` when
+// there is no ':' or the port is not a number in 0..65535.
+[[nodiscard]] absl::StatusOr<HostPort> SplitHostPort(const std::string& address);
+
 // An insecure channel to "host:port"; it connects lazily.
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address);
 

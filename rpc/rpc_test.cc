@@ -92,6 +92,18 @@ TEST(ServerTest, BadListenAddressIsAClearError) {
   EXPECT_THAT(server.status().message(), HasSubstr("host:port"));
 }
 
+TEST(ChannelTest, SplitHostPortNamesABadAddress) {
+  absl::StatusOr<HostPort> ok = SplitHostPort("10.0.0.7:4021");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->host, "10.0.0.7");
+  EXPECT_EQ(ok->port, 4021);
+  for (const char* bad : {"localhost", "host:", "host:http", "host:70000"}) {
+    absl::StatusOr<HostPort> r = SplitHostPort(bad);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(bad));
+  }
+}
+
 TEST(ChannelTest, NobodyListeningIsUnavailableNamingTheAddress) {
   auto channel = NewChannel("127.0.0.1:1");
   absl::Status s = WaitConnected(*channel, "127.0.0.1:1", absl::Milliseconds(300));

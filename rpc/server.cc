@@ -8,25 +8,13 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/channel.h"
 
 namespace trellis::rpc {
-namespace {
-
-// The part of "host:port" before the last ':' (IPv6 hosts keep their
-// brackets).
-std::string HostOf(const std::string& listen) {
-  const size_t colon = listen.rfind(':');
-  return colon == std::string::npos ? listen : listen.substr(0, colon);
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const std::string& listen, const std::vector<grpc::Service*>& services) {
-  if (listen.rfind(':') == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("listen address '", listen, "': expected host:port"));
-  }
+  absl::StatusOr<HostPort> where = SplitHostPort(listen);
+  if (!where.ok()) return where.status();
   static const bool plugins_ready = [] {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -50,7 +38,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
                                                " (address in use or not local?)"));
   }
   return std::unique_ptr<Server>(new Server(std::move(server),
-                                            absl::StrCat(HostOf(listen), ":", port), port));
+                                            absl::StrCat(where->host, ":", port), port));
 }
 
 Server::Server(std::unique_ptr<grpc::Server> server, std::string address, int port)
