@@ -183,10 +183,21 @@ void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
   c.Positive("deployment.call_timeout_ms", d.call_timeout_ms());
 }
 
+// The recipes JobConfig.algorithm may name.
+constexpr const char* kAlgorithms[] = {"grpo"};
+
+void CheckAlgorithm(const std::string& algorithm, Checker& c) {
+  bool known = false;
+  for (const char* a : kAlgorithms) known = known || algorithm == a;
+  c.Require(known, "algorithm", absl::StrCat("one of ", absl::StrJoin(kAlgorithms, ", ")),
+            absl::StrCat("\"", algorithm, "\""));
+}
+
 }  // namespace
 
 absl::Status ValidateJob(const v1::JobConfig& job) {
   Checker c;
+  CheckAlgorithm(job.algorithm(), c);
   CheckModel(job.model(), c);
   CheckArithmetic(job.data().arithmetic(), c);
   CheckRl(job, c);
