@@ -93,6 +93,31 @@ void CheckOptimizer(const std::string& p, const v1::OptimizerConfig& o, Checker&
   c.AtLeast(p + "warmup_steps", o.warmup_steps(), 0);
 }
 
+void CheckPpo(const v1::JobConfig& job, Checker& c) {
+  const v1::PpoConfig& p = job.ppo();
+  c.Require(p.gamma() >= 0 && p.gamma() <= 1, "ppo.gamma", "in [0, 1]", p.gamma());
+  c.Require(p.lam() >= 0 && p.lam() <= 1, "ppo.lam", "in [0, 1]", p.lam());
+  c.Require(p.critic() == "separate" || p.critic() == "shared", "ppo.critic",
+            "one of separate, shared", absl::StrCat("\"", p.critic(), "\""));
+  c.NonNegative("ppo.vf_coef", p.vf_coef());
+  c.NonNegative("ppo.value_clip", p.value_clip());
+  c.Require(p.kl_mode() == "reward" || p.kl_mode() == "loss", "ppo.kl_mode",
+            "one of reward, loss", absl::StrCat("\"", p.kl_mode(), "\""));
+  c.Require(p.reward() == "verifier" || p.reward() == "reward_model", "ppo.reward",
+            "one of verifier, reward_model", absl::StrCat("\"", p.reward(), "\""));
+  if (p.reward() == "reward_model") {
+    c.Require(!p.reward_model_path().empty(), "ppo.reward_model_path",
+              "set when ppo.reward is reward_model", "\"\"");
+  }
+  CheckOptimizer("ppo.critic_optimizer.", p.critic_optimizer(), c);
+  const v1::GrpoConfig& g = job.grpo();
+  c.Require(g.advantage_estimator() == "grpo", "grpo.advantage_estimator",
+            "grpo (the default) with algorithm ppo, whose critic gives the advantages",
+            absl::StrCat("\"", g.advantage_estimator(), "\""));
+  c.Require(!g.dapo().dynamic_sampling(), "grpo.dapo.dynamic_sampling",
+            "false with algorithm ppo", "true");
+}
+
 void CheckRl(const v1::JobConfig& job, Checker& c) {
   const v1::SamplingConfig& s = job.sampling();
   c.Positive("sampling.temperature", s.temperature());
@@ -135,7 +160,9 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   const v1::GrpoConfig& g = job.grpo();
   c.NonNegative("grpo.steps", g.steps());
   c.AtLeast("grpo.prompts_per_step", g.prompts_per_step(), 1);
-  c.AtLeast("grpo.responses_per_prompt", g.responses_per_prompt(), 2);
+  // PPO's critic is its baseline: one response per prompt is enough.
+  c.AtLeast("grpo.responses_per_prompt", g.responses_per_prompt(),
+            job.algorithm() == "ppo" ? 1 : 2);
   c.AtLeast("grpo.micro_batch_size", g.micro_batch_size(), 1);
   c.OpenUnit("grpo.clip_eps", g.clip_eps());
   c.NonNegative("grpo.kl_coef", g.kl_coef());
@@ -153,6 +180,7 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   c.Require(d.clip_eps_high() >= 0 && d.clip_eps_high() <= 10, "grpo.dapo.clip_eps_high",
             "in [0, 10] (0: grpo.clip_eps)", d.clip_eps_high());
   c.AtLeast("grpo.dapo.max_sampling_rounds", d.max_sampling_rounds(), 1);
+  if (job.algorithm() == "ppo") CheckPpo(job, c);
 }
 
 void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
@@ -184,7 +212,7 @@ void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
 }
 
 // The recipes JobConfig.algorithm may name.
-constexpr const char* kAlgorithms[] = {"grpo"};
+constexpr const char* kAlgorithms[] = {"grpo", "ppo"};
 
 void CheckAlgorithm(const std::string& algorithm, Checker& c) {
   bool known = false;

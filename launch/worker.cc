@@ -226,11 +226,14 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       learner_service.Bind(learner.get(), vocab);
       break;
     }
-    case v1::REFERENCE:
-      reference = reference::NewLocalReference(job.model(), tokenizer.get(),
-                                               job.sampling().temperature(), &ledger);
+    case v1::REFERENCE: {
+      absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> r =
+          reference::NewLocalReference(job, tokenizer.get(), &ledger);
+      if (!r.ok()) return r.status();
+      reference = *std::move(r);
       reference_service.Bind(reference.get(), vocab);
       break;
+    }
     case v1::VERIFIER: {
       absl::StatusOr<std::unique_ptr<verifier::Verifier>> v = scheduler::MakeVerifier(job);
       if (!v.ok()) return v.status();

@@ -24,7 +24,10 @@ class LearnerWorker {
 
   // One optimizer step of the GRPO objective over the whole batch, split
   // into micro-batches whose accumulated gradient equals the full-batch
-  // gradient.
+  // gradient. With algorithm "ppo" the samples carry rewards instead of
+  // advantages: the learner's critic values them, GAE gives per-token
+  // advantages and returns (the rollout buffer), and the policy and the
+  // critic each take a step (one step together with a shared critic).
   [[nodiscard]] virtual absl::StatusOr<v1::TrainStats> TrainStep(
       const v1::TrainBatch& batch) = 0;
 
@@ -37,8 +40,10 @@ class LearnerWorker {
 
   // Writes a checkpoint of the learner into the existing directory `dir`:
   //   weights.safetensors    the policy (metadata: policy_version)
-  //   optimizer.safetensors  both phases' optimizer state and step counts
-  //                          (learner/internal/adamw_state.h names)
+  //   critic.safetensors     PPO: the critic (or the shared value head)
+  //   optimizer.safetensors  every phase's optimizer state and step counts
+  //                          (sft, rl, and PPO's separate critic; names of
+  //                          learner/internal/adamw_state.h)
   // Each file is written atomically and fsynced.
   [[nodiscard]] virtual absl::Status SaveCheckpoint(const std::string& dir) = 0;
 

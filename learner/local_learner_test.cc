@@ -1,5 +1,6 @@
 #include "learner/local_learner.h"
 
+#include <filesystem>
 #include <random>
 
 #include "gtest/gtest.h"
@@ -170,6 +171,75 @@ TEST(LocalLearnerTest, RejectsMismatchedLogProbs) {
   EXPECT_NE(stats.status().message().find("train sample 1"), std::string::npos)
       << stats.status();
   EXPECT_EQ(learner->policy_version(), 0);
+}
+
+
+v1::JobConfig PpoJob(int micro_batch, const std::string& critic) {
+  v1::JobConfig job = SmallJob(micro_batch, v1::TOKEN_MEAN);
+  job.set_algorithm("ppo");
+  job.mutable_ppo()->set_critic(critic);
+  return job;
+}
+
+v1::TrainBatch WithRewards(v1::TrainBatch batch) {
+  for (int i = 0; i < batch.samples_size(); ++i) {
+    batch.mutable_samples(i)->set_reward(static_cast<float>(i % 3) - 1.0f);
+  }
+  return batch;
+}
+
+// PPO: the critic's values, GAE and the whitening are computed over the
+// whole batch before the update, so the step does not depend on how it is
+// split; the critic learns too.
+TEST(LocalLearnerPpoTest, StepIsIndependentOfMicroBatchSize) {
+  const v1::TrainBatch batch = WithRewards(RandomBatch(12, 9));
+  for (const std::string critic : {"separate", "shared"}) {
+    auto full = MakeLearner(PpoJob(12, critic));
+    auto split = MakeLearner(PpoJob(5, critic));
+    auto a = full->TrainStep(batch);
+    auto b = split->TrainStep(batch);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_NEAR(a->loss(), b->loss(), 1e-5 * std::abs(a->loss()) + 1e-6) << critic;
+    EXPECT_NEAR(a->value_loss(), b->value_loss(), 1e-5 * a->value_loss()) << critic;
+    EXPECT_NEAR(a->grad_norm(), b->grad_norm(), 1e-4 * a->grad_norm()) << critic;
+    EXPECT_GT(a->value_loss(), 0) << critic;
+    // The value loss falls when the critic sees the same batch again.
+    auto again = full->TrainStep(batch);
+    ASSERT_TRUE(again.ok());
+    EXPECT_LT(again->value_loss(), a->value_loss()) << critic;
+  }
+}
+
+// The critic (weights and optimizer) goes through a checkpoint: a restored
+// learner takes the same next step as the one that kept running.
+TEST(LocalLearnerPpoTest, CheckpointHoldsTheCritic) {
+  const v1::TrainBatch batch = WithRewards(RandomBatch(8, 3));
+  for (const std::string critic : {"separate", "shared"}) {
+    const std::string dir = ::testing::TempDir() + "/ppo_ckpt_" + critic;
+    std::filesystem::create_directories(dir);
+    auto running = MakeLearner(PpoJob(8, critic));
+    ASSERT_TRUE(running->TrainStep(batch).ok());
+    ASSERT_TRUE(running->SaveCheckpoint(dir).ok());
+    EXPECT_TRUE(std::filesystem::exists(dir + "/critic.safetensors"));
+    auto restored = MakeLearner(PpoJob(8, critic));
+    absl::Status s = restored->RestoreCheckpoint(dir);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(restored->policy_version(), 1);
+    auto a = running->TrainStep(batch);
+    auto b = restored->TrainStep(batch);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->loss(), b->loss()) << critic;
+    EXPECT_EQ(a->value_loss(), b->value_loss()) << critic;
+
+    // A checkpoint of the other kind of critic does not fit: refused,
+    // naming the file.
+    auto other = MakeLearner(PpoJob(8, critic == "shared" ? "separate" : "shared"));
+    absl::Status refused = other->RestoreCheckpoint(dir);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+    EXPECT_NE(std::string(refused.message()).find(".safetensors"), std::string::npos)
+        << refused;
+  }
 }
 
 }  // namespace

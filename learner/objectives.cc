@@ -22,7 +22,7 @@ PolicyLoss ClippedPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old
                              const torch::Tensor& mask, double clip_low, double clip_high,
                              double kl_coef, v1::LossAggregation aggregation,
                              double normalizer) {
-  const torch::Tensor adv = advantages.unsqueeze(1);
+  const torch::Tensor adv = advantages.dim() == 1 ? advantages.unsqueeze(1) : advantages;
   const torch::Tensor ratio = torch::exp(logp - old_logp);
   const torch::Tensor unclipped = ratio * adv;
   const torch::Tensor clipped = torch::clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv;

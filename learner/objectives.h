@@ -34,7 +34,8 @@ struct PolicyLoss {
 //   token loss = pg + kl_coef * kl
 // aggregated per `aggregation` and divided by `normalizer`.
 // logp, old_logp, mask: [B, T]; ref_logp: [B, T] or undefined when
-// kl_coef == 0; advantages: [B].
+// kl_coef == 0; advantages: [B] (one per sequence) or [B, T] (per token,
+// PPO's GAE).
 PolicyLoss GrpoLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                     const torch::Tensor& ref_logp, const torch::Tensor& advantages,
                     const torch::Tensor& mask, double clip_eps, double kl_coef,

@@ -34,6 +34,7 @@ std::string_view StageName(Stage stage) {
     case Stage::kWeightSync: return "weight_sync";
     case Stage::kEval: return "eval";
     case Stage::kCheckpoint: return "checkpoint";
+    case Stage::kReward: return "reward";
   }
   return "unknown";
 }
@@ -47,6 +48,8 @@ std::string_view ObjectName(Object object) {
     case Object::kKvCache: return "kv_cache";
     case Object::kReferenceModel: return "reference_model";
     case Object::kRolloutBuffer: return "rollout_buffer";
+    case Object::kCritic: return "critic";
+    case Object::kRewardModel: return "reward_model";
     case Object::kCommunication: return "communication";
   }
   return "unknown";

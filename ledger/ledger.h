@@ -37,8 +37,10 @@ enum class Stage {
   kWeightSync,
   kEval,
   kCheckpoint,
+  // Reward-model scoring (PPO with ppo.reward reward_model).
+  kReward,
 };
-inline constexpr int kNumStages = 10;
+inline constexpr int kNumStages = 11;
 std::string_view StageName(Stage stage);
 // StageName's inverse; nullopt for a name it never returns.
 std::optional<Stage> StageFromName(std::string_view name);
@@ -53,8 +55,12 @@ enum class Object {
   kReferenceModel,
   kRolloutBuffer,
   kCommunication,
+  // PPO: the critic (its weights, or the value head on a shared trunk) and
+  // the reward model.
+  kCritic,
+  kRewardModel,
 };
-inline constexpr int kNumObjects = 8;
+inline constexpr int kNumObjects = 10;
 std::string_view ObjectName(Object object);
 // ObjectName's inverse; nullopt for a name it never returns.
 std::optional<Object> ObjectFromName(std::string_view name);
@@ -88,6 +94,9 @@ struct StepCounts {
   double kl = 0;
   double clip_fraction = 0;
   double grad_norm = 0;
+  // PPO: the critic's value loss and the fraction of its values clipped.
+  double value_loss = 0;
+  double value_clip_fraction = 0;
   // DAPO dynamic sampling (grpo.dapo.dynamic_sampling): rollout rounds
   // after the first, the prompts they drew (also in `prompts`), and their
   // seconds (rollout, verify); samples of groups with different rewards

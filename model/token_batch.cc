@@ -53,7 +53,12 @@ absl::StatusOr<TokenBatch> MakeTokenBatch(absl::Span<const SequencePair> pairs,
 
 torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
                              double temperature, torch::Tensor* argmax_hits) {
-  torch::Tensor logits = model->forward(batch.inputs);
+  return TargetLogProbsFromLogits(model->forward(batch.inputs), batch, temperature,
+                                  argmax_hits);
+}
+
+torch::Tensor TargetLogProbsFromLogits(torch::Tensor logits, const TokenBatch& batch,
+                                       double temperature, torch::Tensor* argmax_hits) {
   if (temperature != 1.0) logits = logits / temperature;
   if (argmax_hits != nullptr) {
     *argmax_hits = logits.detach().argmax(-1) == batch.targets;
@@ -62,6 +67,29 @@ torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
                            .gather(-1, batch.targets.unsqueeze(-1))
                            .squeeze(-1);
   return logp * batch.response_mask;
+}
+
+torch::Tensor ResponseValues(Transformer& model, const TokenBatch& batch) {
+  TORCH_CHECK(model->head() == Head::kScalar, "ResponseValues: the model has no scalar head");
+  return model->forward(batch.inputs).squeeze(-1) * batch.response_mask;
+}
+
+torch::Tensor SequenceScores(Transformer& model, const TokenBatch& batch) {
+  TORCH_CHECK(model->head() == Head::kScalar, "SequenceScores: the model has no scalar head");
+  // inputs lack each row's last token (it is only a target): append a
+  // column and put it there, so the head can read the state after it.
+  const int64_t rows = batch.inputs.size(0);
+  torch::Tensor full = torch::cat({batch.inputs, torch::zeros({rows, 1}, batch.inputs.options())}, 1);
+  std::vector<int64_t> ends(rows);
+  auto tokens = full.accessor<int64_t, 2>();
+  auto targets = batch.targets.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t last = batch.response_start[i] + batch.response_length[i] - 1;
+    tokens[i][last + 1] = targets[i][last];
+    ends[i] = last + 1;
+  }
+  torch::Tensor scores = model->forward(full).squeeze(-1);  // [B, T + 1]
+  return scores.gather(1, torch::tensor(ends, torch::kLong).unsqueeze(1)).squeeze(1);
 }
 
 std::vector<float> RowResponseValues(const torch::Tensor& values,

@@ -45,6 +45,22 @@ struct TokenBatch {
 torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
                              double temperature = 1.0,
                              torch::Tensor* argmax_hits = nullptr);
+// The same from logits [B, T, vocab] already computed for `batch` (a
+// shared trunk that also feeds a value head).
+torch::Tensor TargetLogProbsFromLogits(torch::Tensor logits, const TokenBatch& batch,
+                                       double temperature = 1.0,
+                                       torch::Tensor* argmax_hits = nullptr);
+
+// A scalar-head model's (Head::kScalar) value of the state before each
+// response token: [B, T] float32 laid out as TargetLogProbs (the value at
+// a response target's column is the head's output at the input that
+// predicts it), zeros where response_mask is 0. Differentiable. A critic.
+torch::Tensor ResponseValues(Transformer& model, const TokenBatch& batch);
+
+// A scalar-head model's score of each whole sequence (prompt + response):
+// the head's output after the last response token, [B] float32.
+// Differentiable. A reward model.
+torch::Tensor SequenceScores(Transformer& model, const TokenBatch& batch);
 
 // Row i's response log-probs (length response_length[i]) from a [B, T]
 // tensor laid out as TargetLogProbs returns it.

@@ -146,8 +146,8 @@ int64_t KVCache::bytes() const {
 }
 
 TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
-                                 int64_t vocab_size)
-    : config_(config), vocab_size_(vocab_size) {
+                                 int64_t vocab_size, Head head)
+    : config_(config), vocab_size_(vocab_size), head_(head) {
   TORCH_CHECK(vocab_size > 0, "Transformer: vocab_size must be > 0, got ", vocab_size);
   TORCH_CHECK(config.n_heads() > 0 && config.d_model() % config.n_heads() == 0,
               "Transformer: d_model ", config.d_model(), " is not a multiple of n_heads ",
@@ -168,7 +168,9 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
   }
   norm_ = model_->register_module(
       "norm", std::make_shared<RMSNorm>(config.d_model(), config.rms_norm_eps()));
-  if (!config.tie_embeddings()) {
+  if (head == Head::kScalar) {
+    score_ = register_module("score", NoBiasLinear(config.d_model(), 1));
+  } else if (!config.tie_embeddings()) {
     lm_head_ = register_module("lm_head", NoBiasLinear(config.d_model(), vocab_size));
   }
   inv_freq_ = register_buffer(
@@ -188,10 +190,22 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
   }
 }
 
-torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in,
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
                                        const torch::Tensor& positions,
                                        const torch::Tensor& key_valid,
                                        KVCache* cache) {
+  return ApplyHead(Hidden(tokens, positions, key_valid, cache));
+}
+
+torch::Tensor TransformerImpl::ApplyHead(const torch::Tensor& hidden) {
+  if (score_) return score_(hidden);
+  if (lm_head_) return lm_head_(hidden);
+  return torch::linear(hidden, embed_tokens_->weight);
+}
+
+torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens_in,
+                                      const torch::Tensor& positions,
+                                      const torch::Tensor& key_valid, KVCache* cache) {
   TORCH_CHECK(tokens_in.dim() == 2, "Transformer: tokens must be [B, T], got ",
               tokens_in.sizes());
   const int64_t B = tokens_in.size(0), T = tokens_in.size(1);
@@ -244,17 +258,20 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens_in,
   for (auto& layer : layers_) h = layer->forward(h, ctx);
   h = norm_->forward(h);
   if (cache != nullptr) cache->length = S;
-  if (lm_head_) return lm_head_(h);
-  return torch::linear(h, embed_tokens_->weight);
+  return h;
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) {
+  return ApplyHead(Hidden(tokens));
+}
+
+torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens) {
   TORCH_CHECK(tokens.dim() == 2, "Transformer: tokens must be [B, T], got ", tokens.sizes());
   const torch::Tensor positions =
       torch::arange(tokens.size(1), torch::dtype(torch::kLong).device(tokens.device()))
           .unsqueeze(0)
           .expand({tokens.size(0), tokens.size(1)});
-  return forward(tokens, positions);
+  return Hidden(tokens, positions);
 }
 
 KVCache TransformerImpl::NewCache(int64_t batch, int64_t capacity) const {

@@ -35,10 +35,20 @@ struct KVCache {
   int64_t bytes() const;
 };
 
+// What sits on top of the final norm.
+enum class Head {
+  // "lm_head" (or the tied embedding): logits over the vocabulary.
+  kLanguageModel,
+  // "score": one scalar per position, as Hugging Face's sequence-
+  // classification models name it (reward models, critics). No LM head.
+  kScalar,
+};
+
 class TransformerImpl : public torch::nn::Module {
  public:
   // REQUIRES: config validated; vocab_size > 0.
-  TransformerImpl(const trellis::v1::ModelConfig& config, int64_t vocab_size);
+  TransformerImpl(const trellis::v1::ModelConfig& config, int64_t vocab_size,
+                  Head head = Head::kLanguageModel);
 
   // tokens: [B, T] int64. positions: [B, T] int64 rotary positions (rows may
   // be left-padded, so a row's first real token has position 0).
@@ -46,20 +56,28 @@ class TransformerImpl : public torch::nn::Module {
   // marks padding that no query may attend to. Undefined means all valid.
   // With a cache, attends to the cached keys, appends this call's keys and
   // values, and advances cache->length by T.
-  // Returns logits [B, T, vocab] (float32).
+  // Returns the head's output: logits [B, T, vocab] (kLanguageModel) or
+  // scores [B, T, 1] (kScalar), float32. forward = ApplyHead(Hidden(...)).
   torch::Tensor forward(const torch::Tensor& tokens,
                         const torch::Tensor& positions,
                         const torch::Tensor& key_valid = {},
                         KVCache* cache = nullptr);
 
+  // The final norm's output [B, T, d_model]; arguments as forward().
+  torch::Tensor Hidden(const torch::Tensor& tokens, const torch::Tensor& positions,
+                       const torch::Tensor& key_valid = {}, KVCache* cache = nullptr);
+  torch::Tensor ApplyHead(const torch::Tensor& hidden);
+
   // Convenience for unpadded input: positions 0..T-1, no cache.
   torch::Tensor forward(const torch::Tensor& tokens);
+  torch::Tensor Hidden(const torch::Tensor& tokens);
 
   // An empty cache for `batch` rows and up to `capacity` positions.
   KVCache NewCache(int64_t batch, int64_t capacity) const;
 
   const trellis::v1::ModelConfig& config() const { return config_; }
   int64_t vocab_size() const { return vocab_size_; }
+  Head head() const { return head_; }
 
   // Every parameter under its Llama name, in a stable order.
   std::vector<std::pair<std::string, torch::Tensor>> NamedWeights() const;
@@ -82,7 +100,9 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Embedding embed_tokens_{nullptr};  // "model.embed_tokens"
   std::vector<std::shared_ptr<Block>> layers_;  // "model.layers.{i}"
   std::shared_ptr<RMSNorm> norm_;               // "model.norm"
+  Head head_;
   torch::nn::Linear lm_head_{nullptr};          // "lm_head"; null when tied
+  torch::nn::Linear score_{nullptr};            // "score"; kScalar only
   torch::Tensor inv_freq_;                      // [head_dim / 2] rotary
 };
 TORCH_MODULE(Transformer);

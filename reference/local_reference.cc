@@ -1,3 +1,4 @@
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -10,33 +11,95 @@
 namespace trellis::reference {
 namespace {
 
+int64_t ParameterBytes(model::Transformer& model) {
+  int64_t bytes = 0;
+  for (const auto& p : model->parameters()) bytes += p.nbytes();
+  return bytes;
+}
+
+// A frozen model of `config` with `head`, its weights from `path`; `what`
+// names it in errors.
+absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config,
+                                              int64_t vocab_size, model::Head head,
+                                              const std::string& path, const std::string& what) {
+  absl::StatusOr<model::NamedTensors> weights = model::LoadSafetensors(path);
+  if (!weights.ok()) return weights.status();
+  // The model's random initialization, about to be overwritten, must not
+  // move the global generator: a resumed run loads the reference after
+  // restoring the generator, a straight run before its first step.
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  torch::Tensor generator_state;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    generator_state = gen.get_state();
+  }
+  model::Transformer model(config, vocab_size, head);
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(generator_state);
+  }
+  model->eval();
+  for (auto& p : model->parameters()) p.set_requires_grad(false);
+  if (absl::Status s = model->LoadWeights(*weights); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(what, " ", path, ": ", s.message()));
+  }
+  return model;
+}
+
 class LocalReference : public ReferenceWorker {
  public:
-  LocalReference(const v1::ModelConfig& config, const model::Tokenizer* tokenizer,
-                 double temperature, ledger::Ledger* ledger)
-      : config_(config),
+  LocalReference(const v1::JobConfig& job, const model::Tokenizer* tokenizer,
+                 ledger::Ledger* ledger)
+      : config_(job.model()),
         tokenizer_(tokenizer),
-        temperature_(temperature),
+        temperature_(job.sampling().temperature()),
         ledger_(ledger) {}
 
-  absl::Status Load(const std::string& weights_path) override {
-    absl::StatusOr<model::NamedTensors> weights = model::LoadSafetensors(weights_path);
-    if (!weights.ok()) return weights.status();
-    model::Transformer model(config_, tokenizer_->vocab_size());
-    model->eval();
-    for (auto& p : model->parameters()) p.set_requires_grad(false);
-    if (absl::Status s = model->LoadWeights(*weights); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("reference weights ", weights_path,
-                                                 ": ", s.message()));
+  // Loads the job's reward model, if it has one.
+  absl::Status Init(const v1::JobConfig& job) {
+    if (job.algorithm() != "ppo" || job.ppo().reward() != "reward_model") {
+      return absl::OkStatus();
     }
+    absl::StatusOr<model::Transformer> rm =
+        LoadFrozen(config_, tokenizer_->vocab_size(), model::Head::kScalar,
+                   job.ppo().reward_model_path(), "ppo.reward_model_path");
+    if (!rm.ok()) return rm.status();
+    reward_model_ = *std::move(rm);
     if (ledger_ != nullptr) {
-      int64_t bytes = 0;
-      for (const auto& p : model->parameters()) bytes += p.nbytes();
-      ledger_->RecordObject("reference-0", ledger::Object::kReferenceModel, bytes,
-                            ledger::Stage::kLoad);
+      ledger_->RecordObject("reference-0", ledger::Object::kRewardModel,
+                            ParameterBytes(reward_model_), ledger::Stage::kLoad);
     }
-    model_ = std::move(model);
     return absl::OkStatus();
+  }
+
+  absl::Status Load(const std::string& weights_path) override {
+    absl::StatusOr<model::Transformer> model =
+        LoadFrozen(config_, tokenizer_->vocab_size(), model::Head::kLanguageModel,
+                   weights_path, "reference weights");
+    if (!model.ok()) return model.status();
+    if (ledger_ != nullptr) {
+      ledger_->RecordObject("reference-0", ledger::Object::kReferenceModel,
+                            ParameterBytes(*model), ledger::Stage::kLoad);
+    }
+    model_ = *std::move(model);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<v1::ScoreResponse> Scores(const v1::LogProbRequest& request) override {
+    if (reward_model_.is_empty()) {
+      return absl::FailedPreconditionError(
+          "reference: Scores without a reward model (the job's ppo.reward is not "
+          "reward_model)");
+    }
+    absl::StatusOr<model::TokenBatch> batch = Batch(request);
+    if (!batch.ok()) return batch.status();
+    v1::ScoreResponse response;
+    if (request.samples_size() == 0) return response;
+    torch::NoGradGuard no_grad;
+    const torch::Tensor scores = model::SequenceScores(reward_model_, *batch).contiguous();
+    response.mutable_scores()->Add(scores.data_ptr<float>(),
+                                   scores.data_ptr<float>() + scores.numel());
+    return response;
   }
 
   absl::StatusOr<v1::LogProbResponse> LogProbs(
@@ -44,22 +107,13 @@ class LocalReference : public ReferenceWorker {
     if (model_.is_empty()) {
       return absl::FailedPreconditionError("reference: LogProbs before Load");
     }
-    std::vector<model::SequencePair> pairs;
-    pairs.reserve(request.samples_size());
-    for (const auto& s : request.samples()) {
-      pairs.push_back({s.prompt_tokens(), s.response_tokens()});
-    }
     v1::LogProbResponse response;
-    if (pairs.empty()) return response;
-    absl::StatusOr<model::TokenBatch> batch =
-        model::MakeTokenBatch(pairs, tokenizer_->pad_id(), config_.max_seq_len());
-    if (!batch.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("reference: ", batch.status().message()));
-    }
+    if (request.samples_size() == 0) return response;
+    absl::StatusOr<model::TokenBatch> batch = Batch(request);
+    if (!batch.ok()) return batch.status();
     torch::NoGradGuard no_grad;
     torch::Tensor logp = model::TargetLogProbs(model_, *batch, temperature_);
-    for (int64_t i = 0; i < static_cast<int64_t>(pairs.size()); ++i) {
+    for (int64_t i = 0; i < request.samples_size(); ++i) {
       std::vector<float> row = model::RowResponseValues(logp, *batch, i);
       response.add_sequences()->mutable_logprobs()->Add(row.begin(), row.end());
     }
@@ -67,20 +121,37 @@ class LocalReference : public ReferenceWorker {
   }
 
  private:
+  // The request's samples as one batch (an empty request gives an empty,
+  // unused batch).
+  absl::StatusOr<model::TokenBatch> Batch(const v1::LogProbRequest& request) const {
+    std::vector<model::SequencePair> pairs;
+    pairs.reserve(request.samples_size());
+    for (const auto& s : request.samples()) {
+      pairs.push_back({s.prompt_tokens(), s.response_tokens()});
+    }
+    absl::StatusOr<model::TokenBatch> batch =
+        model::MakeTokenBatch(pairs, tokenizer_->pad_id(), config_.max_seq_len());
+    if (!batch.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("reference: ", batch.status().message()));
+    }
+    return batch;
+  }
+
   const v1::ModelConfig config_;
   const model::Tokenizer* tokenizer_;
   const double temperature_;
   ledger::Ledger* ledger_;
   model::Transformer model_{nullptr};
+  model::Transformer reward_model_{nullptr};
 };
 
 }  // namespace
 
-std::unique_ptr<ReferenceWorker> NewLocalReference(const v1::ModelConfig& model,
-                                                   const model::Tokenizer* tokenizer,
-                                                   double temperature,
-                                                   ledger::Ledger* ledger) {
-  return std::make_unique<LocalReference>(model, tokenizer, temperature, ledger);
+absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(
+    const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger) {
+  auto reference = std::make_unique<LocalReference>(job, tokenizer, ledger);
+  if (absl::Status s = reference->Init(job); !s.ok()) return s;
+  return std::unique_ptr<ReferenceWorker>(std::move(reference));
 }
 
 }  // namespace trellis::reference

@@ -13,13 +13,24 @@ void ReferenceService::Bind(ReferenceWorker* worker, int64_t vocab_size) {
   worker_.Bind(worker);
 }
 
+absl::Status ReferenceService::CheckTokens(const v1::LogProbRequest& request) const {
+  for (int i = 0; i < request.samples_size(); ++i) {
+    absl::Status s = model::CheckSampleTokenIds(request.samples(i), vocab_size_, i);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 grpc::Status ReferenceService::LogProbs(grpc::ServerContext*, const v1::LogProbRequest* request,
                                         v1::LogProbResponse* response) {
-  for (int i = 0; i < request->samples_size(); ++i) {
-    absl::Status s = model::CheckSampleTokenIds(request->samples(i), vocab_size_, i);
-    if (!s.ok()) return rpc::ToGrpc(s);
-  }
+  if (absl::Status s = CheckTokens(*request); !s.ok()) return rpc::ToGrpc(s);
   return worker_.Unary(response, [&](ReferenceWorker& w) { return w.LogProbs(*request); });
+}
+
+grpc::Status ReferenceService::Scores(grpc::ServerContext*, const v1::LogProbRequest* request,
+                                      v1::ScoreResponse* response) {
+  if (absl::Status s = CheckTokens(*request); !s.ok()) return rpc::ToGrpc(s);
+  return worker_.Unary(response, [&](ReferenceWorker& w) { return w.Scores(*request); });
 }
 
 grpc::Status ReferenceService::Load(grpc::ServerContext*, const v1::PathRequest* request,
@@ -41,6 +52,10 @@ class GrpcReferenceClient final : public ReferenceWorker {
   absl::StatusOr<v1::LogProbResponse> LogProbs(const v1::LogProbRequest& request) override {
     return rpc::Call(*stub_, &v1::Reference::Stub::LogProbs, request, timeout_,
                      absl::StrCat(id_, " LogProbs"));
+  }
+  absl::StatusOr<v1::ScoreResponse> Scores(const v1::LogProbRequest& request) override {
+    return rpc::Call(*stub_, &v1::Reference::Stub::Scores, request, timeout_,
+                     absl::StrCat(id_, " Scores"));
   }
   absl::Status Load(const std::string& weights_path) override {
     v1::PathRequest request;

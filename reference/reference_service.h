@@ -27,8 +27,13 @@ class ReferenceService final : public v1::Reference::Service {
                         v1::LogProbResponse* response) override;
   grpc::Status Load(grpc::ServerContext*, const v1::PathRequest* request,
                     v1::Empty* response) override;
+  grpc::Status Scores(grpc::ServerContext*, const v1::LogProbRequest* request,
+                      v1::ScoreResponse* response) override;
 
  private:
+  // InvalidArgument naming the first sample with an id outside the vocabulary.
+  absl::Status CheckTokens(const v1::LogProbRequest& request) const;
+
   rpc::BoundWorker<ReferenceWorker> worker_;
   std::atomic<int64_t> vocab_size_{0};
 };

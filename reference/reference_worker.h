@@ -29,15 +29,22 @@ class ReferenceWorker {
   // moment the reference is taken). Until then LogProbs fails with
   // FailedPrecondition.
   [[nodiscard]] virtual absl::Status Load(const std::string& weights_path) = 0;
+
+  // A reward model's score of each whole sample (prompt + response), in
+  // order. FailedPrecondition when the job has no reward model
+  // (ppo.reward is not reward_model).
+  [[nodiscard]] virtual absl::StatusOr<v1::ScoreResponse> Scores(
+      const v1::LogProbRequest& request) = 0;
 };
 
-// An in-process frozen policy. Log-probs use softmax(logits / temperature),
-// as the actor samples. Records the reference model's bytes in `ledger`
-// (may be null) when it loads. The tokenizer and ledger must outlive it.
-std::unique_ptr<ReferenceWorker> NewLocalReference(const v1::ModelConfig& model,
-                                                   const model::Tokenizer* tokenizer,
-                                                   double temperature,
-                                                   ledger::Ledger* ledger);
+// An in-process frozen policy, and the job's reward model when ppo.reward
+// is reward_model (loaded here, from ppo.reward_model_path). Log-probs use
+// softmax(logits / temperature) with sampling.temperature, as the actor
+// samples. Records the reference model's and the reward model's bytes in
+// `ledger` (may be null) when they load. The tokenizer and ledger must
+// outlive it.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(
+    const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger);
 
 }  // namespace trellis::reference
 

@@ -26,7 +26,10 @@ class LocalRoleSet final : public RoleSet {
     if (!learner.ok()) return learner.status();
     set->learner_ = *std::move(learner);
     set->actor_ = MakeLocalActor(job, tokenizer, set->transport_.get(), ledger, "actor-0");
-    set->reference_ = MakeLocalReference(job, tokenizer, ledger);
+    absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> reference =
+        MakeLocalReference(job, tokenizer, ledger);
+    if (!reference.ok()) return reference.status();
+    set->reference_ = *std::move(reference);
     return set;
   }
 

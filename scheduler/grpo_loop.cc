@@ -54,6 +54,8 @@ GrpoLoop::GrpoLoop(const v1::JobConfig& job, Roles roles,
                    const model::Tokenizer* tokenizer, data::Split data,
                    ledger::Ledger* ledger, std::string out_dir, std::ostream* progress)
     : job_(job),
+      ppo_(job.algorithm() == "ppo"),
+      reward_model_(ppo_ && job.ppo().reward() == "reward_model"),
       roles_(roles),
       tokenizer_(tokenizer),
       data_(std::move(data)),
@@ -287,6 +289,28 @@ absl::StatusOr<GrpoLoop::RewardSummary> GrpoLoop::SampleUsefulGroups(int64_t ste
   return all;
 }
 
+absl::StatusOr<learner::GroupAdvantages> GrpoLoop::SampleAdvantages(
+    const std::vector<float>& rewards, std::vector<bool>& dropped, bool any_dropped) const {
+  const v1::GrpoConfig& grpo = job_.grpo();
+  const int64_t group = grpo.responses_per_prompt();
+  const int64_t n = rewards.size();
+  if (ppo_) {
+    // The learner's critic and GAE give PPO's advantages.
+    learner::GroupAdvantages none;
+    none.advantages.assign(n, 0.0f);
+    none.zero_variance.assign(n / group, false);
+    return none;
+  }
+  absl::StatusOr<learner::AdvantageEstimator> estimator =
+      learner::AdvantageEstimatorFromName(grpo.advantage_estimator());
+  if (!estimator.ok()) return estimator.status();
+  if (any_dropped) {
+    return learner::AdvantagesWithout(*estimator, rewards, dropped, group, grpo.scale_rewards());
+  }
+  const std::vector<int64_t> sizes(n / group, group);
+  return learner::ComputeAdvantages(*estimator, rewards, sizes, grpo.scale_rewards());
+}
+
 absl::Status GrpoLoop::Step(int64_t step) {
   const v1::GrpoConfig& grpo = job_.grpo();
   const int64_t group = grpo.responses_per_prompt();
@@ -316,12 +340,24 @@ absl::Status GrpoLoop::Step(int64_t step) {
 
   absl::StatusOr<v1::LogProbResponse> ref;
   const bool use_kl = grpo.kl_coef() > 0 && roles_.reference != nullptr;
+  v1::LogProbRequest scored;
+  if (use_kl || reward_model_) *scored.mutable_samples() = samples;
   if (use_kl) {
     auto span = ledger_->Begin(Stage::kReference, "reference-0");
-    v1::LogProbRequest lp;
-    *lp.mutable_samples() = samples;
-    ref = roles_.reference->LogProbs(lp);
+    ref = roles_.reference->LogProbs(scored);
     if (!ref.ok()) return At(ref.status(), "reference");
+  }
+  // PPO with a reward model: its scores are the rewards; the verifier's
+  // verdicts still give the accuracy.
+  absl::StatusOr<v1::ScoreResponse> scores;
+  if (reward_model_) {
+    auto span = ledger_->Begin(Stage::kReward, "reference-0");
+    scores = roles_.reference->Scores(scored);
+    if (!scores.ok()) return At(scores.status(), "reward model");
+    if (scores->scores_size() != samples.size()) {
+      return absl::InternalError(absl::StrCat("reward model: ", scores->scores_size(),
+                                              " scores for ", samples.size(), " samples"));
+    }
   }
 
   v1::TrainBatch batch;
@@ -342,15 +378,10 @@ absl::Status GrpoLoop::Step(int64_t step) {
     std::vector<float> rewards;
     double reward_sum = 0;
     int64_t correct = 0;
-    for (const auto& r : verdicts->results()) rewards.push_back(r.reward());
-    absl::StatusOr<learner::AdvantageEstimator> estimator =
-        learner::AdvantageEstimatorFromName(grpo.advantage_estimator());
-    if (!estimator.ok()) return At(estimator.status(), "grpo.advantage_estimator");
-    const std::vector<int64_t> sizes(group > 0 ? n / group : 0, group);
-    absl::StatusOr<learner::GroupAdvantages> adv =
-        any_dropped
-            ? learner::AdvantagesWithout(*estimator, rewards, dropped, group, grpo.scale_rewards())
-            : learner::ComputeAdvantages(*estimator, rewards, sizes, grpo.scale_rewards());
+    for (int i = 0; i < n; ++i) {
+      rewards.push_back(reward_model_ ? scores->scores(i) : verdicts->results(i).reward());
+    }
+    absl::StatusOr<learner::GroupAdvantages> adv = SampleAdvantages(rewards, dropped, any_dropped);
     if (!adv.ok()) return At(adv.status(), "advantages");
     int64_t kept = 0;
     for (int i = 0; i < n; ++i) {
@@ -383,7 +414,10 @@ absl::Status GrpoLoop::Step(int64_t step) {
         ++counts.samples_overlong;  // DAPO: no loss on a response cut off at the budget
         continue;
       }
-      if (adv->advantages[i] != 0.0f) ++counts.samples_effective;
+      // PPO: every response trains (GAE gives each token an advantage).
+      if (ppo_ ? !s.response_tokens().empty() : adv->advantages[i] != 0.0f) {
+        ++counts.samples_effective;
+      }
       if (s.response_tokens().empty()) continue;
       v1::TrainSample* t = batch.add_samples();
       *t->mutable_prompt_tokens() = s.prompt_tokens();
@@ -391,6 +425,7 @@ absl::Status GrpoLoop::Step(int64_t step) {
       *t->mutable_old_logprobs() = s.logprobs();
       if (use_kl) *t->mutable_ref_logprobs() = ref->sequences(i).logprobs();
       t->set_advantage(adv->advantages[i]);
+      if (ppo_) t->set_reward(rewards[i]);
     }
     // One record per verifier per rollout round (dynamic sampling runs
     // several); the step's drops go on each verifier's first.
@@ -422,6 +457,8 @@ absl::Status GrpoLoop::Step(int64_t step) {
   counts.kl = stats->kl();
   counts.clip_fraction = stats->clip_fraction();
   counts.grad_norm = stats->grad_norm();
+  counts.value_loss = stats->value_loss();
+  counts.value_clip_fraction = stats->value_clip_fraction();
 
   if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "weight sync");
 

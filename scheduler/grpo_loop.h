@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "actor/rollout_worker.h"
 #include "data/dataset.h"
+#include "learner/advantages.h"
 #include "learner/learner_worker.h"
 #include "ledger/ledger.h"
 #include "model/tokenizer.h"
@@ -101,6 +102,12 @@ class GrpoLoop {
   // reward and accuracy of every sample drawn.
   absl::StatusOr<RewardSummary> SampleUsefulGroups(int64_t step, StepSamples* drawn,
                                                    ledger::StepCounts& counts);
+  // Per-sample advantages of a step's rewards (grpo.advantage_estimator,
+  // without the `dropped` samples when any_dropped); PPO: zeros, since the
+  // learner computes its own.
+  absl::StatusOr<learner::GroupAdvantages> SampleAdvantages(const std::vector<float>& rewards,
+                                                            std::vector<bool>& dropped,
+                                                            bool any_dropped) const;
   // Checkpoint after `steps_done` GRPO steps.
   absl::Status CheckpointAfter(int64_t steps_done);
   // Learner publishes its current version, unless the actor has it already;
@@ -109,6 +116,9 @@ class GrpoLoop {
   absl::StatusOr<v1::Prompt> MakePrompt(const data::Example& example) const;
 
   const v1::JobConfig job_;
+  // algorithm "ppo", and PPO's rewards coming from the reward model.
+  const bool ppo_;
+  const bool reward_model_;
   const Roles roles_;
   const model::Tokenizer* tokenizer_;
   const data::Split data_;

@@ -43,12 +43,15 @@ std::unique_ptr<actor::RolloutWorker> MakeLocalActor(const v1::JobConfig& job,
   return actor::NewLocalActor(job.model(), tokenizer, transport, ledger, options);
 }
 
-std::unique_ptr<reference::ReferenceWorker> MakeLocalReference(const v1::JobConfig& job,
-                                                               const model::Tokenizer* tokenizer,
-                                                               ledger::Ledger* ledger) {
-  if (job.grpo().kl_coef() <= 0) return nullptr;
-  return reference::NewLocalReference(job.model(), tokenizer, job.sampling().temperature(),
-                                      ledger);
+bool NeedsReference(const v1::JobConfig& job) {
+  return job.grpo().kl_coef() > 0 ||
+         (job.algorithm() == "ppo" && job.ppo().reward() == "reward_model");
+}
+
+absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
+    const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger) {
+  if (!NeedsReference(job)) return nullptr;
+  return reference::NewLocalReference(job, tokenizer, ledger);
 }
 
 absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(const v1::JobConfig& job) {

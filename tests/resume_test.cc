@@ -1,6 +1,7 @@
-// End-to-end: exact resume of the embedded GRPO job. 10 steps straight
-// against 5 steps, a SIGKILL, and a resume for the rest: identical per-step
-// rewards and bit-identical final weights. Damaged checkpoints are refused.
+// End-to-end: exact resume of GRPO and PPO jobs, embedded and launched. 10
+// steps straight against 5 steps, a SIGKILL, and a resume for the rest:
+// identical per-step rewards and bit-identical final weights and optimizer
+// state. Damaged checkpoints are refused.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "config/job_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -51,14 +53,16 @@ v1::JobConfig TinyJob() {
   return job;
 }
 
-class ResumeTest : public ::testing::Test {
+// One straight run of `job` per suite, shared by its tests (it takes most
+// of their time), in TempDir()/<Suite>.
+template <typename Suite>
+class StraightRunFixture : public ::testing::Test {
  protected:
-  // One straight run shared by the tests (it takes most of their time).
   static void SetUpTestSuite() {
-    root_ = fs::path(testing::TempDir()) / "resume_test";
+    root_ = fs::path(testing::TempDir()) / Suite::kName;
     fs::remove_all(root_);
     fs::create_directories(root_);
-    WriteText(root_ / "job.yaml", config::ResolvedJobYaml(TinyJob()));
+    WriteText(root_ / "job.yaml", config::ResolvedJobYaml(Suite::Job()));
     const fs::path straight = root_ / "straight";
     const int status = Wait(StartTrellis(
         {"run", (root_ / "job.yaml").string(), "--out", straight.string()}, root_ / "straight.log"));
@@ -77,86 +81,101 @@ class ResumeTest : public ::testing::Test {
     return dir;
   }
 
+  // `trellis COMMAND job.yaml` (run or launch) into root/NAME, SIGKILLed as
+  // soon as the step-5 checkpoint is in place (a launch's processes die
+  // with it), then `trellis COMMAND --resume`: the resumed run gives the
+  // straight run's per-step rewards and bit-identical final weights.
+  void KillResumeAndCompare(const std::string& command, const std::string& name) {
+    const fs::path dir = root_ / name;
+    fs::remove_all(dir);
+    const pid_t pid = StartTrellis({command, (root_ / "job.yaml").string(), "--out", dir.string()},
+                                   root_ / (name + ".log"));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    bool seen = false;
+    while (!seen && std::chrono::steady_clock::now() < deadline) {
+      seen = Slurp(dir / "checkpoints" / "latest") == "step_5\n";
+      if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ::kill(pid, SIGKILL);
+    const int status = Wait(pid);
+    ASSERT_TRUE(seen) << "no step_5 checkpoint within 120 s\n" << Slurp(root_ / (name + ".log"));
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        << "the run ended before the kill; status " << status;
+    ASSERT_FALSE(fs::exists(dir / "policy.safetensors"));
+
+    const fs::path resumed_log = root_ / (name + "_resumed.log");
+    const int resumed = Wait(StartTrellis({command, "--resume", dir.string()}, resumed_log));
+    ASSERT_TRUE(WIFEXITED(resumed) && WEXITSTATUS(resumed) == 0) << Slurp(resumed_log);
+    EXPECT_THAT(Slurp(resumed_log), HasSubstr("resuming from"));
+
+    const std::map<int64_t, double> want = StepRewards(root_ / "straight");
+    ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
+    // Not a vacuous comparison: the straight run trained on real signal.
+    const auto a = nlohmann::json::parse(Slurp(root_ / "straight" / "summary.json"));
+    EXPECT_GT(a["samples"]["effective"].get<int64_t>(), 0);
+    EXPECT_EQ(StepRewards(dir), want);
+    const std::string weights = Slurp(root_ / "straight" / "policy.safetensors");
+    ASSERT_FALSE(weights.empty());
+    EXPECT_TRUE(weights == Slurp(dir / "policy.safetensors")) << "final weights differ";
+    const fs::path last = fs::path("checkpoints") / absl::StrCat("step_", kSteps);
+    for (const fs::path& part : fs::directory_iterator(root_ / "straight" / last)) {
+      // state.json holds timings; a launched run's rng.safetensors is the
+      // scheduler process's generator, not the embedded run's.
+      if (part.filename() == "state.json") continue;
+      if (part.filename() == "rng.safetensors" && command == "launch") continue;
+      EXPECT_TRUE(Slurp(part) == Slurp(dir / last / part.filename()))
+          << part.filename() << " differs";
+    }
+
+    // The summary covers the whole run, not only the resumed half.
+    const auto b = nlohmann::json::parse(Slurp(dir / "summary.json"));
+    EXPECT_EQ(b["steps"], kSteps);
+    EXPECT_EQ(b["samples"], a["samples"]);
+    EXPECT_EQ(b["tokens"], a["tokens"]);
+    EXPECT_EQ(b["eval"], a["eval"]);
+  }
+
   static fs::path root_;
   static bool straight_ok_;
 };
 
-fs::path ResumeTest::root_;
-bool ResumeTest::straight_ok_ = false;
+template <typename Suite>
+fs::path StraightRunFixture<Suite>::root_;
+template <typename Suite>
+bool StraightRunFixture<Suite>::straight_ok_ = false;
+
+class ResumeTest : public StraightRunFixture<ResumeTest> {
+ public:
+  static constexpr char kName[] = "resume_test";
+  static v1::JobConfig Job() { return TinyJob(); }
+};
 
 TEST_F(ResumeTest, KilledAndResumedRunMatchesStraightRun) {
-  const fs::path dir = root_ / "killed";
-  fs::remove_all(dir);
-  const pid_t pid = StartTrellis({"run", (root_ / "job.yaml").string(), "--out", dir.string()},
-                                 root_ / "killed.log");
-  // SIGKILL as soon as the step-5 checkpoint is in place.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  bool seen = false;
-  while (!seen && std::chrono::steady_clock::now() < deadline) {
-    seen = Slurp(dir / "checkpoints" / "latest") == "step_5\n";
-    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  ::kill(pid, SIGKILL);
-  const int status = Wait(pid);
-  ASSERT_TRUE(seen) << "no step_5 checkpoint within 60 s\n" << Slurp(root_ / "killed.log");
-  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
-      << "the run ended before the kill; status " << status;
-  ASSERT_FALSE(fs::exists(dir / "policy.safetensors"));
-
-  const int resumed = Wait(StartTrellis({"run", "--resume", dir.string()}, root_ / "resumed.log"));
-  ASSERT_TRUE(WIFEXITED(resumed) && WEXITSTATUS(resumed) == 0) << Slurp(root_ / "resumed.log");
-  EXPECT_THAT(Slurp(root_ / "resumed.log"), HasSubstr("resuming from"));
-
-  const std::map<int64_t, double> want = StepRewards(root_ / "straight");
-  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
-  // Not a vacuous comparison: the straight run trained on real signal.
-  const auto straight_summary = nlohmann::json::parse(Slurp(root_ / "straight" / "summary.json"));
-  EXPECT_GT(straight_summary["samples"]["effective"].get<int64_t>(), 0);
-  EXPECT_EQ(StepRewards(dir), want);
-  const std::string weights = Slurp(root_ / "straight" / "policy.safetensors");
-  ASSERT_FALSE(weights.empty());
-  EXPECT_TRUE(weights == Slurp(dir / "policy.safetensors")) << "final weights differ";
-  EXPECT_TRUE(Slurp(root_ / "straight" / "checkpoints" / "step_10" / "optimizer.safetensors") ==
-              Slurp(dir / "checkpoints" / "step_10" / "optimizer.safetensors"))
-      << "final optimizer state differs";
-
-  // The summary covers the whole run, not only the resumed half.
-  const auto a = nlohmann::json::parse(Slurp(root_ / "straight" / "summary.json"));
-  const auto b = nlohmann::json::parse(Slurp(dir / "summary.json"));
-  EXPECT_EQ(b["steps"], kSteps);
-  EXPECT_EQ(b["samples"], a["samples"]);
-  EXPECT_EQ(b["tokens"], a["tokens"]);
-  EXPECT_EQ(b["eval"], a["eval"]);
+  KillResumeAndCompare("run", "killed");
 }
 
-// The same with every role a process: `trellis launch` SIGKILLed after the
-// step-5 checkpoint (its processes die with it), then `trellis launch
-// --resume`, against the embedded straight run.
+// The same with every role a process, against the embedded straight run.
 TEST_F(ResumeTest, KilledAndResumedLaunchMatchesStraightRun) {
-  const fs::path dir = root_ / "launched";
-  fs::remove_all(dir);
-  const pid_t pid = StartTrellis(
-      {"launch", (root_ / "job.yaml").string(), "--out", dir.string()}, root_ / "launched.log");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  bool seen = false;
-  while (!seen && std::chrono::steady_clock::now() < deadline) {
-    seen = Slurp(dir / "checkpoints" / "latest") == "step_5\n";
-    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  ::kill(pid, SIGKILL);
-  Wait(pid);
-  ASSERT_TRUE(seen) << "no step_5 checkpoint within 120 s\n" << Slurp(root_ / "launched.log");
-  ASSERT_FALSE(fs::exists(dir / "policy.safetensors")) << "the run ended before the kill";
+  KillResumeAndCompare("launch", "launched");
+}
 
-  const int resumed = Wait(StartTrellis({"launch", "--resume", dir.string()},
-                                        root_ / "launched_resumed.log"));
-  const std::string log = Slurp(root_ / "launched_resumed.log");
-  ASSERT_TRUE(WIFEXITED(resumed) && WEXITSTATUS(resumed) == 0) << log;
-  EXPECT_THAT(log, HasSubstr("resuming from"));
-  EXPECT_EQ(StepRewards(dir), StepRewards(root_ / "straight"));
-  EXPECT_TRUE(Slurp(dir / "policy.safetensors") ==
-              Slurp(root_ / "straight" / "policy.safetensors"))
-      << "final weights differ";
+// PPO: the checkpoint also holds the critic and its optimizer.
+class PpoResumeTest : public StraightRunFixture<PpoResumeTest> {
+ public:
+  static constexpr char kName[] = "ppo_resume_test";
+  static v1::JobConfig Job() {
+    v1::JobConfig job = TinyJob();
+    job.set_algorithm("ppo");
+    return job;
+  }
+};
+
+TEST_F(PpoResumeTest, KilledAndResumedRunMatchesStraightRun) {
+  KillResumeAndCompare("run", "killed");
+}
+
+TEST_F(PpoResumeTest, KilledAndResumedLaunchMatchesStraightRun) {
+  KillResumeAndCompare("launch", "launched");
 }
 
 TEST_F(ResumeTest, ResumingAFinishedRunRedoesOnlyTheFinalEval) {

@@ -51,6 +51,8 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"kl", c.kl},
       {"clip_fraction", c.clip_fraction},
       {"grad_norm", c.grad_norm},
+      {"value_loss", c.value_loss},
+      {"value_clip_fraction", c.value_clip_fraction},
       {"stage_seconds", StageSecondsJson(m.stage_seconds)},
       {"step_seconds", m.step_seconds},
       {"rollout_update_ratio", m.rollout_update_ratio},
