@@ -8,6 +8,9 @@
 #include "gtest/gtest.h"
 #include "actor/actor_service.h"
 #include "learner/learner_service.h"
+#include "model/safetensors.h"
+#include "model/transformer.h"
+#include "reference/reference_service.h"
 #include "model/tokenizer.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
@@ -171,6 +174,69 @@ TEST_F(ServicesTest, SchedulerRefusesUnknownJobsAndMalformedReports) {
                                                  known, absl::Seconds(5), "scheduler");
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_EQ(good->state(), "placing");
+}
+
+
+// Reference.Scores: a reward model's score per sample when the job has one
+// (PPO with ppo.reward reward_model); FAILED_PRECONDITION without one; a
+// reward model file that is missing stops the role from being built.
+TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
+  const std::string path = ::testing::TempDir() + "/services_test_rm.safetensors";
+  const int64_t vocab = scheduler::VocabSize(job_, *tokenizer_);
+  model::Transformer rm(job_.model(), vocab, model::Head::kScalar);
+  model::NamedTensors weights;
+  for (const auto& [name, tensor] : rm->NamedWeights()) weights.emplace_back(name, tensor.detach());
+  ASSERT_TRUE(model::SaveSafetensors(path, weights, {}).ok());
+
+  v1::JobConfig ppo = job_;
+  ppo.set_algorithm("ppo");
+  ppo.mutable_ppo()->set_reward("reward_model");
+  ppo.mutable_ppo()->set_reward_model_path(path + ".missing");
+  auto missing = reference::NewLocalReference(ppo, tokenizer_.get(), nullptr);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr(".missing"));
+
+  ppo.mutable_ppo()->set_reward_model_path(path);
+  auto with_rm = reference::NewLocalReference(ppo, tokenizer_.get(), nullptr);
+  ASSERT_TRUE(with_rm.ok()) << with_rm.status();
+  auto without_rm = reference::NewLocalReference(job_, tokenizer_.get(), nullptr);
+  ASSERT_TRUE(without_rm.ok()) << without_rm.status();
+  reference::ReferenceService scoring{"reference-0"}, plain{"reference-1"};
+  scoring.Bind(with_rm->get(), vocab);
+  plain.Bind(without_rm->get(), vocab);
+  absl::StatusOr<std::unique_ptr<rpc::Server>> server =
+      rpc::Server::Start("127.0.0.1:0", {&scoring});
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::unique_ptr<rpc::Server>> plain_server =
+      rpc::Server::Start("127.0.0.1:0", {&plain});
+  ASSERT_TRUE(plain_server.ok()) << plain_server.status();
+
+  v1::LogProbRequest request;
+  for (const char* text : {"2", "7", "12"}) {
+    v1::Sample* sample = request.add_samples();
+    for (int id : Ids("5+7=")) sample->add_prompt_tokens(id);
+    for (int id : Ids(text)) sample->add_response_tokens(id);
+  }
+  auto client = reference::NewGrpcReferenceClient(rpc::NewChannel((*server)->address()),
+                                                  "reference-0", absl::Seconds(30));
+  absl::StatusOr<v1::ScoreResponse> scores = client->Scores(request);
+  ASSERT_TRUE(scores.ok()) << scores.status();
+  ASSERT_EQ(scores->scores_size(), 3);
+  // Different responses, different scores (a random but real model).
+  EXPECT_NE(scores->scores(0), scores->scores(1));
+  EXPECT_NE(scores->scores(1), scores->scores(2));
+
+  v1::LogProbRequest bad = request;
+  bad.mutable_samples(1)->set_response_tokens(0, 100000);
+  absl::Status out_of_vocab = StatusOf(client->Scores(bad));
+  EXPECT_EQ(out_of_vocab.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(out_of_vocab.message()), HasSubstr("100000"));
+
+  auto plain_client = reference::NewGrpcReferenceClient(
+      rpc::NewChannel((*plain_server)->address()), "reference-1", absl::Seconds(30));
+  absl::Status no_rm = StatusOf(plain_client->Scores(request));
+  EXPECT_EQ(no_rm.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(no_rm.message()), HasSubstr("ppo.reward"));
 }
 
 }  // namespace
