@@ -23,6 +23,7 @@
 #include "weightsync/internal/bucket_set.h"
 #include "weightsync/internal/checksum.h"
 #include "weightsync/internal/staging.h"
+#include "weightsync/internal/threaded_sender.h"
 #include "weightsync/internal/tcp_store.h"
 #include "weightsync/internal/gloo_pair.h"
 #include "weightsync/internal/wire.h"
@@ -275,11 +276,11 @@ class GlooReceiver final : public Transport {
 absl::StatusOr<std::unique_ptr<Transport>> NewGlooReceiver(
     const GlooEndpoint& endpoint, TransportOptions options) {
   if (absl::Status s = CheckEndpoint(endpoint); !s.ok()) return s;
-  if (endpoint.receiver_index < 0 ||
-      endpoint.receiver_index >= endpoint.num_receivers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "weightsync gloo: receiver_index must be in 0..",
-        endpoint.num_receivers - 1, ", got ", endpoint.receiver_index));
+  if (absl::Status s = internal::CheckReceiverIndex("weightsync gloo", /*sender=*/false,
+                                                 endpoint.receiver_index,
+                                                 endpoint.num_receivers);
+      !s.ok()) {
+    return s;
   }
   return std::make_unique<GlooReceiver>(endpoint);
 }

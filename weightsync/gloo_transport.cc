@@ -32,6 +32,7 @@
 #include "weightsync/internal/bucket_set.h"
 #include "weightsync/internal/checksum.h"
 #include "weightsync/internal/staging.h"
+#include "weightsync/internal/threaded_sender.h"
 #include "weightsync/internal/tcp_store.h"
 #include "weightsync/internal/gloo_pair.h"
 #include "weightsync/internal/wire.h"
@@ -60,10 +61,9 @@ using internal::gloo::CheckEndpoint;
 
 // ---------------------------------------------------------------- sender
 
-struct SenderState {
+struct SenderState : internal::SenderCore {
   SenderState(GlooEndpoint ep, TransportOptions options)
-      : endpoint(std::move(ep)),
-        stage("weightsync gloo", options.bucket_bytes) {}
+      : SenderCore("weightsync gloo", options.bucket_bytes), endpoint(std::move(ep)) {}
 
   struct Slot {
     int64_t generation = 0;  // The receiver connection being served.
@@ -76,24 +76,15 @@ struct SenderState {
     for (auto& w : slot.sends) w->abort();
   }
 
+  void AbortPending() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    for (Slot& slot : slots) Abort(slot);
+  }
+
   const GlooEndpoint endpoint;
-  internal::VersionStage stage;
   c10::intrusive_ptr<c10d::TCPStore> server;
   std::shared_ptr<::gloo::transport::Device> device;
-  std::atomic<bool> stopping{false};
-
-  absl::Mutex mu;
   std::vector<Slot> slots ABSL_GUARDED_BY(mu);
-  int live_threads ABSL_GUARDED_BY(mu) = 0;
 };
-
-void SleepUnlessStopping(SenderState& st, absl::Duration d) {
-  absl::MutexLock lock(&st.mu);
-  st.mu.AwaitWithTimeout(
-      absl::Condition(
-          +[](std::atomic<bool>* s) { return s->load(); }, &st.stopping),
-      d);
-}
 
 // Answers one request on `pg`. Any error means the pair is unusable.
 absl::Status ServeOne(SenderState& st, int k, PG& pg) {
@@ -203,7 +194,7 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
       break;  // Our own store is gone: the sender is closing.
     }
     if (generation <= served) {
-      SleepUnlessStopping(*st, absl::Milliseconds(5));
+      st->SleepUnlessStopping(absl::Milliseconds(5));
       continue;
     }
     served = generation;
@@ -241,71 +232,22 @@ void Monitor(std::shared_ptr<SenderState> st) {
       SenderState::Slot& slot = st->slots[k];
       if (generation > slot.generation && slot.request) slot.request->abort();
     }
-    SleepUnlessStopping(*st, absl::Milliseconds(20));
+    st->SleepUnlessStopping(absl::Milliseconds(20));
   }
   absl::MutexLock lock(&st->mu);
   --st->live_threads;
 }
-
-class GlooSender final : public Transport, public internal::StagedSender {
- public:
-  explicit GlooSender(std::shared_ptr<SenderState> st) : st_(std::move(st)) {
-    const int n = st_->endpoint.num_receivers;
-    {
-      absl::MutexLock lock(&st_->mu);
-      st_->slots.resize(n);
-      st_->live_threads = n + 1;
-    }
-    for (int k = 0; k < n; ++k) threads_.emplace_back(ServeSlot, st_, k);
-    threads_.emplace_back(Monitor, st_);
-  }
-
-  ~GlooSender() override {
-    st_->stopping = true;
-    st_->stage.Close();
-    {
-      absl::MutexLock lock(&st_->mu);
-      for (SenderState::Slot& slot : st_->slots) st_->Abort(slot);
-      auto done = +[](int* live) { return *live == 0; };
-      st_->mu.AwaitWithTimeout(absl::Condition(done, &st_->live_threads),
-                               kStopGrace);
-      if (st_->live_threads != 0) {
-        // A thread stuck in a rendezvous ends by its connect timeout; it
-        // holds its own reference to the state.
-        for (std::thread& t : threads_) t.detach();
-        threads_.clear();
-      }
-    }
-    for (std::thread& t : threads_) t.join();
-  }
-
-  absl::StatusOr<v1::WeightSyncStats> Publish(
-      int64_t version, const NamedTensors& tensors) override {
-    return st_->stage.Stage(version, tensors);
-  }
-
-  absl::StatusOr<v1::WeightSyncStats> Receive(int64_t, const NamedTensors&,
-                                              absl::Duration) override {
-    return absl::UnimplementedError(
-        "weightsync gloo: Receive on the sending end");
-  }
-
-  internal::VersionStage* stage() override { return &st_->stage; }
-
- private:
-  std::shared_ptr<SenderState> st_;
-  std::vector<std::thread> threads_;
-};
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Transport>> NewGlooSender(
     const GlooEndpoint& endpoint, TransportOptions options) {
   if (absl::Status s = CheckEndpoint(endpoint); !s.ok()) return s;
-  if (endpoint.receiver_index != -1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "weightsync gloo: a sender has receiver_index -1, got ",
-        endpoint.receiver_index));
+  if (absl::Status s = internal::CheckReceiverIndex("weightsync gloo", /*sender=*/true,
+                                                 endpoint.receiver_index,
+                                                 endpoint.num_receivers);
+      !s.ok()) {
+    return s;
   }
   auto st = std::make_shared<SenderState>(endpoint, options);
   absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> server =
@@ -320,7 +262,17 @@ absl::StatusOr<std::unique_ptr<Transport>> NewGlooSender(
         absl::StrCat("weightsync gloo: no gloo device for ", endpoint.host,
                      ": ", e.what()));
   }
-  return std::make_unique<GlooSender>(std::move(st));
+  const int n = endpoint.num_receivers;
+  {
+    absl::MutexLock lock(&st->mu);
+    st->slots.resize(n);
+    st->live_threads = n + 1;
+  }
+  std::vector<std::thread> threads;
+  for (int k = 0; k < n; ++k) threads.emplace_back(ServeSlot, st, k);
+  threads.emplace_back(Monitor, st);
+  return std::make_unique<internal::ThreadedSender>(std::move(st), std::move(threads),
+                                                    "weightsync gloo", kStopGrace);
 }
 
 absl::StatusOr<int> PickFreeTcpPort(const std::string& host) {

@@ -21,6 +21,7 @@
 #include "trellis/v1/weights.pb.h"
 #include "weightsync/internal/bucket_set.h"
 #include "weightsync/internal/staging.h"
+#include "weightsync/internal/threaded_sender.h"
 #include "weightsync/internal/tcp_store.h"
 #include "weightsync/internal/nccl_pair.h"
 #include "weightsync/internal/wire.h"
@@ -196,11 +197,11 @@ class NcclReceiver final : public Transport {
 absl::StatusOr<std::unique_ptr<Transport>> NewNcclReceiver(
     const NcclEndpoint& endpoint, TransportOptions options) {
   if (absl::Status s = CheckEndpoint(endpoint); !s.ok()) return s;
-  if (endpoint.receiver_index < 0 ||
-      endpoint.receiver_index >= endpoint.num_receivers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "weightsync nccl: receiver_index must be in 0..",
-        endpoint.num_receivers - 1, ", got ", endpoint.receiver_index));
+  if (absl::Status s = internal::CheckReceiverIndex("weightsync nccl", /*sender=*/false,
+                                                 endpoint.receiver_index,
+                                                 endpoint.num_receivers);
+      !s.ok()) {
+    return s;
   }
   return std::make_unique<NcclReceiver>(endpoint);
 }

@@ -26,6 +26,7 @@
 #include "trellis/v1/weights.pb.h"
 #include "weightsync/internal/bucket_set.h"
 #include "weightsync/internal/staging.h"
+#include "weightsync/internal/threaded_sender.h"
 #include "weightsync/internal/tcp_store.h"
 #include "weightsync/internal/nccl_pair.h"
 #include "weightsync/internal/wire.h"
@@ -50,27 +51,13 @@ using internal::nccl::CheckEndpoint;
 
 // ---------------------------------------------------------------- sender
 
-struct SenderState {
+struct SenderState : internal::SenderCore {
   SenderState(NcclEndpoint ep, TransportOptions options)
-      : endpoint(std::move(ep)),
-        stage("weightsync nccl", options.bucket_bytes) {}
+      : SenderCore("weightsync nccl", options.bucket_bytes), endpoint(std::move(ep)) {}
 
   const NcclEndpoint endpoint;
-  internal::VersionStage stage;
   c10::intrusive_ptr<c10d::TCPStore> server;
-  std::atomic<bool> stopping{false};
-  absl::Mutex mu;
-  int live_threads ABSL_GUARDED_BY(mu) = 0;
 };
-
-bool SleepUnlessStopping(SenderState& st, absl::Duration d) {
-  absl::MutexLock lock(&st.mu);
-  st.mu.AwaitWithTimeout(
-      absl::Condition(
-          +[](std::atomic<bool>* s) { return s->load(); }, &st.stopping),
-      d);
-  return !st.stopping;
-}
 
 // The device copy of the version being served, kept while it is newest.
 struct DeviceSet {
@@ -121,7 +108,7 @@ void ServeConnection(SenderState& st, c10d::TCPStore& store, int k,
     const std::string req_key = Key(k, gen, absl::StrCat("req/", seq));
     while (!store.check({req_key})) {
       if (store.add(Key(k, "generation"), 0) > gen) return;
-      if (!SleepUnlessStopping(st, kPoll)) return;
+      if (!st.SleepUnlessStopping(kPoll)) return;
     }
     const std::vector<uint8_t> req = store.get(req_key);
     store.deleteKey(req_key);
@@ -171,7 +158,7 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
            cudaSetDevice(st->endpoint.cuda_device) == cudaSuccess) {
       const int64_t gen = (*store)->add(Key(k, "generation"), 0);
       if (gen <= served) {
-        SleepUnlessStopping(*st, absl::Milliseconds(5));
+        st->SleepUnlessStopping(absl::Milliseconds(5));
         continue;
       }
       served = gen;
@@ -193,51 +180,6 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
   --st->live_threads;
 }
 
-class NcclSender final : public Transport, public internal::StagedSender {
- public:
-  explicit NcclSender(std::shared_ptr<SenderState> st) : st_(std::move(st)) {
-    const int n = st_->endpoint.num_receivers;
-    {
-      absl::MutexLock lock(&st_->mu);
-      st_->live_threads = n;
-    }
-    for (int k = 0; k < n; ++k) threads_.emplace_back(ServeSlot, st_, k);
-  }
-
-  ~NcclSender() override {
-    st_->stopping = true;
-    st_->stage.Close();
-    {
-      absl::MutexLock lock(&st_->mu);
-      auto done = +[](int* live) { return *live == 0; };
-      st_->mu.AwaitWithTimeout(absl::Condition(done, &st_->live_threads),
-                               kStopGrace);
-      if (st_->live_threads != 0) {
-        for (std::thread& t : threads_) t.detach();
-        threads_.clear();
-      }
-    }
-    for (std::thread& t : threads_) t.join();
-  }
-
-  absl::StatusOr<v1::WeightSyncStats> Publish(
-      int64_t version, const NamedTensors& tensors) override {
-    return st_->stage.Stage(version, tensors);
-  }
-
-  absl::StatusOr<v1::WeightSyncStats> Receive(int64_t, const NamedTensors&,
-                                              absl::Duration) override {
-    return absl::UnimplementedError(
-        "weightsync nccl: Receive on the sending end");
-  }
-
-  internal::VersionStage* stage() override { return &st_->stage; }
-
- private:
-  std::shared_ptr<SenderState> st_;
-  std::vector<std::thread> threads_;
-};
-
 }  // namespace
 
 absl::Status NcclAvailable() {
@@ -256,10 +198,11 @@ absl::Status NcclAvailable() {
 absl::StatusOr<std::unique_ptr<Transport>> NewNcclSender(
     const NcclEndpoint& endpoint, TransportOptions options) {
   if (absl::Status s = CheckEndpoint(endpoint); !s.ok()) return s;
-  if (endpoint.receiver_index != -1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "weightsync nccl: a sender has receiver_index -1, got ",
-        endpoint.receiver_index));
+  if (absl::Status s = internal::CheckReceiverIndex("weightsync nccl", /*sender=*/true,
+                                                 endpoint.receiver_index,
+                                                 endpoint.num_receivers);
+      !s.ok()) {
+    return s;
   }
   auto st = std::make_shared<SenderState>(endpoint, options);
   absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> server =
@@ -267,7 +210,15 @@ absl::StatusOr<std::unique_ptr<Transport>> NewNcclSender(
                              endpoint.connect_timeout);
   if (!server.ok()) return server.status();
   st->server = *std::move(server);
-  return std::make_unique<NcclSender>(std::move(st));
+  const int n = endpoint.num_receivers;
+  {
+    absl::MutexLock lock(&st->mu);
+    st->live_threads = n;
+  }
+  std::vector<std::thread> threads;
+  for (int k = 0; k < n; ++k) threads.emplace_back(ServeSlot, st, k);
+  return std::make_unique<internal::ThreadedSender>(std::move(st), std::move(threads),
+                                                    "weightsync nccl", kStopGrace);
 }
 
 }  // namespace trellis::weightsync
