@@ -5,6 +5,7 @@
 // validated once at start-up. Errors name the field path ("grpo.clip_eps"),
 // what was expected and what was found.
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -32,6 +33,16 @@ namespace trellis::config {
 
 // Checks ranges and cross-field rules (n_kv_heads divides n_heads, ...).
 [[nodiscard]] absl::Status ValidateJob(const v1::JobConfig& job);
+
+// Whether the job's recipe calls the reference role: for the KL term
+// (grpo.kl_coef > 0; grpo and ppo), for reward-model scores (ppo with
+// ppo.reward reward_model), always for dpo and online_dpo, never for sft.
+bool NeedsReference(const v1::JobConfig& job);
+
+// The optimizer steps the job's recipe runs: grpo.steps (grpo), sft.steps
+// (sft), dpo.steps (dpo, online_dpo). An SFT warm-up's steps are not
+// counted.
+int64_t RecipeSteps(const v1::JobConfig& job);
 
 // Every field of the job, defaults filled in, as YAML that ParseJobYaml
 // reads back to an equal message.

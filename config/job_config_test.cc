@@ -199,11 +199,45 @@ TEST(ValidateJob, EachRuleNamesItsField) {
       {"deployment: {heartbeat_interval_ms: 500, heartbeat_timeout_ms: 400}",
        "deployment.heartbeat_timeout_ms: must be > deployment.heartbeat_interval_ms"},
       {"deployment: {verifier: {pool: ''}}", "deployment.verifier.pool: must be a pool name"},
+      {"algorithm: kto", "algorithm: must be one of grpo, ppo, sft, dpo, online_dpo, found \"kto\""},
+      {"dpo: {beta: 0}", "dpo.beta: must be > 0"},
+      {"dpo: {loss: hinge}", "dpo.loss: must be one of sigmoid, ipo, found \"hinge\""},
+      {"dpo: {reference_logprobs: never}",
+       "dpo.reference_logprobs: must be one of cached, on_the_fly, found \"never\""},
+      {"dpo: {batch_size: 0}", "dpo.batch_size: must be >= 1"},
+      {"dpo: {responses_per_prompt: 1}", "dpo.responses_per_prompt: must be >= 2"},
+      {"dpo: {optimizer: {lr: -1}}", "dpo.optimizer.lr: must be > 0"},
+      {"algorithm: dpo\ndata: {preference_train_path: a.jsonl}",
+       "data.preference_eval_path: must be set together with data.preference_train_path"},
+      {"data: {preference_train_path: a.jsonl, preference_eval_path: b.jsonl}",
+       "data.preference_train_path: must be empty unless algorithm is dpo"},
+      {"algorithm: sft\nruntime: {checkpoint_every: 5}",
+       "runtime.checkpoint_every: must be 0 with algorithm sft"},
   };
   for (const auto& [yaml, expected] : cases) {
     absl::Status s = ValidateYaml(yaml);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << yaml;
     EXPECT_THAT(s.message(), HasSubstr(expected)) << yaml;
+  }
+}
+
+TEST(ValidateJob, RecipesNameTheirReferenceAndSteps) {
+  v1::JobConfig job;
+  job.mutable_grpo()->set_steps(7);
+  job.mutable_sft()->set_steps(8);
+  job.mutable_dpo()->set_steps(9);
+  EXPECT_TRUE(NeedsReference(job));  // grpo.kl_coef 0.01 by default
+  EXPECT_EQ(RecipeSteps(job), 7);
+  job.mutable_grpo()->set_kl_coef(0);
+  EXPECT_FALSE(NeedsReference(job));
+  job.set_algorithm("sft");
+  EXPECT_FALSE(NeedsReference(job));
+  EXPECT_EQ(RecipeSteps(job), 8);
+  for (const char* algorithm : {"dpo", "online_dpo"}) {
+    job.set_algorithm(algorithm);
+    EXPECT_TRUE(NeedsReference(job)) << algorithm;
+    EXPECT_EQ(RecipeSteps(job), 9) << algorithm;
+    EXPECT_TRUE(ValidateJob(job).ok()) << algorithm;
   }
 }
 

@@ -2,6 +2,7 @@
 // (joined by "; "), each as "<field path>: must be <rule>, found <value>".
 // Comparisons are written so that NaN fails them.
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -212,7 +213,49 @@ void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
 }
 
 // The recipes JobConfig.algorithm may name.
-constexpr const char* kAlgorithms[] = {"grpo", "ppo"};
+constexpr const char* kAlgorithms[] = {"grpo", "ppo", "sft", "dpo", "online_dpo"};
+
+// `value` is one of `allowed`, else an error at `path`.
+void OneOf(const std::string& path, const std::string& value,
+           std::initializer_list<const char*> allowed, Checker& c) {
+  bool known = false;
+  for (const char* a : allowed) known = known || value == a;
+  c.Require(known, path, absl::StrCat("one of ", absl::StrJoin(allowed, ", ")),
+            absl::StrCat("\"", value, "\""));
+}
+
+void CheckPreference(const v1::JobConfig& job, Checker& c) {
+  const v1::DpoConfig& d = job.dpo();
+  c.NonNegative("dpo.steps", d.steps());
+  c.AtLeast("dpo.batch_size", d.batch_size(), 1);
+  c.Positive("dpo.beta", d.beta());
+  OneOf("dpo.loss", d.loss(), {"sigmoid", "ipo"}, c);
+  OneOf("dpo.reference_logprobs", d.reference_logprobs(), {"cached", "on_the_fly"}, c);
+  CheckOptimizer("dpo.optimizer.", d.optimizer(), c);
+  c.AtLeast("dpo.responses_per_prompt", d.responses_per_prompt(), 2);
+  c.NonNegative("dpo.eval_every", d.eval_every());
+  c.NonNegative("dpo.eval_pairs", d.eval_pairs());
+  const v1::DataConfig& data = job.data();
+  const bool preference_files =
+      !data.preference_train_path().empty() || !data.preference_eval_path().empty();
+  if (preference_files) {
+    c.Require(job.algorithm() == "dpo", "data.preference_train_path",
+              "empty unless algorithm is dpo (only dpo reads preference pairs)",
+              absl::StrCat("\"", data.preference_train_path(), "\" with algorithm \"",
+                           job.algorithm(), "\""));
+    c.Require(!data.preference_train_path().empty() && !data.preference_eval_path().empty(),
+              "data.preference_eval_path",
+              "set together with data.preference_train_path (held-out pairs to measure)",
+              absl::StrCat("train \"", data.preference_train_path(), "\", eval \"",
+                           data.preference_eval_path(), "\""));
+  }
+  if (job.algorithm() != "grpo" && job.algorithm() != "ppo") {
+    c.Require(job.runtime().checkpoint_every() == 0, "runtime.checkpoint_every",
+              absl::StrCat("0 with algorithm ", job.algorithm(),
+                           " (checkpoint and resume are GRPO's and PPO's so far)"),
+              job.runtime().checkpoint_every());
+  }
+}
 
 void CheckAlgorithm(const std::string& algorithm, Checker& c) {
   bool known = false;
@@ -223,12 +266,26 @@ void CheckAlgorithm(const std::string& algorithm, Checker& c) {
 
 }  // namespace
 
+bool NeedsReference(const v1::JobConfig& job) {
+  if (job.algorithm() == "dpo" || job.algorithm() == "online_dpo") return true;
+  if (job.algorithm() == "sft") return false;
+  return job.grpo().kl_coef() > 0 ||
+         (job.algorithm() == "ppo" && job.ppo().reward() == "reward_model");
+}
+
+int64_t RecipeSteps(const v1::JobConfig& job) {
+  if (job.algorithm() == "sft") return job.sft().steps();
+  if (job.algorithm() == "dpo" || job.algorithm() == "online_dpo") return job.dpo().steps();
+  return job.grpo().steps();
+}
+
 absl::Status ValidateJob(const v1::JobConfig& job) {
   Checker c;
   CheckAlgorithm(job.algorithm(), c);
   CheckModel(job.model(), c);
   CheckArithmetic(job.data().arithmetic(), c);
   CheckRl(job, c);
+  CheckPreference(job, c);
   c.NonNegative("eval.num_prompts", job.eval().num_prompts());
   c.AtLeast("eval.batch_size", job.eval().batch_size(), 1);
   c.NonNegative("runtime.num_threads", job.runtime().num_threads());

@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "data/dataset.h"
 #include "data/internal/random.h"
@@ -78,6 +79,29 @@ Split GenerateArithmetic(const v1::ArithmeticTaskConfig& config, uint64_t seed) 
   split.eval.assign(problems.begin(), problems.begin() + n_eval);
   split.train.assign(problems.begin() + n_eval, problems.end());
   return split;
+}
+
+std::vector<PreferencePair> ArithmeticPreferences(const std::vector<Example>& examples,
+                                                  uint64_t seed) {
+  std::mt19937_64 rng(internal::Mix(seed));
+  std::vector<PreferencePair> pairs;
+  pairs.reserve(examples.size());
+  for (const Example& ex : examples) {
+    int64_t answer = 0;
+    if (!absl::SimpleAtoi(ex.answer, &answer)) continue;  // not an arithmetic example
+    // Half are near misses, 1 to 9 away either side; half run on past the
+    // answer by one digit (a response that did not stop).
+    std::string wrong;
+    if (internal::UniformInt(rng, 0, 1) == 0) {
+      const int64_t offset = static_cast<int64_t>(internal::UniformInt(rng, 1, 9));
+      wrong = absl::StrCat(internal::UniformInt(rng, 0, 1) == 0 ? answer - offset
+                                                                : answer + offset);
+    } else {
+      wrong = absl::StrCat(ex.answer, internal::UniformInt(rng, 0, 9));
+    }
+    pairs.push_back({ex.id, ex.prompt, ex.answer, std::move(wrong), ex.metadata_json});
+  }
+  return pairs;
 }
 
 }  // namespace trellis::data

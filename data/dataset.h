@@ -36,6 +36,39 @@ struct Split {
   std::vector<Example> eval;
 };
 
+// Supervised examples (SFT jobs): as ReadJsonl, but the target may be named
+// "response" instead of "answer" (one of the two, not both); it is stored
+// in Example::answer.
+[[nodiscard]] absl::StatusOr<std::vector<Example>> ReadSftJsonl(const std::string& path);
+
+// A preference pair: two responses to one prompt, the chosen one preferred.
+struct PreferencePair {
+  // The 0-based line index (JSONL) or the source example's id (arithmetic).
+  uint64_t id = 0;
+  std::string prompt;
+  std::string chosen;
+  std::string rejected;
+  // Any further JSON fields of the line, as compact JSON text ("{}" if none).
+  std::string metadata_json = "{}";
+};
+
+struct PreferenceSplit {
+  std::vector<PreferencePair> train;
+  std::vector<PreferencePair> eval;
+};
+
+// One {"prompt": str, "chosen": str, "rejected": str, ...} object per line;
+// blank lines are skipped. Errors name the path and line number; a pair
+// whose chosen and rejected responses are equal is refused.
+[[nodiscard]] absl::StatusOr<std::vector<PreferencePair>> ReadPreferenceJsonl(
+    const std::string& path);
+
+// Preference pairs from arithmetic examples: chosen is the answer, rejected
+// a wrong answer drawn from `seed`: half are near misses (1 to 9 away), half
+// the answer followed by one more digit (a response that did not stop).
+std::vector<PreferencePair> ArithmeticPreferences(const std::vector<Example>& examples,
+                                                  uint64_t seed);
+
 // Draws distinct problems "a+b=" / "a-b=" (answers may be negative),
 // deduplicates them, then splits: no prompt is in both halves.
 Split GenerateArithmetic(const v1::ArithmeticTaskConfig& config, uint64_t seed);

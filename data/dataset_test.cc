@@ -220,5 +220,74 @@ TEST(PromptStream, SeekResumesTheSameSequence) {
   }
 }
 
+TEST(Jsonl, SftLinesTakeResponseOrAnswer) {
+  absl::StatusOr<std::vector<Example>> out = ReadSftJsonl(WriteFile("sft.jsonl",
+      "{\"prompt\": \"a\", \"response\": \"x y\", \"k\": 1}\n"
+      "{\"prompt\": \"b\", \"answer\": 7}\n"));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].answer, "x y");
+  EXPECT_EQ((*out)[0].metadata_json, R"({"k":1})");
+  EXPECT_EQ((*out)[1].answer, "7");
+  absl::Status s = ReadSftJsonl(WriteFile("sft_both.jsonl",
+      "{\"prompt\": \"a\", \"response\": \"x\", \"answer\": \"y\"}\n")).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("sft_both.jsonl:1: both \"answer\" and \"response\""));
+  // ReadJsonl keeps "response" as metadata and still wants "answer".
+  s = ReadJsonl(WriteFile("not_sft.jsonl", "{\"prompt\": \"a\", \"response\": \"x\"}\n"))
+          .status();
+  EXPECT_THAT(s.message(), HasSubstr(":1: missing \"answer\""));
+}
+
+TEST(Jsonl, PreferencePairs) {
+  absl::StatusOr<std::vector<PreferencePair>> out = ReadPreferenceJsonl(WriteFile("pref.jsonl",
+      "{\"prompt\": \"2+2=\", \"chosen\": \"4\", \"rejected\": \"5\", \"src\": \"x\"}\n"
+      "\n"
+      "{\"rejected\": \"no\", \"prompt\": \"q\", \"chosen\": \"yes\"}\n"));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].prompt, "2+2=");
+  EXPECT_EQ((*out)[0].chosen, "4");
+  EXPECT_EQ((*out)[0].rejected, "5");
+  EXPECT_EQ((*out)[0].metadata_json, R"({"src":"x"})");
+  EXPECT_EQ((*out)[1].id, 2u);
+  EXPECT_EQ((*out)[1].chosen, "yes");
+
+  absl::Status s = ReadPreferenceJsonl(WriteFile("pref_bad.jsonl",
+      "{\"prompt\": \"a\", \"chosen\": \"x\"}\n")).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("pref_bad.jsonl:1: missing \"rejected\""));
+  s = ReadPreferenceJsonl(WriteFile("pref_num.jsonl",
+      "{\"prompt\": \"a\", \"chosen\": 4, \"rejected\": \"5\"}\n")).status();
+  EXPECT_THAT(s.message(), HasSubstr(":1: \"chosen\" must be a string, found number"));
+  s = ReadPreferenceJsonl(WriteFile("pref_same.jsonl",
+      "{\"prompt\": \"a\", \"chosen\": \"4\", \"rejected\": \"4\"}\n")).status();
+  EXPECT_THAT(s.message(), HasSubstr(":1: \"chosen\" and \"rejected\" are the same response"));
+}
+
+TEST(ArithmeticPreferences, ChosenIsTheAnswerRejectedANearMissOrARunOn) {
+  v1::ArithmeticTaskConfig config;
+  config.set_num_problems(300);
+  const Split split = GenerateArithmetic(config, 3);
+  const std::vector<PreferencePair> pairs = ArithmeticPreferences(split.train, 9);
+  ASSERT_EQ(pairs.size(), split.train.size());
+  size_t near_misses = 0;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const PreferencePair& p = pairs[i];
+    EXPECT_EQ(p.id, split.train[i].id);
+    EXPECT_EQ(p.prompt, split.train[i].prompt);
+    EXPECT_EQ(p.chosen, split.train[i].answer);
+    const bool run_on = p.rejected.size() == p.chosen.size() + 1 &&
+                        p.rejected.compare(0, p.chosen.size(), p.chosen) == 0;
+    const int64_t off = std::stoll(p.rejected) - std::stoll(p.chosen);
+    near_misses += !run_on;
+    EXPECT_TRUE(run_on || (off != 0 && off >= -9 && off <= 9)) << p.prompt << " " << p.rejected;
+  }
+  EXPECT_GT(near_misses, pairs.size() / 3);
+  EXPECT_LT(near_misses, pairs.size() * 2 / 3);
+  const std::vector<PreferencePair> again = ArithmeticPreferences(split.train, 9);
+  for (size_t i = 0; i < pairs.size(); ++i) EXPECT_EQ(again[i].rejected, pairs[i].rejected);
+}
+
 }  // namespace
 }  // namespace trellis::data

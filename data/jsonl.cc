@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -38,8 +39,8 @@ std::string NumberText(const Json& v) {
   return v.dump();
 }
 
-// Parses one non-blank line into `ex`; the message has no location.
-absl::Status ParseLine(const std::string& line, Example& ex) {
+// Parses one non-blank line into a JSON object; the message has no location.
+absl::StatusOr<Json> ParseObject(const std::string& line) {
   Json obj;
   try {
     obj = Json::parse(line);
@@ -55,49 +56,103 @@ absl::Status ParseLine(const std::string& line, Example& ex) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected a JSON object, found ", obj.type_name()));
   }
-  auto prompt = obj.find("prompt");
-  if (prompt == obj.end()) return absl::InvalidArgumentError("missing \"prompt\"");
-  if (!prompt->is_string()) {
+  return obj;
+}
+
+// Removes the string field `key` from `obj` into *out.
+absl::Status TakeString(Json& obj, const char* key, std::string* out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return absl::InvalidArgumentError(absl::StrCat("missing \"", key, "\""));
+  if (!it->is_string()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"prompt\" must be a string, found ", prompt->type_name()));
+        absl::StrCat("\"", key, "\" must be a string, found ", it->type_name()));
   }
-  ex.prompt = prompt->get<std::string>();
-  auto answer = obj.find("answer");
-  if (answer == obj.end()) return absl::InvalidArgumentError("missing \"answer\"");
-  if (answer->is_string()) {
-    ex.answer = answer->get<std::string>();
-  } else if (answer->is_number()) {
-    ex.answer = NumberText(*answer);
+  *out = it->get<std::string>();
+  obj.erase(key);
+  return absl::OkStatus();
+}
+
+// Removes the target field `key` (a string or a number) from `obj` into *out.
+absl::Status TakeTarget(Json& obj, const char* key, std::string* out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return absl::InvalidArgumentError(absl::StrCat("missing \"", key, "\""));
+  if (it->is_string()) {
+    *out = it->get<std::string>();
+  } else if (it->is_number()) {
+    *out = NumberText(*it);
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "\"answer\" must be a string or a number, found ", answer->type_name()));
+        "\"", key, "\" must be a string or a number, found ", it->type_name()));
   }
-  obj.erase("prompt");
-  obj.erase("answer");
+  obj.erase(key);
+  return absl::OkStatus();
+}
+
+// An example line; the target is "answer", or with `allow_response` either
+// "answer" or "response".
+absl::Status ParseExample(Json& obj, bool allow_response, Example& ex) {
+  if (absl::Status s = TakeString(obj, "prompt", &ex.prompt); !s.ok()) return s;
+  const bool response = allow_response && obj.contains("response");
+  if (response && obj.contains("answer")) {
+    return absl::InvalidArgumentError("both \"answer\" and \"response\": expected one");
+  }
+  if (absl::Status s = TakeTarget(obj, response ? "response" : "answer", &ex.answer); !s.ok()) {
+    return s;
+  }
   ex.metadata_json = obj.dump();
   return absl::OkStatus();
+}
+
+absl::Status ParsePair(Json& obj, PreferencePair& pair) {
+  for (auto [key, out] : {std::pair{"prompt", &pair.prompt}, std::pair{"chosen", &pair.chosen},
+                          std::pair{"rejected", &pair.rejected}}) {
+    if (absl::Status s = TakeString(obj, key, out); !s.ok()) return s;
+  }
+  if (pair.chosen == pair.rejected) {
+    return absl::InvalidArgumentError("\"chosen\" and \"rejected\" are the same response");
+  }
+  pair.metadata_json = obj.dump();
+  return absl::OkStatus();
+}
+
+// Reads one T per non-blank line of `path`, parsed by parse(obj, item);
+// T::id is the 0-based line index. Errors name the path and line.
+template <typename T, typename Parse>
+absl::StatusOr<std::vector<T>> ReadLines(const std::string& path, Parse parse) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return FileError(path, "open");
+  std::vector<T> items;
+  std::string line;
+  for (uint64_t line_no = 1; std::getline(in, line); ++line_no) {
+    if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // BOM
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    T item;
+    item.id = line_no - 1;
+    absl::StatusOr<Json> obj = ParseObject(line);
+    absl::Status s = obj.ok() ? parse(*obj, item) : obj.status();
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": ", s.message()));
+    }
+    items.push_back(std::move(item));
+  }
+  if (in.bad()) return FileError(path, "read");
+  return items;
 }
 
 }  // namespace
 
 absl::StatusOr<std::vector<Example>> ReadJsonl(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return FileError(path, "open");
-  std::vector<Example> examples;
-  std::string line;
-  for (uint64_t line_no = 1; std::getline(in, line); ++line_no) {
-    if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // BOM
-    if (absl::StripAsciiWhitespace(line).empty()) continue;
-    Example ex;
-    ex.id = line_no - 1;
-    absl::Status s = ParseLine(line, ex);
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": ", s.message()));
-    }
-    examples.push_back(std::move(ex));
-  }
-  if (in.bad()) return FileError(path, "read");
-  return examples;
+  return ReadLines<Example>(path,
+                            [](Json& obj, Example& ex) { return ParseExample(obj, false, ex); });
+}
+
+absl::StatusOr<std::vector<Example>> ReadSftJsonl(const std::string& path) {
+  return ReadLines<Example>(path,
+                            [](Json& obj, Example& ex) { return ParseExample(obj, true, ex); });
+}
+
+absl::StatusOr<std::vector<PreferencePair>> ReadPreferenceJsonl(const std::string& path) {
+  return ReadLines<PreferencePair>(path, ParsePair);
 }
 
 absl::Status WriteJsonl(const std::string& path, const std::vector<Example>& examples) {

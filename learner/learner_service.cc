@@ -2,6 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "model/token_ids.h"
 #include "rpc/channel.h"
@@ -22,6 +25,37 @@ grpc::Status EmptyReply(rpc::BoundWorker<LearnerWorker>& worker, const v1::PathR
   return rpc::ToGrpc(worker.Run([&](LearnerWorker& w) { return fn(w, request.path()); }));
 }
 
+using IdList = std::pair<const char*, const google::protobuf::RepeatedField<int32_t>*>;
+
+// Every id list fields(pair) names, of every pair of `batch`, is in the
+// vocabulary; an error names "pairs[i].<field>".
+template <typename Batch, typename Fields>
+absl::Status CheckPairIds(const Batch& batch, int64_t vocab_size, Fields fields) {
+  for (int i = 0; i < batch.pairs_size(); ++i) {
+    for (const IdList& list : fields(batch.pairs(i))) {
+      absl::Status s = model::CheckTokenIds(*list.second, vocab_size,
+                                            absl::StrCat("pairs[", i, "].", list.first));
+      if (!s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSftBatch(const v1::SftBatch& batch, int64_t vocab_size) {
+  return CheckPairIds(batch, vocab_size, [](const v1::SftBatch::Pair& p) {
+    return std::vector<IdList>{{"prompt_tokens", &p.prompt_tokens()},
+                               {"target_tokens", &p.target_tokens()}};
+  });
+}
+
+absl::Status CheckPreferenceBatch(const v1::PreferenceBatch& batch, int64_t vocab_size) {
+  return CheckPairIds(batch, vocab_size, [](const v1::PreferencePair& p) {
+    return std::vector<IdList>{{"prompt_tokens", &p.prompt_tokens()},
+                               {"chosen_tokens", &p.chosen_tokens()},
+                               {"rejected_tokens", &p.rejected_tokens()}};
+  });
+}
+
 }  // namespace
 
 void LearnerService::Bind(LearnerWorker* worker, int64_t vocab_size) {
@@ -31,16 +65,7 @@ void LearnerService::Bind(LearnerWorker* worker, int64_t vocab_size) {
 
 grpc::Status LearnerService::SftStep(grpc::ServerContext*, const v1::SftBatch* request,
                                      v1::TrainStats* response) {
-  for (int i = 0; i < request->pairs_size(); ++i) {
-    const auto& pair = request->pairs(i);
-    for (absl::Status s :
-         {model::CheckTokenIds(pair.prompt_tokens(), vocab_size_,
-                               absl::StrCat("pairs[", i, "].prompt_tokens")),
-          model::CheckTokenIds(pair.target_tokens(), vocab_size_,
-                               absl::StrCat("pairs[", i, "].target_tokens"))}) {
-      if (!s.ok()) return rpc::ToGrpc(s);
-    }
-  }
+  if (absl::Status s = CheckSftBatch(*request, vocab_size_); !s.ok()) return rpc::ToGrpc(s);
   return worker_.Unary(response, [&](LearnerWorker& w) { return w.SftStep(*request); });
 }
 
@@ -86,6 +111,30 @@ grpc::Status LearnerService::GetVersion(grpc::ServerContext*, const v1::Empty*,
   });
 }
 
+grpc::Status LearnerService::PreferenceStep(grpc::ServerContext*,
+                                            const v1::PreferenceBatch* request,
+                                            v1::TrainStats* response) {
+  if (absl::Status s = CheckPreferenceBatch(*request, vocab_size_); !s.ok()) {
+    return rpc::ToGrpc(s);
+  }
+  return worker_.Unary(response, [&](LearnerWorker& w) { return w.PreferenceStep(*request); });
+}
+
+grpc::Status LearnerService::EvalSft(grpc::ServerContext*, const v1::SftBatch* request,
+                                     v1::TrainStats* response) {
+  if (absl::Status s = CheckSftBatch(*request, vocab_size_); !s.ok()) return rpc::ToGrpc(s);
+  return worker_.Unary(response, [&](LearnerWorker& w) { return w.EvalSft(*request); });
+}
+
+grpc::Status LearnerService::EvalPreference(grpc::ServerContext*,
+                                            const v1::PreferenceBatch* request,
+                                            v1::TrainStats* response) {
+  if (absl::Status s = CheckPreferenceBatch(*request, vocab_size_); !s.ok()) {
+    return rpc::ToGrpc(s);
+  }
+  return worker_.Unary(response, [&](LearnerWorker& w) { return w.EvalPreference(*request); });
+}
+
 namespace {
 
 class GrpcLearnerClient final : public LearnerWorker {
@@ -120,6 +169,15 @@ class GrpcLearnerClient final : public LearnerWorker {
     return absl::OkStatus();
   }
   int64_t policy_version() const override { return version_; }
+  absl::StatusOr<v1::TrainStats> PreferenceStep(const v1::PreferenceBatch& batch) override {
+    return Counted(Call(&v1::Learner::Stub::PreferenceStep, batch, "PreferenceStep"));
+  }
+  absl::StatusOr<v1::TrainStats> EvalSft(const v1::SftBatch& batch) override {
+    return Call(&v1::Learner::Stub::EvalSft, batch, "EvalSft");
+  }
+  absl::StatusOr<v1::TrainStats> EvalPreference(const v1::PreferenceBatch& batch) override {
+    return Call(&v1::Learner::Stub::EvalPreference, batch, "EvalPreference");
+  }
 
  private:
   static v1::PathRequest Path(const std::string& path) {

@@ -37,6 +37,12 @@ class LearnerService final : public v1::Learner::Service {
                                  v1::Empty* response) override;
   grpc::Status GetVersion(grpc::ServerContext*, const v1::Empty* request,
                           v1::VersionResponse* response) override;
+  grpc::Status PreferenceStep(grpc::ServerContext*, const v1::PreferenceBatch* request,
+                              v1::TrainStats* response) override;
+  grpc::Status EvalSft(grpc::ServerContext*, const v1::SftBatch* request,
+                       v1::TrainStats* response) override;
+  grpc::Status EvalPreference(grpc::ServerContext*, const v1::PreferenceBatch* request,
+                              v1::TrainStats* response) override;
 
  private:
   rpc::BoundWorker<LearnerWorker> worker_;

@@ -56,6 +56,22 @@ class LearnerWorker {
 
   // Starts at 0 and grows by one with every optimizer step.
   virtual int64_t policy_version() const = 0;
+
+  // One optimizer step of the preference loss (job.dpo: DPO or IPO, beta)
+  // over the batch's pairs, mean over pairs. The policy's log-probs are
+  // summed over each response's tokens; micro-batches of
+  // grpo.micro_batch_size pairs accumulate to the full-batch gradient.
+  // InvalidArgument names a pair with an empty response or one that does
+  // not fit the model.
+  [[nodiscard]] virtual absl::StatusOr<v1::TrainStats> PreferenceStep(
+      const v1::PreferenceBatch& batch) = 0;
+
+  // Held-out measurements with the current weights, no update, no new
+  // version: SftStep's loss (token mean over the targets) and exact match;
+  // PreferenceStep's loss, reward margin and preference accuracy.
+  [[nodiscard]] virtual absl::StatusOr<v1::TrainStats> EvalSft(const v1::SftBatch& batch) = 0;
+  [[nodiscard]] virtual absl::StatusOr<v1::TrainStats> EvalPreference(
+      const v1::PreferenceBatch& batch) = 0;
 };
 
 }  // namespace trellis::learner

@@ -36,8 +36,51 @@ struct MicroResult {
   // critic's whole loss) and the tokens whose value was clipped.
   double value_loss = 0;
   double value_clipped = 0;
+  // Preference pairs only: PreferenceLoss's sums.
+  double margin_sum = 0;
+  double ranked_right = 0;
+  double chosen_reward_sum = 0;
+  double rejected_reward_sum = 0;
 };
 using MicroFn = std::function<absl::StatusOr<MicroResult>(int64_t begin, int64_t end)>;
+
+// A step's sums over its micro-batches, and the stats they give.
+struct MicroSums {
+  double loss = 0, kl = 0, clipped = 0, tokens = 0, exact_rows = 0;
+  double value_loss = 0, value_clipped = 0;
+  double margin = 0, ranked_right = 0, chosen_reward = 0, rejected_reward = 0;
+  int32_t micro_batches = 0;
+
+  void Add(const MicroResult& r) {
+    loss += r.loss.item<double>();
+    kl += r.kl_sum;
+    clipped += r.clipped_tokens;
+    tokens += r.tokens;
+    exact_rows += r.exact_rows;
+    value_loss += r.value_loss;
+    value_clipped += r.value_clipped;
+    margin += r.margin_sum;
+    ranked_right += r.ranked_right;
+    chosen_reward += r.chosen_reward_sum;
+    rejected_reward += r.rejected_reward_sum;
+    ++micro_batches;
+  }
+  // `rows`: the batch's rows (pairs for a preference batch).
+  void Fill(int64_t rows, v1::TrainStats* stats) const {
+    stats->set_loss(loss);
+    stats->set_micro_batches(micro_batches);
+    stats->set_kl(tokens > 0 ? kl / tokens : 0);
+    stats->set_clip_fraction(tokens > 0 ? clipped / tokens : 0);
+    stats->set_trained_tokens(static_cast<int64_t>(tokens));
+    stats->set_sequence_accuracy(exact_rows / rows);
+    stats->set_value_loss(value_loss);
+    stats->set_value_clip_fraction(tokens > 0 ? value_clipped / tokens : 0);
+    stats->set_reward_margin(margin / rows);
+    stats->set_preference_accuracy(ranked_right / rows);
+    stats->set_chosen_reward(chosen_reward / rows);
+    stats->set_rejected_reward(rejected_reward / rows);
+  }
+};
 
 // Format of optimizer.safetensors; a checkpoint with another is refused.
 constexpr char kOptimizerFormat[] = "trellis.adamw.v1";
@@ -151,30 +194,9 @@ class LocalLearner : public LearnerWorker {
   }
 
   absl::StatusOr<v1::TrainStats> SftStep(const v1::SftBatch& batch) override {
-    double total_tokens = 0;
-    for (const auto& pair : batch.pairs()) total_tokens += pair.target_tokens_size();
-    const double normalizer = LossNormalizer(v1::TOKEN_MEAN, total_tokens, batch.pairs_size());
-    MicroFn micro = [&](int64_t begin, int64_t end) -> absl::StatusOr<MicroResult> {
-      std::vector<model::SequencePair> pairs;
-      for (int64_t i = begin; i < end; ++i) {
-        pairs.push_back({batch.pairs(i).prompt_tokens(), batch.pairs(i).target_tokens()});
-      }
-      absl::StatusOr<model::TokenBatch> tb =
-          model::MakeTokenBatch(pairs, options_.pad_id, job_.model().max_seq_len());
-      if (!tb.ok()) return tb.status();
-      MicroResult r;
-      torch::Tensor hits;
-      r.loss = SftLoss(model::TargetLogProbs(model_, *tb, 1.0, &hits), tb->response_mask,
-                       normalizer);
-      r.tokens = tb->response_mask.sum().item<double>();
-      // A row is exact when every target token is the argmax.
-      r.exact_rows =
-          (hits.logical_or(tb->response_mask == 0)).all(1).sum().item<double>();
-      return r;
-    };
     EnsureOptimizer(sft_, model_->parameters(), job_.sft().optimizer());
     absl::StatusOr<v1::TrainStats> stats =
-        Update(sft_, job_.sft().optimizer(), batch.pairs_size(), micro);
+        Update(sft_, job_.sft().optimizer(), batch.pairs_size(), SftMicro(batch));
     if (!stats.ok()) return stats;
     return Finish(sft_, Stage::kSft, *std::move(stats), 0);
   }
@@ -383,7 +405,137 @@ class LocalLearner : public LearnerWorker {
 
   int64_t policy_version() const override { return version_; }
 
+  absl::StatusOr<v1::TrainStats> PreferenceStep(const v1::PreferenceBatch& batch) override {
+    absl::StatusOr<MicroFn> micro = PreferenceMicro(batch);
+    if (!micro.ok()) return micro.status();
+    EnsureOptimizer(pref_, model_->parameters(), job_.dpo().optimizer());
+    absl::StatusOr<v1::TrainStats> stats =
+        Update(pref_, job_.dpo().optimizer(), batch.pairs_size(), *micro);
+    if (!stats.ok()) return stats;
+    return Finish(pref_, Stage::kUpdate, *std::move(stats), 0);
+  }
+
+  absl::StatusOr<v1::TrainStats> EvalSft(const v1::SftBatch& batch) override {
+    return Measure(batch.pairs_size(), SftMicro(batch));
+  }
+
+  absl::StatusOr<v1::TrainStats> EvalPreference(const v1::PreferenceBatch& batch) override {
+    absl::StatusOr<MicroFn> micro = PreferenceMicro(batch);
+    if (!micro.ok()) return micro.status();
+    return Measure(batch.pairs_size(), *micro);
+  }
+
  private:
+  // Cross-entropy on the target tokens, token mean over the whole batch.
+  MicroFn SftMicro(const v1::SftBatch& batch) {
+    double total_tokens = 0;
+    for (const auto& pair : batch.pairs()) total_tokens += pair.target_tokens_size();
+    const double normalizer = LossNormalizer(v1::TOKEN_MEAN, total_tokens, batch.pairs_size());
+    return [this, &batch, normalizer](int64_t begin, int64_t end) -> absl::StatusOr<MicroResult> {
+      std::vector<model::SequencePair> pairs;
+      for (int64_t i = begin; i < end; ++i) {
+        pairs.push_back({batch.pairs(i).prompt_tokens(), batch.pairs(i).target_tokens()});
+      }
+      absl::StatusOr<model::TokenBatch> tb =
+          model::MakeTokenBatch(pairs, options_.pad_id, job_.model().max_seq_len());
+      if (!tb.ok()) return tb.status();
+      MicroResult r;
+      torch::Tensor hits;
+      r.loss = SftLoss(model::TargetLogProbs(model_, *tb, 1.0, &hits), tb->response_mask,
+                       normalizer);
+      r.tokens = tb->response_mask.sum().item<double>();
+      // A row is exact when every target token is the argmax.
+      r.exact_rows =
+          (hits.logical_or(tb->response_mask == 0)).all(1).sum().item<double>();
+      return r;
+    };
+  }
+
+  // The preference loss (job.dpo) over pairs [begin, end): their chosen and
+  // rejected responses are the rows of one forward pass, each row's
+  // log-probs summed (at sampling.temperature, as the reference scores).
+  absl::StatusOr<MicroFn> PreferenceMicro(const v1::PreferenceBatch& batch) {
+    absl::StatusOr<PreferenceLossKind> kind = PreferenceLossKindFromName(job_.dpo().loss());
+    if (!kind.ok()) return kind.status();
+    for (int i = 0; i < batch.pairs_size(); ++i) {
+      const v1::PreferencePair& p = batch.pairs(i);
+      if (p.chosen_tokens().empty() || p.rejected_tokens().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            options_.worker_id, ": preference pair ", i, " has ", p.chosen_tokens_size(),
+            " chosen and ", p.rejected_tokens_size(),
+            " rejected response tokens; expected both non-empty"));
+      }
+    }
+    const double normalizer = std::max(1, batch.pairs_size());
+    const double beta = job_.dpo().beta();
+    const double temperature = job_.sampling().temperature();
+    return MicroFn([this, &batch, kind = *kind, normalizer, beta, temperature](
+                       int64_t begin, int64_t end) -> absl::StatusOr<MicroResult> {
+      const int64_t n = end - begin;
+      std::vector<model::SequencePair> rows;
+      std::vector<double> ref_chosen, ref_rejected;
+      for (int64_t i = begin; i < end; ++i) {
+        const v1::PreferencePair& p = batch.pairs(i);
+        rows.push_back({p.prompt_tokens(), p.chosen_tokens()});
+        ref_chosen.push_back(p.ref_chosen_logprob());
+        ref_rejected.push_back(p.ref_rejected_logprob());
+      }
+      for (int64_t i = begin; i < end; ++i) {
+        rows.push_back({batch.pairs(i).prompt_tokens(), batch.pairs(i).rejected_tokens()});
+      }
+      absl::StatusOr<model::TokenBatch> tb =
+          model::MakeTokenBatch(rows, options_.pad_id, job_.model().max_seq_len());
+      if (!tb.ok()) return tb.status();
+      const torch::Tensor sums = model::TargetLogProbs(model_, *tb, temperature).sum(1);
+      PreferenceLoss loss = ComputePreferenceLoss(
+          sums.slice(0, 0, n), sums.slice(0, n, 2 * n), torch::tensor(ref_chosen),
+          torch::tensor(ref_rejected), beta, kind, normalizer);
+      MicroResult r;
+      r.loss = loss.loss;
+      r.tokens = tb->response_mask.sum().item<double>();
+      r.margin_sum = loss.margin_sum;
+      r.ranked_right = loss.ranked_right;
+      r.chosen_reward_sum = loss.chosen_reward_sum;
+      r.rejected_reward_sum = loss.rejected_reward_sum;
+      return r;
+    });
+  }
+
+  // micro(begin, end), its failure named with this worker and the rows.
+  absl::StatusOr<MicroResult> RunMicro(const MicroFn& micro, int64_t begin, int64_t end) {
+    absl::StatusOr<MicroResult> r = micro(begin, end);
+    if (!r.ok()) {
+      return absl::Status(r.status().code(), absl::StrCat(options_.worker_id, ": rows [", begin,
+                                                          ", ", end, "): ", r.status().message()));
+    }
+    return r;
+  }
+
+  // The micro-batches' forward passes without gradients: the batch's loss
+  // and stats under the current weights.
+  absl::StatusOr<v1::TrainStats> Measure(int64_t rows, const MicroFn& micro) {
+    if (rows == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(options_.worker_id, ": empty batch"));
+    }
+    const int64_t micro_rows = std::max(1, job_.grpo().micro_batch_size());
+    MicroSums sums;
+    try {
+      torch::NoGradGuard no_grad;
+      for (int64_t begin = 0; begin < rows; begin += micro_rows) {
+        absl::StatusOr<MicroResult> r = RunMicro(micro, begin, std::min(rows, begin + micro_rows));
+        if (!r.ok()) return r.status();
+        sums.Add(*r);
+      }
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat(options_.worker_id, ": evaluation at version ",
+                                              version_, ": ", e.what_without_backtrace()));
+    }
+    v1::TrainStats stats;
+    sums.Fill(rows, &stats);
+    stats.set_policy_version(version_);
+    return stats;
+  }
+
   bool HasCritic() const { return !critic_.is_empty() || !value_head_.is_empty(); }
 
   // The optimizer phases a checkpoint holds, under their names.
@@ -581,31 +733,18 @@ class LocalLearner : public LearnerWorker {
     const int64_t micro_rows = std::max(1, job_.grpo().micro_batch_size());
     ledger::MemoryTracker& tracker = ledger::MemoryTracker::Get();
     v1::TrainStats stats;
-    double kl_sum = 0, clipped = 0, tokens = 0, exact_rows = 0, value_loss = 0,
-           value_clipped = 0;
+    MicroSums sums;
     int64_t activation_bytes = 0;
     try {
       optimizer.zero_grad();
       for (int64_t begin = 0; begin < rows; begin += micro_rows) {
-        const int64_t end = std::min(rows, begin + micro_rows);
         const int64_t live_before = tracker.live_bytes();
-        absl::StatusOr<MicroResult> r = micro(begin, end);
-        if (!r.ok()) {
-          return absl::Status(r.status().code(),
-                              absl::StrCat(options_.worker_id, ": rows [", begin, ", ",
-                                           end, "): ", r.status().message()));
-        }
+        absl::StatusOr<MicroResult> r = RunMicro(micro, begin, std::min(rows, begin + micro_rows));
+        if (!r.ok()) return r.status();
         // What the forward pass keeps alive for backward.
         activation_bytes = std::max(activation_bytes, tracker.live_bytes() - live_before);
         r->loss.backward();
-        stats.set_loss(stats.loss() + r->loss.item<double>());
-        kl_sum += r->kl_sum;
-        clipped += r->clipped_tokens;
-        tokens += r->tokens;
-        exact_rows += r->exact_rows;
-        value_loss += r->value_loss;
-        value_clipped += r->value_clipped;
-        stats.set_micro_batches(stats.micro_batches() + 1);
+        sums.Add(*r);
       }
       const double max_norm = config.max_grad_norm() > 0 ? config.max_grad_norm() : 1e30;
       stats.set_grad_norm(torch::nn::utils::clip_grad_norm_(phase.params, max_norm));
@@ -621,12 +760,7 @@ class LocalLearner : public LearnerWorker {
       return absl::InternalError(absl::StrCat(options_.worker_id, ": update at version ",
                                               version_, ": ", e.what_without_backtrace()));
     }
-    stats.set_kl(tokens > 0 ? kl_sum / tokens : 0);
-    stats.set_clip_fraction(tokens > 0 ? clipped / tokens : 0);
-    stats.set_trained_tokens(static_cast<int64_t>(tokens));
-    stats.set_sequence_accuracy(exact_rows / rows);
-    stats.set_value_loss(value_loss);
-    stats.set_value_clip_fraction(tokens > 0 ? value_clipped / tokens : 0);
+    sums.Fill(rows, &stats);
     stats.set_activation_bytes(activation_bytes);
     return stats;
   }
@@ -683,6 +817,9 @@ class LocalLearner : public LearnerWorker {
   Phase sft_;
   Phase rl_;
   Phase critic_phase_;
+  // Preference steps (dpo, online_dpo), with dpo.optimizer; not in
+  // checkpoints (config refuses checkpoint_every for those recipes).
+  Phase pref_;
   int64_t version_ = 0;
 };
 

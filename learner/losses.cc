@@ -43,21 +43,35 @@ torch::Tensor ClippedValueLoss(const torch::Tensor& values, const torch::Tensor&
   return 0.5 * (loss * mask).sum() / normalizer;
 }
 
+absl::StatusOr<PreferenceLossKind> PreferenceLossKindFromName(const std::string& name) {
+  if (name == "sigmoid") return PreferenceLossKind::kDpo;
+  if (name == "ipo") return PreferenceLossKind::kIpo;
+  return absl::InvalidArgumentError(
+      absl::StrCat("dpo.loss: expected sigmoid or ipo, found \"", name, "\""));
+}
+
 PreferenceLoss ComputePreferenceLoss(const torch::Tensor& policy_chosen,
                                      const torch::Tensor& policy_rejected,
                                      const torch::Tensor& ref_chosen,
                                      const torch::Tensor& ref_rejected, double beta,
-                                     PreferenceLossKind kind) {
-  const torch::Tensor h = (policy_chosen - ref_chosen) - (policy_rejected - ref_rejected);
+                                     PreferenceLossKind kind, double normalizer) {
+  const auto f64 = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
+  const torch::Tensor chosen = f64(policy_chosen) - f64(ref_chosen).detach();
+  const torch::Tensor rejected = f64(policy_rejected) - f64(ref_rejected).detach();
+  const torch::Tensor h = chosen - rejected;
   PreferenceLoss out;
   if (kind == PreferenceLossKind::kIpo) {
-    out.loss = (h - 1.0 / (2.0 * beta)).pow(2).mean();
+    out.loss = (h - 1.0 / (2.0 * beta)).pow(2).sum() / normalizer;
   } else {
-    out.loss = -torch::log_sigmoid(beta * h).mean();
+    out.loss = -torch::log_sigmoid(beta * h).sum() / normalizer;
   }
   const torch::Tensor margin = beta * h.detach();
-  out.reward_margin = margin.mean().item<double>();
-  out.accuracy = (margin > 0).to(torch::kFloat64).mean().item<double>();
+  out.margin_sum = margin.sum().item<double>();
+  out.ranked_right = ((margin > 0).to(torch::kFloat64).sum() +
+                      0.5 * (margin == 0).to(torch::kFloat64).sum())
+                         .item<double>();
+  out.chosen_reward_sum = (beta * chosen.detach()).sum().item<double>();
+  out.rejected_reward_sum = (beta * rejected.detach()).sum().item<double>();
   return out;
 }
 

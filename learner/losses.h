@@ -7,6 +7,7 @@
 // DAPO's asymmetric clip, is ClippedPolicyLoss in objectives.h.)
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
@@ -40,10 +41,24 @@ torch::Tensor ClippedValueLoss(const torch::Tensor& values, const torch::Tensor&
 
 enum class PreferenceLossKind { kDpo, kIpo };
 
+// "sigmoid" -> kDpo, "ipo" -> kIpo (job.proto DpoConfig.loss);
+// InvalidArgument naming dpo.loss otherwise.
+[[nodiscard]] absl::StatusOr<PreferenceLossKind> PreferenceLossKindFromName(
+    const std::string& name);
+
 struct PreferenceLoss {
-  torch::Tensor loss;         // scalar, differentiable; mean over pairs
-  double reward_margin = 0;   // mean of beta * (chosen - rejected log-ratio)
-  double accuracy = 0;        // fraction of pairs with a positive margin
+  // Scalar, differentiable: the SUM of the pairs' losses divided by
+  // `normalizer` (the pair count of the full batch), so that micro-batches
+  // add up to the full batch's mean.
+  torch::Tensor loss;
+  // Sums over the pairs (not normalized), for stats: the implicit reward
+  // margin beta * h, pairs ranked right (margin > 0; a tie counts half),
+  // and the implicit rewards beta * (pi - ref) of the chosen and the
+  // rejected responses.
+  double margin_sum = 0;
+  double ranked_right = 0;
+  double chosen_reward_sum = 0;
+  double rejected_reward_sum = 0;
 };
 
 // From per-pair summed log-probs ([N] each) of the policy and the
@@ -51,11 +66,12 @@ struct PreferenceLoss {
 //   h = (pi_c - ref_c) - (pi_r - ref_r):
 //   DPO: -log sigmoid(beta * h)
 //   IPO: (h - 1 / (2 * beta))^2
+// computed in float64. Gradients flow into the policy's log-probs only.
 PreferenceLoss ComputePreferenceLoss(const torch::Tensor& policy_chosen,
                                      const torch::Tensor& policy_rejected,
                                      const torch::Tensor& ref_chosen,
                                      const torch::Tensor& ref_rejected, double beta,
-                                     PreferenceLossKind kind);
+                                     PreferenceLossKind kind, double normalizer);
 
 // RLOO: rewards in consecutive groups of `group_size` (>= 2); each is
 // centred on the mean of the OTHER rewards of its group:

@@ -53,14 +53,76 @@ TEST(PreferenceLossTest, DpoAndIpo) {
   // Pair 0: h = (-1 + 1.5) - (-2 + 1.5) = 1; pair 1: h = -1. beta = 0.1.
   const torch::Tensor pc = torch::tensor({-1.0, -2.0}), pr = torch::tensor({-2.0, -1.0});
   const torch::Tensor rc = torch::tensor({-1.5, -1.5}), rr = torch::tensor({-1.5, -1.5});
-  PreferenceLoss dpo = ComputePreferenceLoss(pc, pr, rc, rr, 0.1, PreferenceLossKind::kDpo);
+  PreferenceLoss dpo =
+      ComputePreferenceLoss(pc, pr, rc, rr, 0.1, PreferenceLossKind::kDpo, 2.0);
   // (log(1 + e^-0.1) + log(1 + e^0.1)) / 2
-  EXPECT_NEAR(dpo.loss.item<double>(), (0.6443966600 + 0.7443966600) / 2, 1e-6);
-  EXPECT_NEAR(dpo.reward_margin, 0.0, 1e-7);
-  EXPECT_DOUBLE_EQ(dpo.accuracy, 0.5);
-  PreferenceLoss ipo = ComputePreferenceLoss(pc, pr, rc, rr, 0.1, PreferenceLossKind::kIpo);
+  EXPECT_NEAR(dpo.loss.item<double>(), (0.6443966600 + 0.7443966600) / 2, 1e-9);
+  EXPECT_NEAR(dpo.margin_sum, 0.0, 1e-12);
+  EXPECT_DOUBLE_EQ(dpo.ranked_right, 1.0);
+  // beta * (pi_c - ref_c): 0.05 and -0.05; beta * (pi_r - ref_r): -0.05 and 0.05.
+  EXPECT_NEAR(dpo.chosen_reward_sum, 0.0, 1e-12);
+  PreferenceLoss ipo =
+      ComputePreferenceLoss(pc, pr, rc, rr, 0.1, PreferenceLossKind::kIpo, 2.0);
   // ((1 - 5)^2 + (-1 - 5)^2) / 2
-  EXPECT_NEAR(ipo.loss.item<double>(), 26.0, 1e-5);
+  EXPECT_NEAR(ipo.loss.item<double>(), 26.0, 1e-9);
+}
+
+TEST(PreferenceLossTest, HandComputedGradientsTiesAndRewards) {
+  // One pair, beta = 0.5: pi_c = -2, pi_r = -3, ref_c = -2.5, ref_r = -2.
+  // h = 0.5 - (-1) = 1.5, beta * h = 0.75.
+  //   DPO loss = log(1 + e^-0.75) = 0.3868710;
+  //   d/d pi_c = -beta * sigmoid(-0.75) = -0.5 * 0.3208213 = -0.1604107.
+  //   IPO loss = (1.5 - 1)^2 = 0.25; d/d pi_c = 2 * 0.5 = 1, d/d pi_r = -1.
+  // Chosen reward 0.5 * 0.5 = 0.25, rejected reward 0.5 * -1 = -0.5.
+  torch::Tensor pc = torch::tensor({-2.0}, torch::requires_grad());
+  torch::Tensor pr = torch::tensor({-3.0}, torch::requires_grad());
+  const torch::Tensor rc = torch::tensor({-2.5}), rr = torch::tensor({-2.0});
+  PreferenceLoss dpo = ComputePreferenceLoss(pc, pr, rc, rr, 0.5, PreferenceLossKind::kDpo, 1.0);
+  EXPECT_NEAR(dpo.loss.item<double>(), 0.3868710, 1e-6);
+  dpo.loss.backward();
+  EXPECT_NEAR(pc.grad().item<double>(), -0.1604107, 1e-6);
+  EXPECT_NEAR(pr.grad().item<double>(), 0.1604107, 1e-6);
+  EXPECT_NEAR(dpo.margin_sum, 0.75, 1e-12);
+  EXPECT_NEAR(dpo.chosen_reward_sum, 0.25, 1e-12);
+  EXPECT_NEAR(dpo.rejected_reward_sum, -0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(dpo.ranked_right, 1.0);
+
+  pc.mutable_grad().zero_();
+  pr.mutable_grad().zero_();
+  PreferenceLoss ipo = ComputePreferenceLoss(pc, pr, rc, rr, 0.5, PreferenceLossKind::kIpo, 1.0);
+  EXPECT_NEAR(ipo.loss.item<double>(), 0.25, 1e-12);
+  ipo.loss.backward();
+  EXPECT_NEAR(pc.grad().item<double>(), 1.0, 1e-12);
+  EXPECT_NEAR(pr.grad().item<double>(), -1.0, 1e-12);
+
+  // Policy equal to the reference: margin 0, a tie, counted half;
+  // DPO loss log 2, IPO loss (1 / (2 * 0.5))^2 = 1.
+  const torch::Tensor same = torch::tensor({-1.0, -4.0});
+  PreferenceLoss tie =
+      ComputePreferenceLoss(same, same, same, same, 0.5, PreferenceLossKind::kDpo, 2.0);
+  EXPECT_NEAR(tie.loss.item<double>(), std::log(2.0), 1e-12);
+  EXPECT_DOUBLE_EQ(tie.ranked_right, 1.0);
+  EXPECT_NEAR(ComputePreferenceLoss(same, same, same, same, 0.5, PreferenceLossKind::kIpo, 2.0)
+                  .loss.item<double>(),
+              1.0, 1e-12);
+}
+
+TEST(PreferenceLossTest, MicroBatchesAddUpToTheFullBatch) {
+  const torch::Tensor pc = torch::tensor({-1.0, -2.5, -0.5}), pr = torch::tensor({-2.0, -1.0, -3.0});
+  const torch::Tensor rc = torch::tensor({-1.2, -2.0, -1.0}), rr = torch::tensor({-1.5, -1.5, -2.0});
+  for (PreferenceLossKind kind : {PreferenceLossKind::kDpo, PreferenceLossKind::kIpo}) {
+    const double whole = ComputePreferenceLoss(pc, pr, rc, rr, 0.2, kind, 3.0).loss.item<double>();
+    double parts = 0;
+    for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 2}, {2, 3}}) {
+      parts += ComputePreferenceLoss(pc.slice(0, b, e), pr.slice(0, b, e), rc.slice(0, b, e),
+                                     rr.slice(0, b, e), 0.2, kind, 3.0)
+                   .loss.item<double>();
+    }
+    EXPECT_NEAR(parts, whole, 1e-12);
+  }
+  EXPECT_EQ(PreferenceLossKindFromName("hinge").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*PreferenceLossKindFromName("ipo"), PreferenceLossKind::kIpo);
 }
 
 TEST(BaselineTest, RlooLeavesOneOut) {

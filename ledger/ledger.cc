@@ -35,6 +35,7 @@ std::string_view StageName(Stage stage) {
     case Stage::kEval: return "eval";
     case Stage::kCheckpoint: return "checkpoint";
     case Stage::kReward: return "reward";
+    case Stage::kReferenceCache: return "reference_cache";
   }
   return "unknown";
 }
@@ -257,12 +258,11 @@ StepMetrics Ledger::EndStep(const StepCounts& counts) {
 void Ledger::RecordEval(std::string_view label, const EvalMetrics& metrics) {
   absl::MutexLock lock(&impl_->mu);
   impl_->evals[std::string(label)] = metrics;
-  impl_->Write({{"type", "eval"},
-                {"step", impl_->step},
-                {"label", label},
-                {"prompts", metrics.prompts},
-                {"accuracy", metrics.accuracy},
-                {"mean_reward", metrics.mean_reward}});
+  json record = internal::EvalMetricsJson(metrics);
+  record["type"] = "eval";
+  record["step"] = impl_->step;
+  record["label"] = label;
+  impl_->Write(record);
 }
 
 void Ledger::RecordVerifier(const v1::VerifierStats& stats) {
@@ -347,11 +347,7 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
                    {"objects", objects},
                    {"live_at_peak", d.live_at_peak}};
     json evals = json::object();
-    for (const auto& [label, e] : d.evals) {
-      evals[label] = {{"prompts", e.prompts},
-                      {"accuracy", e.accuracy},
-                      {"mean_reward", e.mean_reward}};
-    }
+    for (const auto& [label, e] : d.evals) evals[label] = internal::EvalMetricsJson(e);
     j["eval"] = evals;
     j["verifiers"] = internal::VerifierTotalsJson(d.verifier_totals);
     j["final_step"] = d.last_step;

@@ -39,8 +39,11 @@ enum class Stage {
   kCheckpoint,
   // Reward-model scoring (PPO with ppo.reward reward_model).
   kReward,
+  // dpo with dpo.reference_logprobs "cached": the reference's log-probs of
+  // every pair, computed once before training.
+  kReferenceCache,
 };
-inline constexpr int kNumStages = 11;
+inline constexpr int kNumStages = 12;
 std::string_view StageName(Stage stage);
 // StageName's inverse; nullopt for a name it never returns.
 std::optional<Stage> StageFromName(std::string_view name);
@@ -112,6 +115,10 @@ struct StepCounts {
   // Seconds of verification that ran while the rollout was still going
   // (streamed parts: scheduler/streaming_verify.h).
   double verify_overlap_seconds = 0;
+  // Preference steps (dpo, online_dpo): the batch's mean implicit reward
+  // margin and the fraction of its pairs ranked right (TrainStats).
+  double reward_margin = 0;
+  double preference_accuracy = 0;
 };
 
 // The derived metrics of one step, as written to ledger.jsonl.
@@ -131,9 +138,18 @@ struct StepMetrics {
 };
 
 struct EvalMetrics {
+  // Held-out prompts (sft: examples; dpo: pairs).
   int64_t prompts = 0;
+  // Fraction correct: greedy answers the verifier accepts (grpo,
+  // online_dpo); teacher-forced exact match (sft); pairs whose chosen
+  // response has the higher implicit reward, ties counting half (dpo).
   double accuracy = 0;
   double mean_reward = 0;
+  // Recipe metrics, written only when set: the held-out loss (sft: token
+  // mean over answer tokens; dpo: the DPO / IPO loss) and the mean implicit
+  // reward margin (dpo).
+  std::optional<double> loss;
+  std::optional<double> reward_margin;
 };
 
 class Ledger {

@@ -140,11 +140,7 @@ std::string Ledger::ExportState() const {
                   {"bytes", d.handoff_bytes},
                   {"seconds", d.handoff_seconds}};
   json evals = json::object();
-  for (const auto& [label, e] : d.evals) {
-    evals[label] = {{"prompts", e.prompts},
-                    {"accuracy", e.accuracy},
-                    {"mean_reward", e.mean_reward}};
-  }
+  for (const auto& [label, e] : d.evals) evals[label] = internal::EvalMetricsJson(e);
   j["evals"] = evals;
   j["verifiers"] = internal::VerifierTotalsJson(d.verifier_totals);
   json objects = json::array();
@@ -170,7 +166,14 @@ absl::Status Ledger::ImportState(const std::string& state) {
     field = "steps";
     restored.steps = j.at(field).get<int64_t>();
     field = "stage_seconds";
-    restored.stage_totals = j.at(field).get<std::array<double, kNumStages>>();
+    // Checkpoints written before a stage was added have fewer entries.
+    const auto stage_seconds = j.at(field).get<std::vector<double>>();
+    if (stage_seconds.size() > static_cast<size_t>(kNumStages)) {
+      return absl::DataLossError(absl::StrCat("ledger state: stage_seconds: ",
+                                              stage_seconds.size(), " entries, at most ",
+                                              kNumStages, " expected"));
+    }
+    std::copy(stage_seconds.begin(), stage_seconds.end(), restored.stage_totals.begin());
     field = "counts";
     restored.count_totals = CountsFromJson(j.at(field));
     field = "last_step";
@@ -181,9 +184,7 @@ absl::Status Ledger::ImportState(const std::string& state) {
     restored.handoff_seconds = j.at(field).at("seconds").get<double>();
     field = "evals";
     for (const auto& [label, e] : j.at(field).items()) {
-      restored.evals[label] = EvalMetrics{e.at("prompts").get<int64_t>(),
-                                          e.at("accuracy").get<double>(),
-                                          e.at("mean_reward").get<double>()};
+      restored.evals[label] = internal::EvalMetricsFromJson(e);
     }
     field = "verifiers";  // absent from checkpoints written before it existed
     if (j.contains(field)) restored.verifier_totals = internal::VerifierTotalsFromJson(j.at(field));

@@ -8,28 +8,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/job_config.h"
 #include "learner/advantages.h"
 #include "scheduler/dynamic_sampling.h"
+#include "scheduler/loop_util.h"
+#include "scheduler/online_dpo.h"
 #include "scheduler/streaming_verify.h"
 
 namespace trellis::scheduler {
 namespace {
 
 using ledger::Stage;
-
-// Prefixes a failure with where it happened.
-absl::Status At(const absl::Status& status, absl::string_view where) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
-}
-
-// SplitMix64: a well-spread per-step sampling seed from the job seed.
-uint64_t MixSeed(uint64_t seed, uint64_t salt) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (salt + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 v1::SamplingParams TrainSampling(const v1::JobConfig& job) {
   v1::SamplingParams p;
@@ -66,17 +55,7 @@ GrpoLoop::GrpoLoop(const v1::JobConfig& job, Roles roles,
       progress_(progress) {}
 
 absl::StatusOr<v1::Prompt> GrpoLoop::MakePrompt(const data::Example& example) const {
-  absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(example.prompt);
-  if (!ids.ok()) {
-    return At(ids.status(), absl::StrCat("prompt ", example.id));
-  }
-  v1::Prompt prompt;
-  prompt.set_id(example.id);
-  prompt.set_text(example.prompt);
-  prompt.set_answer(example.answer);
-  prompt.add_token_ids(tokenizer_->bos_id());
-  prompt.mutable_token_ids()->Add(ids->begin(), ids->end());
-  return prompt;
+  return scheduler::MakePrompt(*tokenizer_, example);
 }
 
 absl::Status GrpoLoop::SyncWeights() {
@@ -100,15 +79,9 @@ absl::Status GrpoLoop::WarmUp() {
     auto span = ledger_->Begin(Stage::kSft, "learner-0");
     v1::SftBatch batch;
     for (int i = 0; i < sft.batch_size(); ++i) {
-      const data::Example& ex = sft_stream_.Next();
-      absl::StatusOr<v1::Prompt> prompt = MakePrompt(ex);
-      if (!prompt.ok()) return prompt.status();
-      absl::StatusOr<std::vector<int32_t>> target = tokenizer_->Encode(ex.answer);
-      if (!target.ok()) return At(target.status(), absl::StrCat("answer of example ", ex.id));
-      auto* pair = batch.add_pairs();
-      *pair->mutable_prompt_tokens() = prompt->token_ids();
-      pair->mutable_target_tokens()->Add(target->begin(), target->end());
-      pair->add_target_tokens(tokenizer_->eos_id());
+      absl::StatusOr<v1::SftBatch::Pair> pair = MakeSftPair(*tokenizer_, sft_stream_.Next());
+      if (!pair.ok()) return pair.status();
+      *batch.add_pairs() = *std::move(pair);
     }
     absl::StatusOr<v1::TrainStats> stats = roles_.learner->SftStep(batch);
     if (!stats.ok()) return At(stats.status(), absl::StrCat("sft step ", step));
@@ -128,12 +101,8 @@ absl::Status GrpoLoop::WarmUp() {
 
 absl::Status GrpoLoop::TakeReference() {
   if (roles_.reference == nullptr) return absl::OkStatus();
-  auto span = ledger_->Begin(Stage::kCheckpoint, "learner-0");
-  const std::string path = out_dir_ + "/reference.safetensors";
-  if (absl::Status s = roles_.learner->SaveWeights(path); !s.ok()) {
-    return At(s, "saving the reference weights");
-  }
-  return At(roles_.reference->Load(path), "loading the reference");
+  return scheduler::TakeReference(*roles_.learner, *roles_.reference, *ledger_,
+                                  out_dir_ + "/reference.safetensors");
 }
 
 absl::StatusOr<ledger::EvalMetrics> GrpoLoop::Evaluate(const std::string& label) {
@@ -187,7 +156,7 @@ absl::StatusOr<ledger::EvalMetrics> GrpoLoop::Evaluate(const std::string& label)
 
 absl::Status GrpoLoop::SampleRound(int64_t step, int round, int64_t prompts, StepSamples* out,
                                   double* seconds) {
-  const int64_t group = job_.grpo().responses_per_prompt();
+  const int64_t group = ResponsesPerPrompt(job_);
   v1::GenerateRequest request;
   request.set_responses_per_prompt(static_cast<int32_t>(group));
   *request.mutable_sampling() = TrainSampling(job_);
@@ -527,18 +496,21 @@ absl::Status GrpoLoop::Run() {
     eval_before_ = *before;
   }
   const int every = job_.runtime().checkpoint_every();
-  for (int64_t step = first_step; step < job_.grpo().steps(); ++step) {
+  const bool online_dpo = job_.algorithm() == "online_dpo";
+  const int64_t steps = config::RecipeSteps(job_);
+  for (int64_t step = first_step; step < steps; ++step) {
     if (stop_requested_ && stop_requested_()) {
       return absl::CancelledError(absl::StrCat("cancelled before step ", step));
     }
-    if (absl::Status s = Step(step); !s.ok()) return At(s, absl::StrCat("step ", step));
+    absl::Status s = online_dpo ? OnlineDpoStep(step) : Step(step);
+    if (!s.ok()) return At(s, absl::StrCat("step ", step));
     if (every > 0 && (step + 1) % every == 0) {
       if (absl::Status s = CheckpointAfter(step + 1); !s.ok()) {
         return At(s, absl::StrCat("checkpoint after step ", step));
       }
     }
   }
-  ledger_->BeginStep(job_.grpo().steps());
+  ledger_->BeginStep(steps);
   absl::StatusOr<ledger::EvalMetrics> after = Evaluate("after");
   if (!after.ok()) return after.status();
   eval_after_ = *after;

@@ -7,6 +7,10 @@
 //   { rollout -> verify -> reference log-probs -> advantages -> update ->
 //     weight sync } x steps -> eval (after)
 //
+// With algorithm "online_dpo" each step is OnlineDpoStep instead
+// (scheduler/online_dpo.cc): rollout -> verify -> a pair per prompt ->
+// reference log-probs -> preference update -> weight sync.
+//
 // Embedded mode binds in-process roles; distributed mode binds gRPC clients
 // with the same contracts, and the loop does not change.
 
@@ -79,6 +83,8 @@ class GrpoLoop {
   absl::Status TakeReference();
   absl::StatusOr<ledger::EvalMetrics> Evaluate(const std::string& label);
   absl::Status Step(int64_t step);
+  // An online DPO step (scheduler/online_dpo.cc).
+  absl::Status OnlineDpoStep(int64_t step);
   // A step's samples: the groups of every rollout round, in order.
   struct StepSamples {
     std::vector<const data::Example*> examples;  // one per group

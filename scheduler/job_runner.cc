@@ -11,6 +11,7 @@
 #include "data/dataset.h"
 #include "ledger/memory_tracker.h"
 #include "scheduler/local_roles.h"
+#include "scheduler/offline_loop.h"
 
 namespace trellis::scheduler {
 namespace {
@@ -21,29 +22,29 @@ absl::StatusOr<data::Split> LoadData(const v1::JobConfig& job) {
     return data::GenerateArithmetic(d.arithmetic(), job.runtime().seed());
   }
   data::Split split;
-  absl::StatusOr<std::vector<data::Example>> train = data::ReadJsonl(d.train_path());
+  // SFT jobs' lines may name the target "response".
+  const auto read = job.algorithm() == "sft" ? data::ReadSftJsonl : data::ReadJsonl;
+  absl::StatusOr<std::vector<data::Example>> train = read(d.train_path());
   if (!train.ok()) return train.status();
   split.train = *std::move(train);
   if (d.eval_path().empty()) {
     return absl::InvalidArgumentError(
         "data.eval_path: required when data.train_path is set");
   }
-  absl::StatusOr<std::vector<data::Example>> eval = data::ReadJsonl(d.eval_path());
+  absl::StatusOr<std::vector<data::Example>> eval = read(d.eval_path());
   if (!eval.ok()) return eval.status();
   split.eval = *std::move(eval);
   return split;
 }
 
 
-void PrintTable(const ledger::Ledger& ledger, const GrpoLoop& loop, std::ostream& out) {
-  out << "\n== summary ==\n";
-  out << absl::StrFormat("held-out accuracy (greedy): before %.3f  after %.3f  (%+.1f points)\n",
-                         loop.eval_before().accuracy, loop.eval_after().accuracy,
-                         100 * (loop.eval_after().accuracy - loop.eval_before().accuracy));
-  out << absl::StrFormat("%-12s %10s\n", "stage", "seconds");
+// `headline`: the recipe's target metric before and after.
+void PrintTable(const ledger::Ledger& ledger, const std::string& headline, std::ostream& out) {
+  out << "\n== summary ==\n" << headline;
+  out << absl::StrFormat("%-16s %10s\n", "stage", "seconds");
   for (int s = 0; s < ledger::kNumStages; ++s) {
     const auto stage = static_cast<ledger::Stage>(s);
-    out << absl::StrFormat("%-12s %10.2f\n", ledger::StageName(stage),
+    out << absl::StrFormat("%-16s %10.2f\n", ledger::StageName(stage),
                            ledger.stage_seconds(stage));
   }
   out << absl::StrFormat("%-18s %12s\n", "memory object", "peak bytes");
@@ -53,6 +54,31 @@ void PrintTable(const ledger::Ledger& ledger, const GrpoLoop& loop, std::ostream
                            ledger.object_peak_bytes(object));
   }
   out << absl::StrFormat("%-18s %12d\n", "peak (tracked)", ledger.peak_bytes());
+}
+
+// The GRPO loop (grpo, online_dpo), resumed from `resume` when given;
+// returns the summary headline.
+absl::StatusOr<std::string> RunGrpoLoop(const v1::JobConfig& job, const Roles& roles,
+                                        const model::Tokenizer* tokenizer, data::Split split,
+                                        ledger::Ledger* ledger, const std::string& out_dir,
+                                        const Checkpoint* resume, RoleSet& role_set,
+                                        std::ostream& progress,
+                                        std::function<bool()> stop_requested) {
+  GrpoLoop loop(job, roles, tokenizer, std::move(split), ledger, out_dir, &progress);
+  loop.SetStopRequested(std::move(stop_requested));
+  if (resume != nullptr) {
+    if (absl::Status s = role_set.Restore(*resume); !s.ok()) return s;
+    if (roles.learner->policy_version() != resume->state.policy_version) {
+      return absl::DataLossError(absl::StrCat(
+          resume->dir, ": state.json has policy_version ", resume->state.policy_version,
+          " but the learner's files have ", roles.learner->policy_version()));
+    }
+    loop.ResumeFrom(resume->state);
+  }
+  if (absl::Status s = loop.Run(); !s.ok()) return s;
+  return absl::StrFormat("held-out accuracy (greedy): before %.3f  after %.3f  (%+.1f points)\n",
+                         loop.eval_before().accuracy, loop.eval_after().accuracy,
+                         100 * (loop.eval_after().accuracy - loop.eval_before().accuracy));
 }
 
 }  // namespace
@@ -122,18 +148,19 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   absl::StatusOr<std::unique_ptr<RoleSet>> role_set = bind(job, tokenizer.get(), &ledger);
   if (!role_set.ok()) return role_set.status();
   const Roles roles = (*role_set)->roles();
-  GrpoLoop loop(job, roles, tokenizer.get(), *std::move(split), &ledger, out_dir, &progress);
-  loop.SetStopRequested(std::move(stop_requested));
-  if (resume != nullptr) {
-    if (absl::Status s = (*role_set)->Restore(*resume); !s.ok()) return s;
-    if (roles.learner->policy_version() != resume->state.policy_version) {
-      return absl::DataLossError(absl::StrCat(
-          resume->dir, ": state.json has policy_version ", resume->state.policy_version,
-          " but the learner's files have ", roles.learner->policy_version()));
-    }
-    loop.ResumeFrom(resume->state);
+  std::string headline;
+  if (IsOfflineRecipe(job)) {
+    OfflineLoop loop(job, roles, tokenizer.get(), *std::move(split), &ledger, out_dir, &progress);
+    loop.SetStopRequested(std::move(stop_requested));
+    if (absl::Status s = loop.Run(); !s.ok()) return s;
+    headline = loop.Headline();
+  } else {
+    absl::StatusOr<std::string> h = RunGrpoLoop(job, roles, tokenizer.get(), *std::move(split),
+                                                &ledger, out_dir, resume, **role_set, progress,
+                                                std::move(stop_requested));
+    if (!h.ok()) return h.status();
+    headline = *h;
   }
-  if (absl::Status s = loop.Run(); !s.ok()) return s;
 
   {
     auto span = ledger.Begin(ledger::Stage::kCheckpoint, "learner-0");
@@ -142,7 +169,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
     }
   }
   if (absl::Status s = ledger.WriteSummary(out_dir + "/summary.json"); !s.ok()) return s;
-  PrintTable(ledger, loop, progress);
+  PrintTable(ledger, headline, progress);
   progress << "wrote " << out_dir << "/{summary.json,ledger.jsonl,job.yaml,policy.safetensors}\n";
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "actor/local_actor.h"
+#include "config/job_config.h"
 #include "learner/local_learner.h"
 #include "verifier/verifier_service.h"
 
@@ -43,14 +44,9 @@ std::unique_ptr<actor::RolloutWorker> MakeLocalActor(const v1::JobConfig& job,
   return actor::NewLocalActor(job.model(), tokenizer, transport, ledger, options);
 }
 
-bool NeedsReference(const v1::JobConfig& job) {
-  return job.grpo().kl_coef() > 0 ||
-         (job.algorithm() == "ppo" && job.ppo().reward() == "reward_model");
-}
-
 absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
     const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger) {
-  if (!NeedsReference(job)) return nullptr;
+  if (!config::NeedsReference(job)) return nullptr;
   return reference::NewLocalReference(job, tokenizer, ledger);
 }
 

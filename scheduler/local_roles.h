@@ -36,11 +36,7 @@ std::unique_ptr<actor::RolloutWorker> MakeLocalActor(const v1::JobConfig& job,
                                                      ledger::Ledger* ledger,
                                                      const std::string& worker_id);
 
-// Whether the loop calls the reference role: for the KL term (grpo.kl_coef
-// > 0) or for reward-model scores (PPO with ppo.reward reward_model).
-bool NeedsReference(const v1::JobConfig& job);
-
-// Null when the job does not need the reference (NeedsReference).
+// Null when the job does not need the reference (config::NeedsReference).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
     const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger);
 

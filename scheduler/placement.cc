@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "config/job_config.h"
 
 namespace trellis::scheduler {
 namespace {
@@ -81,7 +82,7 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
   const v1::DeploymentConfig& d = job.deployment();
   const std::vector<RoleDemand> demands = {
       {"learner", &d.learner(), d.learner().count()},
-      {"reference", &d.reference(), job.grpo().kl_coef() > 0 ? d.reference().count() : 0},
+      {"reference", &d.reference(), config::NeedsReference(job) ? d.reference().count() : 0},
       {"verifier", &d.verifier(), d.verifier().count()},
       {"actor", &d.actor(), d.actor().count()}};
 

@@ -155,7 +155,7 @@ v1::JobStatus SchedulerService::StatusLocked() const {
   v1::JobStatus status;
   if (job_.has_value()) {
     status.set_job_id(job_->name());
-    status.set_steps(job_->grpo().steps());
+    status.set_steps(config::RecipeSteps(*job_));
   }
   status.set_state(state_);
   status.set_error(error_);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "config/job_config.h"
 
 namespace trellis::scheduler {
 
@@ -20,7 +21,7 @@ WorkerRegistry::WorkerRegistry(const v1::JobConfig& job, std::function<absl::Tim
   const v1::DeploymentConfig& d = job.deployment();
   expected_[v1::ACTOR] = d.actor().count();
   expected_[v1::LEARNER] = d.learner().count();
-  expected_[v1::REFERENCE] = job.grpo().kl_coef() > 0 ? d.reference().count() : 0;
+  expected_[v1::REFERENCE] = config::NeedsReference(job) ? d.reference().count() : 0;
   expected_[v1::VERIFIER] = d.verifier().count();
 }
 

@@ -50,31 +50,11 @@ v1::JobConfig AlgorithmJob() {
   return job;
 }
 
-struct JobRun {
-  fs::path dir;
-  std::vector<json> steps;
-  json summary;
-};
+using testing_util::JobRun;
+using testing_util::MeanOver;
 
 JobRun RunJob(const std::string& name, const v1::JobConfig& job) {
-  JobRun run;
-  run.dir = fs::path(testing::TempDir()) / ("algorithms_" + name);
-  fs::remove_all(run.dir);
-  std::ostringstream progress;
-  absl::Status status = scheduler::RunEmbeddedJob(job, run.dir.string(), progress);
-  EXPECT_TRUE(status.ok()) << status << "\n" << progress.str();
-  for (const auto& [step, record] : testing_util::StepRecords(run.dir)) {
-    run.steps.push_back(record);
-  }
-  run.summary = json::parse(testing_util::Slurp(run.dir / "summary.json"), nullptr, false);
-  return run;
-}
-
-// Mean of `key` over steps [begin, end).
-double MeanOver(const JobRun& run, const char* key, size_t begin, size_t end) {
-  double sum = 0;
-  for (size_t i = begin; i < end; ++i) sum += run.steps[i][key].get<double>();
-  return sum / (end - begin);
+  return testing_util::RunTinyJob("algorithms_" + name, job);
 }
 
 // The mean reward of the last `k` steps is above that of the first `k` by

@@ -110,6 +110,34 @@ inline std::string Slurp(const std::filesystem::path& path) {
   return ss.str();
 }
 
+// An embedded run's step records, in step order, and its summary.
+struct JobRun {
+  std::filesystem::path dir;
+  std::vector<nlohmann::json> steps;
+  nlohmann::json summary;
+};
+
+// Runs `job` embedded into TempDir()/`name` (emptied first); a failed run
+// fails the test.
+inline JobRun RunTinyJob(const std::string& name, const v1::JobConfig& job) {
+  JobRun run;
+  run.dir = std::filesystem::path(::testing::TempDir()) / name;
+  std::filesystem::remove_all(run.dir);
+  std::ostringstream progress;
+  absl::Status status = scheduler::RunEmbeddedJob(job, run.dir.string(), progress);
+  EXPECT_TRUE(status.ok()) << status << "\n" << progress.str();
+  for (const auto& [step, record] : StepRecords(run.dir)) run.steps.push_back(record);
+  run.summary = nlohmann::json::parse(Slurp(run.dir / "summary.json"), nullptr, false);
+  return run;
+}
+
+// Mean of `key` over the run's steps [begin, end).
+inline double MeanOver(const JobRun& run, const char* key, size_t begin, size_t end) {
+  double sum = 0;
+  for (size_t i = begin; i < end; ++i) sum += run.steps[i][key].get<double>();
+  return sum / (end - begin);
+}
+
 }  // namespace trellis::testing_util
 
 #endif  // TRELLIS_TESTS_TINY_JOB_H_

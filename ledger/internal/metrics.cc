@@ -69,7 +69,27 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"samples_surplus", c.samples_surplus},
       {"samples_overlong", c.samples_overlong},
       {"verify_overlap_seconds", c.verify_overlap_seconds},
+      {"reward_margin", c.reward_margin},
+      {"preference_accuracy", c.preference_accuracy},
   };
+}
+
+nlohmann::json EvalMetricsJson(const EvalMetrics& e) {
+  nlohmann::json j = {
+      {"prompts", e.prompts}, {"accuracy", e.accuracy}, {"mean_reward", e.mean_reward}};
+  if (e.loss.has_value()) j["loss"] = *e.loss;
+  if (e.reward_margin.has_value()) j["reward_margin"] = *e.reward_margin;
+  return j;
+}
+
+EvalMetrics EvalMetricsFromJson(const nlohmann::json& j) {
+  EvalMetrics e;
+  e.prompts = j.at("prompts").get<int64_t>();
+  e.accuracy = j.at("accuracy").get<double>();
+  e.mean_reward = j.at("mean_reward").get<double>();
+  if (j.contains("loss")) e.loss = j.at("loss").get<double>();
+  if (j.contains("reward_margin")) e.reward_margin = j.at("reward_margin").get<double>();
+  return e;
 }
 
 void AccumulateCounts(const StepCounts& step, StepCounts& total) {

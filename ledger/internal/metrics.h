@@ -37,6 +37,12 @@ nlohmann::json StepMetricsJson(const StepMetrics& m);
 // the per-prompt setting are overwritten with the latest instead).
 void AccumulateCounts(const StepCounts& step, StepCounts& total);
 
+// An eval's fields (no "type", "step" or "label"): prompts, accuracy,
+// mean_reward, and loss / reward_margin when set. EvalMetricsFromJson reads
+// it back (throws nlohmann::json exceptions).
+nlohmann::json EvalMetricsJson(const EvalMetrics& e);
+EvalMetrics EvalMetricsFromJson(const nlohmann::json& j);
+
 // A VerifierStats as a "verifier" record's fields (no "type", no "step").
 nlohmann::json VerifierStatsJson(const v1::VerifierStats& s);
 // Adds the counts and seconds of `s` to `total`; keeps the highest p99.

@@ -1,0 +1,64 @@
+#include "scheduler/loop_util.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace trellis::scheduler {
+
+absl::Status At(const absl::Status& status, absl::string_view where) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
+}
+
+uint64_t MixSeed(uint64_t seed, uint64_t salt) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (salt + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+absl::StatusOr<v1::Prompt> MakePrompt(const model::Tokenizer& tokenizer,
+                                      const data::Example& example) {
+  absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(example.prompt);
+  if (!ids.ok()) return At(ids.status(), absl::StrCat("prompt ", example.id));
+  v1::Prompt prompt;
+  prompt.set_id(example.id);
+  prompt.set_text(example.prompt);
+  prompt.set_answer(example.answer);
+  prompt.add_token_ids(tokenizer.bos_id());
+  prompt.mutable_token_ids()->Add(ids->begin(), ids->end());
+  return prompt;
+}
+
+absl::StatusOr<std::vector<int32_t>> ResponseTokens(const model::Tokenizer& tokenizer,
+                                                    const std::string& text,
+                                                    const std::string& what) {
+  absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(text);
+  if (!ids.ok()) return At(ids.status(), what);
+  ids->push_back(tokenizer.eos_id());
+  return ids;
+}
+
+absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const model::Tokenizer& tokenizer,
+                                               const data::Example& example) {
+  absl::StatusOr<v1::Prompt> prompt = MakePrompt(tokenizer, example);
+  if (!prompt.ok()) return prompt.status();
+  absl::StatusOr<std::vector<int32_t>> target =
+      ResponseTokens(tokenizer, example.answer, absl::StrCat("answer of example ", example.id));
+  if (!target.ok()) return target.status();
+  v1::SftBatch::Pair pair;
+  *pair.mutable_prompt_tokens() = prompt->token_ids();
+  pair.mutable_target_tokens()->Add(target->begin(), target->end());
+  return pair;
+}
+
+absl::Status TakeReference(learner::LearnerWorker& learner,
+                           reference::ReferenceWorker& reference, ledger::Ledger& ledger,
+                           const std::string& path) {
+  auto span = ledger.Begin(ledger::Stage::kCheckpoint, "learner-0");
+  if (absl::Status s = learner.SaveWeights(path); !s.ok()) {
+    return At(s, "saving the reference weights");
+  }
+  return At(reference.Load(path), "loading the reference");
+}
+
+}  // namespace trellis::scheduler

@@ -1,0 +1,53 @@
+#ifndef TRELLIS_SCHEDULER_LOOP_UTIL_H_
+#define TRELLIS_SCHEDULER_LOOP_UTIL_H_
+
+// Pieces the training loops share (GrpoLoop, OfflineLoop): error context,
+// per-step seeds, prompts and supervised pairs as the model reads them, and
+// taking the frozen reference.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "data/dataset.h"
+#include "learner/learner_worker.h"
+#include "ledger/ledger.h"
+#include "model/tokenizer.h"
+#include "reference/reference_worker.h"
+#include "trellis/v1/rollout.pb.h"
+
+namespace trellis::scheduler {
+
+// `status` with its message prefixed by "where: " (OK stays OK).
+absl::Status At(const absl::Status& status, absl::string_view where);
+
+// SplitMix64: a well-spread seed from the job seed and a salt (a step).
+uint64_t MixSeed(uint64_t seed, uint64_t salt);
+
+// The example's prompt as the model reads it: BOS, then the prompt's
+// tokens; id, text and answer copied. Fails naming the example.
+[[nodiscard]] absl::StatusOr<v1::Prompt> MakePrompt(const model::Tokenizer& tokenizer,
+                                                    const data::Example& example);
+
+// A response's tokens as the model produces them: the text's tokens, then
+// EOS. Fails naming `what` (e.g. "answer of example 3").
+[[nodiscard]] absl::StatusOr<std::vector<int32_t>> ResponseTokens(
+    const model::Tokenizer& tokenizer, const std::string& text, const std::string& what);
+
+// A supervised pair: the prompt (MakePrompt) and the answer's response
+// tokens.
+[[nodiscard]] absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const model::Tokenizer& tokenizer,
+                                                             const data::Example& example);
+
+// Writes the learner's current weights to `path` and loads them into the
+// reference (a checkpoint span of learner-0).
+[[nodiscard]] absl::Status TakeReference(learner::LearnerWorker& learner,
+                                         reference::ReferenceWorker& reference,
+                                         ledger::Ledger& ledger, const std::string& path);
+
+}  // namespace trellis::scheduler
+
+#endif  // TRELLIS_SCHEDULER_LOOP_UTIL_H_
