@@ -199,7 +199,7 @@ TEST(ValidateJob, EachRuleNamesItsField) {
       {"deployment: {heartbeat_interval_ms: 500, heartbeat_timeout_ms: 400}",
        "deployment.heartbeat_timeout_ms: must be > deployment.heartbeat_interval_ms"},
       {"deployment: {verifier: {pool: ''}}", "deployment.verifier.pool: must be a pool name"},
-      {"algorithm: kto", "algorithm: must be one of grpo, ppo, sft, dpo, online_dpo, found \"kto\""},
+      {"algorithm: kto", "algorithm: must be one of grpo, ppo, sft, dpo, online_dpo, reward_model, found \"kto\""},
       {"dpo: {beta: 0}", "dpo.beta: must be > 0"},
       {"dpo: {loss: hinge}", "dpo.loss: must be one of sigmoid, ipo, found \"hinge\""},
       {"dpo: {reference_logprobs: never}",
@@ -239,6 +239,11 @@ TEST(ValidateJob, RecipesNameTheirReferenceAndSteps) {
     EXPECT_EQ(RecipeSteps(job), 9) << algorithm;
     EXPECT_TRUE(ValidateJob(job).ok()) << algorithm;
   }
+  job.set_algorithm("reward_model");
+  job.mutable_reward_model()->set_steps(10);
+  EXPECT_FALSE(NeedsReference(job));
+  EXPECT_EQ(RecipeSteps(job), 10);
+  EXPECT_TRUE(ValidateJob(job).ok());
 }
 
 TEST(ValidateJob, ReportsEveryViolation) {

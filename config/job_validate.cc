@@ -213,7 +213,8 @@ void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
 }
 
 // The recipes JobConfig.algorithm may name.
-constexpr const char* kAlgorithms[] = {"grpo", "ppo", "sft", "dpo", "online_dpo"};
+constexpr const char* kAlgorithms[] = {"grpo", "ppo", "sft", "dpo", "online_dpo",
+                                        "reward_model"};
 
 // `value` is one of `allowed`, else an error at `path`.
 void OneOf(const std::string& path, const std::string& value,
@@ -235,12 +236,19 @@ void CheckPreference(const v1::JobConfig& job, Checker& c) {
   c.AtLeast("dpo.responses_per_prompt", d.responses_per_prompt(), 2);
   c.NonNegative("dpo.eval_every", d.eval_every());
   c.NonNegative("dpo.eval_pairs", d.eval_pairs());
+  const v1::RewardModelConfig& rm = job.reward_model();
+  c.NonNegative("reward_model.steps", rm.steps());
+  c.AtLeast("reward_model.batch_size", rm.batch_size(), 1);
+  CheckOptimizer("reward_model.optimizer.", rm.optimizer(), c);
+  c.NonNegative("reward_model.eval_every", rm.eval_every());
+  c.NonNegative("reward_model.eval_pairs", rm.eval_pairs());
   const v1::DataConfig& data = job.data();
   const bool preference_files =
       !data.preference_train_path().empty() || !data.preference_eval_path().empty();
   if (preference_files) {
-    c.Require(job.algorithm() == "dpo", "data.preference_train_path",
-              "empty unless algorithm is dpo (only dpo reads preference pairs)",
+    c.Require(job.algorithm() == "dpo" || job.algorithm() == "reward_model",
+              "data.preference_train_path",
+              "empty unless algorithm is dpo or reward_model (only they read preference pairs)",
               absl::StrCat("\"", data.preference_train_path(), "\" with algorithm \"",
                            job.algorithm(), "\""));
     c.Require(!data.preference_train_path().empty() && !data.preference_eval_path().empty(),
@@ -268,7 +276,7 @@ void CheckAlgorithm(const std::string& algorithm, Checker& c) {
 
 bool NeedsReference(const v1::JobConfig& job) {
   if (job.algorithm() == "dpo" || job.algorithm() == "online_dpo") return true;
-  if (job.algorithm() == "sft") return false;
+  if (job.algorithm() == "sft" || job.algorithm() == "reward_model") return false;
   return job.grpo().kl_coef() > 0 ||
          (job.algorithm() == "ppo" && job.ppo().reward() == "reward_model");
 }
@@ -276,6 +284,7 @@ bool NeedsReference(const v1::JobConfig& job) {
 int64_t RecipeSteps(const v1::JobConfig& job) {
   if (job.algorithm() == "sft") return job.sft().steps();
   if (job.algorithm() == "dpo" || job.algorithm() == "online_dpo") return job.dpo().steps();
+  if (job.algorithm() == "reward_model") return job.reward_model().steps();
   return job.grpo().steps();
 }
 

@@ -164,7 +164,10 @@ class LocalLearner : public LearnerWorker {
   absl::Status Init() {
     try {
       torch::manual_seed(options_.seed);
-      model_ = model::Transformer(job_.model(), options_.vocab_size);
+      // A reward-model job trains a scalar-head model in the policy's place.
+      model_ = model::Transformer(job_.model(), options_.vocab_size,
+                                  reward_model_ ? model::Head::kScalar
+                                                : model::Head::kLanguageModel);
       model_->train();
       if (job_.algorithm() == "ppo") {
         if (job_.ppo().critic() == "shared") {
@@ -408,9 +411,10 @@ class LocalLearner : public LearnerWorker {
   absl::StatusOr<v1::TrainStats> PreferenceStep(const v1::PreferenceBatch& batch) override {
     absl::StatusOr<MicroFn> micro = PreferenceMicro(batch);
     if (!micro.ok()) return micro.status();
-    EnsureOptimizer(pref_, model_->parameters(), job_.dpo().optimizer());
-    absl::StatusOr<v1::TrainStats> stats =
-        Update(pref_, job_.dpo().optimizer(), batch.pairs_size(), *micro);
+    const v1::OptimizerConfig& config =
+        reward_model_ ? job_.reward_model().optimizer() : job_.dpo().optimizer();
+    EnsureOptimizer(pref_, model_->parameters(), config);
+    absl::StatusOr<v1::TrainStats> stats = Update(pref_, config, batch.pairs_size(), *micro);
     if (!stats.ok()) return stats;
     return Finish(pref_, Stage::kUpdate, *std::move(stats), 0);
   }
@@ -455,7 +459,12 @@ class LocalLearner : public LearnerWorker {
   // rejected responses are the rows of one forward pass, each row's
   // log-probs summed (at sampling.temperature, as the reference scores).
   absl::StatusOr<MicroFn> PreferenceMicro(const v1::PreferenceBatch& batch) {
-    absl::StatusOr<PreferenceLossKind> kind = PreferenceLossKindFromName(job_.dpo().loss());
+    // A reward model's Bradley-Terry loss is DPO's sigmoid loss with the
+    // model's sequence scores in place of the log-prob sums, no reference
+    // and beta 1.
+    absl::StatusOr<PreferenceLossKind> kind =
+        reward_model_ ? absl::StatusOr<PreferenceLossKind>(PreferenceLossKind::kDpo)
+                      : PreferenceLossKindFromName(job_.dpo().loss());
     if (!kind.ok()) return kind.status();
     for (int i = 0; i < batch.pairs_size(); ++i) {
       const v1::PreferencePair& p = batch.pairs(i);
@@ -467,7 +476,7 @@ class LocalLearner : public LearnerWorker {
       }
     }
     const double normalizer = std::max(1, batch.pairs_size());
-    const double beta = job_.dpo().beta();
+    const double beta = reward_model_ ? 1.0 : job_.dpo().beta();
     const double temperature = job_.sampling().temperature();
     return MicroFn([this, &batch, kind = *kind, normalizer, beta, temperature](
                        int64_t begin, int64_t end) -> absl::StatusOr<MicroResult> {
@@ -477,8 +486,8 @@ class LocalLearner : public LearnerWorker {
       for (int64_t i = begin; i < end; ++i) {
         const v1::PreferencePair& p = batch.pairs(i);
         rows.push_back({p.prompt_tokens(), p.chosen_tokens()});
-        ref_chosen.push_back(p.ref_chosen_logprob());
-        ref_rejected.push_back(p.ref_rejected_logprob());
+        ref_chosen.push_back(reward_model_ ? 0.0 : p.ref_chosen_logprob());
+        ref_rejected.push_back(reward_model_ ? 0.0 : p.ref_rejected_logprob());
       }
       for (int64_t i = begin; i < end; ++i) {
         rows.push_back({batch.pairs(i).prompt_tokens(), batch.pairs(i).rejected_tokens()});
@@ -486,7 +495,9 @@ class LocalLearner : public LearnerWorker {
       absl::StatusOr<model::TokenBatch> tb =
           model::MakeTokenBatch(rows, options_.pad_id, job_.model().max_seq_len());
       if (!tb.ok()) return tb.status();
-      const torch::Tensor sums = model::TargetLogProbs(model_, *tb, temperature).sum(1);
+      const torch::Tensor sums = reward_model_
+                                     ? model::SequenceScores(model_, *tb)
+                                     : model::TargetLogProbs(model_, *tb, temperature).sum(1);
       PreferenceLoss loss = ComputePreferenceLoss(
           sums.slice(0, 0, n), sums.slice(0, n, 2 * n), torch::tensor(ref_chosen),
           torch::tensor(ref_rejected), beta, kind, normalizer);
@@ -807,6 +818,8 @@ class LocalLearner : public LearnerWorker {
   }
 
   const v1::JobConfig job_;
+  // algorithm "reward_model": model_ has a scalar head.
+  const bool reward_model_ = job_.algorithm() == "reward_model";
   const LocalLearnerOptions options_;
   weightsync::Transport* transport_;
   ledger::Ledger* ledger_;

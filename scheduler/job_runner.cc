@@ -162,15 +162,18 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
     headline = *h;
   }
 
+  // A reward-model job's model is a reward model, not a policy.
+  const std::string weights =
+      job.algorithm() == "reward_model" ? "reward_model.safetensors" : "policy.safetensors";
   {
     auto span = ledger.Begin(ledger::Stage::kCheckpoint, "learner-0");
-    if (absl::Status s = roles.learner->SaveWeights(out_dir + "/policy.safetensors"); !s.ok()) {
+    if (absl::Status s = roles.learner->SaveWeights(out_dir + "/" + weights); !s.ok()) {
       return s;
     }
   }
   if (absl::Status s = ledger.WriteSummary(out_dir + "/summary.json"); !s.ok()) return s;
   PrintTable(ledger, headline, progress);
-  progress << "wrote " << out_dir << "/{summary.json,ledger.jsonl,job.yaml,policy.safetensors}\n";
+  progress << "wrote " << out_dir << "/{summary.json,ledger.jsonl,job.yaml," << weights << "}\n";
   return absl::OkStatus();
 }
 

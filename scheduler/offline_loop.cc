@@ -49,13 +49,24 @@ std::vector<T> Head(const std::vector<T>& items, int64_t limit) {
 }  // namespace
 
 bool IsOfflineRecipe(const v1::JobConfig& job) {
-  return job.algorithm() == "sft" || job.algorithm() == "dpo";
+  return job.algorithm() == "sft" || job.algorithm() == "dpo" ||
+         job.algorithm() == "reward_model";
+}
+
+OfflineLoop::PairTraining OfflineLoop::Training() const {
+  if (reward_model_) {
+    const v1::RewardModelConfig& rm = job_.reward_model();
+    return {rm.steps(), rm.batch_size(), rm.eval_every(), rm.eval_pairs()};
+  }
+  const v1::DpoConfig& dpo = job_.dpo();
+  return {dpo.steps(), dpo.batch_size(), dpo.eval_every(), dpo.eval_pairs()};
 }
 
 OfflineLoop::OfflineLoop(const v1::JobConfig& job, Roles roles,
                          const model::Tokenizer* tokenizer, data::Split data,
                          ledger::Ledger* ledger, std::string out_dir, std::ostream* progress)
     : job_(job),
+      reward_model_(job.algorithm() == "reward_model"),
       roles_(roles),
       tokenizer_(tokenizer),
       data_(std::move(data)),
@@ -64,7 +75,7 @@ OfflineLoop::OfflineLoop(const v1::JobConfig& job, Roles roles,
       progress_(progress) {}
 
 absl::Status OfflineLoop::Run() {
-  return job_.algorithm() == "dpo" ? RunDpo() : RunSft();
+  return job_.algorithm() == "sft" ? RunSft() : RunPairs();
 }
 
 bool OfflineLoop::Cancelled(int64_t step, absl::Status* status) const {
@@ -80,9 +91,9 @@ void OfflineLoop::EndStep(int64_t step, int64_t steps, ledger::StepCounts& count
   if (progress_ == nullptr || ((step + 1) % every != 0 && step + 1 != steps)) return;
   *progress_ << absl::StrFormat("step %4d/%d  loss %.4f  %s %.3f%s  step %.3fs\n", step + 1,
                                 steps, counts.loss,
-                                job_.algorithm() == "dpo" ? "pref-acc" : "exact-match",
+                                job_.algorithm() != "sft" ? "pref-acc" : "exact-match",
                                 counts.accuracy,
-                                job_.algorithm() == "dpo"
+                                job_.algorithm() != "sft"
                                     ? absl::StrFormat("  margin %.3f", counts.reward_margin)
                                     : "",
                                 history_.back().step_seconds);
@@ -181,7 +192,7 @@ absl::Status OfflineLoop::LoadPairs() {
       *out = *std::move(pairs);
     }
   }
-  split.eval = Head(split.eval, job_.dpo().eval_pairs());
+  split.eval = Head(split.eval, Training().eval_pairs);
   for (auto [from, to] : {std::pair{&split.train, &train_pairs_},
                           std::pair{&split.eval, &eval_pairs_}}) {
     for (const data::PreferencePair& pair : *from) {
@@ -204,7 +215,8 @@ absl::Status OfflineLoop::LoadPairs() {
   }
   if (train_pairs_.empty() || eval_pairs_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the dpo job needs train and held-out preference pairs; found ", train_pairs_.size(),
+        "the ", job_.algorithm(), " job needs train and held-out preference pairs; found ",
+        train_pairs_.size(),
         " train and ", eval_pairs_.size(), " held-out"));
   }
   return absl::OkStatus();
@@ -230,8 +242,8 @@ absl::Status OfflineLoop::ScorePairs(std::vector<v1::PreferencePair*> pairs) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ledger::EvalMetrics> OfflineLoop::EvaluateDpo(const std::string& label) {
-  if (job_.dpo().reference_logprobs() == "on_the_fly") {
+absl::StatusOr<ledger::EvalMetrics> OfflineLoop::EvaluatePairs(const std::string& label) {
+  if (!reward_model_ && job_.dpo().reference_logprobs() == "on_the_fly") {
     auto span = ledger_->Begin(Stage::kReference, "reference-0");
     std::vector<v1::PreferencePair*> pairs;
     for (v1::PreferencePair& p : eval_pairs_) pairs.push_back(&p);
@@ -264,18 +276,23 @@ absl::StatusOr<ledger::EvalMetrics> OfflineLoop::EvaluateDpo(const std::string& 
   return metrics;
 }
 
-absl::Status OfflineLoop::RunDpo() {
-  if (roles_.reference == nullptr) {
+absl::Status OfflineLoop::RunPairs() {
+  if (!reward_model_ && roles_.reference == nullptr) {
     return absl::FailedPreconditionError("the dpo job needs a reference role");
   }
   if (absl::Status s = LoadPairs(); !s.ok()) return s;
-  if (absl::Status s = TakeReference(*roles_.learner, *roles_.reference, *ledger_,
-                                     out_dir_ + "/reference.safetensors");
-      !s.ok()) {
-    return s;
+  if (!reward_model_) {
+    if (absl::Status s = TakeReference(*roles_.learner, *roles_.reference, *ledger_,
+                                       out_dir_ + "/reference.safetensors");
+        !s.ok()) {
+      return s;
+    }
   }
-  const v1::DpoConfig& dpo = job_.dpo();
-  const bool cached = dpo.reference_logprobs() == "cached";
+  const PairTraining training = Training();
+  // dpo's reference log-probs: all at once before training ("cached") or
+  // per step. A reward model needs none.
+  const bool cached = !reward_model_ && job_.dpo().reference_logprobs() == "cached";
+  const bool per_step = !reward_model_ && !cached;
   if (cached) {
     auto span = ledger_->Begin(Stage::kReferenceCache, "reference-0");
     std::vector<v1::PreferencePair*> all;
@@ -288,22 +305,22 @@ absl::Status OfflineLoop::RunDpo() {
       *progress_ << "reference log-probs of " << all.size() << " pairs cached\n";
     }
   }
-  absl::StatusOr<ledger::EvalMetrics> before = EvaluateDpo("before");
+  absl::StatusOr<ledger::EvalMetrics> before = EvaluatePairs("before");
   if (!before.ok()) return before.status();
   eval_before_ = *before;
 
   std::vector<data::Example> ids(train_pairs_.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i].id = i;
   data::PromptStream stream(std::move(ids), job_.runtime().seed());
-  for (int64_t step = 0; step < dpo.steps(); ++step) {
+  for (int64_t step = 0; step < training.steps; ++step) {
     if (absl::Status s; Cancelled(step, &s)) return s;
     ledger_->BeginStep(step);
     ledger::StepCounts counts;
     counts.policy_version = roles_.learner->policy_version();
-    counts.prompts = dpo.batch_size();
+    counts.prompts = training.batch_size;
     std::vector<size_t> drawn;
-    for (int i = 0; i < dpo.batch_size(); ++i) drawn.push_back(stream.Next().id);
-    if (!cached) {
+    for (int i = 0; i < training.batch_size; ++i) drawn.push_back(stream.Next().id);
+    if (per_step) {
       auto span = ledger_->Begin(Stage::kReference, "reference-0");
       std::vector<v1::PreferencePair*> pairs;
       for (size_t i : drawn) pairs.push_back(&train_pairs_[i]);
@@ -323,22 +340,22 @@ absl::Status OfflineLoop::RunDpo() {
     counts.preference_accuracy = stats->preference_accuracy();
     counts.reward_margin = stats->reward_margin();
     counts.grad_norm = stats->grad_norm();
-    EndStep(step, dpo.steps(), counts);
-    const bool last = step + 1 == dpo.steps();
-    if (dpo.eval_every() > 0 && (step + 1) % dpo.eval_every() == 0 && !last) {
-      absl::StatusOr<ledger::EvalMetrics> mid = EvaluateDpo(absl::StrCat("step_", step + 1));
+    EndStep(step, training.steps, counts);
+    const bool last = step + 1 == training.steps;
+    if (training.eval_every > 0 && (step + 1) % training.eval_every == 0 && !last) {
+      absl::StatusOr<ledger::EvalMetrics> mid = EvaluatePairs(absl::StrCat("step_", step + 1));
       if (!mid.ok()) return mid.status();
     }
   }
-  ledger_->BeginStep(dpo.steps());
-  absl::StatusOr<ledger::EvalMetrics> after = EvaluateDpo("after");
+  ledger_->BeginStep(training.steps);
+  absl::StatusOr<ledger::EvalMetrics> after = EvaluatePairs("after");
   if (!after.ok()) return after.status();
   eval_after_ = *after;
   return absl::OkStatus();
 }
 
 std::string OfflineLoop::Headline() const {
-  if (job_.algorithm() == "dpo") {
+  if (job_.algorithm() != "sft") {
     return absl::StrFormat(
         "held-out preference accuracy: before %.3f  after %.3f  (reward margin %.4f -> %.4f, "
         "loss %.4f -> %.4f)\n",

@@ -1,8 +1,9 @@
 #ifndef TRELLIS_SCHEDULER_OFFLINE_LOOP_H_
 #define TRELLIS_SCHEDULER_OFFLINE_LOOP_H_
 
-// SFT and DPO as jobs of their own (algorithm "sft", "dpo"): updates on a
-// fixed dataset, no rollout, driven against the role interfaces only.
+// SFT, DPO and reward-model training as jobs of their own (algorithm
+// "sft", "dpo", "reward_model"): updates on a fixed dataset, no rollout,
+// driven against the role interfaces only.
 //
 //   sft: held-out loss (before) -> { SFT step } x sft.steps ->
 //        held-out loss (after)
@@ -11,6 +12,8 @@
 //        held-out preference eval (before) ->
 //        { [reference log-probs of the batch: on_the_fly] -> preference step }
 //          x dpo.steps -> held-out preference eval (after)
+//   reward_model: as dpo without the reference: the learner's scalar-head
+//        model ranks each pair (Bradley-Terry loss), reward_model.* settings
 //
 // Pairs are scored by the reference one pair per request, so a pair's
 // reference log-probs do not depend on what else is in a batch: cached and
@@ -32,7 +35,8 @@
 
 namespace trellis::scheduler {
 
-// Whether `job` runs in an OfflineLoop (sft, dpo) rather than a GrpoLoop.
+// Whether `job` runs in an OfflineLoop (sft, dpo, reward_model) rather than
+// a GrpoLoop.
 bool IsOfflineRecipe(const v1::JobConfig& job);
 
 class OfflineLoop {
@@ -60,12 +64,22 @@ class OfflineLoop {
   std::string Headline() const;
 
  private:
+  // Training on preference pairs: dpo's or reward_model's settings.
+  struct PairTraining {
+    int64_t steps = 0;
+    int64_t batch_size = 0;
+    int64_t eval_every = 0;
+    int64_t eval_pairs = 0;
+  };
+  PairTraining Training() const;
+
   absl::Status RunSft();
-  absl::Status RunDpo();
+  // dpo and reward_model.
+  absl::Status RunPairs();
   absl::StatusOr<ledger::EvalMetrics> EvaluateSft(const std::string& label);
-  absl::StatusOr<ledger::EvalMetrics> EvaluateDpo(const std::string& label);
+  absl::StatusOr<ledger::EvalMetrics> EvaluatePairs(const std::string& label);
   // Reads or builds the pairs and tokenizes them into train_pairs_ and
-  // eval_pairs_ (eval: at most dpo.eval_pairs).
+  // eval_pairs_ (eval: at most Training().eval_pairs).
   absl::Status LoadPairs();
   // Fills the reference log-prob sums of every pair in `pairs`, one pair
   // per request.
@@ -76,6 +90,7 @@ class OfflineLoop {
   bool Cancelled(int64_t step, absl::Status* status) const;
 
   const v1::JobConfig job_;
+  const bool reward_model_;
   const Roles roles_;
   const model::Tokenizer* tokenizer_;
   const data::Split data_;
