@@ -19,6 +19,7 @@
 #include "scheduler/job_runner.h"
 #include "scheduler/scheduler_service.h"
 #include "verifier/verifier_service.h"
+#include "web/watch_server.h"
 
 namespace trellis::scheduler {
 namespace {
@@ -112,6 +113,20 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   auto [job, registry] = service.WaitForJob();
   const std::string out = out_dir.empty() ? job.runtime().out_dir() : out_dir;
   const v1::DeploymentConfig& d = job.deployment();
+  absl::StatusOr<std::unique_ptr<web::WatchServer>> watch =
+      web::StartRunWatch(options.http, out, job.name(), job.algorithm(), progress);
+  if (!watch.ok()) return watch.status();
+  if (*watch != nullptr) {
+    (*watch)->SetWorkers([registry = registry] {
+      std::vector<web::WorkerStatus> workers;
+      for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {
+        for (const WorkerInfo& w : registry->Workers(role)) {
+          workers.push_back({w.id, RoleName(role), w.request.address(), !w.dead});
+        }
+      }
+      return workers;
+    });
+  }
 
   // Liveness: a worker silent past the timeout is declared dead, once.
   absl::Notification done;
@@ -134,7 +149,10 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   };
   absl::Status status = RunJob(
       job, out, resume, bind, progress,
-      [&](ledger::Ledger* ledger) { service.AttachLedger(ledger); },
+      [&](ledger::Ledger* ledger) {
+        service.AttachLedger(ledger);
+        if (*watch != nullptr) (*watch)->Attach(ledger);
+      },
       [&] { return service.cancel_requested(); });
   service.SetState(status.ok()                ? "succeeded"
                    : absl::IsCancelled(status) ? "cancelled"
