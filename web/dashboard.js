@@ -80,11 +80,15 @@
     var k = d1 > d0 ? (r1 - r0) / (d1 - d0) : 0;
     return function (v) { return r0 + (v - d0) * k; };
   }
-  function axisLabels(g, x0, x1, y, lo, hi, fmt) {
-    var ticks = 5;
+  // Seconds labels under a time axis, with as many decimals as the
+  // tick spacing needs.
+  function timeAxis(g, x0, x1, y, lo, hi) {
+    var ticks = 5, step = (hi - lo) / ticks;
+    var digits = step > 0 ? Math.max(0, Math.min(4, Math.ceil(-Math.log10(step)))) : 0;
     for (var i = 0; i <= ticks; i++) {
-      var v = lo + (hi - lo) * i / ticks, x = x0 + (x1 - x0) * i / ticks;
-      g.appendChild(svg("text", {x: x, y: y, "text-anchor": "middle"}, fmt(v)));
+      var v = lo + step * i, x = x0 + (x1 - x0) * i / ticks;
+      var anchor = i === 0 ? "start" : i === ticks ? "end" : "middle";
+      g.appendChild(svg("text", {x: x, y: y, "text-anchor": anchor}, v.toFixed(digits) + " s"));
     }
   }
 
@@ -142,9 +146,10 @@
     var slider = document.getElementById("timeline-from");
     var lastStep = Math.max(d.current_step, -1);
     var firstStep = d.spans.length ? d.spans[0][4] : -1;
+    var newest = Math.max(firstStep, lastStep - WINDOW_STEPS + 1);
     slider.min = String(firstStep);
-    slider.max = String(lastStep);
-    var from = timelineFrom === null ? Math.max(firstStep, lastStep - WINDOW_STEPS + 1) : timelineFrom;
+    slider.max = String(newest);
+    var from = timelineFrom === null ? newest : Math.max(firstStep, Math.min(timelineFrom, newest));
     slider.value = String(from);
     var to = from + WINDOW_STEPS - 1;
     document.getElementById("timeline-range").textContent =
@@ -186,7 +191,7 @@
       root.appendChild(rect);
     });
     var axis = svg("g", {class: "axis"});
-    axisLabels(axis, L, W - R, H - 6, t0, t1, function (v) { return v.toFixed(1) + " s"; });
+    timeAxis(axis, L, W - R, H - 6, t0, t1);
     root.appendChild(axis);
     box.appendChild(root);
     var used = d.stages.filter(function (st, i) { return spans.some(function (s) { return s[2] === i; }); });
@@ -232,7 +237,7 @@
     root.appendChild(svg("text", {x: L - 4, y: T + 10, "text-anchor": "end"}, bytes(top)));
     root.appendChild(svg("text", {x: L - 4, y: H - B, "text-anchor": "end"}, "0"));
     var axis = svg("g", {class: "axis"});
-    axisLabels(axis, L, W - R, H - 6, t0, t1, function (v) { return v.toFixed(0) + " s"; });
+    timeAxis(axis, L, W - R, H - 6, t0, t1);
     root.appendChild(axis);
     box.appendChild(root);
     legend(box, m.objects, m.objects.map(function (o, i) { return OBJECT_COLORS[i % OBJECT_COLORS.length]; }));
@@ -312,7 +317,8 @@
   }
 
   document.getElementById("timeline-from").addEventListener("input", function (e) {
-    timelineFrom = Number(e.target.value);
+    // At the newest steps, follow them again as they come.
+    timelineFrom = e.target.value === e.target.max ? null : Number(e.target.value);
     if (last) drawTimeline(last);
   });
 
