@@ -13,6 +13,7 @@
 #include "actor/actor_service.h"
 #include "learner/learner_service.h"
 #include "reference/reference_service.h"
+#include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
 #include "scheduler/actor_pool.h"
@@ -97,8 +98,9 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   if (given_job.has_value()) {
     if (absl::Status s = service.SetJob(*given_job); !s.ok()) return s;
   }
+  rpc::CallStats call_stats;
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-      rpc::Server::Start(options.listen, {&service});
+      rpc::Server::Start(options.listen, {&service}, &call_stats);
   if (!server.ok()) return server.status();
   (*server)->SetServing(true);
   if (!options.address_file.empty()) {
@@ -117,6 +119,8 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
       web::StartRunWatch(options.http, out, job.name(), job.algorithm(), progress);
   if (!watch.ok()) return watch.status();
   if (*watch != nullptr) {
+    (*watch)->AddMetrics(
+        [&call_stats](ledger::PrometheusText& out) { call_stats.WriteMetrics(out); });
     (*watch)->SetWorkers([registry = registry] {
       std::vector<web::WorkerStatus> workers;
       for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {
