@@ -162,6 +162,29 @@ struct RunView::State {
     trained_tokens += Int(r, "trained_tokens");
   }
 
+  // trellis_stage_seconds, trellis_memory_bytes, trellis_memory_peak_bytes.
+  void WriteStageAndMemory(PrometheusText& out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    using Type = PrometheusText::Type;
+    out.Family("trellis_stage_seconds", Type::kHistogram,
+               "Seconds of each span: one stage of one role (ledger span records).");
+    for (const auto& [key, h] : stage_hist) {
+      out.HistogramSeries("trellis_stage_seconds", {{"stage", key.first}, {"role", key.second}},
+                          h);
+    }
+    out.Family("trellis_memory_bytes", Type::kGauge,
+               "Bytes of a resident object a role holds now (ledger object records).");
+    for (const auto& [key, bytes] : memory) {
+      out.Sample("trellis_memory_bytes", {{"role", key.first}, {"object", key.second}},
+                 static_cast<double>(bytes.first));
+    }
+    out.Family("trellis_memory_peak_bytes", Type::kGauge,
+               "Highest bytes of a resident object a role held.");
+    for (const auto& [key, bytes] : memory) {
+      out.Sample("trellis_memory_peak_bytes", {{"role", key.first}, {"object", key.second}},
+                 static_cast<double>(bytes.second));
+    }
+  }
+
   void AddHandoff(const json& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     const double phases[3] = {Num(r, "gather_seconds"), Num(r, "transfer_seconds"),
                               Num(r, "load_seconds")};
@@ -267,10 +290,14 @@ std::string RunView::ViewJson() const {
   return v.dump();
 }
 
-void RunView::WriteMetrics(PrometheusText& out) const {
+void RunView::WriteMetrics(PrometheusText& out, Scope scope) const {
   using Type = PrometheusText::Type;
   const State& s = *state_;
   absl::MutexLock lock(&s.mu);
+  s.WriteStageAndMemory(out);
+  out.Family("trellis_ledger_records_total", Type::kCounter, "Ledger records seen.");
+  out.Sample("trellis_ledger_records_total", {}, static_cast<double>(s.records));
+  if (scope == Scope::kProcess) return;
   const json& last = s.last_step;
   const bool has_step = last.is_object();
 
@@ -280,12 +307,6 @@ void RunView::WriteMetrics(PrometheusText& out) const {
   out.Sample("trellis_steps_total", {}, static_cast<double>(s.steps.size()));
   out.Family("trellis_step_seconds", Type::kHistogram, "Wall seconds of each training step.");
   out.HistogramSeries("trellis_step_seconds", {}, s.step_hist);
-
-  out.Family("trellis_stage_seconds", Type::kHistogram,
-             "Seconds of each span: one stage of one role (ledger span records).");
-  for (const auto& [key, h] : s.stage_hist) {
-    out.HistogramSeries("trellis_stage_seconds", {{"stage", key.first}, {"role", key.second}}, h);
-  }
 
   out.Family("trellis_rollout_update_ratio", Type::kGauge,
              "Rollout seconds / update seconds of the last step.");
@@ -333,19 +354,6 @@ void RunView::WriteMetrics(PrometheusText& out) const {
              static_cast<double>(s.generated_tokens));
   out.Sample("trellis_tokens_total", {{"kind", "trained"}}, static_cast<double>(s.trained_tokens));
 
-  out.Family("trellis_memory_bytes", Type::kGauge,
-             "Bytes of a resident object a role holds now (ledger object records).");
-  for (const auto& [key, bytes] : s.memory) {
-    out.Sample("trellis_memory_bytes", {{"role", key.first}, {"object", key.second}},
-               static_cast<double>(bytes.first));
-  }
-  out.Family("trellis_memory_peak_bytes", Type::kGauge,
-             "Highest bytes of a resident object a role held.");
-  for (const auto& [key, bytes] : s.memory) {
-    out.Sample("trellis_memory_peak_bytes", {{"role", key.first}, {"object", key.second}},
-               static_cast<double>(bytes.second));
-  }
-
   out.Family("trellis_mean_reward", Type::kGauge, "Mean reward of the last step's samples.");
   out.Sample("trellis_mean_reward", {}, has_step ? Num(last, "mean_reward") : 0);
   out.Family("trellis_eval_accuracy", Type::kGauge, "Held-out accuracy of the latest eval.");
@@ -354,8 +362,6 @@ void RunView::WriteMetrics(PrometheusText& out) const {
   for (const auto& [label, accuracy] : evals) {
     out.Sample("trellis_eval_accuracy", {{"label", label}}, accuracy);
   }
-  out.Family("trellis_ledger_records_total", Type::kCounter, "Ledger records seen.");
-  out.Sample("trellis_ledger_records_total", {}, static_cast<double>(s.records));
 }
 
 }  // namespace trellis::ledger

@@ -54,8 +54,11 @@ class RunView {
   // trellis_tokens_per_second{kind}, trellis_tokens_total{kind},
   // trellis_memory_bytes{role,object}, trellis_memory_peak_bytes{role,object},
   // trellis_eval_accuracy{label}, trellis_mean_reward,
-  // trellis_ledger_records_total.
-  void WriteMetrics(PrometheusText& out) const;
+  // trellis_ledger_records_total. kProcess: only what one worker process's
+  // ledger has (trellis_stage_seconds, trellis_memory_bytes,
+  // trellis_memory_peak_bytes, trellis_ledger_records_total).
+  enum class Scope { kJob, kProcess };
+  void WriteMetrics(PrometheusText& out, Scope scope = Scope::kJob) const;
 
   // The step of the newest record (-1 before any, or during set-up).
   int64_t current_step() const;

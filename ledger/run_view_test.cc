@@ -14,6 +14,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A ledger on a hand-moved clock whose records feed a RunView, as the
 // scheduler's dashboard does.
@@ -143,6 +144,15 @@ TEST_F(RunViewTest, MetricsCoverStagesSamplesHandoffsAndMemory) {
   EXPECT_THAT(text, HasSubstr("trellis_memory_bytes{role=\"actor-0\",object=\"kv_cache\"} 0\n"));
   EXPECT_THAT(text,
               HasSubstr("trellis_memory_peak_bytes{role=\"actor-0\",object=\"kv_cache\"} 4096\n"));
+
+  // A worker process's scope: its spans and objects, no job-wide families.
+  PrometheusText process;
+  view_.WriteMetrics(process, RunView::Scope::kProcess);
+  EXPECT_THAT(process.text(),
+              HasSubstr("trellis_memory_bytes{role=\"learner-0\",object=\"parameters\"} 1000\n"));
+  EXPECT_THAT(process.text(), HasSubstr("# TYPE trellis_stage_seconds histogram\n"));
+  EXPECT_THAT(process.text(), Not(HasSubstr("trellis_steps_total")));
+  EXPECT_THAT(process.text(), Not(HasSubstr("trellis_samples_lost_total")));
 }
 
 TEST(RunViewFileTest, ReadsLedgerFileAndNamesTheBadLine) {

@@ -3,7 +3,8 @@
 // stage-duration metric; headless Chromium loads the live dashboard and its
 // DOM shows the current step, the stage timeline and the memory chart (a
 // screenshot goes to the build tree); `trellis launch --http` labels every
-// worker; `trellis report` writes one self-contained HTML file.
+// worker, `trellis serve ROLE --metrics` serves a worker's own metrics;
+// `trellis report` writes one self-contained HTML file.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -322,6 +323,8 @@ TEST(LaunchWatchTest, LaunchedJobMetricsLabelEveryWorker) {
   ::kill(launcher, SIGINT);
   Wait(launcher);
   ASSERT_TRUE(seen) << text << Slurp(root / "launch.log");
+  fs::create_directories(TRELLIS_ARTIFACT_DIR);
+  WriteText(fs::path(TRELLIS_ARTIFACT_DIR) / "launched_metrics.txt", text);
   for (const char* worker : {"actor-0", "learner-0", "reference-0", "verifier-0"}) {
     const std::string role = std::string(worker).substr(0, std::string(worker).find('-'));
     EXPECT_THAT(text, HasSubstr("trellis_worker_up{worker=\"" + std::string(worker) +
@@ -329,6 +332,62 @@ TEST(LaunchWatchTest, LaunchedJobMetricsLabelEveryWorker) {
   }
   EXPECT_THAT(text, HasSubstr("trellis_memory_bytes{role=\"learner-0\",object=\"parameters\"}"));
   EXPECT_THAT(text, HasSubstr("trellis_stage_seconds_count{stage=\"rollout\",role=\"actor-0\"}"));
+}
+
+// `trellis serve scheduler --http` and `trellis serve ROLE --metrics`, as
+// Slurm or Kubernetes start them: each worker's own /metrics has its gRPC
+// calls, its memory objects and its liveness.
+TEST(ServeWatchTest, WorkersServeTheirOwnMetrics) {
+  const fs::path root = fs::path(::testing::TempDir()) / "serve_watch_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  v1::JobConfig job = LongJob();
+  job.mutable_deployment()->mutable_actor()->set_count(1);
+  WriteText(root / "job.yaml", config::ResolvedJobYaml(job));
+  std::vector<pid_t> pids = {StartTrellis(
+      {"serve", "scheduler", "--job", (root / "job.yaml").string(), "--out",
+       (root / "run").string(), "--address-file", (root / "scheduler.addr").string(), "--http",
+       "127.0.0.1:0"},
+      root / "scheduler.log")};
+  ASSERT_TRUE(WaitFor([&] { return !Slurp(root / "scheduler.addr").empty(); }, 60))
+      << Slurp(root / "scheduler.log");
+  const std::string scheduler = Slurp(root / "scheduler.addr");
+  for (const char* role : {"learner", "reference", "verifier", "actor"}) {
+    pids.push_back(StartTrellis({"serve", role, "--scheduler", scheduler, "--index", "0",
+                                 "--metrics", "127.0.0.1:0"},
+                                root / (std::string(role) + ".log")));
+  }
+  // The learner logs "learner-0: metrics on http://HOST:PORT/metrics".
+  const std::regex announced(R"(learner-0: metrics on http://([0-9.]+:[0-9]+)/metrics)");
+  std::smatch match;
+  std::string log, text;
+  const bool seen = WaitFor(
+      [&] {
+        log = Slurp(root / "learner.log");
+        if (!std::regex_search(log, match, announced)) return false;
+        text = Get(match[1], "/metrics");
+        return text.find("trellis_rpc_calls_total{method=\"/trellis.v1.Learner/") !=
+               std::string::npos;
+      },
+      120);
+  // The dashboard is the scheduler's, not a worker's.
+  int page_status = 0;
+  if (seen) {
+    httplib::Client client("http://" + match[1].str());
+    httplib::Result page = client.Get("/");
+    page_status = page ? page->status : -1;
+  }
+  for (pid_t pid : pids) ::kill(pid, SIGKILL);
+  for (pid_t pid : pids) Wait(pid);
+  ASSERT_TRUE(seen) << log << text << Slurp(root / "scheduler.log");
+  fs::create_directories(TRELLIS_ARTIFACT_DIR);
+  WriteText(fs::path(TRELLIS_ARTIFACT_DIR) / "learner_metrics.txt", text);
+  EXPECT_EQ(page_status, 404);
+  EXPECT_THAT(text, HasSubstr("trellis_worker_up{worker=\"learner-0\",role=\"learner\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("code=\"OK\"}"));
+  EXPECT_THAT(text, HasSubstr("trellis_rpc_seconds_count{method=\"/trellis.v1.Learner/"));
+  EXPECT_THAT(text, HasSubstr("trellis_memory_bytes{role=\"learner-0\",object=\"parameters\"}"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("trellis_steps_total")));
 }
 
 }  // namespace

@@ -114,7 +114,8 @@ void WatchServer::SetJob(const std::string& name, const std::string& algorithm) 
 
 std::string WatchServer::MetricsText() const {
   ledger::PrometheusText out;
-  view_.WriteMetrics(out);
+  view_.WriteMetrics(out, options_.dashboard ? ledger::RunView::Scope::kJob
+                                             : ledger::RunView::Scope::kProcess);
   absl::MutexLock lock(&mu_);
   out.Family("trellis_worker_up", ledger::PrometheusText::Type::kGauge,
              "1 while a worker is alive (heartbeats), 0 once declared dead; the serving "

@@ -42,7 +42,9 @@ class WatchServer {
     std::string listen = "127.0.0.1:0";
     // When set, the bound host:port is written there (atomically).
     std::string address_file;
-    // Serve the dashboard and /api/*, not only /metrics.
+    // Serve the dashboard and /api/*, not only /metrics; false: a worker
+    // process, whose /metrics has only its own spans and memory objects
+    // (ledger::RunView::Scope::kProcess).
     bool dashboard = true;
     // This process, reported as trellis_worker_up{worker,role} 1.
     std::string worker = "scheduler";

@@ -89,6 +89,7 @@ TEST(WatchServerTest, MetricsOnlyServerHasNoDashboard) {
   ASSERT_TRUE(metrics);
   EXPECT_THAT(metrics->body, HasSubstr("trellis_worker_up{worker=\"learner-0\",role=\"learner\"} 1\n"));
   EXPECT_THAT(metrics->body, HasSubstr("trellis_test_total 3\n"));
+  EXPECT_THAT(metrics->body, ::testing::Not(HasSubstr("trellis_steps_total")));
   httplib::Result page = client.Get("/");
   ASSERT_TRUE(page);
   EXPECT_EQ(page->status, 404);
