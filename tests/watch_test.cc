@@ -172,7 +172,8 @@ TEST_F(WatchTest, HeadlessChromiumShowsTheCurrentStepTimelineAndMemoryChart) {
   const fs::path dir = *root_ / "chromium";
   fs::create_directories(dir);
   const std::vector<std::string> chromium = {
-      "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+      "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+      "--no-first-run",
       "--user-data-dir=" + (dir / "profile").string(), "--virtual-time-budget=5000",
       "--window-size=1400,2400"};
   const int before = CurrentView()["current_step"].get<int>();
@@ -366,8 +367,11 @@ TEST(ServeWatchTest, WorkersServeTheirOwnMetrics) {
         log = Slurp(root / "learner.log");
         if (!std::regex_search(log, match, announced)) return false;
         text = Get(match[1], "/metrics");
+        // A call answered, and a training call's memory objects recorded.
         return text.find("trellis_rpc_calls_total{method=\"/trellis.v1.Learner/") !=
-               std::string::npos;
+                   std::string::npos &&
+               text.find("trellis_memory_bytes{role=\"learner-0\",object=\"parameters\"}") !=
+                   std::string::npos;
       },
       120);
   // The dashboard is the scheduler's, not a worker's.
