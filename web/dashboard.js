@@ -15,7 +15,8 @@
   var STAGE_COLORS = {
     load: "#9e9e9e", sft: "#8d6e63", rollout: "#1f77b4", verify: "#ff7f0e",
     reference: "#9467bd", advantage: "#bcbd22", update: "#2ca02c",
-    weight_sync: "#d62728", eval: "#17becf", checkpoint: "#7f7f7f", reward: "#e377c2"
+    weight_sync: "#d62728", eval: "#17becf", checkpoint: "#7f7f7f", reward: "#e377c2",
+    reference_cache: "#c5b0d5"
   };
   var OBJECT_COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                        "#edc948", "#b07aa1", "#9c755f", "#bab0ac", "#ff9da7"];
