@@ -269,15 +269,13 @@ TEST(ReportCommandTest, WritesOneSelfContainedHtmlFileForAFinishedRun) {
   const fs::path root = fs::path(::testing::TempDir()) / "report_command_test";
   fs::remove_all(root);
   fs::create_directories(root);
-  WriteText(root / "job.yaml", config::ResolvedJobYaml(testing_util::TinyJob()));
-  ASSERT_EQ(Wait(StartTrellis({"run", (root / "job.yaml").string(), "--out", (root / "run").string()},
-                              root / "run.log")),
-            0)
-      << Slurp(root / "run.log");
-  ASSERT_EQ(Wait(StartTrellis({"report", (root / "run").string()}, root / "report.log")), 0)
+  const fs::path run =
+      testing_util::RunTinyJob("report_command_test/run", testing_util::TinyJob()).dir;
+  ASSERT_TRUE(fs::exists(run / "summary.json"));
+  ASSERT_EQ(Wait(StartTrellis({"report", run.string()}, root / "report.log")), 0)
       << Slurp(root / "report.log");
-  EXPECT_THAT(Slurp(root / "report.log"), HasSubstr("wrote " + (root / "run" / "report.html").string()));
-  const std::string html = Slurp(root / "run" / "report.html");
+  EXPECT_THAT(Slurp(root / "report.log"), HasSubstr("wrote " + (run / "report.html").string()));
+  const std::string html = Slurp(run / "report.html");
   std::smatch reference;
   EXPECT_FALSE(std::regex_search(html, reference,
                                  std::regex(R"((src|href)\s*=)", std::regex::icase)))
@@ -295,8 +293,8 @@ TEST(ReportCommandTest, WritesOneSelfContainedHtmlFileForAFinishedRun) {
   EXPECT_GT(data["summary"]["memory"]["objects"]["parameters"].get<int64_t>(), 0);
 
   // An unfinished run (no summary.json) is refused, naming the reason.
-  fs::remove(root / "run" / "summary.json");
-  EXPECT_NE(Wait(StartTrellis({"report", (root / "run").string()}, root / "report2.log")), 0);
+  fs::remove(run / "summary.json");
+  EXPECT_NE(Wait(StartTrellis({"report", run.string()}, root / "report2.log")), 0);
   EXPECT_THAT(Slurp(root / "report2.log"), HasSubstr("no summary.json"));
 }
 
