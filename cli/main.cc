@@ -1,21 +1,26 @@
 // The `trellis` command.
 //
-//   trellis run [JOB.yaml] [--out DIR] [--seed N]
+//   trellis run [JOB.yaml] [--out DIR] [--seed N] [--http HOST:PORT]
 //       Runs a job with every role in this process. Without JOB.yaml it runs
 //       the built-in default: GRPO on the arithmetic task, on CPU.
 //   trellis run --resume RUN_DIR
 //       Continues the run in RUN_DIR from its newest checkpoint.
-//   trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml]
-//   trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml]
+//   trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml] [--http HOST:PORT]
+//   trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml] [--http HOST:PORT]
 //       The same job with the scheduler and every role a process of its own.
-//   trellis serve ROLE --scheduler ADDR [--listen HOST:PORT] [--index K]
+//   trellis serve ROLE --scheduler ADDR [--listen HOST:PORT] [--index K] [--metrics HOST:PORT]
 //   trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]
-//                           [--address-file FILE] [--resume RUN_DIR]
+//                           [--address-file FILE] [--resume RUN_DIR] [--http HOST:PORT]
 //       One service, as a launcher, Slurm or Kubernetes starts it.
+//       --http: the dashboard and the job's Prometheus /metrics
+//       (web/watch_server.h); --metrics: a worker's own /metrics.
+//   trellis report RUN_DIR
+//       RUN_DIR/report.html: the dashboard of a finished run as one file.
 //   trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl
 //       Scores samples with one verifier, no training (verifier/verify_command.h).
 
 #include <iostream>
+#include <memory>
 #include <map>
 #include <optional>
 #include <set>
@@ -30,18 +35,23 @@
 #include "scheduler/embedded_job.h"
 #include "verifier/verifier_service.h"
 #include "verifier/verify_command.h"
+#include "web/report.h"
+#include "web/watch_server.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: trellis run [JOB.yaml] [--out DIR] [--seed N]\n"
-    "       trellis run --resume RUN_DIR\n"
+    "usage: trellis run [JOB.yaml] [--out DIR] [--seed N] [--http HOST:PORT]\n"
+    "       trellis run --resume RUN_DIR [--http HOST:PORT]\n"
     "       trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml]\n"
-    "       trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml]\n"
+    "                      [--http HOST:PORT]\n"
+    "       trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml] [--http HOST:PORT]\n"
     "       trellis serve ROLE --scheduler HOST:PORT [--listen HOST:PORT] [--index K]\n"
+    "                          [--metrics HOST:PORT]\n"
     "       trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]\n"
-    "                               [--address-file FILE] [--resume RUN_DIR]\n"
+    "                               [--address-file FILE] [--resume RUN_DIR] [--http HOST:PORT]\n"
     "       trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl\n"
+    "       trellis report RUN_DIR\n"
     "  run     run a job with every role in this process; without JOB.yaml,\n"
     "          the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
     "          the job's runtime.out_dir); --seed overrides runtime.seed.\n"
@@ -53,7 +63,12 @@ constexpr char kUsage[] =
     "          continues a launched run from its newest checkpoint.\n"
     "  serve   one service: ROLE is actor, learner, reference or verifier; the\n"
     "          scheduler serves the job given, or the first one submitted.\n"
-    "  verify  score samples with one verifier, no training.\n";
+    "  verify  score samples with one verifier, no training.\n"
+    "  report  write RUN_DIR/report.html: a finished run's dashboard in one file.\n"
+    "  --http HOST:PORT   serve the live dashboard (/) and the job's Prometheus\n"
+    "          metrics (/metrics) there; port 0 picks a free port, written to\n"
+    "          OUT/http.addr. Without it, no HTTP server.\n"
+    "  --metrics HOST:PORT   a worker's own Prometheus /metrics.\n";
 
 // Flags of the form --name VALUE; the rest are positional. Returns false
 // (after saying why) on an unknown flag or a flag without its value.
@@ -107,11 +122,17 @@ std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
   return *std::move(loaded);
 }
 
+// Attaches `watch` (may be null) to the run's ledger.
+trellis::scheduler::LedgerObserver Observer(trellis::web::WatchServer* watch) {
+  if (watch == nullptr) return nullptr;
+  return [watch](trellis::ledger::Ledger* ledger) { watch->Attach(ledger); };
+}
+
 // trellis run / trellis launch.
 int RunOrLaunch(const std::string& command, const std::vector<std::string>& args) {
   std::map<std::string, std::string> flags;
   std::vector<std::string> positional;
-  std::set<std::string> known = {"--out", "--seed", "--resume"};
+  std::set<std::string> known = {"--out", "--seed", "--resume", "--http"};
   if (command == "launch") known.insert("--cluster");
   if (!ParseFlags(command, args, known, flags, positional)) return 2;
   if (positional.size() > 1) {
@@ -128,7 +149,14 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
   }
   if (resume && command == "run") {
     std::cout << "trellis run: resuming " << flags["--resume"] << std::endl;
-    return ExitCode(command, trellis::scheduler::ResumeEmbeddedJob(flags["--resume"], std::cout));
+    std::optional<trellis::v1::JobConfig> job =
+        LoadJob(command, flags["--resume"] + "/job.yaml", "");
+    if (!job.has_value()) return 2;
+    absl::StatusOr<std::unique_ptr<trellis::web::WatchServer>> watch = trellis::web::StartRunWatch(
+        flags["--http"], flags["--resume"], job->name(), job->algorithm(), std::cout);
+    if (!watch.ok()) return ExitCode(command, watch.status());
+    return ExitCode(command, trellis::scheduler::ResumeEmbeddedJob(flags["--resume"], std::cout,
+                                                                   Observer(watch->get())));
   }
   std::optional<trellis::v1::JobConfig> job =
       resume ? LoadJob(command, flags["--resume"] + "/job.yaml", "")
@@ -139,7 +167,11 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
                                                      : job->runtime().out_dir();
   std::cout << "trellis " << command << ": job " << job->name() << " -> " << out_dir << std::endl;
   if (command == "run") {
-    return ExitCode(command, trellis::scheduler::RunEmbeddedJob(*job, out_dir, std::cout));
+    absl::StatusOr<std::unique_ptr<trellis::web::WatchServer>> watch = trellis::web::StartRunWatch(
+        flags["--http"], out_dir, job->name(), job->algorithm(), std::cout);
+    if (!watch.ok()) return ExitCode(command, watch.status());
+    return ExitCode(command, trellis::scheduler::RunEmbeddedJob(*job, out_dir, std::cout,
+                                                                Observer(watch->get())));
   }
   trellis::v1::ClusterSpec cluster = trellis::launch::ThisHost();
   if (flags.count("--cluster")) {
@@ -148,8 +180,8 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
       return ExitCode(command, s);
     }
   }
-  return ExitCode(command, trellis::launch::LaunchLocal(*job, cluster, out_dir,
-                                                        "/proc/self/exe", std::cout, resume));
+  return ExitCode(command, trellis::launch::LaunchLocal(*job, cluster, out_dir, "/proc/self/exe",
+                                                        std::cout, resume, flags["--http"]));
 }
 
 int Serve(const std::vector<std::string>& args) {
@@ -161,8 +193,9 @@ int Serve(const std::vector<std::string>& args) {
   std::vector<std::string> positional;
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "scheduler") {
-    if (!ParseFlags("serve", rest, {"--job", "--out", "--listen", "--address-file", "--resume"},
-                    flags, positional)) {
+    if (!ParseFlags("serve", rest,
+                    {"--job", "--out", "--listen", "--address-file", "--resume", "--http"}, flags,
+                    positional)) {
       return 2;
     }
     std::optional<trellis::v1::JobConfig> job;
@@ -173,6 +206,7 @@ int Serve(const std::vector<std::string>& args) {
     trellis::scheduler::SchedulerOptions options;
     if (flags.count("--listen")) options.listen = flags["--listen"];
     options.address_file = flags["--address-file"];
+    options.http = flags["--http"];
     if (flags.count("--resume")) {
       return ExitCode("serve", trellis::scheduler::ResumeScheduler(flags["--resume"], options,
                                                                    std::cout));
@@ -182,7 +216,8 @@ int Serve(const std::vector<std::string>& args) {
   }
   absl::StatusOr<trellis::v1::Role> role = trellis::launch::ParseRole(args[0]);
   if (!role.ok()) return ExitCode("serve", role.status());
-  if (!ParseFlags("serve", rest, {"--scheduler", "--listen", "--index"}, flags, positional)) {
+  if (!ParseFlags("serve", rest, {"--scheduler", "--listen", "--index", "--metrics"}, flags,
+                  positional)) {
     return 2;
   }
   trellis::launch::WorkerOptions options;
@@ -193,6 +228,7 @@ int Serve(const std::vector<std::string>& args) {
     return 2;
   }
   if (flags.count("--listen")) options.listen = flags["--listen"];
+  options.metrics = flags["--metrics"];
   if (flags.count("--index")) {
     int index = 0;
     if (!absl::SimpleAtoi(flags["--index"], &index) || index < 0) {
@@ -202,6 +238,18 @@ int Serve(const std::vector<std::string>& args) {
     options.index = index;
   }
   return ExitCode("serve", trellis::launch::ServeWorker(options, std::cout));
+}
+
+// trellis report RUN_DIR.
+int Report(const std::vector<std::string>& args) {
+  if (args.size() != 1 || args[0].rfind("--", 0) == 0) {
+    std::cerr << "trellis report: expected one RUN_DIR\n" << kUsage;
+    return 2;
+  }
+  absl::StatusOr<std::string> path = trellis::web::WriteReport(args[0]);
+  if (!path.ok()) return ExitCode("report", path.status());
+  std::cout << "trellis report: wrote " << *path << std::endl;
+  return 0;
 }
 
 }  // namespace
@@ -216,6 +264,7 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "run" || command == "launch") return RunOrLaunch(command, args);
   if (command == "serve") return Serve(args);
+  if (command == "report") return Report(args);
   if (command == "verify") return trellis::verifier::VerifyCommand(args, std::cout, std::cerr,
                                                                 trellis::verifier::RegisterRemoteVerifier);
   std::cerr << "trellis: unknown command '" << command << "'\n" << kUsage;

@@ -20,6 +20,7 @@
 #include "ledger/memory_tracker.h"
 #include "model/tokenizer.h"
 #include "reference/reference_service.h"
+#include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
 #include "scheduler/local_roles.h"
@@ -27,6 +28,7 @@
 #include "verifier/verifier_service.h"
 #include "weightsync/gloo_transport.h"
 #include "weightsync/grpc_transport.h"
+#include "web/watch_server.h"
 
 namespace trellis::launch {
 namespace {
@@ -159,7 +161,9 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       break;
     default: return absl::InvalidArgumentError("role: unspecified");
   }
-  absl::StatusOr<std::unique_ptr<rpc::Server>> server = rpc::Server::Start(options.listen, services);
+  rpc::CallStats call_stats;
+  absl::StatusOr<std::unique_ptr<rpc::Server>> server =
+      rpc::Server::Start(options.listen, services, &call_stats);
   if (!server.ok()) return server.status();
 
   v1::RegisterRequest request;
@@ -197,6 +201,22 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   ledger::MemoryTracker::Install();
   ledger::Ledger ledger;
   ledger.ForwardObjects(ForwardTo(scheduler.get(), id, &log));
+  // Declared after the ledger: it detaches from it when it goes.
+  std::unique_ptr<web::WatchServer> metrics;
+  if (!options.metrics.empty()) {
+    web::WatchServer::Options watch;
+    watch.listen = options.metrics;
+    watch.dashboard = false;
+    watch.worker = id;
+    watch.role = role;
+    absl::StatusOr<std::unique_ptr<web::WatchServer>> started = web::WatchServer::Start(watch);
+    if (!started.ok()) return started.status();
+    metrics = *std::move(started);
+    metrics->Attach(&ledger);
+    metrics->AddMetrics(
+        [&call_stats](ledger::PrometheusText& out) { call_stats.WriteMetrics(out); });
+    log << id << ": metrics on http://" << metrics->address() << "/metrics" << std::endl;
+  }
   std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
   const int64_t vocab = scheduler::VocabSize(job, *tokenizer);
   std::unique_ptr<weightsync::Transport> transport;

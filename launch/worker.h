@@ -26,6 +26,10 @@ struct WorkerOptions {
   std::string scheduler;
   // Where this worker's service listens; port 0 picks a free one.
   std::string listen = "127.0.0.1:0";
+  // When set, host:port of this worker's Prometheus /metrics (port 0 picks
+  // a free one, logged): its ledger's memory objects, its gRPC calls
+  // (counts and seconds by method), trellis_worker_up.
+  std::string metrics;
   // The index the launcher gives it (id "<role>-<index>"); unset: the next.
   std::optional<int> index;
   absl::Duration register_timeout = absl::Minutes(5);

@@ -172,6 +172,7 @@ Ledger::Span Ledger::Begin(Stage stage, std::string_view role) {
 void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
                           Stage stage) {
   const int o = static_cast<int>(object);
+  const double now = impl_->now();
   ObjectForward forward;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -186,7 +187,8 @@ void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
                   {"role", role},
                   {"object", ObjectName(object)},
                   {"bytes", bytes},
-                  {"stage", StageName(stage)}});
+                  {"stage", StageName(stage)},
+                  {"time", now - impl_->t0}});
     forward = impl_->forward;
   }
   if (forward) forward(role, object, bytes, stage);
@@ -195,6 +197,11 @@ void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
 void Ledger::ForwardObjects(ObjectForward forward) {
   absl::MutexLock lock(&impl_->mu);
   impl_->forward = std::move(forward);
+}
+
+void Ledger::ObserveRecords(RecordObserver observe) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->observer = std::move(observe);
 }
 
 void Ledger::RecordHandoff(std::string_view role,
@@ -246,6 +253,7 @@ StepMetrics Ledger::EndStep(const StepCounts& counts) {
   json record = internal::StepMetricsJson(m);
   d.last_step = record;
   record["type"] = "step";
+  record["time"] = now - d.t0;
   d.Write(record);
 
   // Until the next BeginStep, spans accumulate into a step that starts now.

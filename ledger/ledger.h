@@ -215,6 +215,13 @@ class Ledger {
   using ObjectForward =
       std::function<void(std::string_view role, Object object, int64_t bytes, Stage stage)>;
   void ForwardObjects(ObjectForward forward);
+  // Every record, as the line ledger.jsonl gets (without the newline), is
+  // also handed to `observe`, whether or not a file is open: the live
+  // metrics and dashboard read the ledger this way (ledger/run_view.h).
+  // Called under the ledger's lock, in record order: it must not call the
+  // ledger. Null detaches.
+  using RecordObserver = std::function<void(std::string_view record)>;
+  void ObserveRecords(RecordObserver observe);
   // Closes the current step: derives its metrics from the spans, handoffs
   // and counts, writes a "step" record, and returns the metrics.
   // step_seconds is wall time since BeginStep (or the previous EndStep).

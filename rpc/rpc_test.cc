@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
 #include "rpc/status.h"
@@ -69,6 +70,31 @@ TEST(ServerTest, PortZeroReportsTheBoundPortAndCallsCarryErrors) {
       Call(*stub, &v1::Verifier::Stub::Verify, request, absl::Seconds(5), "verifier-0 Verify");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("verifier-0 Verify: items[0].response"));
+}
+
+TEST(ServerTest, CallStatsCountAndTimeEveryCallByMethodAndCode) {
+  FakeVerifier service(absl::ZeroDuration());
+  CallStats stats;
+  absl::StatusOr<std::unique_ptr<Server>> server =
+      Server::Start("127.0.0.1:0", {&service}, &stats);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::Verifier::NewStub(NewChannel((*server)->address()));
+  v1::VerifyRequest request;
+  request.add_items()->set_response("fine");
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(Call(*stub, &v1::Verifier::Stub::Verify, request, absl::Seconds(5), "v").ok());
+  }
+  request.mutable_items(0)->set_response("bad");
+  ASSERT_FALSE(Call(*stub, &v1::Verifier::Stub::Verify, request, absl::Seconds(5), "v").ok());
+  (*server)->Shutdown();
+  ledger::PrometheusText out;
+  stats.WriteMetrics(out);
+  EXPECT_THAT(out.text(), HasSubstr("trellis_rpc_calls_total{method=\"/trellis.v1.Verifier/"
+                                    "Verify\",code=\"OK\"} 2\n"));
+  EXPECT_THAT(out.text(), HasSubstr("trellis_rpc_calls_total{method=\"/trellis.v1.Verifier/"
+                                    "Verify\",code=\"INVALID_ARGUMENT\"} 1\n"));
+  EXPECT_THAT(out.text(),
+              HasSubstr("trellis_rpc_seconds_count{method=\"/trellis.v1.Verifier/Verify\"} 3\n"));
 }
 
 TEST(ServerTest, EveryCallHasADeadline) {

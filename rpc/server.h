@@ -21,6 +21,8 @@ class Service;
 
 namespace trellis::rpc {
 
+class CallStats;
+
 // Largest message a Trellis server or channel accepts.
 inline constexpr int kMaxMessageBytes = 256 << 20;
 
@@ -28,9 +30,12 @@ class Server {
  public:
   // Binds `listen` ("host:port"; port 0 picks a free one) and serves
   // `services` (not owned; they must outlive the server). Health reports
-  // NOT_SERVING for every service until SetServing(true).
+  // NOT_SERVING for every service until SetServing(true). With `stats`
+  // (not owned; it must outlive the server), every call answered is
+  // counted and timed there.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Server>> Start(
-      const std::string& listen, const std::vector<grpc::Service*>& services);
+      const std::string& listen, const std::vector<grpc::Service*>& services,
+      CallStats* stats = nullptr);
   ~Server();
 
   // "host:port" with the port actually bound.

@@ -12,6 +12,7 @@ PACKAGES=(
   bubblewrap python3
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-protobuf grpc-proto
   libgloo-dev
+  libcpp-httplib-dev prometheus chromium
 )
 
 missing=()

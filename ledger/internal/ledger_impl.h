@@ -54,9 +54,14 @@ struct Ledger::Impl {
   }
 
   // REQUIRES: mu held. Appends one line to ledger.jsonl, if open.
+  // Hands it to the observer first, if any.
   void Write(const nlohmann::json& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (!out.is_open() || !write_status.ok()) return;
-    out << record.dump() << '\n';
+    const bool to_file = out.is_open() && write_status.ok();
+    if (!to_file && !observer) return;
+    const std::string line = record.dump();
+    if (observer) observer(line);
+    if (!to_file) return;
+    out << line << '\n';
     out.flush();
     if (!out) {
       write_status = absl::ErrnoToStatus(
@@ -114,6 +119,7 @@ struct Ledger::Impl {
   mutable absl::Mutex mu;
   // Worker processes: where RecordObject also sends each object.
   Ledger::ObjectForward forward ABSL_GUARDED_BY(mu);
+  Ledger::RecordObserver observer ABSL_GUARDED_BY(mu);
   std::ofstream out ABSL_GUARDED_BY(mu);
   std::string out_path ABSL_GUARDED_BY(mu);
   int64_t records ABSL_GUARDED_BY(mu) = 0;
