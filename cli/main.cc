@@ -8,10 +8,16 @@
 //   trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml]
 //   trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml]
 //       The same job with the scheduler and every role a process of its own.
-//   trellis serve ROLE --scheduler ADDR [--listen HOST:PORT] [--index K]
+//   trellis serve ROLE --scheduler ADDR [--listen HOST:PORT] [--advertise HOST]
+//                      [--index K] [--transport-port PORT]
 //   trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]
-//                           [--address-file FILE] [--resume RUN_DIR]
+//                           [--advertise HOST] [--address-file FILE]
+//                           [--resume RUN_DIR]
 //       One service, as a launcher, Slurm or Kubernetes starts it.
+//   trellis resolve [JOB.yaml] [--override FILE] [--seed N]
+//       Validates a job and prints it with every default filled in.
+//   trellis place [JOB.yaml] [--cluster CLUSTER.yaml]
+//       Prints where each worker of the job goes (scheduler/placement.h).
 //   trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl
 //       Scores samples with one verifier, no training (verifier/verify_command.h).
 
@@ -26,6 +32,7 @@
 #include "config/job_config.h"
 #include "launch/launcher.h"
 #include "launch/worker.h"
+#include "scheduler/placement.h"
 #include "scheduler/distributed_job.h"
 #include "scheduler/embedded_job.h"
 #include "verifier/verifier_service.h"
@@ -38,9 +45,13 @@ constexpr char kUsage[] =
     "       trellis run --resume RUN_DIR\n"
     "       trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml]\n"
     "       trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml]\n"
-    "       trellis serve ROLE --scheduler HOST:PORT [--listen HOST:PORT] [--index K]\n"
+    "       trellis serve ROLE --scheduler HOST:PORT [--listen HOST:PORT]\n"
+    "                          [--advertise HOST] [--index K] [--transport-port PORT]\n"
     "       trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]\n"
-    "                               [--address-file FILE] [--resume RUN_DIR]\n"
+    "                               [--advertise HOST] [--address-file FILE]\n"
+    "                               [--resume RUN_DIR]\n"
+    "       trellis resolve [JOB.yaml] [--override FILE] [--seed N]\n"
+    "       trellis place [JOB.yaml] [--cluster CLUSTER.yaml]\n"
     "       trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl\n"
     "  run     run a job with every role in this process; without JOB.yaml,\n"
     "          the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
@@ -53,6 +64,14 @@ constexpr char kUsage[] =
     "          continues a launched run from its newest checkpoint.\n"
     "  serve   one service: ROLE is actor, learner, reference or verifier; the\n"
     "          scheduler serves the job given, or the first one submitted.\n"
+    "          --listen HOST:PORT (default 127.0.0.1:0); across hosts listen on\n"
+    "          0.0.0.0 and --advertise the name or address others dial. The\n"
+    "          learner's --transport-port fixes its weight rendezvous port.\n"
+    "  resolve validate a job and print it with every default filled in (the\n"
+    "          job.yaml a run writes); without JOB.yaml, the built-in job. The\n"
+    "          fields of --override FILE replace the job's (lists whole).\n"
+    "  place   print where each worker goes on --cluster's pools (default: this\n"
+    "          host): id, role, index, pool, node, host, GPUs, tab-separated.\n"
     "  verify  score samples with one verifier, no training.\n";
 
 // Flags of the form --name VALUE; the rest are positional. Returns false
@@ -107,6 +126,16 @@ std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
   return *std::move(loaded);
 }
 
+// The cluster of --cluster FILE, or this host as the pool "local".
+absl::StatusOr<trellis::v1::ClusterSpec> LoadCluster(std::map<std::string, std::string>& flags) {
+  if (!flags.count("--cluster")) return trellis::launch::ThisHost();
+  trellis::v1::ClusterSpec cluster;
+  if (absl::Status s = trellis::config::LoadYamlFile(flags["--cluster"], &cluster); !s.ok()) {
+    return s;
+  }
+  return cluster;
+}
+
 // trellis run / trellis launch.
 int RunOrLaunch(const std::string& command, const std::vector<std::string>& args) {
   std::map<std::string, std::string> flags;
@@ -141,15 +170,46 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
   if (command == "run") {
     return ExitCode(command, trellis::scheduler::RunEmbeddedJob(*job, out_dir, std::cout));
   }
-  trellis::v1::ClusterSpec cluster = trellis::launch::ThisHost();
-  if (flags.count("--cluster")) {
-    cluster.Clear();
-    if (absl::Status s = trellis::config::LoadYamlFile(flags["--cluster"], &cluster); !s.ok()) {
-      return ExitCode(command, s);
-    }
-  }
-  return ExitCode(command, trellis::launch::LaunchLocal(*job, cluster, out_dir,
+  absl::StatusOr<trellis::v1::ClusterSpec> cluster = LoadCluster(flags);
+  if (!cluster.ok()) return ExitCode(command, cluster.status());
+  return ExitCode(command, trellis::launch::LaunchLocal(*job, *cluster, out_dir,
                                                         "/proc/self/exe", std::cout, resume));
+}
+
+// trellis resolve / trellis place: what a job is, and where it would run.
+int ResolveOrPlace(const std::string& command, const std::vector<std::string>& args) {
+  std::map<std::string, std::string> flags;
+  std::vector<std::string> positional;
+  const std::set<std::string> known = command == "resolve"
+                                          ? std::set<std::string>{"--seed", "--override"}
+                                          : std::set<std::string>{"--cluster"};
+  if (!ParseFlags(command, args, known, flags, positional)) return 2;
+  if (positional.size() > 1) {
+    std::cerr << "trellis " << command << ": more than one job file (" << positional[0] << ", "
+              << positional[1] << ")\n" << kUsage;
+    return 2;
+  }
+  std::optional<trellis::v1::JobConfig> job =
+      LoadJob(command, positional.empty() ? "" : positional[0], flags["--seed"]);
+  if (!job.has_value()) return 2;
+  if (command == "resolve") {
+    if (flags.count("--override")) {
+      if (absl::Status s = trellis::config::LoadYamlFile(flags["--override"], &*job); !s.ok()) {
+        return ExitCode(command, s);
+      }
+      if (flags.count("--seed")) job->mutable_runtime()->set_seed(std::stoull(flags["--seed"]));
+    }
+    if (absl::Status s = trellis::config::ValidateJob(*job); !s.ok()) return ExitCode(command, s);
+    std::cout << trellis::config::ResolvedJobYaml(*job);
+    return 0;
+  }
+  absl::StatusOr<trellis::v1::ClusterSpec> cluster = LoadCluster(flags);
+  if (!cluster.ok()) return ExitCode(command, cluster.status());
+  absl::StatusOr<std::vector<trellis::scheduler::WorkerPlacement>> placed =
+      trellis::scheduler::Place(*job, *cluster);
+  if (!placed.ok()) return ExitCode(command, placed.status());
+  std::cout << trellis::scheduler::PlacementTable(*placed);
+  return 0;
 }
 
 int Serve(const std::vector<std::string>& args) {
@@ -161,7 +221,8 @@ int Serve(const std::vector<std::string>& args) {
   std::vector<std::string> positional;
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "scheduler") {
-    if (!ParseFlags("serve", rest, {"--job", "--out", "--listen", "--address-file", "--resume"},
+    if (!ParseFlags("serve", rest,
+                    {"--job", "--out", "--listen", "--advertise", "--address-file", "--resume"},
                     flags, positional)) {
       return 2;
     }
@@ -172,6 +233,7 @@ int Serve(const std::vector<std::string>& args) {
     }
     trellis::scheduler::SchedulerOptions options;
     if (flags.count("--listen")) options.listen = flags["--listen"];
+    options.advertise = flags["--advertise"];
     options.address_file = flags["--address-file"];
     if (flags.count("--resume")) {
       return ExitCode("serve", trellis::scheduler::ResumeScheduler(flags["--resume"], options,
@@ -182,7 +244,9 @@ int Serve(const std::vector<std::string>& args) {
   }
   absl::StatusOr<trellis::v1::Role> role = trellis::launch::ParseRole(args[0]);
   if (!role.ok()) return ExitCode("serve", role.status());
-  if (!ParseFlags("serve", rest, {"--scheduler", "--listen", "--index"}, flags, positional)) {
+  if (!ParseFlags("serve", rest,
+                  {"--scheduler", "--listen", "--advertise", "--index", "--transport-port"},
+                  flags, positional)) {
     return 2;
   }
   trellis::launch::WorkerOptions options;
@@ -193,6 +257,7 @@ int Serve(const std::vector<std::string>& args) {
     return 2;
   }
   if (flags.count("--listen")) options.listen = flags["--listen"];
+  options.advertise = flags["--advertise"];
   if (flags.count("--index")) {
     int index = 0;
     if (!absl::SimpleAtoi(flags["--index"], &index) || index < 0) {
@@ -200,6 +265,12 @@ int Serve(const std::vector<std::string>& args) {
       return 2;
     }
     options.index = index;
+  }
+  if (flags.count("--transport-port") &&
+      (!absl::SimpleAtoi(flags["--transport-port"], &options.transport_port) ||
+       options.transport_port < 1 || options.transport_port > 65535)) {
+    std::cerr << "trellis serve: --transport-port: expected a port in 1..65535\n";
+    return 2;
   }
   return ExitCode("serve", trellis::launch::ServeWorker(options, std::cout));
 }
@@ -216,6 +287,7 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "run" || command == "launch") return RunOrLaunch(command, args);
   if (command == "serve") return Serve(args);
+  if (command == "resolve" || command == "place") return ResolveOrPlace(command, args);
   if (command == "verify") return trellis::verifier::VerifyCommand(args, std::cout, std::cerr,
                                                                 trellis::verifier::RegisterRemoteVerifier);
   std::cerr << "trellis: unknown command '" << command << "'\n" << kUsage;

@@ -97,7 +97,7 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
     if (absl::Status s = service.SetJob(*given_job); !s.ok()) return s;
   }
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-      rpc::Server::Start(options.listen, {&service});
+      rpc::Server::Start(options.listen, {&service}, options.advertise);
   if (!server.ok()) return server.status();
   (*server)->SetServing(true);
   if (!options.address_file.empty()) {

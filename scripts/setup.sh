@@ -12,6 +12,7 @@ PACKAGES=(
   bubblewrap python3
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-protobuf grpc-proto
   libgloo-dev
+  iproute2 munge slurmctld slurmd slurm-client python3-yaml python3-venv
 )
 
 missing=()
