@@ -3,16 +3,17 @@
 # worker of the job (`trellis place`: learner, reference, verifier, each
 # actor) run in a network namespace of their own, joined by veth pairs to a
 # bridge in one more namespace (the switch); nothing is added to the host's
-# own namespace. Loopback stays down in every namespace, so the services can
-# only talk over those links. Each service listens on its namespace's
-# address and advertises it (gloo weight transport, learner -> actors).
+# own namespace. A namespace's loopback reaches only that namespace (the
+# learner dials its own weight store), so the services can only reach each
+# other over those links. Each service listens on its namespace's address
+# and advertises it (gloo weight transport, learner -> actors).
 #
 # The job: the default job with fewer steps (short_default.yaml, seed 1).
 # Checks: the run completes; every worker registered from its own
 # namespace's address (workers.tsv); while the job runs, every listening
 # socket in a namespace is on that namespace's address, but for one wildcard
 # listener in the learner's (c10d's TCPStore binds every interface of its
-# namespace, which here is its one link); the outputs (per-step rewards,
+# namespace: its one link and its own loopback); the outputs (per-step rewards,
 # held-out accuracy, final weights) equal those of `trellis launch` of the
 # same job. Everything started is stopped and every namespace deleted, on
 # success or failure.
@@ -69,6 +70,7 @@ add_host() {
   ip -n "$switch" link set "$port" master br0 up
   ip -n "$ns" addr add "$address/24" dev eth0
   ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
 }
 
 ip netns add "$switch"
@@ -148,13 +150,16 @@ for line in open(listeners_file):
         ns = line[3:].strip()[len(tag) + 1:]
         by_ns[ns] = []
     elif line.strip():
-        by_ns[ns].append(line.split()[3])  # Local Address:Port
+        # Local Address:Port; an IPv4 address may show v4-mapped.
+        host, port = line.split()[3].rsplit(":", 1)
+        host = host.strip("[]").removeprefix("::ffff:")
+        by_ns[ns].append((host, port))
 problems = []
 for ns, locals_ in sorted(by_ns.items()):
-    own = [l for l in locals_ if l.rsplit(":", 1)[0] == address[ns]]
-    other = [l for l in locals_ if l not in own]
-    wildcard = [l for l in other if l.rsplit(":", 1)[0] in ("0.0.0.0", "*", "[::]")]
-    print(f"{ns}: {len(own)} on {address[ns]}, others: {other or 'none'}")
+    own = [port for host, port in locals_ if host == address[ns]]
+    other = [f"{host}:{port}" for host, port in locals_ if host != address[ns]]
+    wildcard = [l for l in other if l.rsplit(":", 1)[0] in ("0.0.0.0", "*", "::")]
+    print(f"{ns}: ports {', '.join(own) or 'none'} on {address[ns]}, others: {other or 'none'}")
     if not own:
         problems.append(f"{ns}: nothing listens on {address[ns]}")
     allowed = 1 if ns.startswith("learner") else 0

@@ -37,8 +37,8 @@ if [ -z "${TRELLIS_SLURM_TEST_NAMESPACED:-}" ]; then
 fi
 
 dir=$(mktemp -d /tmp/trellis-slurm.XXXXXX)
-chmod 700 "$dir"
 mkdir -p "$dir/state" "$dir/spool" "$dir/munge"
+chmod 755 "$dir" "$dir/munge"  # munged wants its socket's directories searchable
 node=$(hostname)
 daemons=()
 
@@ -79,7 +79,8 @@ launch_reference "$job" "$dir/reference"
 # munge: a fresh key, its own socket.
 mungekey --create --keyfile="$dir/munge/munge.key"
 munged --foreground --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock" \
-  --seed-file="$dir/munge/munge.seed" --log-file="$dir/munge/munged.log" &
+  --seed-file="$dir/munge/munge.seed" --pid-file="$dir/munge/munged.pid" \
+  >"$dir/munge/munged.log" 2>&1 &
 daemons+=($!)
 wait_for_file "$dir/munge/munge.sock" 30 "${daemons[-1]}"
 
