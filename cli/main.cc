@@ -104,6 +104,21 @@ int ExitCode(const std::string& command, const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
+// Sets runtime.seed from --seed (when given); false after saying why when
+// it is not a number.
+bool ApplySeed(const std::string& command, const std::string& seed,
+               trellis::v1::JobConfig& job) {
+  if (seed.empty()) return true;
+  uint64_t value = 0;
+  if (!absl::SimpleAtoi(seed, &value)) {
+    std::cerr << "trellis " << command << ": --seed: expected a non-negative integer, found \""
+              << seed << "\"\n";
+    return false;
+  }
+  job.mutable_runtime()->set_seed(value);
+  return true;
+}
+
 // The job from JOB.yaml (or the built-in default) with --seed applied.
 std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
                                               const std::string& path,
@@ -114,15 +129,7 @@ std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
     std::cerr << "trellis " << command << ": " << loaded.status().message() << "\n";
     return std::nullopt;
   }
-  if (!seed.empty()) {
-    uint64_t value = 0;
-    if (!absl::SimpleAtoi(seed, &value)) {
-      std::cerr << "trellis " << command << ": --seed: expected a non-negative integer, found \""
-                << seed << "\"\n";
-      return std::nullopt;
-    }
-    loaded->mutable_runtime()->set_seed(value);
-  }
+  if (!ApplySeed(command, seed, *loaded)) return std::nullopt;
   return *std::move(loaded);
 }
 
@@ -190,15 +197,16 @@ int ResolveOrPlace(const std::string& command, const std::vector<std::string>& a
     return 2;
   }
   std::optional<trellis::v1::JobConfig> job =
-      LoadJob(command, positional.empty() ? "" : positional[0], flags["--seed"]);
+      LoadJob(command, positional.empty() ? "" : positional[0], "");
   if (!job.has_value()) return 2;
   if (command == "resolve") {
+    // --seed wins over the override's runtime.seed.
     if (flags.count("--override")) {
       if (absl::Status s = trellis::config::LoadYamlFile(flags["--override"], &*job); !s.ok()) {
         return ExitCode(command, s);
       }
-      if (flags.count("--seed")) job->mutable_runtime()->set_seed(std::stoull(flags["--seed"]));
     }
+    if (!ApplySeed(command, flags["--seed"], *job)) return 2;
     if (absl::Status s = trellis::config::ValidateJob(*job); !s.ok()) return ExitCode(command, s);
     std::cout << trellis::config::ResolvedJobYaml(*job);
     return 0;

@@ -8,12 +8,15 @@
 # other over those links. Each service listens on its namespace's address
 # and advertises it (gloo weight transport, learner -> actors).
 #
-# The job: the default job with fewer steps (short_default.yaml, seed 1).
+# The job: the default job with fewer steps (short_default.yaml, seed 1);
+# TRELLIS_DEPLOY_FULL_JOB=1 runs the default job itself (minutes).
 # Checks: the run completes; every worker registered from its own
-# namespace's address (workers.tsv); while the job runs, every listening
-# socket in a namespace is on that namespace's address, but for one wildcard
-# listener in the learner's (c10d's TCPStore binds every interface of its
-# namespace: its one link and its own loopback); the outputs (per-step rewards,
+# namespace's address (workers.tsv); sampled every second while the job
+# runs, every listening socket in a namespace is on that namespace's
+# address, but for one wildcard listener in the learner's (c10d's TCPStore
+# binds every interface of its namespace: its one link and its own
+# loopback), and every TCP connection runs from that address to another
+# namespace's (none over loopback); the outputs (per-step rewards,
 # held-out accuracy, final weights) equal those of `trellis launch` of the
 # same job. Everything started is stopped and every namespace deleted, on
 # success or failure.
@@ -112,18 +115,26 @@ while IFS=$'\t' read -r id role index _; do
   pids+=($!)
 done < <(tail -n +2 "$work/placement.tsv")
 
-# Once every worker serves, look at who listens where.
+# Every TCP socket of every namespace, once a second while the job runs.
+(
+  while kill -0 "$scheduler_pid" 2>/dev/null; do
+    for ns in "${namespaces[@]}"; do
+      [ "$ns" = "$switch" ] && continue
+      echo "== $ns"
+      ip netns exec "$ns" ss -Htna
+    done
+    sleep 1
+  done >"$work/sockets.txt"
+) &
+sampler_pid=$!
 wait_for_file "$run/workers.tsv" 120 "$scheduler_pid"
-for ns in "${namespaces[@]}"; do
-  [ "$ns" = "$switch" ] && continue
-  echo "== $ns" >>"$work/listeners.txt"
-  ip netns exec "$ns" ss -Hltn >>"$work/listeners.txt"
-done
 
-timeout 600 tail --pid="$scheduler_pid" -f /dev/null || fail "the job did not finish within 600 s"
+timeout "$RUN_DEADLINE" tail --pid="$scheduler_pid" -f /dev/null ||
+  fail "the job did not finish within $RUN_DEADLINE s"
 scheduler_rc=0
 wait "$scheduler_pid" || scheduler_rc=$?
 log "scheduler exited with $scheduler_rc after $(($(date +%s) - started)) s"
+wait "$sampler_pid"
 [ "$scheduler_rc" -eq 0 ] || { tail -20 "$work/scheduler.log" >&2; fail "the scheduler failed"; }
 for pid in "${pids[@]:1}"; do
   timeout 30 tail --pid="$pid" -f /dev/null || fail "worker $pid did not exit after the job"
@@ -138,37 +149,53 @@ while IFS=$'\t' read -r id worker_address _; do
 done <"$run/workers.tsv"
 log "workers.tsv: every worker at its namespace's address"
 
-# Listeners: on the namespace's own address, or the learner's one store.
-/usr/bin/python3 - "$work/listeners.txt" "$tag" \
+# Sockets: every listener on the namespace's own address (but the learner's
+# one store); every connection from that address to another namespace's.
+/usr/bin/python3 - "$work/sockets.txt" "$tag" \
   "$(for h in "${!address[@]}"; do printf '%s=%s,' "$h" "${address[$h]}"; done)" <<'PY' ||
 import sys
-listeners_file, tag, pairs = sys.argv[1], sys.argv[2], sys.argv[3]
+sockets_file, tag, pairs = sys.argv[1], sys.argv[2], sys.argv[3]
 address = dict(p.split("=") for p in pairs.strip(",").split(","))
-by_ns, ns = {}, None
-for line in open(listeners_file):
+host_of = {a: h for h, a in address.items()}
+
+def split(endpoint):
+    """host, port; an IPv4 address may show v4-mapped."""
+    host, port = endpoint.rsplit(":", 1)
+    return host.strip("[]").removeprefix("::ffff:"), port
+
+listeners, connections, ns = {}, {}, None
+for line in open(sockets_file):
     if line.startswith("== "):
         ns = line[3:].strip()[len(tag) + 1:]
-        by_ns[ns] = []
+        listeners.setdefault(ns, set())
+        connections.setdefault(ns, set())
     elif line.strip():
-        # Local Address:Port; an IPv4 address may show v4-mapped.
-        host, port = line.split()[3].rsplit(":", 1)
-        host = host.strip("[]").removeprefix("::ffff:")
-        by_ns[ns].append((host, port))
+        state, _, _, local, peer = line.split()[:5]
+        if state == "LISTEN":
+            listeners[ns].add(split(local))
+        else:
+            connections[ns].add((split(local), split(peer)))
 problems = []
-for ns, locals_ in sorted(by_ns.items()):
-    own = [port for host, port in locals_ if host == address[ns]]
-    other = [f"{host}:{port}" for host, port in locals_ if host != address[ns]]
+for ns in sorted(listeners):
+    own = sorted(port for host, port in listeners[ns] if host == address[ns])
+    other = sorted(f"{h}:{p}" for h, p in listeners[ns] if h != address[ns])
     wildcard = [l for l in other if l.rsplit(":", 1)[0] in ("0.0.0.0", "*", "::")]
-    print(f"{ns}: ports {', '.join(own) or 'none'} on {address[ns]}, others: {other or 'none'}")
+    peers = sorted({host_of.get(peer[0], peer[0]) for _, peer in connections[ns]})
+    print(f"{ns}: listens on {address[ns]} ports {', '.join(own) or 'none'}, elsewhere "
+          f"{other or 'nowhere'}; {len(connections[ns])} connections, with {', '.join(peers)}")
     if not own:
         problems.append(f"{ns}: nothing listens on {address[ns]}")
-    allowed = 1 if ns.startswith("learner") else 0
-    if len(wildcard) > allowed or len(other) > len(wildcard):
+    if len(wildcard) > (1 if ns.startswith("learner") else 0) or len(other) > len(wildcard):
         problems.append(f"{ns}: listeners off its address: {other}")
+    for local, peer in sorted(connections[ns]):
+        if local[0] != address[ns] or peer[0] not in host_of:
+            problems.append(f"{ns}: connection {local} -> {peer} is not between namespaces")
+if not any(connections.values()):
+    problems.append("no connection seen")
 if problems:
     sys.exit("; ".join(problems))
 PY
-  fail "a service listens off its namespace's address"
+  fail "a service listens or talks off its namespace's address"
 
 reference="$work/reference"
 launch_reference "$job" "$reference"

@@ -5,11 +5,12 @@
 # starts munged, slurmctld and slurmd, submits the job with sbatch, waits for
 # it (with a deadline), and checks that the job COMPLETED and that its
 # outputs (per-step rewards, held-out accuracy, final weights) equal those
-# of `trellis launch` of the same job.
+# of `trellis launch` of the same job. Then a job whose learner cannot start
+# must end FAILED, the batch output naming the step, every step ended.
 #
 # The job: the default job (its model, data, two actors and every role)
 # with fewer steps (short_default.yaml, seed 1), so that each run takes
-# seconds; the full default job runs the same way, only longer.
+# seconds; TRELLIS_DEPLOY_FULL_JOB=1 runs the default job itself (minutes).
 #
 # The daemons run in a PID namespace of their own (unshare), so nothing
 # outlives the test: the daemons are stopped in order, the test checks that
@@ -41,10 +42,11 @@ mkdir -p "$dir/state" "$dir/spool" "$dir/munge"
 chmod 755 "$dir" "$dir/munge"  # munged wants its socket's directories searchable
 node=$(hostname)
 daemons=()
+job_ids=()
 
 stop() {
   local rc=$?
-  [ -z "${job_id:-}" ] || scancel "$job_id" 2>/dev/null || true
+  for id in "${job_ids[@]}"; do scancel "$id" 2>/dev/null || true; done
   # Reverse order: slurmd, slurmctld, munged.
   for ((i = ${#daemons[@]} - 1; i >= 0; i--)); do
     kill -TERM "${daemons[$i]}" 2>/dev/null || true
@@ -139,32 +141,67 @@ done
 log "one-node cluster up: node $node idle, $cpus CPUs"
 
 sbatch_script="$DEPLOY_TEST_DIR/../../deploy/slurm/trellis.sbatch"
+
+# submit JOB OUT: sbatch; the job's id goes to job_ids, its output to
+# OUT.sbatch.out.
+submit() {
+  job_ids+=("$(sbatch --parsable --chdir="$dir" --output="$2.sbatch.out" \
+    --export="ALL,TRELLIS=$TRELLIS,TRELLIS_OUT=$2" "$sbatch_script" "$1")")
+  log "submitted job ${job_ids[-1]}: sbatch $sbatch_script $1"
+}
+
+# The state Slurm job ID ended in (COMPLETED, FAILED, ...), within
+# RUN_DEADLINE.
+final_state() {
+  local state
+  for ((waited = 0; ; waited++)); do
+    state=$(scontrol show job "$1" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    case "$state" in
+      PENDING | CONFIGURING | RUNNING | COMPLETING) ;;
+      *) break ;;
+    esac
+    [ "$waited" -lt $((RUN_DEADLINE * 10)) ] || fail "job $1 still $state after $RUN_DEADLINE s"
+    sleep 0.1
+  done
+  echo "$state"
+}
+
+# Every step ended: one per worker of the placement, and the scheduler's.
+expect_every_step_ended() {
+  local steps workers
+  steps=$(wc -l <"$1/slurm/steps.tsv")
+  workers=$(($(wc -l <"$1/slurm/placement.tsv") - 1))
+  [ "$steps" -eq $((workers + 1)) ] || fail "$steps steps ended, expected $((workers + 1))"
+}
+
 run="$dir/run"
 started=$(date +%s)
-job_id=$(sbatch --parsable --chdir="$dir" --output="$dir/sbatch.out" \
-  --export="ALL,TRELLIS=$TRELLIS,TRELLIS_OUT=$run" "$sbatch_script" "$job")
-log "submitted job $job_id: sbatch $sbatch_script $job"
-
-for ((waited = 0; ; waited++)); do
-  state=$(scontrol show job "$job_id" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-  case "$state" in
-    PENDING | CONFIGURING | RUNNING | COMPLETING) ;;
-    *) break ;;
-  esac
-  [ "$waited" -lt 6000 ] || fail "job $job_id still $state after 600 s"
-  sleep 0.1
-done
+submit "$job" "$run"
+job_id=${job_ids[-1]}
+state=$(final_state "$job_id")
 log "job $job_id: $state after $(($(date +%s) - started)) s"
-cat "$dir/sbatch.out"
+cat "$run.sbatch.out"
 [ "$state" = COMPLETED ] ||
   fail "job $job_id ended $state ($(scontrol show job "$job_id" | grep -o 'ExitCode=[0-9:]*'))"
-
-# One step per worker of the placement, and the scheduler's; all exited 0.
-steps=$(wc -l <"$run/slurm/steps.tsv")
-workers=$(($(wc -l <"$run/slurm/placement.tsv") - 1))
-[ "$steps" -eq $((workers + 1)) ] || fail "$steps steps ran, expected $((workers + 1))"
+expect_every_step_ended "$run"
 awk -F'\t' '$4 != 0 { exit 1 }' "$run/slurm/steps.tsv" || fail "a step failed: $(cat "$run/slurm/steps.tsv")"
-log "steps: scheduler and $workers workers, every one exited 0"
-
+log "steps: the scheduler and every worker exited 0"
 expect_same_outputs "$dir/reference" "$run"
-log "PASS: the sbatch job's outputs equal trellis launch's"
+log "the sbatch job's outputs equal trellis launch's"
+
+# A job whose learner cannot start (its init_checkpoint is missing): the
+# batch job fails, says which step failed, and every other step is stopped.
+echo "model: {init_checkpoint: $dir/missing.safetensors}" >"$dir/missing-checkpoint.yaml"
+"$TRELLIS" resolve "$job" --override "$dir/missing-checkpoint.yaml" >"$dir/broken-job.yaml"
+broken="$dir/broken"
+submit "$dir/broken-job.yaml" "$broken"
+broken_id=${job_ids[-1]}
+state=$(final_state "$broken_id")
+log "job $broken_id (learner cannot start): $state"
+[ "$state" = FAILED ] || { cat "$broken.sbatch.out"; fail "job $broken_id ended $state, expected FAILED"; }
+grep -q "learner-0 failed" "$broken.sbatch.out" ||
+  { cat "$broken.sbatch.out"; fail "the batch output does not name the failed step learner-0"; }
+expect_every_step_ended "$broken"
+grep -q "missing.safetensors" "$broken/slurm/learner-0.log" ||
+  fail "learner-0's log does not say what is missing"
+log "PASS"
