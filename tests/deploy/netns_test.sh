@@ -133,12 +133,17 @@ timeout "$RUN_DEADLINE" tail --pid="$scheduler_pid" -f /dev/null ||
   fail "the job did not finish within $RUN_DEADLINE s"
 scheduler_rc=0
 wait "$scheduler_pid" || scheduler_rc=$?
+pids=("${pids[@]:1}")  # reaped: its id may belong to another process now
 log "scheduler exited with $scheduler_rc after $(($(date +%s) - started)) s"
 wait "$sampler_pid"
 [ "$scheduler_rc" -eq 0 ] || { tail -20 "$work/scheduler.log" >&2; fail "the scheduler failed"; }
-for pid in "${pids[@]:1}"; do
+while [ ${#pids[@]} -gt 0 ]; do
+  pid=${pids[0]}
   timeout 30 tail --pid="$pid" -f /dev/null || fail "worker $pid did not exit after the job"
-  wait "$pid" || fail "worker $pid exited with $? (logs: $work)"
+  rc=0
+  wait "$pid" || rc=$?
+  pids=("${pids[@]:1}")
+  [ "$rc" -eq 0 ] || fail "worker $pid exited with $rc (logs: $work)"
 done
 
 # Each worker registered with its own namespace's address.
