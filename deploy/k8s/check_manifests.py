@@ -7,7 +7,7 @@
    errors), offline, with the schemas kubernetes-validate bundles.
 2. Our own rules: kustomization.yaml lists every manifest here; the job in
    the trellis-job ConfigMap is a valid Trellis job (`trellis resolve`);
-   every role the job runs has a StatefulSet whose replicas, node selector
+   every role the job runs (`trellis place`) has a StatefulSet whose replicas, node selector
    (trellis.dev/pool) and nvidia.com/gpu limit are the job's count, pool and
    gpus_per_worker, and no StatefulSet runs a role the job does not; ports
    agree between arguments (--listen, --http, --metrics, --transport-port),
@@ -41,15 +41,32 @@ RESOLVED_JOBS = {}  # (trellis binary, job text) -> resolve
 
 
 def resolve(trellis, job_text):
-    """(the job as `trellis resolve` prints it, parsed; None) or (None, why
-    it is not a valid job)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
-        f.write(job_text)
-        f.flush()
-        resolved = subprocess.run([trellis, "resolve", f.name], capture_output=True, text=True)
-    if resolved.returncode != 0:
-        return None, resolved.stderr.strip()
-    return yaml.safe_load(resolved.stdout), None
+    """(the job as `trellis resolve` prints it, parsed, with "workers": role
+    -> how many `trellis place` starts; None) or (None, why it is not a
+    valid job). Placement runs on a cluster with a node per pool the job
+    names, GPUs to spare, so that it says which roles the job runs (the
+    reference only when the recipe needs one) and not whether they fit."""
+    with tempfile.TemporaryDirectory() as d:
+        job_file, cluster_file = os.path.join(d, "job.yaml"), os.path.join(d, "cluster.yaml")
+        with open(job_file, "w") as f:
+            f.write(job_text)
+        resolved = subprocess.run([trellis, "resolve", job_file], capture_output=True, text=True)
+        if resolved.returncode != 0:
+            return None, resolved.stderr.strip()
+        job = yaml.safe_load(resolved.stdout)
+        pools = sorted({job["deployment"][r]["pool"] for r in ROLES})
+        with open(cluster_file, "w") as f:
+            yaml.safe_dump({"pools": [{"name": p, "nodes": [{"name": p, "gpus": 1024}]}
+                                      for p in pools]}, f)
+        placed = subprocess.run([trellis, "place", job_file, "--cluster", cluster_file],
+                                capture_output=True, text=True)
+        if placed.returncode != 0:
+            return None, f"trellis place: {placed.stderr.strip()}"
+    job["workers"] = {}
+    for line in placed.stdout.splitlines()[1:]:
+        role = line.split("\t")[1]
+        job["workers"][role] = job["workers"].get(role, 0) + 1
+    return job, None
 
 
 def schema_verdict(doc, version):
@@ -141,7 +158,7 @@ class Checker:
         return next((d for d in self.docs.get(kind, []) if d["metadata"]["name"] == name), None)
 
     def check_job(self):
-        """The resolved job of the trellis-job ConfigMap, or None."""
+        """The resolved job of the trellis-job ConfigMap (resolve), or None."""
         config_map = self.named("ConfigMap", "trellis-job")
         if config_map is None or "job.yaml" not in config_map.get("data", {}):
             self.problem("ConfigMap trellis-job", "missing, or without data.job.yaml")
@@ -250,10 +267,7 @@ class Checker:
         return f"{services[0]['metadata']['name']}:{self.service_port(services[0], 'grpc')}"
 
     def check_roles(self, job, scheduler):
-        deployment = job["deployment"]
-        wanted = {r: deployment[r] for r in ROLES if deployment[r]["count"] > 0}
-        if job["grpo"]["kl_coef"] == 0:
-            wanted.pop("reference", None)
+        wanted = {r: job["deployment"][r] for r in job["workers"]}
         running = {}
         for s in self.docs.get("StatefulSet", []):
             args = s["spec"]["template"]["spec"]["containers"][0].get("args", [])
