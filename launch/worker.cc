@@ -82,9 +82,11 @@ v1::Capabilities Capabilities() {
 
 // The worker's end of the weight transport. The learner's gRPC sender was
 // made before its server started (its service is on that server); it is
-// used when the job asks for "grpc".
+// used when the job asks for "grpc". `own_host` is the host this worker
+// advertises: an actor's gloo device binds it, so that the learner reaches
+// it over the same network as the worker's service.
 absl::StatusOr<std::unique_ptr<weightsync::Transport>> MakeTransport(
-    const v1::TransportAssignment& t, bool sender, int gloo_port,
+    const v1::TransportAssignment& t, bool sender, const std::string& own_host, int gloo_port,
     std::unique_ptr<weightsync::GrpcSender>& grpc_sender) {
   weightsync::TransportOptions options;
   options.bucket_bytes = t.bucket_bytes();
@@ -100,6 +102,7 @@ absl::StatusOr<std::unique_ptr<weightsync::Transport>> MakeTransport(
     endpoint.port = sender ? gloo_port : learner->port;
     endpoint.num_receivers = t.num_receivers();
     endpoint.receiver_index = sender ? -1 : t.receiver_index();
+    if (!sender) endpoint.local_host = own_host;
     return sender ? weightsync::NewGlooSender(endpoint, options)
                   : weightsync::NewGlooReceiver(endpoint, options);
   }
@@ -163,8 +166,10 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   }
   rpc::CallStats call_stats;
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-      rpc::Server::Start(options.listen, services, &call_stats);
+      rpc::Server::Start(options.listen, services, options.advertise, &call_stats);
   if (!server.ok()) return server.status();
+  // Every address this worker hands out names the host it advertises.
+  const std::string host = rpc::SplitHostPort((*server)->address())->host;
 
   v1::RegisterRequest request;
   request.set_role(options.role);
@@ -174,10 +179,12 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   if (options.index.has_value()) request.set_index(*options.index);
   int transport_port = 0;
   if (options.role == v1::LEARNER) {
-    const std::string host = rpc::SplitHostPort((*server)->address())->host;
-    absl::StatusOr<int> port = weightsync::PickFreeTcpPort(host);
-    if (!port.ok()) return port.status();
-    transport_port = *port;
+    transport_port = options.transport_port;
+    if (transport_port == 0) {
+      absl::StatusOr<int> port = weightsync::PickFreeTcpPort(host);
+      if (!port.ok()) return port.status();
+      transport_port = *port;
+    }
     request.set_transport_address(absl::StrCat(host, ":", transport_port));
   }
 
@@ -225,8 +232,8 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   std::unique_ptr<reference::ReferenceWorker> reference;
   if (options.role == v1::ACTOR || options.role == v1::LEARNER) {
     absl::StatusOr<std::unique_ptr<weightsync::Transport>> t =
-        MakeTransport(assignment->transport(), options.role == v1::LEARNER, transport_port,
-                      grpc_sender);
+        MakeTransport(assignment->transport(), options.role == v1::LEARNER, host,
+                      transport_port, grpc_sender);
     if (!t.ok()) return t.status();
     transport = *std::move(t);
   }

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/call_stats.h"
@@ -76,7 +77,7 @@ TEST(ServerTest, CallStatsCountAndTimeEveryCallByMethodAndCode) {
   FakeVerifier service(absl::ZeroDuration());
   CallStats stats;
   absl::StatusOr<std::unique_ptr<Server>> server =
-      Server::Start("127.0.0.1:0", {&service}, &stats);
+      Server::Start("127.0.0.1:0", {&service}, "", &stats);
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = v1::Verifier::NewStub(NewChannel((*server)->address()));
   v1::VerifyRequest request;
@@ -116,6 +117,33 @@ TEST(ServerTest, BadListenAddressIsAClearError) {
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start("localhost", {&service});
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(server.status().message(), HasSubstr("host:port"));
+}
+
+TEST(ServerTest, AdvertisesTheGivenHostWithTheBoundPort) {
+  FakeVerifier service(absl::ZeroDuration());
+  absl::StatusOr<std::unique_ptr<Server>> server =
+      Server::Start("0.0.0.0:0", {&service}, "127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->address(), absl::StrCat("127.0.0.1:", (*server)->port()));
+  // The advertised address is the one that works.
+  auto stub = v1::Verifier::NewStub(NewChannel((*server)->address()));
+  absl::StatusOr<v1::VerifyResponse> reply = Call(*stub, &v1::Verifier::Stub::Verify,
+                                                  v1::VerifyRequest(), absl::Seconds(5), "fake");
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  (*server)->Shutdown(absl::ZeroDuration());
+}
+
+TEST(ServerTest, WildcardListenWithoutAdvertiseIsRefused) {
+  FakeVerifier service(absl::ZeroDuration());
+  for (const char* listen : {"0.0.0.0:0", "[::]:0", ":0"}) {
+    absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(listen, {&service});
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << listen;
+    EXPECT_THAT(server.status().message(), HasSubstr("host to advertise")) << listen;
+  }
+  absl::StatusOr<std::unique_ptr<Server>> with_port =
+      Server::Start("0.0.0.0:0", {&service}, "node7:5000");
+  EXPECT_EQ(with_port.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(with_port.status().message(), HasSubstr("node7:5000"));
 }
 
 TEST(ChannelTest, SplitHostPortNamesABadAddress) {

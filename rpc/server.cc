@@ -52,9 +52,19 @@ class StatsInterceptorFactory final
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
-    const std::string& listen, const std::vector<grpc::Service*>& services, CallStats* stats) {
+    const std::string& listen, const std::vector<grpc::Service*>& services,
+    const std::string& advertise, CallStats* stats) {
   absl::StatusOr<HostPort> where = SplitHostPort(listen);
   if (!where.ok()) return where.status();
+  if (advertise.empty() && IsWildcardHost(where->host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen address ", listen, " takes every interface and names none that other hosts "
+        "can dial: give the host to advertise (the machine's name or address)"));
+  }
+  if (advertise.find(':') != std::string::npos && advertise.front() != '[') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "advertise host '", advertise, "': expected a host without a port (IPv6 in brackets)"));
+  }
   static const bool plugins_ready = [] {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -82,8 +92,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen,
                                                " (address in use or not local?)"));
   }
-  return std::unique_ptr<Server>(new Server(std::move(server),
-                                            absl::StrCat(where->host, ":", port), port));
+  return std::unique_ptr<Server>(new Server(
+      std::move(server), absl::StrCat(advertise.empty() ? where->host : advertise, ":", port),
+      port));
 }
 
 Server::Server(std::unique_ptr<grpc::Server> server, std::string address, int port)

@@ -100,7 +100,7 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   }
   rpc::CallStats call_stats;
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-      rpc::Server::Start(options.listen, {&service}, &call_stats);
+      rpc::Server::Start(options.listen, {&service}, options.advertise, &call_stats);
   if (!server.ok()) return server.status();
   (*server)->SetServing(true);
   if (!options.address_file.empty()) {
