@@ -14,6 +14,9 @@
 //       One service, as a launcher, Slurm or Kubernetes starts it.
 //   trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl
 //       Scores samples with one verifier, no training (verifier/verify_command.h).
+//   trellis plan | probe | compare ...
+//       Memory and step-time plan, pressure probes, strategy comparison
+//       (cli/measure_commands.h).
 
 #include <iostream>
 #include <map>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "cli/measure_commands.h"
 #include "config/job_config.h"
 #include "launch/launcher.h"
 #include "launch/worker.h"
@@ -42,6 +46,9 @@ constexpr char kUsage[] =
     "       trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]\n"
     "                               [--address-file FILE] [--resume RUN_DIR]\n"
     "       trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl\n"
+    "       trellis plan [JOB.yaml] [--json FILE]\n"
+    "       trellis probe [JOB.yaml] --vary KEY=V1,V2,... [--steps N] [--role ROLE] [--out DIR]\n"
+    "       trellis compare RUN_A RUN_B [...] [--tolerance X] [--budget X]\n"
     "  run     run a job with every role in this process; without JOB.yaml,\n"
     "          the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
     "          the job's runtime.out_dir); --seed overrides runtime.seed.\n"
@@ -53,7 +60,12 @@ constexpr char kUsage[] =
     "          continues a launched run from its newest checkpoint.\n"
     "  serve   one service: ROLE is actor, learner, reference or verifier; the\n"
     "          scheduler serves the job given, or the first one submitted.\n"
-    "  verify  score samples with one verifier, no training.\n";
+    "  verify  score samples with one verifier, no training.\n"
+    "  plan    memory per role and object, and step time, estimated before running.\n"
+    "  probe   short runs per setting of KEY (micro_batch, seq_len, accumulation,\n"
+    "          optimizer or a job field's path); names the object whose peak moved.\n"
+    "  compare baseline RUN_A against candidates side by side, with a verdict;\n"
+    "          writes RUN_A/compare.md and compare.json.\n";
 
 // Flags of the form --name VALUE; the rest are positional. Returns false
 // (after saying why) on an unknown flag or a flag without its value.
@@ -216,6 +228,15 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "run" || command == "launch") return RunOrLaunch(command, args);
   if (command == "serve") return Serve(args);
+  if (command == "plan" || command == "probe" || command == "compare") {
+    std::map<std::string, std::string> flags;
+    std::vector<std::string> positional;
+    if (!ParseFlags(command, args, trellis::cli::MeasureFlags(command), flags, positional)) {
+      return 2;
+    }
+    return ExitCode(command,
+                    trellis::cli::RunMeasureCommand(command, flags, positional, std::cout));
+  }
   if (command == "verify") return trellis::verifier::VerifyCommand(args, std::cout, std::cerr,
                                                                 trellis::verifier::RegisterRemoteVerifier);
   std::cerr << "trellis: unknown command '" << command << "'\n" << kUsage;
