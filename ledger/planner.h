@@ -12,7 +12,9 @@
 // in-process weight stage), for jobs run with `trellis run` (every role in
 // one process, one actor). Counts are elements of 4 bytes. Activation and
 // workspace coefficients per token were counted from the autograd graph of
-// transformer.cc and checked against measured runs (ledger/planner_test.cc).
+// transformer.cc, corrected where LibTorch keeps more than the count (each
+// such term says so), and are checked against measured runs on three
+// configurations (tests/measure_test.cc).
 
 #include <cstdint>
 #include <ostream>

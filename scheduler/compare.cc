@@ -43,14 +43,15 @@ std::vector<std::string> JobChanges(v1::JobConfig base, v1::JobConfig run) {
   return lines;
 }
 
-absl::StatusOr<json> ReadJson(const std::string& path) {
+absl::Status ReadJson(const std::string& path, json* out) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   try {
-    return json::parse(in);
+    *out = json::parse(in);
   } catch (const json::exception& e) {
     return absl::DataLossError(absl::StrCat(path, ": ", e.what()));
   }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* baseline_job,
@@ -73,13 +74,13 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
     }
   }
   const std::string summary_path = dir + "/summary.json";
-  absl::StatusOr<json> summary = ReadJson(summary_path);
-  if (!summary.ok()) return summary.status();
+  json summary;
+  if (absl::Status st = ReadJson(summary_path, &summary); !st.ok()) return st;
   const std::string ledger_path = dir + "/ledger.jsonl";
   std::ifstream ledger(ledger_path);
   if (!ledger) return absl::NotFoundError(absl::StrCat(ledger_path, ": cannot open"));
   try {
-    const json& s = *summary;
+    const json& s = summary;
     const json& memory = s.at("memory");
     r.peak_bytes = memory.at("peak_bytes").get<int64_t>();
     for (const auto& [role, peak] : memory.value("role_peaks", json::object()).items()) {
