@@ -114,10 +114,8 @@ absl::Status Compare(const std::map<std::string, std::string>& flags,
   scheduler::PrintComparison(*comparison, out);
   const std::string md = positional[0] + "/compare.md";
   const std::string js = positional[0] + "/compare.json";
-  if (absl::Status s = data::WriteTextFileAtomically(md, scheduler::ComparisonMarkdown(*comparison));
-      !s.ok()) {
-    return s;
-  }
+  const std::string markdown = scheduler::ComparisonMarkdown(*comparison);
+  if (absl::Status s = data::WriteTextFileAtomically(md, markdown); !s.ok()) return s;
   out << "wrote " << md << " and " << js << "\n";
   return WriteJson(js, scheduler::ComparisonJson(*comparison));
 }

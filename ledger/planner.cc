@@ -87,7 +87,9 @@ int64_t OptimizerStateBytes(const v1::OptimizerConfig& o, int64_t params) {
 }
 
 std::string OptimizerFormula(const v1::OptimizerConfig& o) {
-  if (o.name() == "sgd") return o.momentum() > 0 ? "4 B x N (SGD momentum)" : "0 (SGD, no momentum)";
+  if (o.name() == "sgd") {
+    return o.momentum() > 0 ? "4 B x N (SGD momentum)" : "0 (SGD, no momentum)";
+  }
   return "2 x 4 B x N (AdamW exp_avg, exp_avg_sq)";
 }
 
