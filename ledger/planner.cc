@@ -208,9 +208,18 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, double matmul_flo
           {{"reference-0", "workspace", kFloat * samples * seq * NoGradPerToken(s),
             absl::StrCat(kNoGradFormula, ", rows ", samples, ", seq ", seq)}}));
     }
+    const int64_t rows = std::min(micro, samples);
     plan.stages.push_back(StagePlan(plan, "learner-0", "update",
-                                TrainTransients(s, job.grpo().optimizer(),
-                                                std::min(micro, samples), seq)));
+                                    TrainTransients(s, job.grpo().optimizer(), rows, seq)));
+    // Per-layer activation checkpointing keeps each layer's input and
+    // recomputes one layer at a time during backward.
+    const int64_t one_layer = ActivationsPerToken(s, seq) - (s.L - 1) *
+                              ((19 * s.d + 7 * s.kvd) / 2 + 4 * s.f + s.H * seq + 2);
+    plan.notes.push_back(absl::StrFormat(
+        "update activations with per-layer checkpointing would be about %.2f MiB "
+        "(4 B x rows x seq x (L·d + one layer's and the head's)) instead of %.2f MiB",
+        kFloat * rows * seq * (s.L * s.d + one_layer) / static_cast<double>(1 << 20),
+        kFloat * rows * seq * ActivationsPerToken(s, seq) / static_cast<double>(1 << 20)));
     plan.stages.push_back(StagePlan(
         plan, "scheduler", "weight_sync",
         {{"learner-0", "communication", kFloat * N,
