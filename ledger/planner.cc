@@ -57,9 +57,12 @@ int64_t MatmulParameters(const Shape& s) {
 //   tensors of the batch and the loss (ids, masks, log-prob rows, ratios).
 // Checked against measured runs: tests/measure_test.cc.
 constexpr int64_t kLossTensorsPerToken = 40;
+int64_t LayerActivationsPerToken(const Shape& s, int64_t seq) {
+  return (19 * s.d + 7 * s.kvd) / 2 + 4 * s.f + s.H * seq + 2;
+}
 int64_t ActivationsPerToken(const Shape& s, int64_t seq) {
-  return s.L * ((19 * s.d + 7 * s.kvd) / 2 + 4 * s.f + s.H * seq + 2) + 3 * s.d + 1 + s.V +
-         2 * s.hd + kLossTensorsPerToken;
+  return s.L * LayerActivationsPerToken(s, seq) + 3 * s.d + 1 + s.V + 2 * s.hd +
+         kLossTensorsPerToken;
 }
 constexpr char kActivationFormula[] =
     "4 B x rows x seq x (L(9.5d + 3.5kvd + 4d_ff + H·seq + 2) + 3d + V + 2hd + 41)";
@@ -213,8 +216,8 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, double matmul_flo
                                     TrainTransients(s, job.grpo().optimizer(), rows, seq)));
     // Per-layer activation checkpointing keeps each layer's input and
     // recomputes one layer at a time during backward.
-    const int64_t one_layer = ActivationsPerToken(s, seq) - (s.L - 1) *
-                              ((19 * s.d + 7 * s.kvd) / 2 + 4 * s.f + s.H * seq + 2);
+    const int64_t one_layer =
+        ActivationsPerToken(s, seq) - (s.L - 1) * LayerActivationsPerToken(s, seq);
     plan.notes.push_back(absl::StrFormat(
         "update activations with per-layer checkpointing would be about %.2f MiB "
         "(4 B x rows x seq x (L·d + one layer's and the head's)) instead of %.2f MiB",
