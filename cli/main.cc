@@ -24,6 +24,9 @@
 //       Prints where each worker of the job goes (scheduler/placement.h).
 //   trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl
 //       Scores samples with one verifier, no training (verifier/verify_command.h).
+//   trellis plan | probe | compare ...
+//       Memory and step-time plan, pressure probes, strategy comparison
+//       (cli/measure_commands.h).
 
 #include <iostream>
 #include <memory>
@@ -34,6 +37,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "cli/measure_commands.h"
 #include "config/job_config.h"
 #include "launch/launcher.h"
 #include "launch/worker.h"
@@ -63,6 +67,9 @@ constexpr char kUsage[] =
     "       trellis place [JOB.yaml] [--cluster CLUSTER.yaml]\n"
     "       trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl\n"
     "       trellis report RUN_DIR\n"
+    "       trellis plan [JOB.yaml] [--json FILE]\n"
+    "       trellis probe [JOB.yaml] --vary KEY=V1,V2,... [--steps N] [--role ROLE] [--out DIR]\n"
+    "       trellis compare RUN_A RUN_B [...] [--tolerance X] [--budget X]\n"
     "  run     run a job with every role in this process; without JOB.yaml,\n"
     "          the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
     "          the job's runtime.out_dir); --seed overrides runtime.seed.\n"
@@ -87,7 +94,12 @@ constexpr char kUsage[] =
     "  --http HOST:PORT   serve the live dashboard (/) and the job's Prometheus\n"
     "          metrics (/metrics) there; port 0 picks a free port, written to\n"
     "          OUT/http.addr. Without it, no HTTP server.\n"
-    "  --metrics HOST:PORT   a worker's own Prometheus /metrics.\n";
+    "  --metrics HOST:PORT   a worker's own Prometheus /metrics.\n"
+    "  plan    memory per role and object, and step time, estimated before running.\n"
+    "  probe   short runs per setting of KEY (micro_batch, seq_len, accumulation,\n"
+    "          optimizer or a job field's path); names the object whose peak moved.\n"
+    "  compare baseline RUN_A against candidates side by side, with a verdict;\n"
+    "          writes RUN_A/compare.md and compare.json.\n";
 
 // Flags of the form --name VALUE; the rest are positional. Returns false
 // (after saying why) on an unknown flag or a flag without its value.
@@ -346,6 +358,15 @@ int main(int argc, char** argv) {
   if (command == "serve") return Serve(args);
   if (command == "report") return Report(args);
   if (command == "resolve" || command == "place") return ResolveOrPlace(command, args);
+  if (command == "plan" || command == "probe" || command == "compare") {
+    std::map<std::string, std::string> flags;
+    std::vector<std::string> positional;
+    if (!ParseFlags(command, args, trellis::cli::MeasureFlags(command), flags, positional)) {
+      return 2;
+    }
+    return ExitCode(command,
+                    trellis::cli::RunMeasureCommand(command, flags, positional, std::cout));
+  }
   if (command == "verify") return trellis::verifier::VerifyCommand(args, std::cout, std::cerr,
                                                                 trellis::verifier::RegisterRemoteVerifier);
   std::cerr << "trellis: unknown command '" << command << "'\n" << kUsage;

@@ -69,6 +69,14 @@ absl::Status GrpoLoop::SyncWeights() {
   handoff.set_transfer_seconds(sent->transfer_seconds() + got->transfer_seconds());
   handoff.set_load_seconds(got->load_seconds());
   ledger_->RecordHandoff("learner-0", handoff);
+  // The publisher keeps the newest version's buckets staged for receivers;
+  // while it packs a new version the previous one is still staged.
+  if (published_version_ >= 0) {
+    ledger_->RecordObject("learner-0", ledger::Object::kCommunication, 2 * sent->bytes(),
+                          Stage::kWeightSync);
+  }
+  ledger_->RecordObject("learner-0", ledger::Object::kCommunication, sent->bytes(),
+                        Stage::kWeightSync);
   published_version_ = sent->version();
   return absl::OkStatus();
 }
