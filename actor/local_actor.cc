@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/sampling.h"
+#include "ledger/memory_tracker.h"
 #include "model/transformer.h"
 
 namespace trellis::actor {
@@ -26,8 +27,14 @@ class LocalActor : public RolloutWorker {
         model_(config, tokenizer->vocab_size()) {
     model_->eval();
     for (auto& p : model_->parameters()) p.set_requires_grad(false);
+    int64_t bytes = 0;
     for (auto& [name, tensor] : model_->NamedWeights()) {
       weights_.emplace_back(name, tensor);
+      bytes += static_cast<int64_t>(tensor.nbytes());
+    }
+    if (ledger_ != nullptr) {
+      ledger_->RecordObject(options_.worker_id, ledger::Object::kParameters, bytes,
+                            ledger::Stage::kLoad);
     }
   }
 
@@ -64,6 +71,8 @@ class LocalActor : public RolloutWorker {
     if (rows == 0) return response;
 
     torch::NoGradGuard no_grad;
+    // The cache and the sampler's scratch (workspace) at this call's peak.
+    const ledger::PeakWindow window;
     // Left-pad the prompts so every row's next token lands in one column.
     torch::Tensor tokens = torch::full({rows, prompt_len}, tokenizer_->pad_id(), torch::kInt64);
     torch::Tensor positions = torch::zeros({rows, prompt_len}, torch::kInt64);
@@ -83,6 +92,10 @@ class LocalActor : public RolloutWorker {
       }
     }
     model::KVCache cache = model_->NewCache(rows, prompt_len + max_new);
+    if (ledger_ != nullptr) {
+      ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, cache.bytes(),
+                            ledger::Stage::kRollout);
+    }
     torch::Tensor logits =
         model_->forward(tokens, positions, key_valid, &cache).select(1, -1);
     torch::Tensor next_pos = positions.select(1, -1) + 1;
@@ -130,8 +143,14 @@ class LocalActor : public RolloutWorker {
     response.set_kv_cache_bytes(cache.bytes());
     response.set_generated_tokens(generated);
     if (ledger_ != nullptr) {
-      ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache,
-                            cache.bytes(), ledger::Stage::kRollout);
+      // Both are freed when this call returns.
+      const std::string& id = options_.worker_id;
+      ledger_->RecordObject(
+          id, ledger::Object::kWorkspace,
+          std::max<int64_t>(0, window.peak_bytes() - window.start_live_bytes() - cache.bytes()),
+          ledger::Stage::kRollout);
+      ledger_->RecordObject(id, ledger::Object::kWorkspace, 0, ledger::Stage::kRollout);
+      ledger_->RecordObject(id, ledger::Object::kKvCache, 0, ledger::Stage::kRollout);
     }
     return response;
   }

@@ -1,21 +1,35 @@
 // The `trellis` command.
 //
-//   trellis run [JOB.yaml] [--out DIR] [--seed N]
+//   trellis run [JOB.yaml] [--out DIR] [--seed N] [--http HOST:PORT]
 //       Runs a job with every role in this process. Without JOB.yaml it runs
 //       the built-in default: GRPO on the arithmetic task, on CPU.
 //   trellis run --resume RUN_DIR
 //       Continues the run in RUN_DIR from its newest checkpoint.
-//   trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml]
-//   trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml]
+//   trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml] [--http HOST:PORT]
+//   trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml] [--http HOST:PORT]
 //       The same job with the scheduler and every role a process of its own.
-//   trellis serve ROLE --scheduler ADDR [--listen HOST:PORT] [--index K]
+//   trellis serve ROLE --scheduler ADDR [--listen HOST:PORT] [--advertise HOST]
+//                      [--index K] [--transport-port PORT] [--metrics HOST:PORT]
 //   trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]
-//                           [--address-file FILE] [--resume RUN_DIR]
+//                           [--advertise HOST] [--address-file FILE]
+//                           [--resume RUN_DIR] [--http HOST:PORT]
 //       One service, as a launcher, Slurm or Kubernetes starts it.
+//       --http: the dashboard and the job's Prometheus /metrics
+//       (web/watch_server.h); --metrics: a worker's own /metrics.
+//   trellis report RUN_DIR
+//       RUN_DIR/report.html: the dashboard of a finished run as one file.
+//   trellis resolve [JOB.yaml] [--override FILE] [--seed N]
+//       Validates a job and prints it with every default filled in.
+//   trellis place [JOB.yaml] [--cluster CLUSTER.yaml]
+//       Prints where each worker of the job goes (scheduler/placement.h).
 //   trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl
 //       Scores samples with one verifier, no training (verifier/verify_command.h).
+//   trellis plan | probe | compare ...
+//       Memory and step-time plan, pressure probes, strategy comparison
+//       (cli/measure_commands.h).
 
 #include <iostream>
+#include <memory>
 #include <map>
 #include <optional>
 #include <set>
@@ -23,25 +37,39 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "cli/measure_commands.h"
 #include "config/job_config.h"
 #include "launch/launcher.h"
 #include "launch/worker.h"
+#include "scheduler/placement.h"
 #include "scheduler/distributed_job.h"
 #include "scheduler/embedded_job.h"
 #include "verifier/verifier_service.h"
 #include "verifier/verify_command.h"
+#include "web/report.h"
+#include "web/watch_server.h"
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: trellis run [JOB.yaml] [--out DIR] [--seed N]\n"
-    "       trellis run --resume RUN_DIR\n"
+    "usage: trellis run [JOB.yaml] [--out DIR] [--seed N] [--http HOST:PORT]\n"
+    "       trellis run --resume RUN_DIR [--http HOST:PORT]\n"
     "       trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml]\n"
-    "       trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml]\n"
-    "       trellis serve ROLE --scheduler HOST:PORT [--listen HOST:PORT] [--index K]\n"
+    "                      [--http HOST:PORT]\n"
+    "       trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml] [--http HOST:PORT]\n"
+    "       trellis serve ROLE --scheduler HOST:PORT [--listen HOST:PORT]\n"
+    "                          [--advertise HOST] [--index K] [--transport-port PORT]\n"
+    "                          [--metrics HOST:PORT]\n"
     "       trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]\n"
-    "                               [--address-file FILE] [--resume RUN_DIR]\n"
+    "                               [--advertise HOST] [--address-file FILE]\n"
+    "                               [--resume RUN_DIR] [--http HOST:PORT]\n"
+    "       trellis resolve [JOB.yaml] [--override FILE] [--seed N]\n"
+    "       trellis place [JOB.yaml] [--cluster CLUSTER.yaml]\n"
     "       trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl\n"
+    "       trellis report RUN_DIR\n"
+    "       trellis plan [JOB.yaml] [--json FILE]\n"
+    "       trellis probe [JOB.yaml] --vary KEY=V1,V2,... [--steps N] [--role ROLE] [--out DIR]\n"
+    "       trellis compare RUN_A RUN_B [...] [--tolerance X] [--budget X]\n"
     "  run     run a job with every role in this process; without JOB.yaml,\n"
     "          the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
     "          the job's runtime.out_dir); --seed overrides runtime.seed.\n"
@@ -53,7 +81,25 @@ constexpr char kUsage[] =
     "          continues a launched run from its newest checkpoint.\n"
     "  serve   one service: ROLE is actor, learner, reference or verifier; the\n"
     "          scheduler serves the job given, or the first one submitted.\n"
-    "  verify  score samples with one verifier, no training.\n";
+    "          --listen HOST:PORT (default 127.0.0.1:0); across hosts listen on\n"
+    "          0.0.0.0 and --advertise the name or address others dial. The\n"
+    "          learner's --transport-port fixes its weight rendezvous port.\n"
+    "  resolve validate a job and print it with every default filled in (the\n"
+    "          job.yaml a run writes); without JOB.yaml, the built-in job. The\n"
+    "          fields of --override FILE replace the job's (lists whole).\n"
+    "  place   print where each worker goes on --cluster's pools (default: this\n"
+    "          host): id, role, index, pool, node, host, GPUs, tab-separated.\n"
+    "  verify  score samples with one verifier, no training.\n"
+    "  report  write RUN_DIR/report.html: a finished run's dashboard in one file.\n"
+    "  --http HOST:PORT   serve the live dashboard (/) and the job's Prometheus\n"
+    "          metrics (/metrics) there; port 0 picks a free port, written to\n"
+    "          OUT/http.addr. Without it, no HTTP server.\n"
+    "  --metrics HOST:PORT   a worker's own Prometheus /metrics.\n"
+    "  plan    memory per role and object, and step time, estimated before running.\n"
+    "  probe   short runs per setting of KEY (micro_batch, seq_len, accumulation,\n"
+    "          optimizer or a job field's path); names the object whose peak moved.\n"
+    "  compare baseline RUN_A against candidates side by side, with a verdict;\n"
+    "          writes RUN_A/compare.md and compare.json.\n";
 
 // Flags of the form --name VALUE; the rest are positional. Returns false
 // (after saying why) on an unknown flag or a flag without its value.
@@ -85,6 +131,21 @@ int ExitCode(const std::string& command, const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
+// Sets runtime.seed from --seed (when given); false after saying why when
+// it is not a number.
+bool ApplySeed(const std::string& command, const std::string& seed,
+               trellis::v1::JobConfig& job) {
+  if (seed.empty()) return true;
+  uint64_t value = 0;
+  if (!absl::SimpleAtoi(seed, &value)) {
+    std::cerr << "trellis " << command << ": --seed: expected a non-negative integer, found \""
+              << seed << "\"\n";
+    return false;
+  }
+  job.mutable_runtime()->set_seed(value);
+  return true;
+}
+
 // The job from JOB.yaml (or the built-in default) with --seed applied.
 std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
                                               const std::string& path,
@@ -95,23 +156,31 @@ std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
     std::cerr << "trellis " << command << ": " << loaded.status().message() << "\n";
     return std::nullopt;
   }
-  if (!seed.empty()) {
-    uint64_t value = 0;
-    if (!absl::SimpleAtoi(seed, &value)) {
-      std::cerr << "trellis " << command << ": --seed: expected a non-negative integer, found \""
-                << seed << "\"\n";
-      return std::nullopt;
-    }
-    loaded->mutable_runtime()->set_seed(value);
-  }
+  if (!ApplySeed(command, seed, *loaded)) return std::nullopt;
   return *std::move(loaded);
+}
+
+// Attaches `watch` (may be null) to the run's ledger.
+trellis::scheduler::LedgerObserver Observer(trellis::web::WatchServer* watch) {
+  if (watch == nullptr) return nullptr;
+  return [watch](trellis::ledger::Ledger* ledger) { watch->Attach(ledger); };
+}
+
+// The cluster of --cluster FILE, or this host as the pool "local".
+absl::StatusOr<trellis::v1::ClusterSpec> LoadCluster(std::map<std::string, std::string>& flags) {
+  if (!flags.count("--cluster")) return trellis::launch::ThisHost();
+  trellis::v1::ClusterSpec cluster;
+  if (absl::Status s = trellis::config::LoadYamlFile(flags["--cluster"], &cluster); !s.ok()) {
+    return s;
+  }
+  return cluster;
 }
 
 // trellis run / trellis launch.
 int RunOrLaunch(const std::string& command, const std::vector<std::string>& args) {
   std::map<std::string, std::string> flags;
   std::vector<std::string> positional;
-  std::set<std::string> known = {"--out", "--seed", "--resume"};
+  std::set<std::string> known = {"--out", "--seed", "--resume", "--http"};
   if (command == "launch") known.insert("--cluster");
   if (!ParseFlags(command, args, known, flags, positional)) return 2;
   if (positional.size() > 1) {
@@ -128,7 +197,14 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
   }
   if (resume && command == "run") {
     std::cout << "trellis run: resuming " << flags["--resume"] << std::endl;
-    return ExitCode(command, trellis::scheduler::ResumeEmbeddedJob(flags["--resume"], std::cout));
+    std::optional<trellis::v1::JobConfig> job =
+        LoadJob(command, flags["--resume"] + "/job.yaml", "");
+    if (!job.has_value()) return 2;
+    absl::StatusOr<std::unique_ptr<trellis::web::WatchServer>> watch = trellis::web::StartRunWatch(
+        flags["--http"], flags["--resume"], job->name(), job->algorithm(), std::cout);
+    if (!watch.ok()) return ExitCode(command, watch.status());
+    return ExitCode(command, trellis::scheduler::ResumeEmbeddedJob(flags["--resume"], std::cout,
+                                                                   Observer(watch->get())));
   }
   std::optional<trellis::v1::JobConfig> job =
       resume ? LoadJob(command, flags["--resume"] + "/job.yaml", "")
@@ -139,17 +215,54 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
                                                      : job->runtime().out_dir();
   std::cout << "trellis " << command << ": job " << job->name() << " -> " << out_dir << std::endl;
   if (command == "run") {
-    return ExitCode(command, trellis::scheduler::RunEmbeddedJob(*job, out_dir, std::cout));
+    absl::StatusOr<std::unique_ptr<trellis::web::WatchServer>> watch = trellis::web::StartRunWatch(
+        flags["--http"], out_dir, job->name(), job->algorithm(), std::cout);
+    if (!watch.ok()) return ExitCode(command, watch.status());
+    return ExitCode(command, trellis::scheduler::RunEmbeddedJob(*job, out_dir, std::cout,
+                                                                Observer(watch->get())));
   }
-  trellis::v1::ClusterSpec cluster = trellis::launch::ThisHost();
-  if (flags.count("--cluster")) {
-    cluster.Clear();
-    if (absl::Status s = trellis::config::LoadYamlFile(flags["--cluster"], &cluster); !s.ok()) {
-      return ExitCode(command, s);
+  absl::StatusOr<trellis::v1::ClusterSpec> cluster = LoadCluster(flags);
+  if (!cluster.ok()) return ExitCode(command, cluster.status());
+  return ExitCode(command, trellis::launch::LaunchLocal(*job, *cluster, out_dir,
+                                                        "/proc/self/exe", std::cout, resume,
+                                                        flags["--http"]));
+}
+
+// trellis resolve / trellis place: what a job is, and where it would run.
+int ResolveOrPlace(const std::string& command, const std::vector<std::string>& args) {
+  std::map<std::string, std::string> flags;
+  std::vector<std::string> positional;
+  const std::set<std::string> known = command == "resolve"
+                                          ? std::set<std::string>{"--seed", "--override"}
+                                          : std::set<std::string>{"--cluster"};
+  if (!ParseFlags(command, args, known, flags, positional)) return 2;
+  if (positional.size() > 1) {
+    std::cerr << "trellis " << command << ": more than one job file (" << positional[0] << ", "
+              << positional[1] << ")\n" << kUsage;
+    return 2;
+  }
+  std::optional<trellis::v1::JobConfig> job =
+      LoadJob(command, positional.empty() ? "" : positional[0], "");
+  if (!job.has_value()) return 2;
+  if (command == "resolve") {
+    // --seed wins over the override's runtime.seed.
+    if (flags.count("--override")) {
+      if (absl::Status s = trellis::config::LoadYamlFile(flags["--override"], &*job); !s.ok()) {
+        return ExitCode(command, s);
+      }
     }
+    if (!ApplySeed(command, flags["--seed"], *job)) return 2;
+    if (absl::Status s = trellis::config::ValidateJob(*job); !s.ok()) return ExitCode(command, s);
+    std::cout << trellis::config::ResolvedJobYaml(*job);
+    return 0;
   }
-  return ExitCode(command, trellis::launch::LaunchLocal(*job, cluster, out_dir,
-                                                        "/proc/self/exe", std::cout, resume));
+  absl::StatusOr<trellis::v1::ClusterSpec> cluster = LoadCluster(flags);
+  if (!cluster.ok()) return ExitCode(command, cluster.status());
+  absl::StatusOr<std::vector<trellis::scheduler::WorkerPlacement>> placed =
+      trellis::scheduler::Place(*job, *cluster);
+  if (!placed.ok()) return ExitCode(command, placed.status());
+  std::cout << trellis::scheduler::PlacementTable(*placed);
+  return 0;
 }
 
 int Serve(const std::vector<std::string>& args) {
@@ -161,7 +274,9 @@ int Serve(const std::vector<std::string>& args) {
   std::vector<std::string> positional;
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "scheduler") {
-    if (!ParseFlags("serve", rest, {"--job", "--out", "--listen", "--address-file", "--resume"},
+    if (!ParseFlags("serve", rest,
+                    {"--job", "--out", "--listen", "--advertise", "--address-file", "--resume",
+                     "--http"},
                     flags, positional)) {
       return 2;
     }
@@ -172,7 +287,9 @@ int Serve(const std::vector<std::string>& args) {
     }
     trellis::scheduler::SchedulerOptions options;
     if (flags.count("--listen")) options.listen = flags["--listen"];
+    options.advertise = flags["--advertise"];
     options.address_file = flags["--address-file"];
+    options.http = flags["--http"];
     if (flags.count("--resume")) {
       return ExitCode("serve", trellis::scheduler::ResumeScheduler(flags["--resume"], options,
                                                                    std::cout));
@@ -182,7 +299,10 @@ int Serve(const std::vector<std::string>& args) {
   }
   absl::StatusOr<trellis::v1::Role> role = trellis::launch::ParseRole(args[0]);
   if (!role.ok()) return ExitCode("serve", role.status());
-  if (!ParseFlags("serve", rest, {"--scheduler", "--listen", "--index"}, flags, positional)) {
+  if (!ParseFlags("serve", rest,
+                  {"--scheduler", "--listen", "--advertise", "--index", "--transport-port",
+                   "--metrics"},
+                  flags, positional)) {
     return 2;
   }
   trellis::launch::WorkerOptions options;
@@ -193,6 +313,8 @@ int Serve(const std::vector<std::string>& args) {
     return 2;
   }
   if (flags.count("--listen")) options.listen = flags["--listen"];
+  options.metrics = flags["--metrics"];
+  options.advertise = flags["--advertise"];
   if (flags.count("--index")) {
     int index = 0;
     if (!absl::SimpleAtoi(flags["--index"], &index) || index < 0) {
@@ -201,7 +323,25 @@ int Serve(const std::vector<std::string>& args) {
     }
     options.index = index;
   }
+  if (flags.count("--transport-port") &&
+      (!absl::SimpleAtoi(flags["--transport-port"], &options.transport_port) ||
+       options.transport_port < 1 || options.transport_port > 65535)) {
+    std::cerr << "trellis serve: --transport-port: expected a port in 1..65535\n";
+    return 2;
+  }
   return ExitCode("serve", trellis::launch::ServeWorker(options, std::cout));
+}
+
+// trellis report RUN_DIR.
+int Report(const std::vector<std::string>& args) {
+  if (args.size() != 1 || args[0].rfind("--", 0) == 0) {
+    std::cerr << "trellis report: expected one RUN_DIR\n" << kUsage;
+    return 2;
+  }
+  absl::StatusOr<std::string> path = trellis::web::WriteReport(args[0]);
+  if (!path.ok()) return ExitCode("report", path.status());
+  std::cout << "trellis report: wrote " << *path << std::endl;
+  return 0;
 }
 
 }  // namespace
@@ -216,6 +356,17 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "run" || command == "launch") return RunOrLaunch(command, args);
   if (command == "serve") return Serve(args);
+  if (command == "report") return Report(args);
+  if (command == "resolve" || command == "place") return ResolveOrPlace(command, args);
+  if (command == "plan" || command == "probe" || command == "compare") {
+    std::map<std::string, std::string> flags;
+    std::vector<std::string> positional;
+    if (!ParseFlags(command, args, trellis::cli::MeasureFlags(command), flags, positional)) {
+      return 2;
+    }
+    return ExitCode(command,
+                    trellis::cli::RunMeasureCommand(command, flags, positional, std::cout));
+  }
   if (command == "verify") return trellis::verifier::VerifyCommand(args, std::cout, std::cerr,
                                                                 trellis::verifier::RegisterRemoteVerifier);
   std::cerr << "trellis: unknown command '" << command << "'\n" << kUsage;

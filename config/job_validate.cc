@@ -85,6 +85,9 @@ void CheckArithmetic(const v1::ArithmeticTaskConfig& a, Checker& c) {
 }
 
 void CheckOptimizer(const std::string& p, const v1::OptimizerConfig& o, Checker& c) {
+  c.Require(o.name() == "adamw" || o.name() == "sgd", p + "name", "one of adamw, sgd",
+            absl::StrCat("\"", o.name(), "\""));
+  c.Require(o.momentum() >= 0 && o.momentum() < 1, p + "momentum", "in [0, 1)", o.momentum());
   c.Positive(p + "lr", o.lr());
   c.Require(o.beta1() >= 0 && o.beta1() < 1, p + "beta1", "in [0, 1)", o.beta1());
   c.Require(o.beta2() >= 0 && o.beta2() < 1, p + "beta2", "in [0, 1)", o.beta2());

@@ -138,7 +138,7 @@ v1::ClusterSpec ThisHost() {
 
 absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
                          const std::string& out_dir, const std::string& trellis_binary,
-                         std::ostream& progress, bool resume) {
+                         std::ostream& progress, bool resume, const std::string& http) {
   absl::StatusOr<std::vector<scheduler::WorkerPlacement>> placed = scheduler::Place(job, cluster);
   if (!placed.ok()) return placed.status();
   for (const scheduler::WorkerPlacement& p : *placed) {
@@ -181,6 +181,10 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
   for (const std::string& a : resume ? std::vector<std::string>{"--resume", out_dir}
                                      : std::vector<std::string>{"--job", job_path, "--out", out_dir}) {
     scheduler_args.push_back(a);
+  }
+  if (!http.empty()) {
+    scheduler_args.push_back("--http");
+    scheduler_args.push_back(http);
   }
   absl::Status status = start("scheduler", scheduler_args, {});
   // The scheduler's bound address, once it serves.

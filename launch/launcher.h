@@ -28,11 +28,14 @@ v1::ClusterSpec ThisHost();
 // for Slurm or Kubernetes). Each worker sees only its GPUs
 // (CUDA_VISIBLE_DEVICES). `trellis_binary` starts the processes (normally
 // /proc/self/exe). With `resume`, out_dir holds a launched run (its
-// job.yaml is `job`) that continues from its newest checkpoint.
+// job.yaml is `job`) that continues from its newest checkpoint. With
+// `http` (host:port) the scheduler serves the dashboard and /metrics there
+// and writes the bound address to out_dir/http.addr.
 [[nodiscard]] absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
                                        const std::string& out_dir,
                                        const std::string& trellis_binary,
-                                       std::ostream& progress, bool resume = false);
+                                       std::ostream& progress, bool resume = false,
+                                       const std::string& http = "");
 
 }  // namespace trellis::launch
 

@@ -20,6 +20,7 @@
 #include "ledger/memory_tracker.h"
 #include "model/tokenizer.h"
 #include "reference/reference_service.h"
+#include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
 #include "scheduler/local_roles.h"
@@ -27,6 +28,7 @@
 #include "verifier/verifier_service.h"
 #include "weightsync/gloo_transport.h"
 #include "weightsync/grpc_transport.h"
+#include "web/watch_server.h"
 
 namespace trellis::launch {
 namespace {
@@ -80,9 +82,11 @@ v1::Capabilities Capabilities() {
 
 // The worker's end of the weight transport. The learner's gRPC sender was
 // made before its server started (its service is on that server); it is
-// used when the job asks for "grpc".
+// used when the job asks for "grpc". `own_host` is the host this worker
+// advertises: an actor's gloo device binds it, so that the learner reaches
+// it over the same network as the worker's service.
 absl::StatusOr<std::unique_ptr<weightsync::Transport>> MakeTransport(
-    const v1::TransportAssignment& t, bool sender, int gloo_port,
+    const v1::TransportAssignment& t, bool sender, const std::string& own_host, int gloo_port,
     std::unique_ptr<weightsync::GrpcSender>& grpc_sender) {
   weightsync::TransportOptions options;
   options.bucket_bytes = t.bucket_bytes();
@@ -98,6 +102,7 @@ absl::StatusOr<std::unique_ptr<weightsync::Transport>> MakeTransport(
     endpoint.port = sender ? gloo_port : learner->port;
     endpoint.num_receivers = t.num_receivers();
     endpoint.receiver_index = sender ? -1 : t.receiver_index();
+    if (!sender) endpoint.local_host = own_host;
     return sender ? weightsync::NewGlooSender(endpoint, options)
                   : weightsync::NewGlooReceiver(endpoint, options);
   }
@@ -159,8 +164,12 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       break;
     default: return absl::InvalidArgumentError("role: unspecified");
   }
-  absl::StatusOr<std::unique_ptr<rpc::Server>> server = rpc::Server::Start(options.listen, services);
+  rpc::CallStats call_stats;
+  absl::StatusOr<std::unique_ptr<rpc::Server>> server =
+      rpc::Server::Start(options.listen, services, options.advertise, &call_stats);
   if (!server.ok()) return server.status();
+  // Every address this worker hands out names the host it advertises.
+  const std::string host = rpc::SplitHostPort((*server)->address())->host;
 
   v1::RegisterRequest request;
   request.set_role(options.role);
@@ -170,10 +179,12 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   if (options.index.has_value()) request.set_index(*options.index);
   int transport_port = 0;
   if (options.role == v1::LEARNER) {
-    const std::string host = rpc::SplitHostPort((*server)->address())->host;
-    absl::StatusOr<int> port = weightsync::PickFreeTcpPort(host);
-    if (!port.ok()) return port.status();
-    transport_port = *port;
+    transport_port = options.transport_port;
+    if (transport_port == 0) {
+      absl::StatusOr<int> port = weightsync::PickFreeTcpPort(host);
+      if (!port.ok()) return port.status();
+      transport_port = *port;
+    }
     request.set_transport_address(absl::StrCat(host, ":", transport_port));
   }
 
@@ -197,6 +208,22 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   ledger::MemoryTracker::Install();
   ledger::Ledger ledger;
   ledger.ForwardObjects(ForwardTo(scheduler.get(), id, &log));
+  // Declared after the ledger: it detaches from it when it goes.
+  std::unique_ptr<web::WatchServer> metrics;
+  if (!options.metrics.empty()) {
+    web::WatchServer::Options watch;
+    watch.listen = options.metrics;
+    watch.dashboard = false;
+    watch.worker = id;
+    watch.role = role;
+    absl::StatusOr<std::unique_ptr<web::WatchServer>> started = web::WatchServer::Start(watch);
+    if (!started.ok()) return started.status();
+    metrics = *std::move(started);
+    metrics->Attach(&ledger);
+    metrics->AddMetrics(
+        [&call_stats](ledger::PrometheusText& out) { call_stats.WriteMetrics(out); });
+    log << id << ": metrics on http://" << metrics->address() << "/metrics" << std::endl;
+  }
   std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
   const int64_t vocab = scheduler::VocabSize(job, *tokenizer);
   std::unique_ptr<weightsync::Transport> transport;
@@ -205,8 +232,8 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   std::unique_ptr<reference::ReferenceWorker> reference;
   if (options.role == v1::ACTOR || options.role == v1::LEARNER) {
     absl::StatusOr<std::unique_ptr<weightsync::Transport>> t =
-        MakeTransport(assignment->transport(), options.role == v1::LEARNER, transport_port,
-                      grpc_sender);
+        MakeTransport(assignment->transport(), options.role == v1::LEARNER, host,
+                      transport_port, grpc_sender);
     if (!t.ok()) return t.status();
     transport = *std::move(t);
   }

@@ -26,6 +26,19 @@ struct WorkerOptions {
   std::string scheduler;
   // Where this worker's service listens; port 0 picks a free one.
   std::string listen = "127.0.0.1:0";
+  // When set, host:port of this worker's Prometheus /metrics (port 0 picks
+  // a free one, logged): its ledger's memory objects, its gRPC calls
+  // (counts and seconds by method), trellis_worker_up.
+  std::string metrics;
+  // The host other machines reach this worker by: it is registered with the
+  // scheduler, and the weight transport binds and advertises it too (the
+  // learner's store and gloo device, an actor's gloo device). Empty: the
+  // listen host, which then must not be a wildcard (0.0.0.0).
+  std::string advertise;
+  // The learner's weight-transport port (the gloo TCPStore the actors
+  // rendezvous on); 0 picks a free one. Fixed, it can be opened in a
+  // firewall or named by a Service.
+  int transport_port = 0;
   // The index the launcher gives it (id "<role>-<index>"); unset: the next.
   std::optional<int> index;
   absl::Duration register_timeout = absl::Minutes(5);

@@ -4,13 +4,14 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "learner/internal/adamw_state.h"
+#include "learner/internal/optimizer.h"
 #include "learner/losses.h"
 #include "learner/objectives.h"
 #include "ledger/memory_tracker.h"
@@ -98,42 +99,10 @@ absl::StatusOr<int64_t> MetaInt(const std::map<std::string, std::string>& meta,
   return value;
 }
 
-std::unique_ptr<torch::optim::AdamW> NewAdamW(const std::vector<torch::Tensor>& params,
-                                              const v1::OptimizerConfig& config) {
-  std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& p : params) {
-    if (!p.requires_grad()) continue;
-    (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  }
-  auto options = [&](double weight_decay) {
-    auto o = std::make_unique<torch::optim::AdamWOptions>(config.lr());
-    o->betas({config.beta1(), config.beta2()}).eps(config.eps()).weight_decay(weight_decay);
-    return o;
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, options(config.weight_decay()));
-  groups.emplace_back(no_decay, options(0.0));
-  return std::make_unique<torch::optim::AdamW>(
-      std::move(groups), torch::optim::AdamWOptions(config.lr()));
-}
-
-int64_t OptimizerStateBytes(torch::optim::AdamW& optimizer) {
-  int64_t bytes = 0;
-  for (const auto& [key, state] : optimizer.state()) {
-    auto* adam = dynamic_cast<torch::optim::AdamWParamState*>(state.get());
-    if (adam == nullptr) continue;
-    for (const torch::Tensor& t :
-         {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()}) {
-      if (t.defined()) bytes += t.nbytes();
-    }
-  }
-  return bytes;
-}
-
 // One training phase's optimizer, the parameters it updates, and how many
 // steps it has taken.
 struct Phase {
-  std::unique_ptr<torch::optim::AdamW> optimizer;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::vector<torch::Tensor> params;
   int64_t steps = 0;
 };
@@ -142,7 +111,7 @@ void EnsureOptimizer(Phase& phase, std::vector<torch::Tensor> params,
                      const v1::OptimizerConfig& config) {
   if (phase.optimizer != nullptr) return;
   phase.params = std::move(params);
-  phase.optimizer = NewAdamW(phase.params, config);
+  phase.optimizer = internal::NewOptimizer(phase.params, config);
 }
 
 // PPO's per-token targets for every sample of a batch (the rollout buffer
@@ -332,7 +301,10 @@ class LocalLearner : public LearnerWorker {
       for (auto& [phase, name] : Phases()) {
         meta[name + "_steps"] = absl::StrCat(phase->steps);
         meta[name + "_optimizer"] = phase->optimizer ? "1" : "0";
-        if (phase->optimizer) internal::AppendAdamWState(*phase->optimizer, name + "/", &state);
+        meta[name + "_rule"] = PhaseConfig(name).name();
+        if (phase->optimizer) {
+          internal::AppendOptimizerState(*phase->optimizer, PhaseConfig(name), name + "/", &state);
+        }
       }
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat(options_.worker_id, ": gathering optimizer state: ",
@@ -373,11 +345,19 @@ class LocalLearner : public LearnerWorker {
       absl::StatusOr<int64_t> present = MetaInt(meta, name + "_optimizer", opt_path);
       if (!present.ok()) return present.status();
       restored.steps = *steps;
+      // Checkpoints written before OptimizerConfig.name existed are AdamW's.
+      const auto rule = meta.find(name + "_rule");
+      const std::string saved_rule = rule == meta.end() ? "adamw" : rule->second;
+      if (*present != 0 && saved_rule != PhaseConfig(name).name()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            opt_path, ": the ", name, " optimizer was saved as \"", saved_rule,
+            "\" but the job's is \"", PhaseConfig(name).name(), "\""));
+      }
       if (*present != 0) {
         try {
           EnsureOptimizer(restored, PhaseParams(name), PhaseConfig(name));
-          if (absl::Status s = internal::LoadAdamWState(tensors, name + "/", opt_path,
-                                                        *restored.optimizer);
+          if (absl::Status s = internal::LoadOptimizerState(tensors, PhaseConfig(name), name + "/",
+                                                            opt_path, *restored.optimizer);
               !s.ok()) {
             return s;
           }
@@ -737,7 +717,7 @@ class LocalLearner : public LearnerWorker {
   // zero_grad; the micro-batches' forward and backward; clip; warm-up; step.
   absl::StatusOr<v1::TrainStats> Update(Phase& phase, const v1::OptimizerConfig& config,
                                         int64_t rows, const MicroFn& micro) {
-    torch::optim::AdamW& optimizer = *phase.optimizer;
+    torch::optim::Optimizer& optimizer = *phase.optimizer;
     if (rows == 0) {
       return absl::InvalidArgumentError(absl::StrCat(options_.worker_id, ": empty batch"));
     }
@@ -746,26 +726,34 @@ class LocalLearner : public LearnerWorker {
     v1::TrainStats stats;
     MicroSums sums;
     int64_t activation_bytes = 0;
+    UpdatePeak& peak = peak_;
+    std::optional<ledger::PeakWindow> window;
     try {
       optimizer.zero_grad();
       for (int64_t begin = 0; begin < rows; begin += micro_rows) {
         const int64_t live_before = tracker.live_bytes();
+        window.emplace();
         absl::StatusOr<MicroResult> r = RunMicro(micro, begin, std::min(rows, begin + micro_rows));
         if (!r.ok()) return r.status();
         // What the forward pass keeps alive for backward.
-        activation_bytes = std::max(activation_bytes, tracker.live_bytes() - live_before);
+        const int64_t saved = tracker.live_bytes() - live_before;
+        activation_bytes = std::max(activation_bytes, saved);
         r->loss.backward();
+        peak.Observe(window->peak_bytes(), live_before, saved, tracker.live_bytes());
+        window.reset();
         sums.Add(*r);
       }
+      const int64_t live_before_step = tracker.live_bytes();
+      window.emplace();
       const double max_norm = config.max_grad_norm() > 0 ? config.max_grad_norm() : 1e30;
       stats.set_grad_norm(torch::nn::utils::clip_grad_norm_(phase.params, max_norm));
       const double warmup = config.warmup_steps();
       const double lr =
           config.lr() * (warmup > 0 ? std::min(1.0, (phase.steps + 1) / warmup) : 1.0);
-      for (auto& group : optimizer.param_groups()) {
-        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-      }
+      internal::SetLearningRate(optimizer, lr);
       optimizer.step();
+      peak.Observe(window->peak_bytes(), live_before_step, 0, tracker.live_bytes());
+      window.reset();
       ++phase.steps;
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat(options_.worker_id, ": update at version ",
@@ -790,13 +778,25 @@ class LocalLearner : public LearnerWorker {
     stats.set_policy_version(version_);
     stats.set_parameter_bytes(param_bytes);
     stats.set_gradient_bytes(grad_bytes);
-    stats.set_optimizer_state_bytes(OptimizerStateBytes(*phase.optimizer));
+    stats.set_optimizer_state_bytes(internal::OptimizerStateBytes(*phase.optimizer));
     if (ledger_ != nullptr) {
       const std::string& id = options_.worker_id;
+      // Every policy phase's optimizer stays resident (checkpoints hold them
+      // all), so the object is their sum.
+      int64_t optimizer_bytes = 0;
+      for (Phase* p : {&sft_, &rl_, &pref_}) {
+        if (p->optimizer) optimizer_bytes += internal::OptimizerStateBytes(*p->optimizer);
+      }
       ledger_->RecordObject(id, Object::kParameters, param_bytes, stage);
       ledger_->RecordObject(id, Object::kGradients, grad_bytes, stage);
-      ledger_->RecordObject(id, Object::kOptimizerState, stats.optimizer_state_bytes(), stage);
+      ledger_->RecordObject(id, Object::kOptimizerState, optimizer_bytes, stage);
+      // Transients at the update's peak, then freed: they count only in the
+      // span of this update (attribution.h).
       ledger_->RecordObject(id, Object::kActivations, stats.activation_bytes(), stage);
+      ledger_->RecordObject(id, Object::kWorkspace, peak_.workspace, stage);
+      ledger_->RecordObject(id, Object::kActivations, 0, stage);
+      ledger_->RecordObject(id, Object::kWorkspace, 0, stage);
+      peak_ = UpdatePeak{};
       if (HasCritic()) ledger_->RecordObject(id, Object::kCritic, CriticBytes(), stage);
       if (buffer_bytes > 0) {
         ledger_->RecordObject(id, Object::kRolloutBuffer, buffer_bytes, stage);
@@ -813,14 +813,31 @@ class LocalLearner : public LearnerWorker {
       bytes += p.nbytes();
       if (p.grad().defined()) bytes += p.grad().nbytes();
     }
-    if (critic_phase_.optimizer) bytes += OptimizerStateBytes(*critic_phase_.optimizer);
+    if (critic_phase_.optimizer) bytes += internal::OptimizerStateBytes(*critic_phase_.optimizer);
     return bytes;
   }
+
+  // The highest live bytes of the Updates since the last Finish and what it held beyond what
+  // was live before: the forward's saved activations and the scratch of
+  // the backward or optimizer step (workspace). Memory an update leaves
+  // behind (the first step's gradients and optimizer state) is not workspace.
+  struct UpdatePeak {
+    int64_t bytes = 0;
+    int64_t workspace = 0;
+    // `peak` seen in a window that opened at `base` live bytes, holding
+    // `saved` activations; `after`: live bytes once the window's work ended.
+    void Observe(int64_t peak, int64_t base, int64_t saved, int64_t after) {
+      if (peak <= bytes) return;
+      bytes = peak;
+      workspace = std::max<int64_t>(0, peak - base - saved - std::max<int64_t>(0, after - base));
+    }
+  };
 
   const v1::JobConfig job_;
   // algorithm "reward_model": model_ has a scalar head.
   const bool reward_model_ = job_.algorithm() == "reward_model";
   const LocalLearnerOptions options_;
+  UpdatePeak peak_;
   weightsync::Transport* transport_;
   ledger::Ledger* ledger_;
   model::Transformer model_{nullptr};

@@ -341,5 +341,43 @@ TEST(LocalLearnerTest, RejectsAnEmptyPreferenceResponse) {
   EXPECT_EQ(learner->policy_version(), 0);
 }
 
+// SGD keeps no state without momentum and one buffer per parameter with it;
+// the momentum goes through a checkpoint, and a checkpoint of another
+// optimizer is refused.
+TEST(LocalLearnerTest, SgdStateAndCheckpoint) {
+  const v1::TrainBatch batch = RandomBatch(8, 11);
+  v1::JobConfig plain = SmallJob(8, v1::TOKEN_MEAN);
+  plain.mutable_grpo()->mutable_optimizer()->set_name("sgd");
+  auto stateless = MakeLearner(plain)->TrainStep(batch);
+  ASSERT_TRUE(stateless.ok()) << stateless.status();
+  EXPECT_EQ(stateless->optimizer_state_bytes(), 0);
+
+  v1::JobConfig momentum = plain;
+  momentum.mutable_grpo()->mutable_optimizer()->set_momentum(0.9);
+  const std::string dir = ::testing::TempDir() + "/sgd_ckpt";
+  std::filesystem::create_directories(dir);
+  auto running = MakeLearner(momentum);
+  auto first = running->TrainStep(batch);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->optimizer_state_bytes(), first->parameter_bytes());
+  ASSERT_TRUE(running->SaveCheckpoint(dir).ok());
+  auto restored = MakeLearner(momentum);
+  absl::Status s = restored->RestoreCheckpoint(dir);
+  ASSERT_TRUE(s.ok()) << s;
+  // The third step's loss depends on the second update, which uses the
+  // momentum buffers.
+  for (int step = 0; step < 2; ++step) {
+    auto a = running->TrainStep(batch);
+    auto b = restored->TrainStep(batch);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->loss(), b->loss()) << "step " << step;
+  }
+
+  auto adamw = MakeLearner(SmallJob(8, v1::TOKEN_MEAN));
+  absl::Status refused = adamw->RestoreCheckpoint(dir);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(std::string(refused.message()).find("\"sgd\""), std::string::npos) << refused;
+}
+
 }  // namespace
 }  // namespace trellis::learner

@@ -52,6 +52,7 @@ std::string_view ObjectName(Object object) {
     case Object::kCritic: return "critic";
     case Object::kRewardModel: return "reward_model";
     case Object::kCommunication: return "communication";
+    case Object::kWorkspace: return "workspace";
   }
   return "unknown";
 }
@@ -172,21 +173,26 @@ Ledger::Span Ledger::Begin(Stage stage, std::string_view role) {
 void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
                           Stage stage) {
   const int o = static_cast<int>(object);
+  const double now = impl_->now();
   ObjectForward forward;
   {
     absl::MutexLock lock(&impl_->mu);
     const int64_t before = impl_->ObjectBytes(o);
-    impl_->object_bytes[o][std::string(role)] = bytes;
+    int64_t& held = impl_->object_bytes[o][std::string(role)];
+    const int64_t before_role = held;
+    held = bytes;
     const int64_t after = impl_->ObjectBytes(o);
     impl_->object_peak[o] = std::max(impl_->object_peak[o], after);
     impl_->object_seq += 1;
+    impl_->history.push_back({std::string(role), o, before_role, bytes, impl_->step, stage});
     if (before > 0 || after > 0) impl_->object_live_seq[o] = impl_->object_seq;
     impl_->Write({{"type", "object"},
                   {"step", impl_->step},
                   {"role", role},
                   {"object", ObjectName(object)},
                   {"bytes", bytes},
-                  {"stage", StageName(stage)}});
+                  {"stage", StageName(stage)},
+                  {"time", now - impl_->t0}});
     forward = impl_->forward;
   }
   if (forward) forward(role, object, bytes, stage);
@@ -195,6 +201,11 @@ void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
 void Ledger::ForwardObjects(ObjectForward forward) {
   absl::MutexLock lock(&impl_->mu);
   impl_->forward = std::move(forward);
+}
+
+void Ledger::ObserveRecords(RecordObserver observe) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->observer = std::move(observe);
 }
 
 void Ledger::RecordHandoff(std::string_view role,
@@ -246,6 +257,7 @@ StepMetrics Ledger::EndStep(const StepCounts& counts) {
   json record = internal::StepMetricsJson(m);
   d.last_step = record;
   record["type"] = "step";
+  record["time"] = now - d.t0;
   d.Write(record);
 
   // Until the next BeginStep, spans accumulate into a step that starts now.
@@ -287,6 +299,13 @@ int64_t Ledger::object_peak_bytes(Object object) const {
 int64_t Ledger::peak_bytes() const {
   absl::MutexLock lock(&impl_->mu);
   return impl_->peak;
+}
+
+std::vector<PeakAttribution> Ledger::RolePeaks() const {
+  absl::MutexLock lock(&impl_->mu);
+  std::vector<PeakAttribution> peaks;
+  for (const auto& [role, peak] : impl_->role_peaks) peaks.push_back(peak);
+  return peaks;
 }
 
 absl::Status Ledger::WriteSummary(const std::string& path) const {
@@ -341,11 +360,47 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
       objects[std::string(ObjectName(static_cast<Object>(o)))] =
           d.object_peak[o];
     }
+    json roles = json::object();
+    const PeakAttribution* run_peak = nullptr;
+    for (const auto& [role, peak] : d.role_peaks) {
+      roles[role] = PeakAttributionJson(peak);
+      if (run_peak == nullptr || peak.measured_bytes > run_peak->measured_bytes) run_peak = &peak;
+    }
+    // Each (role, object) of this process: when it was first non-zero, when
+    // it last went to zero (null while it is still held), its largest size,
+    // and whether it is in the composition of the highest role peak.
+    json lifetimes = json::object();
+    for (const internal::ObjectEvent& e : d.history) {
+      const std::string key = e.role + "/" + std::string(ObjectName(static_cast<Object>(e.object)));
+      json& life = lifetimes[key];
+      if (life.is_null()) {
+        life = {{"created_step", nullptr}, {"created_stage", nullptr}, {"freed_step", nullptr},
+                {"freed_stage", nullptr}, {"largest_bytes", 0}, {"live_at_peak", false}};
+      }
+      if (e.bytes > 0 && life["created_step"].is_null()) {
+        life["created_step"] = e.step;
+        life["created_stage"] = StageName(e.stage);
+      }
+      const bool freed = e.bytes == 0 && e.before > 0;
+      life["freed_step"] = freed ? json(e.step) : e.bytes > 0 ? json() : life["freed_step"];
+      life["freed_stage"] =
+          freed ? json(StageName(e.stage)) : e.bytes > 0 ? json() : life["freed_stage"];
+      life["largest_bytes"] = std::max(life["largest_bytes"].get<int64_t>(), e.bytes);
+    }
+    if (run_peak != nullptr) {
+      for (const ObjectShare& o : run_peak->objects) {
+        const std::string key = o.role + "/" + o.object;
+        if (lifetimes.contains(key)) lifetimes[key]["live_at_peak"] = true;
+      }
+    }
     j["memory"] = {{"tracked", MemoryTracker::installed()},
                    {"peak_bytes", d.peak},
                    {"peak_stage", d.peak_stage},
                    {"objects", objects},
-                   {"live_at_peak", d.live_at_peak}};
+                   {"live_at_peak", d.live_at_peak},
+                   {"reserved_equals_allocated", true},
+                   {"role_peaks", roles},
+                   {"lifetimes", lifetimes}};
     json evals = json::object();
     for (const auto& [label, e] : d.evals) evals[label] = internal::EvalMetricsJson(e);
     j["eval"] = evals;

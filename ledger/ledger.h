@@ -19,9 +19,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "ledger/attribution.h"
 #include "trellis/v1/rollout.pb.h"
 
 namespace trellis::ledger {
@@ -62,8 +64,12 @@ enum class Object {
   // the reward model.
   kCritic,
   kRewardModel,
+  // Temporaries a role measured at its own peak on top of the objects it
+  // names: a forward's, backward's or optimizer step's scratch tensors, a
+  // sampler's logits. Reported with its size at the peak, then 0 (freed).
+  kWorkspace,
 };
-inline constexpr int kNumObjects = 10;
+inline constexpr int kNumObjects = 11;
 std::string_view ObjectName(Object object);
 // ObjectName's inverse; nullopt for a name it never returns.
 std::optional<Object> ObjectFromName(std::string_view name);
@@ -215,6 +221,13 @@ class Ledger {
   using ObjectForward =
       std::function<void(std::string_view role, Object object, int64_t bytes, Stage stage)>;
   void ForwardObjects(ObjectForward forward);
+  // Every record, as the line ledger.jsonl gets (without the newline), is
+  // also handed to `observe`, whether or not a file is open: the live
+  // metrics and dashboard read the ledger this way (ledger/run_view.h).
+  // Called under the ledger's lock, in record order: it must not call the
+  // ledger. Null detaches.
+  using RecordObserver = std::function<void(std::string_view record)>;
+  void ObserveRecords(RecordObserver observe);
   // Closes the current step: derives its metrics from the spans, handoffs
   // and counts, writes a "step" record, and returns the metrics.
   // step_seconds is wall time since BeginStep (or the previous EndStep).
@@ -228,6 +241,10 @@ class Ledger {
   double stage_seconds(Stage stage) const;
   int64_t object_peak_bytes(Object object) const;
   int64_t peak_bytes() const;
+  // The highest span peak of each role that ran a span, reconciled against
+  // the objects live during that span (attribution.h); sorted by role.
+  // Empty without the memory tracker.
+  std::vector<PeakAttribution> RolePeaks() const;
 
   // summary.json: eval.<label>.*, verifiers.<name>.*, steps, stage_seconds.*, rollout_update_ratio,
   // verifier_wait_seconds, effective_sample_rate and its losses,

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -149,10 +150,13 @@ std::string Ledger::ExportState() const {
                        {"peak", d.object_peak[o]},
                        {"bytes", d.object_bytes[o]}});
   }
+  json roles = json::array();
+  for (const auto& [role, peak] : d.role_peaks) roles.push_back(PeakAttributionJson(peak));
   j["memory"] = {{"peak", d.peak},
                  {"peak_stage", d.peak_stage},
                  {"live_at_peak", d.live_at_peak},
-                 {"objects", objects}};
+                 {"objects", objects},
+                 {"role_peaks", roles}};
   return j.dump();
 }
 
@@ -193,16 +197,30 @@ absl::Status Ledger::ImportState(const std::string& state) {
     restored.peak = m.at("peak").get<int64_t>();
     restored.peak_stage = m.at("peak_stage").get<std::string>();
     restored.live_at_peak = m.at("live_at_peak").get<std::vector<std::string>>();
+    // By name: a checkpoint written before an object existed lacks it.
     const json& objects = m.at("objects");
-    if (!objects.is_array() || objects.size() != static_cast<size_t>(kNumObjects)) {
-      return absl::DataLossError(absl::StrCat("ledger state: memory.objects: expected ",
-                                              kNumObjects, " entries"));
+    if (!objects.is_array()) {
+      return absl::DataLossError("ledger state: memory.objects: expected an array");
     }
-    for (int o = 0; o < kNumObjects; ++o) {
-      field = absl::StrCat("memory.objects[", o, "]");
-      restored.object_peak[o] = objects[o].at("peak").get<int64_t>();
-      for (const auto& [role, bytes] : objects[o].at("bytes").items()) {
+    for (size_t i = 0; i < objects.size(); ++i) {
+      field = absl::StrCat("memory.objects[", i, "]");
+      const std::string name = objects[i].at("name").get<std::string>();
+      const std::optional<Object> object = ObjectFromName(name);
+      if (!object.has_value()) {
+        return absl::DataLossError(
+            absl::StrCat("ledger state: ", field, ": unknown object \"", name, "\""));
+      }
+      const int o = static_cast<int>(*object);
+      restored.object_peak[o] = objects[i].at("peak").get<int64_t>();
+      for (const auto& [role, bytes] : objects[i].at("bytes").items()) {
         restored.object_bytes[o][role] = bytes.get<int64_t>();
+      }
+    }
+    field = "memory.role_peaks";  // absent from checkpoints written before it existed
+    if (m.contains("role_peaks")) {
+      for (const json& peak : m.at("role_peaks")) {
+        PeakAttribution p = PeakAttributionFromJson(peak);
+        restored.role_peaks[p.role] = std::move(p);
       }
     }
     restored.t0 = impl_->now() - wall;
@@ -227,6 +245,7 @@ absl::Status Ledger::ImportState(const std::string& state) {
   d.live_at_peak = std::move(restored.live_at_peak);
   d.object_bytes = std::move(restored.object_bytes);
   d.object_peak = restored.object_peak;
+  d.role_peaks = std::move(restored.role_peaks);
   return absl::OkStatus();
 }
 

@@ -1,8 +1,10 @@
+#include <algorithm>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ledger/memory_tracker.h"
 #include "model/safetensors.h"
 #include "model/token_batch.h"
 #include "model/transformer.h"
@@ -73,6 +75,7 @@ class LocalReference : public ReferenceWorker {
   }
 
   absl::Status Load(const std::string& weights_path) override {
+    const ledger::PeakWindow window;
     absl::StatusOr<model::Transformer> model =
         LoadFrozen(config_, tokenizer_->vocab_size(), model::Head::kLanguageModel,
                    weights_path, "reference weights");
@@ -80,6 +83,8 @@ class LocalReference : public ReferenceWorker {
     if (ledger_ != nullptr) {
       ledger_->RecordObject("reference-0", ledger::Object::kReferenceModel,
                             ParameterBytes(*model), ledger::Stage::kLoad);
+      // The file's tensors, copied into the model and freed.
+      RecordWorkspace(window, ParameterBytes(*model), ledger::Stage::kLoad);
     }
     model_ = *std::move(model);
     return absl::OkStatus();
@@ -96,7 +101,9 @@ class LocalReference : public ReferenceWorker {
     v1::ScoreResponse response;
     if (request.samples_size() == 0) return response;
     torch::NoGradGuard no_grad;
+    const ledger::PeakWindow window;
     const torch::Tensor scores = model::SequenceScores(reward_model_, *batch).contiguous();
+    RecordWorkspace(window, 0, ledger::Stage::kReward);
     response.mutable_scores()->Add(scores.data_ptr<float>(),
                                    scores.data_ptr<float>() + scores.numel());
     return response;
@@ -112,7 +119,9 @@ class LocalReference : public ReferenceWorker {
     absl::StatusOr<model::TokenBatch> batch = Batch(request);
     if (!batch.ok()) return batch.status();
     torch::NoGradGuard no_grad;
+    const ledger::PeakWindow window;
     torch::Tensor logp = model::TargetLogProbs(model_, *batch, temperature_);
+    RecordWorkspace(window, 0, ledger::Stage::kReference);
     for (int64_t i = 0; i < request.samples_size(); ++i) {
       std::vector<float> row = model::RowResponseValues(logp, *batch, i);
       response.add_sequences()->mutable_logprobs()->Add(row.begin(), row.end());
@@ -121,6 +130,16 @@ class LocalReference : public ReferenceWorker {
   }
 
  private:
+  // The scratch of a call at its peak (what `window` saw beyond its start and
+  // the `kept` bytes that outlive the call), recorded and then freed.
+  void RecordWorkspace(const ledger::PeakWindow& window, int64_t kept, ledger::Stage stage) {
+    if (ledger_ == nullptr) return;
+    const int64_t bytes =
+        std::max<int64_t>(0, window.peak_bytes() - window.start_live_bytes() - kept);
+    ledger_->RecordObject("reference-0", ledger::Object::kWorkspace, bytes, stage);
+    ledger_->RecordObject("reference-0", ledger::Object::kWorkspace, 0, stage);
+  }
+
   // The request's samples as one batch (an empty request gives an empty,
   // unused batch).
   absl::StatusOr<model::TokenBatch> Batch(const v1::LogProbRequest& request) const {

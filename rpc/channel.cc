@@ -32,6 +32,10 @@ absl::StatusOr<HostPort> SplitHostPort(const std::string& address) {
   return hp;
 }
 
+bool IsWildcardHost(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
+}
+
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);

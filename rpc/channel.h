@@ -26,6 +26,10 @@ struct HostPort {
 // there is no ':' or the port is not a number in 0..65535.
 [[nodiscard]] absl::StatusOr<HostPort> SplitHostPort(const std::string& address);
 
+// True for the hosts that mean "every interface" (0.0.0.0, ::, [::], and
+// the empty host of ":port"): no other machine can dial them.
+bool IsWildcardHost(const std::string& host);
+
 // An insecure channel to "host:port"; it connects lazily.
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address);
 

@@ -2,8 +2,10 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
 #include "rpc/status.h"
@@ -71,6 +73,31 @@ TEST(ServerTest, PortZeroReportsTheBoundPortAndCallsCarryErrors) {
   EXPECT_THAT(bad.status().message(), HasSubstr("verifier-0 Verify: items[0].response"));
 }
 
+TEST(ServerTest, CallStatsCountAndTimeEveryCallByMethodAndCode) {
+  FakeVerifier service(absl::ZeroDuration());
+  CallStats stats;
+  absl::StatusOr<std::unique_ptr<Server>> server =
+      Server::Start("127.0.0.1:0", {&service}, "", &stats);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::Verifier::NewStub(NewChannel((*server)->address()));
+  v1::VerifyRequest request;
+  request.add_items()->set_response("fine");
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(Call(*stub, &v1::Verifier::Stub::Verify, request, absl::Seconds(5), "v").ok());
+  }
+  request.mutable_items(0)->set_response("bad");
+  ASSERT_FALSE(Call(*stub, &v1::Verifier::Stub::Verify, request, absl::Seconds(5), "v").ok());
+  (*server)->Shutdown();
+  ledger::PrometheusText out;
+  stats.WriteMetrics(out);
+  EXPECT_THAT(out.text(), HasSubstr("trellis_rpc_calls_total{method=\"/trellis.v1.Verifier/"
+                                    "Verify\",code=\"OK\"} 2\n"));
+  EXPECT_THAT(out.text(), HasSubstr("trellis_rpc_calls_total{method=\"/trellis.v1.Verifier/"
+                                    "Verify\",code=\"INVALID_ARGUMENT\"} 1\n"));
+  EXPECT_THAT(out.text(),
+              HasSubstr("trellis_rpc_seconds_count{method=\"/trellis.v1.Verifier/Verify\"} 3\n"));
+}
+
 TEST(ServerTest, EveryCallHasADeadline) {
   FakeVerifier service(absl::Seconds(1));
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start("127.0.0.1:0", {&service});
@@ -90,6 +117,33 @@ TEST(ServerTest, BadListenAddressIsAClearError) {
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start("localhost", {&service});
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(server.status().message(), HasSubstr("host:port"));
+}
+
+TEST(ServerTest, AdvertisesTheGivenHostWithTheBoundPort) {
+  FakeVerifier service(absl::ZeroDuration());
+  absl::StatusOr<std::unique_ptr<Server>> server =
+      Server::Start("0.0.0.0:0", {&service}, "127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->address(), absl::StrCat("127.0.0.1:", (*server)->port()));
+  // The advertised address is the one that works.
+  auto stub = v1::Verifier::NewStub(NewChannel((*server)->address()));
+  absl::StatusOr<v1::VerifyResponse> reply = Call(*stub, &v1::Verifier::Stub::Verify,
+                                                  v1::VerifyRequest(), absl::Seconds(5), "fake");
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  (*server)->Shutdown(absl::ZeroDuration());
+}
+
+TEST(ServerTest, WildcardListenWithoutAdvertiseIsRefused) {
+  FakeVerifier service(absl::ZeroDuration());
+  for (const char* listen : {"0.0.0.0:0", "[::]:0", ":0"}) {
+    absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(listen, {&service});
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << listen;
+    EXPECT_THAT(server.status().message(), HasSubstr("host to advertise")) << listen;
+  }
+  absl::StatusOr<std::unique_ptr<Server>> with_port =
+      Server::Start("0.0.0.0:0", {&service}, "node7:5000");
+  EXPECT_EQ(with_port.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(with_port.status().message(), HasSubstr("node7:5000"));
 }
 
 TEST(ChannelTest, SplitHostPortNamesABadAddress) {

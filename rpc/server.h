@@ -21,6 +21,8 @@ class Service;
 
 namespace trellis::rpc {
 
+class CallStats;
+
 // Largest message a Trellis server or channel accepts.
 inline constexpr int kMaxMessageBytes = 256 << 20;
 
@@ -28,12 +30,19 @@ class Server {
  public:
   // Binds `listen` ("host:port"; port 0 picks a free one) and serves
   // `services` (not owned; they must outlive the server). Health reports
-  // NOT_SERVING for every service until SetServing(true).
+  // NOT_SERVING for every service until SetServing(true). `advertise` is
+  // the host other machines reach this one by (a name or an address); empty:
+  // the listen host. A wildcard listen host (0.0.0.0, ::, [::]) names no
+  // machine, so it needs `advertise`: InvalidArgument without one. With
+  // `stats` (not owned; it must outlive the server), every call answered is
+  // counted and timed there.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Server>> Start(
-      const std::string& listen, const std::vector<grpc::Service*>& services);
+      const std::string& listen, const std::vector<grpc::Service*>& services,
+      const std::string& advertise = "", CallStats* stats = nullptr);
   ~Server();
 
-  // "host:port" with the port actually bound.
+  // "host:port" that callers dial: the advertised host (or the listen host)
+  // with the port actually bound.
   const std::string& address() const { return address_; }
   int port() const { return port_; }
 

@@ -13,12 +13,14 @@
 #include "actor/actor_service.h"
 #include "learner/learner_service.h"
 #include "reference/reference_service.h"
+#include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
 #include "scheduler/actor_pool.h"
 #include "scheduler/job_runner.h"
 #include "scheduler/scheduler_service.h"
 #include "verifier/verifier_service.h"
+#include "web/watch_server.h"
 
 namespace trellis::scheduler {
 namespace {
@@ -96,8 +98,9 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   if (given_job.has_value()) {
     if (absl::Status s = service.SetJob(*given_job); !s.ok()) return s;
   }
+  rpc::CallStats call_stats;
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-      rpc::Server::Start(options.listen, {&service});
+      rpc::Server::Start(options.listen, {&service}, options.advertise, &call_stats);
   if (!server.ok()) return server.status();
   (*server)->SetServing(true);
   if (!options.address_file.empty()) {
@@ -112,6 +115,22 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   auto [job, registry] = service.WaitForJob();
   const std::string out = out_dir.empty() ? job.runtime().out_dir() : out_dir;
   const v1::DeploymentConfig& d = job.deployment();
+  absl::StatusOr<std::unique_ptr<web::WatchServer>> watch =
+      web::StartRunWatch(options.http, out, job.name(), job.algorithm(), progress);
+  if (!watch.ok()) return watch.status();
+  if (*watch != nullptr) {
+    (*watch)->AddMetrics(
+        [&call_stats](ledger::PrometheusText& out) { call_stats.WriteMetrics(out); });
+    (*watch)->SetWorkers([registry = registry] {
+      std::vector<web::WorkerStatus> workers;
+      for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {
+        for (const WorkerInfo& w : registry->Workers(role)) {
+          workers.push_back({w.id, RoleName(role), w.request.address(), !w.dead});
+        }
+      }
+      return workers;
+    });
+  }
 
   // Liveness: a worker silent past the timeout is declared dead, once.
   absl::Notification done;
@@ -134,7 +153,10 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   };
   absl::Status status = RunJob(
       job, out, resume, bind, progress,
-      [&](ledger::Ledger* ledger) { service.AttachLedger(ledger); },
+      [&](ledger::Ledger* ledger) {
+        service.AttachLedger(ledger);
+        if (*watch != nullptr) (*watch)->Attach(ledger);
+      },
       [&] { return service.cancel_requested(); });
   service.SetState(status.ok()                ? "succeeded"
                    : absl::IsCancelled(status) ? "cancelled"

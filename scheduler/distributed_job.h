@@ -20,8 +20,14 @@ namespace trellis::scheduler {
 struct SchedulerOptions {
   // host:port; port 0 picks a free one.
   std::string listen = "127.0.0.1:0";
-  // When set, the bound address is written there (atomically) once serving.
+  // The host workers dial (rpc::Server::Start): empty, the listen host.
+  std::string advertise;
+  // When set, the address workers dial is written there (atomically) once
+  // serving.
   std::string address_file;
+  // When set, host:port of the dashboard and Prometheus /metrics (port 0
+  // picks a free one); the bound address goes to OUT/http.addr.
+  std::string http;
   // How long workers have to register once the job is known.
   absl::Duration register_timeout = absl::Minutes(5);
 };

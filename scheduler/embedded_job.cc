@@ -54,11 +54,12 @@ class LocalRoleSet final : public RoleSet {
 }  // namespace
 
 absl::Status RunEmbeddedJob(const v1::JobConfig& job, const std::string& out_dir,
-                            std::ostream& progress) {
-  return RunJob(job, out_dir, nullptr, LocalRoleSet::Bind, progress);
+                            std::ostream& progress, LedgerObserver observe) {
+  return RunJob(job, out_dir, nullptr, LocalRoleSet::Bind, progress, std::move(observe));
 }
 
-absl::Status ResumeEmbeddedJob(const std::string& run_dir, std::ostream& progress) {
+absl::Status ResumeEmbeddedJob(const std::string& run_dir, std::ostream& progress,
+                               LedgerObserver observe) {
   absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(run_dir + "/job.yaml");
   if (!job.ok()) {
     return absl::Status(job.status().code(),
@@ -66,7 +67,7 @@ absl::Status ResumeEmbeddedJob(const std::string& run_dir, std::ostream& progres
   }
   absl::StatusOr<Checkpoint> checkpoint = ReadLatestCheckpoint(run_dir);
   if (!checkpoint.ok()) return checkpoint.status();
-  return RunJob(*job, run_dir, &*checkpoint, LocalRoleSet::Bind, progress);
+  return RunJob(*job, run_dir, &*checkpoint, LocalRoleSet::Bind, progress, std::move(observe));
 }
 
 }  // namespace trellis::scheduler

@@ -4,6 +4,7 @@
 // A whole job in one process: every role bound to its in-process
 // implementation, weights over the in-process transport.
 
+#include <functional>
 #include <ostream>
 #include <string>
 
@@ -11,7 +12,15 @@
 #include "absl/status/statusor.h"
 #include "trellis/v1/job.pb.h"
 
+namespace trellis::ledger {
+class Ledger;
+}
+
 namespace trellis::scheduler {
+
+// Called with the run's ledger once it is open, and with null before it
+// goes (the dashboard attaches this way: web/watch_server.h).
+using LedgerObserver = std::function<void(ledger::Ledger*)>;
 
 // The built-in default job: GRPO on 2-digit addition, sized for a CPU
 // (scheduler/default_job.cc holds it as YAML).
@@ -24,10 +33,11 @@ namespace trellis::scheduler {
 //   reference.safetensors, policy.safetensors   weights after warm-up / at the end
 // Progress lines and the final table go to `progress`.
 // With runtime.checkpoint_every > 0 it also writes out_dir/checkpoints/
-// (scheduler/checkpoint.h).
+// (scheduler/checkpoint.h). `observe` may be null.
 [[nodiscard]] absl::Status RunEmbeddedJob(const v1::JobConfig& job,
                                           const std::string& out_dir,
-                                          std::ostream& progress);
+                                          std::ostream& progress,
+                                          LedgerObserver observe = nullptr);
 
 // Continues the run in `run_dir` (as RunEmbeddedJob left it, possibly
 // killed) from its newest checkpoint: the job from run_dir/job.yaml; the
@@ -43,7 +53,8 @@ namespace trellis::scheduler {
 // LearnerWorker::RestoreCheckpoint) before ledger.jsonl is touched where
 // the damage is visible in the checkpoint's own files.
 [[nodiscard]] absl::Status ResumeEmbeddedJob(const std::string& run_dir,
-                                             std::ostream& progress);
+                                             std::ostream& progress,
+                                             LedgerObserver observe = nullptr);
 
 }  // namespace trellis::scheduler
 

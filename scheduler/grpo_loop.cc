@@ -69,6 +69,14 @@ absl::Status GrpoLoop::SyncWeights() {
   handoff.set_transfer_seconds(sent->transfer_seconds() + got->transfer_seconds());
   handoff.set_load_seconds(got->load_seconds());
   ledger_->RecordHandoff("learner-0", handoff);
+  // The publisher keeps the newest version's buckets staged for receivers;
+  // while it packs a new version the previous one is still staged.
+  if (published_version_ >= 0) {
+    ledger_->RecordObject("learner-0", ledger::Object::kCommunication, 2 * sent->bytes(),
+                          Stage::kWeightSync);
+  }
+  ledger_->RecordObject("learner-0", ledger::Object::kCommunication, sent->bytes(),
+                        Stage::kWeightSync);
   published_version_ = sent->version();
   return absl::OkStatus();
 }
@@ -283,11 +291,7 @@ absl::StatusOr<learner::GroupAdvantages> GrpoLoop::SampleAdvantages(
 absl::Status GrpoLoop::Step(int64_t step) {
   const v1::GrpoConfig& grpo = job_.grpo();
   const int64_t group = grpo.responses_per_prompt();
-  ledger_->BeginStep(step);
-  ledger::StepCounts counts;
-  counts.step = step;
-  counts.prompts = grpo.prompts_per_step();
-  counts.responses_per_prompt = group;
+  ledger::StepCounts counts = OpenStep(step, grpo.prompts_per_step(), group);
 
   StepSamples drawn;
   if (absl::Status s = SampleRound(step, 0, grpo.prompts_per_step(), &drawn, nullptr); !s.ok()) {
@@ -296,7 +300,6 @@ absl::Status GrpoLoop::Step(int64_t step) {
   counts.samples_generated = drawn.rollout.samples_size();
   counts.generated_tokens = drawn.rollout.generated_tokens();
   counts.verify_overlap_seconds = drawn.verify_overlap_seconds;
-  counts.policy_version = roles_.learner->policy_version();
   std::optional<RewardSummary> all_rewards;
   if (grpo.dapo().dynamic_sampling()) {
     absl::StatusOr<RewardSummary> r = SampleUsefulGroups(step, &drawn, counts);
@@ -434,9 +437,7 @@ absl::Status GrpoLoop::Step(int64_t step) {
   ledger::StepMetrics metrics = ledger_->EndStep(counts);
   history_.push_back(metrics);
   if (progress_ != nullptr) {
-    double elapsed = 0;
-    for (const auto& m : history_) elapsed += m.step_seconds;
-    const double eta = elapsed / history_.size() * (grpo.steps() - (step + 1));
+    const double eta = Eta(step, grpo.steps());
     *progress_ << absl::StrFormat(
         "step %4d/%d  reward %.3f  acc %.3f  effective %.2f  kl %.4f  step %.2fs  eta %.0fs%s\n",
         step + 1, grpo.steps(), counts.mean_reward, counts.accuracy,
@@ -447,6 +448,22 @@ absl::Status GrpoLoop::Step(int64_t step) {
     progress_->flush();
   }
   return absl::OkStatus();
+}
+
+ledger::StepCounts GrpoLoop::OpenStep(int64_t step, int64_t prompts, int64_t group) {
+  ledger_->BeginStep(step);
+  ledger::StepCounts counts;
+  counts.step = step;
+  counts.prompts = prompts;
+  counts.responses_per_prompt = group;
+  counts.policy_version = roles_.learner->policy_version();
+  return counts;
+}
+
+double GrpoLoop::Eta(int64_t step, int64_t steps) const {
+  double elapsed = 0;
+  for (const auto& m : history_) elapsed += m.step_seconds;
+  return history_.empty() ? 0 : elapsed / history_.size() * (steps - (step + 1));
 }
 
 void GrpoLoop::ResumeFrom(const LoopState& state) { resume_ = state; }

@@ -85,6 +85,11 @@ class GrpoLoop {
   absl::Status Step(int64_t step);
   // An online DPO step (scheduler/online_dpo.cc).
   absl::Status OnlineDpoStep(int64_t step);
+  // Begins `step` in the ledger; its counts with the step, prompts, group
+  // size and the policy version that samples it.
+  ledger::StepCounts OpenStep(int64_t step, int64_t prompts, int64_t group);
+  // Seconds the steps after `step` (of `steps`) take at the mean so far.
+  double Eta(int64_t step, int64_t steps) const;
   // A step's samples: the groups of every rollout round, in order.
   struct StepSamples {
     std::vector<const data::Example*> examples;  // one per group

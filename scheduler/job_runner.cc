@@ -14,9 +14,8 @@
 #include "scheduler/offline_loop.h"
 
 namespace trellis::scheduler {
-namespace {
 
-absl::StatusOr<data::Split> LoadData(const v1::JobConfig& job) {
+absl::StatusOr<data::Split> LoadJobData(const v1::JobConfig& job) {
   const v1::DataConfig& d = job.data();
   if (d.train_path().empty()) {
     return data::GenerateArithmetic(d.arithmetic(), job.runtime().seed());
@@ -37,6 +36,8 @@ absl::StatusOr<data::Split> LoadData(const v1::JobConfig& job) {
   return split;
 }
 
+namespace {
+
 
 // `headline`: the recipe's target metric before and after.
 void PrintTable(const ledger::Ledger& ledger, const std::string& headline, std::ostream& out) {
@@ -54,6 +55,8 @@ void PrintTable(const ledger::Ledger& ledger, const std::string& headline, std::
                            ledger.object_peak_bytes(object));
   }
   out << absl::StrFormat("%-18s %12d\n", "peak (tracked)", ledger.peak_bytes());
+  out << "\n== memory at each role's peak (allocated = reserved on CPU) ==\n";
+  ledger::PrintAttribution(ledger.RolePeaks(), out);
 }
 
 // The GRPO loop (grpo, online_dpo), resumed from `resume` when given;
@@ -141,7 +144,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   absl::StatusOr<data::Split> split;
   {
     auto span = ledger.Begin(ledger::Stage::kLoad, "scheduler");
-    split = LoadData(job);
+    split = LoadJobData(job);
   }
   if (!split.ok()) return split.status();
 

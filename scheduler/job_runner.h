@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "data/dataset.h"
 #include "ledger/ledger.h"
 #include "model/tokenizer.h"
 #include "scheduler/checkpoint.h"
@@ -19,6 +20,10 @@
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::scheduler {
+
+// The job's examples: data.train_path / eval_path, or the generated
+// arithmetic task.
+[[nodiscard]] absl::StatusOr<data::Split> LoadJobData(const v1::JobConfig& job);
 
 // The roles of one run and whatever keeps them alive.
 class RoleSet {

@@ -46,12 +46,7 @@ std::vector<std::optional<PairChoice>> ChoosePairs(absl::Span<const float> rewar
 absl::Status GrpoLoop::OnlineDpoStep(int64_t step) {
   const v1::DpoConfig& dpo = job_.dpo();
   const int64_t group = dpo.responses_per_prompt();
-  ledger_->BeginStep(step);
-  ledger::StepCounts counts;
-  counts.step = step;
-  counts.prompts = dpo.batch_size();
-  counts.responses_per_prompt = group;
-  counts.policy_version = roles_.learner->policy_version();
+  ledger::StepCounts counts = OpenStep(step, dpo.batch_size(), group);
 
   StepSamples drawn;
   if (absl::Status s = SampleRound(step, 0, dpo.batch_size(), &drawn, nullptr); !s.ok()) {
@@ -129,9 +124,7 @@ absl::Status GrpoLoop::OnlineDpoStep(int64_t step) {
   ledger::StepMetrics metrics = ledger_->EndStep(counts);
   history_.push_back(metrics);
   if (progress_ != nullptr) {
-    double elapsed = 0;
-    for (const auto& m : history_) elapsed += m.step_seconds;
-    const double eta = elapsed / history_.size() * (dpo.steps() - (step + 1));
+    const double eta = Eta(step, dpo.steps());
     *progress_ << absl::StrFormat(
         "step %4d/%d  reward %.3f  acc %.3f  pairs %d  margin %.3f  loss %.4f  step %.2fs  "
         "eta %.0fs\n",

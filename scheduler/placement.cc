@@ -149,4 +149,13 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
   return placements;
 }
 
+std::string PlacementTable(const std::vector<WorkerPlacement>& placements) {
+  std::string table = "id\trole\tindex\tpool\tnode\thost\tgpus\n";
+  for (const WorkerPlacement& p : placements) {
+    absl::StrAppend(&table, p.id, "\t", p.role, "\t", p.index, "\t", p.pool, "\t", p.node, "\t",
+                    p.host, "\t", p.gpus.empty() ? "-" : absl::StrJoin(p.gpus, ","), "\n");
+  }
+  return table;
+}
+
 }  // namespace trellis::scheduler

@@ -39,6 +39,12 @@ v1::ClusterSpec LocalCluster(int gpus, int cpus);
 [[nodiscard]] absl::StatusOr<std::vector<WorkerPlacement>> Place(
     const v1::JobConfig& job, const v1::ClusterSpec& cluster);
 
+// The placements as tab-separated lines under a header, one worker a line:
+//   id  role  index  pool  node  host  gpus
+// gpus: device ordinals joined by ',' ("-" for none). `trellis place` prints
+// it; deploy/slurm/trellis.sbatch starts one step per line.
+std::string PlacementTable(const std::vector<WorkerPlacement>& placements);
+
 }  // namespace trellis::scheduler
 
 #endif  // TRELLIS_SCHEDULER_PLACEMENT_H_

@@ -92,5 +92,20 @@ TEST(PlacementTest, TheLocalHostHoldsTheDefaultDeploymentOnCpus) {
   for (const WorkerPlacement& p : *placed) EXPECT_EQ(p.node, "localhost");
 }
 
+TEST(PlacementTest, TableHasOneLinePerWorkerWithItsNodeAndGpus) {
+  absl::StatusOr<std::vector<WorkerPlacement>> placed =
+      Place(Job("grpo: {kl_coef: 0}\n"
+                "deployment: {learner: {pool: train, gpus_per_worker: 2},"
+                " verifier: {pool: train}, actor: {pool: rollout, count: 2}}"),
+            Cluster(kTwoPools));
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(PlacementTable(*placed),
+            "id\trole\tindex\tpool\tnode\thost\tgpus\n"
+            "learner-0\tlearner\t0\ttrain\tt0\t127.0.0.1\t0,1\n"
+            "verifier-0\tverifier\t0\ttrain\tt0\t127.0.0.1\t-\n"
+            "actor-0\tactor\t0\trollout\tr0\t127.0.0.1\t-\n"
+            "actor-1\tactor\t1\trollout\tr0\t127.0.0.1\t-\n");
+}
+
 }  // namespace
 }  // namespace trellis::scheduler

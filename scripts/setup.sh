@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything Trellis builds and runs with, from Debian's archive.
-# Idempotent: does nothing when every package is already installed.
+# Idempotent: does nothing when every package is already installed and the
+# venv of scripts/k8s_venv.sh exists.
 set -euo pipefail
 
 PACKAGES=(
@@ -12,6 +13,8 @@ PACKAGES=(
   bubblewrap python3
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-protobuf grpc-proto
   libgloo-dev
+  libcpp-httplib-dev prometheus chromium
+  iproute2 munge slurmctld slurmd slurm-client python3-yaml python3-venv
 )
 
 missing=()
@@ -20,11 +23,13 @@ for p in "${PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "setup: installing ${missing[*]}"
-$SUDO apt-get update -q
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# PyPI, only inside the venv it makes: the Kubernetes schemas for deploy/k8s.
+"$(dirname "$0")/k8s_venv.sh"

@@ -41,6 +41,16 @@ struct StepAccum {
   int64_t handoff_bytes = 0;
 };
 
+// One RecordObject call: what (role, object) was before and after it.
+struct ObjectEvent {
+  std::string role;
+  int object = 0;
+  int64_t before = 0;
+  int64_t bytes = 0;
+  int64_t step = -1;
+  Stage stage = Stage::kLoad;
+};
+
 // The stage recorded as memory.peak_stage when the run's peak was seen by
 // the step's window but inside no span.
 inline constexpr char kNoStage[] = "none";
@@ -54,9 +64,14 @@ struct Ledger::Impl {
   }
 
   // REQUIRES: mu held. Appends one line to ledger.jsonl, if open.
+  // Hands it to the observer first, if any.
   void Write(const nlohmann::json& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (!out.is_open() || !write_status.ok()) return;
-    out << record.dump() << '\n';
+    const bool to_file = out.is_open() && write_status.ok();
+    if (!to_file && !observer) return;
+    const std::string line = record.dump();
+    if (observer) observer(line);
+    if (!to_file) return;
+    out << line << '\n';
     out.flush();
     if (!out) {
       write_status = absl::ErrnoToStatus(
@@ -89,6 +104,36 @@ struct Ledger::Impl {
     }
   }
 
+  // REQUIRES: mu held. Attributes a span's measured peak: every (role,
+  // object) at the largest size it had since object_seq was `since`.
+  PeakAttribution Attribute(std::string_view role, Stage stage, int64_t since,
+                            int64_t measured) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::map<std::pair<std::string, int>, int64_t> largest;
+    for (int o = 0; o < kNumObjects; ++o) {
+      for (const auto& [r, bytes] : object_bytes[o]) largest[{r, o}] = bytes;
+    }
+    for (size_t i = static_cast<size_t>(since); i < history.size(); ++i) {
+      const internal::ObjectEvent& e = history[i];
+      int64_t& bytes = largest[{e.role, e.object}];
+      bytes = std::max({bytes, e.before, e.bytes});
+    }
+    PeakAttribution peak;
+    peak.role = std::string(role);
+    peak.stage = std::string(StageName(stage));
+    peak.step = step;
+    peak.measured_bytes = measured;
+    for (const auto& [key, bytes] : largest) {
+      if (bytes <= 0) continue;
+      peak.objects.push_back(
+          {key.first, std::string(ObjectName(static_cast<Object>(key.second))), bytes});
+      peak.attributed_bytes += bytes;
+    }
+    std::stable_sort(peak.objects.begin(), peak.objects.end(),
+                     [](const ObjectShare& a, const ObjectShare& b) { return a.bytes > b.bytes; });
+    peak.unattributed_bytes = measured - peak.attributed_bytes;
+    return peak;
+  }
+
   void EndSpan(Stage stage, const std::string& role, double start,
                int64_t start_seq, double seconds, int64_t peak_bytes,
                int64_t live_bytes) ABSL_LOCKS_EXCLUDED(mu) {
@@ -96,6 +141,10 @@ struct Ledger::Impl {
     cur.stage_seconds[static_cast<int>(stage)] += seconds;
     stage_totals[static_cast<int>(stage)] += seconds;
     ObservePeak(peak_bytes, StageName(stage), start_seq);
+    auto it = role_peaks.find(role);
+    if (peak_bytes > 0 && (it == role_peaks.end() || peak_bytes > it->second.measured_bytes)) {
+      role_peaks[role] = Attribute(role, stage, start_seq, peak_bytes);
+    }
     Write({{"type", "span"},
            {"step", step},
            {"stage", StageName(stage)},
@@ -114,6 +163,7 @@ struct Ledger::Impl {
   mutable absl::Mutex mu;
   // Worker processes: where RecordObject also sends each object.
   Ledger::ObjectForward forward ABSL_GUARDED_BY(mu);
+  Ledger::RecordObserver observer ABSL_GUARDED_BY(mu);
   std::ofstream out ABSL_GUARDED_BY(mu);
   std::string out_path ABSL_GUARDED_BY(mu);
   int64_t records ABSL_GUARDED_BY(mu) = 0;
@@ -152,6 +202,11 @@ struct Ledger::Impl {
   // record that found or left object o non-zero.
   int64_t object_seq ABSL_GUARDED_BY(mu) = 0;
   std::array<int64_t, kNumObjects> object_live_seq ABSL_GUARDED_BY(mu){};
+  // Every RecordObject call of this process, in order: history[s - 1] is
+  // the call that made object_seq s.
+  std::vector<internal::ObjectEvent> history ABSL_GUARDED_BY(mu);
+  // Each role's highest span peak so far, attributed.
+  std::map<std::string, PeakAttribution, std::less<>> role_peaks ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace trellis::ledger

@@ -1,0 +1,139 @@
+#include "cli/measure_commands.h"
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "config/job_config.h"
+#include "data/text_file.h"
+#include "ledger/planner.h"
+#include "scheduler/compare.h"
+#include "scheduler/embedded_job.h"
+#include "scheduler/plan_job.h"
+#include "scheduler/probe.h"
+
+namespace trellis::cli {
+namespace {
+
+absl::StatusOr<v1::JobConfig> JobArgument(const std::vector<std::string>& positional,
+                                          const std::string& command) {
+  if (positional.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(command, ": more than one job file (", positional[0], ", ", positional[1],
+                     ")"));
+  }
+  return positional.empty() ? scheduler::DefaultJob() : config::LoadJobFile(positional[0]);
+}
+
+absl::StatusOr<double> DoubleFlag(const std::map<std::string, std::string>& flags,
+                                  const std::string& name, double fallback) {
+  auto it = flags.find(name);
+  if (it == flags.end()) return fallback;
+  double value = 0;
+  if (!absl::SimpleAtod(it->second, &value) || value < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": expected a non-negative number, found \"", it->second, "\""));
+  }
+  return value;
+}
+
+absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
+  return data::WriteTextFileAtomically(path, j.dump(2) + "\n");
+}
+
+absl::Status Plan(const std::map<std::string, std::string>& flags,
+                  const std::vector<std::string>& positional, std::ostream& out) {
+  absl::StatusOr<v1::JobConfig> job = JobArgument(positional, "plan");
+  if (!job.ok()) return job.status();
+  absl::StatusOr<ledger::Plan> plan = scheduler::PlanJob(*job);
+  if (!plan.ok()) return plan.status();
+  ledger::PrintPlan(*plan, out);
+  auto json_path = flags.find("--json");
+  if (json_path != flags.end()) return WriteJson(json_path->second, ledger::PlanJson(*plan));
+  return absl::OkStatus();
+}
+
+absl::Status Probe(const std::map<std::string, std::string>& flags,
+                   const std::vector<std::string>& positional, std::ostream& out) {
+  absl::StatusOr<v1::JobConfig> job = JobArgument(positional, "probe");
+  if (!job.ok()) return job.status();
+  auto vary = flags.find("--vary");
+  if (vary == flags.end()) {
+    return absl::InvalidArgumentError("probe: --vary KEY=V1,V2,... is required");
+  }
+  const std::vector<std::string> kv = absl::StrSplit(vary->second, absl::MaxSplits('=', 1));
+  if (kv.size() != 2 || kv[0].empty() || kv[1].empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--vary: expected KEY=V1,V2,..., found \"", vary->second, "\""));
+  }
+  scheduler::ProbeOptions options;
+  options.key = kv[0];
+  options.values = absl::StrSplit(kv[1], ',', absl::SkipEmpty());
+  options.out_dir = flags.count("--out") ? flags.at("--out") : "runs/probe";
+  if (flags.count("--role")) options.role = flags.at("--role");
+  if (flags.count("--steps") &&
+      (!absl::SimpleAtoi(flags.at("--steps"), &options.steps) || options.steps < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--steps: expected a positive integer, found \"", flags.at("--steps"), "\""));
+  }
+  absl::StatusOr<scheduler::ProbeResult> result = scheduler::RunProbe(*job, options);
+  if (!result.ok()) return result.status();
+  scheduler::PrintProbe(*result, out);
+  const std::string path = options.out_dir + "/probe.json";
+  out << "wrote " << path << "\n";
+  return WriteJson(path, scheduler::ProbeJson(*result));
+}
+
+absl::Status Compare(const std::map<std::string, std::string>& flags,
+                     const std::vector<std::string>& positional, std::ostream& out) {
+  if (positional.size() < 2) {
+    return absl::InvalidArgumentError(
+        "compare: needs a baseline run directory and at least one candidate");
+  }
+  scheduler::CompareOptions options;
+  absl::StatusOr<double> tolerance = DoubleFlag(flags, "--tolerance", options.quality_tolerance);
+  if (!tolerance.ok()) return tolerance.status();
+  absl::StatusOr<double> budget = DoubleFlag(flags, "--budget", options.step_time_budget);
+  if (!budget.ok()) return budget.status();
+  options.quality_tolerance = *tolerance;
+  options.step_time_budget = *budget;
+  // The baseline's learner shape, measured here: the runs' own machine when
+  // compare runs where they ran.
+  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(positional[0] + "/job.yaml");
+  if (!job.ok()) return job.status();
+  absl::StatusOr<ledger::PlanWorkload> workload = scheduler::JobWorkload(*job);
+  if (!workload.ok()) return workload.status();
+  options.matmul_flops_per_second = ledger::MeasureMatmulRate(
+      job->grpo().micro_batch_size() * scheduler::RlSequenceLength(*job, *workload),
+      job->model().d_model(), job->model().d_ff());
+  absl::StatusOr<scheduler::Comparison> comparison = scheduler::CompareRuns(positional, options);
+  if (!comparison.ok()) return comparison.status();
+  scheduler::PrintComparison(*comparison, out);
+  const std::string md = positional[0] + "/compare.md";
+  const std::string js = positional[0] + "/compare.json";
+  const std::string markdown = scheduler::ComparisonMarkdown(*comparison);
+  if (absl::Status s = data::WriteTextFileAtomically(md, markdown); !s.ok()) return s;
+  out << "wrote " << md << " and " << js << "\n";
+  return WriteJson(js, scheduler::ComparisonJson(*comparison));
+}
+
+}  // namespace
+
+std::set<std::string> MeasureFlags(const std::string& command) {
+  if (command == "plan") return {"--json"};
+  if (command == "probe") return {"--vary", "--steps", "--role", "--out"};
+  return {"--tolerance", "--budget"};
+}
+
+absl::Status RunMeasureCommand(const std::string& command,
+                               const std::map<std::string, std::string>& flags,
+                               const std::vector<std::string>& positional, std::ostream& out) {
+  if (command == "plan") return Plan(flags, positional, out);
+  if (command == "probe") return Probe(flags, positional, out);
+  return Compare(flags, positional, out);
+}
+
+}  // namespace trellis::cli

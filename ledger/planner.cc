@@ -1,0 +1,356 @@
+#include "ledger/planner.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace trellis::ledger {
+namespace {
+
+constexpr int64_t kFloat = 4;  // Every tensor here is float32.
+
+// The transformer's dimensions, as transformer.cc derives them.
+struct Shape {
+  int64_t d, L, H, KV, hd, kvd, f, V;
+  bool tied;
+};
+
+Shape ShapeOf(const v1::ModelConfig& m, int64_t vocab_size) {
+  Shape s;
+  s.d = m.d_model();
+  s.L = m.n_layers();
+  s.H = m.n_heads();
+  s.KV = m.n_kv_heads();
+  s.hd = s.d / s.H;
+  s.kvd = s.KV * s.hd;
+  s.f = m.d_ff();
+  s.V = m.vocab_size() > 0 ? m.vocab_size() : vocab_size;
+  s.tied = m.tie_embeddings();
+  return s;
+}
+
+int64_t Parameters(const Shape& s) {
+  return s.V * s.d + s.L * (2 * s.d + 2 * s.d * s.d + 2 * s.d * s.kvd + 3 * s.d * s.f) + s.d +
+         (s.tied ? 0 : s.V * s.d);
+}
+
+int64_t MatmulParameters(const Shape& s) {
+  return s.L * (2 * s.d * s.d + 2 * s.d * s.kvd + 3 * s.d * s.f) + s.V * s.d;
+}
+
+// Elements the forward keeps for backward, per token of a training
+// micro-batch of sequence length `seq` (transformer.cc under autograd):
+//   per layer: the two RMSNorms' x·r and output, and r (2·(2d + 1)); the
+//   attention's q, k, v as the products read them (d + 2·kvd), softmax
+//   output (H·seq), head-merged output (d); the rotary halves and rotated
+//   copies of q and k (1.5·(d + kvd): measured, LibTorch 1.13 keeps them);
+//   the residual sum (d); the MLP's gate, silu, up and product (4·d_ff);
+//   the layer output (d);
+//   once: the embedding output (d), the final norm (2d + 1), the
+//   log-softmax (V), rotary cos and sin (2·hd), and about 40 per-token
+//   tensors of the batch and the loss (ids, masks, log-prob rows, ratios).
+// Checked against measured runs: tests/measure_test.cc.
+constexpr int64_t kLossTensorsPerToken = 40;
+int64_t LayerActivationsPerToken(const Shape& s, int64_t seq) {
+  return (19 * s.d + 7 * s.kvd) / 2 + 4 * s.f + s.H * seq + 2;
+}
+int64_t ActivationsPerToken(const Shape& s, int64_t seq) {
+  return s.L * LayerActivationsPerToken(s, seq) + 3 * s.d + 1 + s.V + 2 * s.hd +
+         kLossTensorsPerToken;
+}
+constexpr char kActivationFormula[] =
+    "4 B x rows x seq x (L(9.5d + 3.5kvd + 4d_ff + H·seq + 2) + 3d + V + 2hd + 41)";
+
+// The backward's scratch above the saved activations, per token, measured:
+// its peak comes at the head, with the gradients of the log-softmax and the
+// logits in flight (2V), or at the final norm (2d); by the time the MLPs'
+// gradients are made, the head's saved tensors are gone.
+int64_t BackwardWorkspacePerToken(const Shape& s) { return std::max(2 * s.V, 2 * s.d); }
+constexpr char kBackwardFormula[] = "4 B x rows x seq x max(2V, 2d)";
+
+// A forward without autograd (reference scoring, rollout prefill): the
+// largest set alive at once is one MLP's full expression (gate, silu, up,
+// product: 4·d_ff) with the residual stream and the norm's scratch around it
+// (5.5d, measured) and the rotary tables (2·hd); or, at the end, logits and
+// log-softmax (2V + d).
+int64_t NoGradPerToken(const Shape& s) {
+  return std::max((8 * s.f + 11 * s.d) / 2, 2 * s.V + s.d) + 2 * s.hd;
+}
+constexpr char kNoGradFormula[] = "4 B x rows x seq x (max(4d_ff + 5.5d, 2V + d) + 2hd)";
+
+int64_t OptimizerStateBytes(const v1::OptimizerConfig& o, int64_t params) {
+  if (o.name() == "sgd") return o.momentum() > 0 ? kFloat * params : 0;
+  return 2 * kFloat * params;
+}
+
+std::string OptimizerFormula(const v1::OptimizerConfig& o) {
+  if (o.name() == "sgd") {
+    return o.momentum() > 0 ? "4 B x N (SGD momentum)" : "0 (SGD, no momentum)";
+  }
+  return "2 x 4 B x N (AdamW exp_avg, exp_avg_sq)";
+}
+
+// The optimizer step's scratch: AdamW makes two temporaries the size of
+// the parameter it updates (sqrt, then the division), SGD one.
+int64_t StepWorkspace(const v1::OptimizerConfig& o, const Shape& s) {
+  const int64_t largest = std::max({s.V * s.d, s.d * s.f, s.d * s.d});
+  return (o.name() == "sgd" ? 1 : 2) * kFloat * largest;
+}
+
+PlanStage StagePlan(const Plan& plan, std::string role, std::string stage,
+                std::vector<PlanLine> transient) {
+  PlanStage out{std::move(role), std::move(stage), std::move(transient), plan.resident_bytes};
+  for (const PlanLine& l : out.transient) out.peak_bytes += l.bytes;
+  return out;
+}
+
+std::vector<PlanLine> TrainTransients(const Shape& s, const v1::OptimizerConfig& o,
+                                      int64_t rows, int64_t seq) {
+  const int64_t tokens = rows * seq;
+  const int64_t backward = kFloat * tokens * BackwardWorkspacePerToken(s);
+  const int64_t step = StepWorkspace(o, s);
+  return {{"learner-0", "activations", kFloat * tokens * ActivationsPerToken(s, seq),
+           absl::StrCat(kActivationFormula, ", rows ", rows, ", seq ", seq)},
+          {"learner-0", "workspace", std::max(backward, step),
+           absl::StrCat("max(backward ", kBackwardFormula, ", optimizer step ",
+                        o.name() == "sgd" ? "1" : "2", " x 4 B x largest parameter)")}};
+}
+
+std::vector<PlanLine> GenerateTransients(const Shape& s, int64_t rows, int64_t prompt,
+                                         int64_t max_new) {
+  const int64_t cap = prompt + max_new;
+  return {{"actor-0", "kv_cache", kFloat * 2 * s.L * rows * s.KV * cap * s.hd,
+           absl::StrCat("4 B x 2 x L x rows x KV x (prompt + max_new) x hd, rows ", rows,
+                        ", prompt ", prompt, ", max_new ", max_new)},
+          {"actor-0", "workspace", kFloat * rows * prompt * NoGradPerToken(s),
+           absl::StrCat("prefill ", kNoGradFormula, ", seq = prompt")}};
+}
+
+}  // namespace
+
+double TrainFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq) {
+  const Shape s = ShapeOf(model, vocab_size);
+  return 6.0 * MatmulParameters(s) + 12.0 * s.L * seq * s.d;
+}
+
+double ForwardFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq) {
+  const Shape s = ShapeOf(model, vocab_size);
+  return 2.0 * MatmulParameters(s) + 4.0 * s.L * seq * s.d;
+}
+
+Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, double matmul_flops_per_second) {
+  const Shape s = ShapeOf(job.model(), w.vocab_size);
+  Plan plan;
+  plan.parameters = Parameters(s);
+  plan.matmul_parameters = MatmulParameters(s);
+  plan.matmul_flops_per_second = matmul_flops_per_second;
+  const int64_t N = plan.parameters;
+  const bool has_sft = job.sft().steps() > 0;
+  const bool has_rl = job.grpo().steps() > 0;
+  const bool has_reference = job.grpo().kl_coef() > 0;
+  const std::string n_formula =
+      absl::StrCat("N = V·d + L(2d + 2d² + 2d·kvd + 3d·d_ff) + d", s.tied ? "" : " + V·d", " = ",
+                   N);
+
+  // Resident objects, every role in this process.
+  plan.resident.push_back({"learner-0", "parameters", kFloat * N, "4 B x " + n_formula});
+  plan.resident.push_back({"learner-0", "gradients", kFloat * N, "4 B x N"});
+  int64_t optimizer = 0;
+  std::string optimizer_formula;
+  if (has_sft) {
+    optimizer += OptimizerStateBytes(job.sft().optimizer(), N);
+    optimizer_formula = "sft: " + OptimizerFormula(job.sft().optimizer());
+  }
+  if (has_rl) {
+    optimizer += OptimizerStateBytes(job.grpo().optimizer(), N);
+    absl::StrAppend(&optimizer_formula, has_sft ? "; " : "",
+                    "rl: ", OptimizerFormula(job.grpo().optimizer()));
+  }
+  plan.resident.push_back({"learner-0", "optimizer_state", optimizer, optimizer_formula});
+  if (has_rl) {
+    plan.resident.push_back({"learner-0", "communication", kFloat * N,
+                             "4 B x N (the newest weights staged for the actor)"});
+    plan.resident.push_back({"actor-0", "parameters", kFloat * N, "4 B x N"});
+  }
+  if (has_rl && has_reference) {
+    plan.resident.push_back({"reference-0", "reference_model", kFloat * N, "4 B x N"});
+  }
+  for (const PlanLine& l : plan.resident) plan.resident_bytes += l.bytes;
+
+  const int64_t micro = job.grpo().micro_batch_size();
+  const int64_t P = w.prompt_tokens;
+  if (has_sft) {
+    const int64_t rows = std::min<int64_t>(micro, job.sft().batch_size());
+    const int64_t seq = P + w.answer_tokens - 1;
+    plan.stages.push_back(
+        StagePlan(plan, "learner-0", "sft", TrainTransients(s, job.sft().optimizer(), rows, seq)));
+    const double tokens = static_cast<double>(job.sft().batch_size()) * seq;
+    const double flops = tokens * TrainFlopsPerToken(job.model(), w.vocab_size, seq);
+    if (!has_rl) {
+      plan.step_time.push_back({"sft", flops, flops / matmul_flops_per_second,
+                                absl::StrFormat("batch %d x seq %d x (6N_mm + 12·L·seq·d)",
+                                                job.sft().batch_size(), seq)});
+    }
+  }
+  if (has_rl) {
+    const int64_t max_new = job.sampling().max_new_tokens();
+    const int64_t samples =
+        static_cast<int64_t>(job.grpo().prompts_per_step()) * job.grpo().responses_per_prompt();
+    const int64_t seq = P + max_new - 1;
+    plan.stages.push_back(StagePlan(plan, "actor-0", "rollout",
+                                GenerateTransients(s, samples, P, max_new)));
+    if (has_reference) {
+      plan.stages.push_back(StagePlan(
+          plan, "reference-0", "reference",
+          {{"reference-0", "workspace", kFloat * samples * seq * NoGradPerToken(s),
+            absl::StrCat(kNoGradFormula, ", rows ", samples, ", seq ", seq)}}));
+    }
+    const int64_t rows = std::min(micro, samples);
+    plan.stages.push_back(StagePlan(plan, "learner-0", "update",
+                                    TrainTransients(s, job.grpo().optimizer(), rows, seq)));
+    // Per-layer activation checkpointing keeps each layer's input and
+    // recomputes one layer at a time during backward.
+    const int64_t one_layer =
+        ActivationsPerToken(s, seq) - (s.L - 1) * LayerActivationsPerToken(s, seq);
+    plan.notes.push_back(absl::StrFormat(
+        "update activations with per-layer checkpointing would be about %.2f MiB "
+        "(4 B x rows x seq x (L·d + one layer's and the head's)) instead of %.2f MiB",
+        kFloat * rows * seq * (s.L * s.d + one_layer) / static_cast<double>(1 << 20),
+        kFloat * rows * seq * ActivationsPerToken(s, seq) / static_cast<double>(1 << 20)));
+    plan.stages.push_back(StagePlan(
+        plan, "scheduler", "weight_sync",
+        {{"learner-0", "communication", kFloat * N,
+          "4 B x N (the new version packed while the previous one is still staged)"}}));
+    const int64_t eval_rows = std::min<int64_t>(job.eval().batch_size(), w.eval_prompts);
+    plan.stages.push_back(
+        StagePlan(plan, "scheduler", "eval", GenerateTransients(s, eval_rows, P, max_new)));
+    plan.notes.push_back(absl::StrCat(
+        "sequences of RL samples taken at their longest: prompt ", P, " + max_new_tokens ",
+        max_new, "; responses that stop early need less"));
+
+    const double gen_flops = samples * (P + max_new) *
+                             ForwardFlopsPerToken(job.model(), w.vocab_size, P + max_new);
+    plan.step_time.push_back(
+        {"rollout", gen_flops, gen_flops / matmul_flops_per_second,
+         absl::StrFormat("%d samples x %d tokens x (2N_mm + 4·L·seq·d)", samples, P + max_new)});
+    if (has_reference) {
+      const double ref_flops =
+          samples * seq * ForwardFlopsPerToken(job.model(), w.vocab_size, seq);
+      plan.step_time.push_back(
+          {"reference", ref_flops, ref_flops / matmul_flops_per_second,
+           absl::StrFormat("%d samples x seq %d x (2N_mm + 4·L·seq·d)", samples, seq)});
+    }
+    const double train_flops =
+        samples * seq * TrainFlopsPerToken(job.model(), w.vocab_size, seq);
+    plan.step_time.push_back(
+        {"update", train_flops, train_flops / matmul_flops_per_second,
+         absl::StrFormat("%d samples x seq %d x (6N_mm + 12·L·seq·d)", samples, seq)});
+  }
+  for (const PlanTime& t : plan.step_time) plan.step_seconds += t.seconds;
+  for (const PlanStage& st : plan.stages) {
+    if (st.peak_bytes > plan.peak_bytes) {
+      plan.peak_bytes = st.peak_bytes;
+      plan.peak_role = st.role;
+      plan.peak_stage = st.stage;
+    }
+  }
+  if (job.algorithm() != "grpo" && job.algorithm() != "sft") {
+    plan.notes.push_back(absl::StrCat("algorithm ", job.algorithm(),
+                                      ": its extra objects (critic, reward model, pairs) are "
+                                      "not in this plan; it covers grpo and sft jobs"));
+  }
+  plan.notes.push_back("source of the sequence lengths: " + w.source);
+  return plan;
+}
+
+double MeasureMatmulRate(int64_t m, int64_t k, int64_t n) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor a = torch::randn({m, k});
+  const torch::Tensor b = torch::randn({k, n});
+  // Short timings (~5e7 FLOPs, at least 3 products), the best of 7: on a
+  // shared machine the best one is the one that had the core to itself.
+  const double flops = 2.0 * m * k * n;
+  const int reps = static_cast<int>(std::max(3.0, 5e7 / flops));
+  torch::mm(a, b);  // warm-up
+  double best = 0;
+  for (int trial = 0; trial < 7; ++trial) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) torch::mm(a, b);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds > 0) best = std::max(best, flops * reps / seconds);
+  }
+  return best;
+}
+
+void PrintPlan(const Plan& plan, std::ostream& out) {
+  const auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+  out << absl::StrFormat("model: %d parameters (%d in matrix products)\n", plan.parameters,
+                         plan.matmul_parameters);
+  out << "\n== resident (every stage) ==\n";
+  for (const PlanLine& l : plan.resident) {
+    out << absl::StrFormat("  %-12s %-16s %10.2f MiB  %s\n", l.role, l.object, mib(l.bytes),
+                           l.formula);
+  }
+  out << absl::StrFormat("  %-29s %10.2f MiB\n", "resident total", mib(plan.resident_bytes));
+  for (const PlanStage& st : plan.stages) {
+    out << absl::StrFormat("\n== %s / %s: peak %.2f MiB ==\n", st.role, st.stage,
+                           mib(st.peak_bytes));
+    for (const PlanLine& l : st.transient) {
+      out << absl::StrFormat("  %-12s %-16s %10.2f MiB  %s\n", l.role, l.object, mib(l.bytes),
+                             l.formula);
+    }
+  }
+  out << absl::StrFormat("\nexpected peak: %.2f MiB (%d bytes), %s / %s\n", mib(plan.peak_bytes),
+                         plan.peak_bytes, plan.peak_role, plan.peak_stage);
+  out << absl::StrFormat("\n== step time (matrix products at %.2f GFLOP/s, measured) ==\n",
+                         plan.matmul_flops_per_second / 1e9);
+  for (const PlanTime& t : plan.step_time) {
+    out << absl::StrFormat("  %-10s %10.4f s  %.3g FLOP = %s\n", t.stage, t.seconds, t.flops,
+                           t.formula);
+  }
+  out << absl::StrFormat("  %-10s %10.4f s\n", "step", plan.step_seconds);
+  for (const std::string& note : plan.notes) out << "note: " << note << "\n";
+}
+
+nlohmann::json PlanJson(const Plan& plan) {
+  using nlohmann::json;
+  auto lines = [](const std::vector<PlanLine>& ls) {
+    json a = json::array();
+    for (const PlanLine& l : ls) {
+      a.push_back({{"role", l.role}, {"object", l.object}, {"bytes", l.bytes},
+                   {"formula", l.formula}});
+    }
+    return a;
+  };
+  json stages = json::array();
+  for (const PlanStage& st : plan.stages) {
+    stages.push_back({{"role", st.role}, {"stage", st.stage}, {"peak_bytes", st.peak_bytes},
+                      {"transient", lines(st.transient)}});
+  }
+  json time = json::array();
+  for (const PlanTime& t : plan.step_time) {
+    time.push_back({{"stage", t.stage}, {"flops", t.flops}, {"seconds", t.seconds},
+                    {"formula", t.formula}});
+  }
+  return {{"parameters", plan.parameters},
+          {"matmul_parameters", plan.matmul_parameters},
+          {"resident", lines(plan.resident)},
+          {"resident_bytes", plan.resident_bytes},
+          {"stages", stages},
+          {"peak_bytes", plan.peak_bytes},
+          {"peak_role", plan.peak_role},
+          {"peak_stage", plan.peak_stage},
+          {"matmul_flops_per_second", plan.matmul_flops_per_second},
+          {"step_time", time},
+          {"step_seconds", plan.step_seconds},
+          {"notes", plan.notes}};
+}
+
+}  // namespace trellis::ledger

@@ -1,0 +1,104 @@
+#ifndef TRELLIS_LEDGER_PLANNER_H_
+#define TRELLIS_LEDGER_PLANNER_H_
+
+// `trellis plan`: an itemized estimate of a job's memory per role and object,
+// and of its step time, before anything runs (DESIGN.md §5: M_total =
+// M_weights + M_grads + M_optimizer + M_activations + M_workspace +
+// M_communication). Every line carries the formula that gave it.
+//
+// The formulas follow what this code allocates (float32 everywhere; the
+// transformer of model/transformer.cc; AdamW's two state tensors or SGD's
+// momentum buffer; every policy phase's optimizer kept resident; the
+// in-process weight stage), for jobs run with `trellis run` (every role in
+// one process, one actor). Counts are elements of 4 bytes. Activation and
+// workspace coefficients per token were counted from the autograd graph of
+// transformer.cc, corrected where LibTorch keeps more than the count (each
+// such term says so), and are checked against measured runs on three
+// configurations (tests/measure_test.cc).
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::ledger {
+
+// The sequence lengths a job's data gives (the caller reads the data).
+struct PlanWorkload {
+  int64_t vocab_size = 0;
+  // Longest prompt in tokens (BOS included).
+  int64_t prompt_tokens = 0;
+  // Longest SFT target in tokens (EOS included).
+  int64_t answer_tokens = 0;
+  // Held-out prompts the evaluation decodes (eval.num_prompts, or all).
+  int64_t eval_prompts = 0;
+  // Where the lengths came from, printed with the plan.
+  std::string source;
+};
+
+struct PlanLine {
+  std::string role;
+  std::string object;  // ObjectName()
+  int64_t bytes = 0;
+  std::string formula;
+};
+
+// One stage's transient objects on top of every role's resident objects.
+struct PlanStage {
+  std::string role;
+  std::string stage;  // StageName()
+  std::vector<PlanLine> transient;
+  // resident + transient.
+  int64_t peak_bytes = 0;
+};
+
+struct PlanTime {
+  std::string stage;
+  double flops = 0;
+  double seconds = 0;
+  std::string formula;
+};
+
+struct Plan {
+  // Model size: parameters, and those that take part in matrix products
+  // (every parameter but the embedding table and the norm scales).
+  int64_t parameters = 0;
+  int64_t matmul_parameters = 0;
+  std::vector<PlanLine> resident;
+  int64_t resident_bytes = 0;
+  std::vector<PlanStage> stages;
+  // The highest stage and its bytes: the process's expected peak.
+  int64_t peak_bytes = 0;
+  std::string peak_role, peak_stage;
+  // FLOP/s of a float32 matrix product of the learner's shape, measured.
+  double matmul_flops_per_second = 0;
+  // Per GRPO step (or SFT step when the job has no RL steps).
+  std::vector<PlanTime> step_time;
+  double step_seconds = 0;
+  std::vector<std::string> notes;
+};
+
+// REQUIRES: job validated. `matmul_flops_per_second` > 0 (MeasureMatmulRate).
+Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& workload,
+              double matmul_flops_per_second);
+
+// Matrix-product FLOPs of one training token (forward and backward: 6 per
+// matmul parameter, plus attention over `seq` positions: 12·L·seq·d), and of
+// one forward-only token (2 per matmul parameter plus 4·L·seq·d).
+double TrainFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq);
+double ForwardFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq);
+
+// FLOP/s of a float32 [m, k] x [k, n] matrix product on this machine with
+// LibTorch's current thread count: the best of a few timed repetitions.
+double MeasureMatmulRate(int64_t m, int64_t k, int64_t n);
+
+void PrintPlan(const Plan& plan, std::ostream& out);
+nlohmann::json PlanJson(const Plan& plan);
+
+}  // namespace trellis::ledger
+
+#endif  // TRELLIS_LEDGER_PLANNER_H_

@@ -1,0 +1,356 @@
+#include "scheduler/compare.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "config/job_config.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "ledger/planner.h"
+#include "scheduler/plan_job.h"
+
+namespace trellis::scheduler {
+namespace {
+
+using nlohmann::json;
+
+// Job fields whose change alters the workload rather than the strategy.
+constexpr const char* kWorkloadFields[] = {
+    "model.",          "data.",  "runtime.seed", "grpo.steps", "grpo.prompts_per_step",
+    "grpo.responses_per_prompt", "sampling.", "sft.steps", "sft.batch_size", "algorithm"};
+
+// "modified: grpo.micro_batch_size: 64 -> 32" lines, out_dir left out.
+std::vector<std::string> JobChanges(v1::JobConfig base, v1::JobConfig run) {
+  base.mutable_runtime()->clear_out_dir();
+  run.mutable_runtime()->clear_out_dir();
+  std::string text;
+  {
+    google::protobuf::util::MessageDifferencer differencer;
+    differencer.ReportDifferencesToString(&text);
+    differencer.Compare(base, run);
+  }
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    lines.emplace_back(line);
+  }
+  return lines;
+}
+
+absl::Status ReadJson(const std::string& path, json* out) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  try {
+    *out = json::parse(in);
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat(path, ": ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* baseline_job,
+                                 const CompareOptions& options, v1::JobConfig* job_out) {
+  RunFacts r;
+  r.dir = dir;
+  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(dir + "/job.yaml");
+  if (!job.ok()) return job.status();
+  *job_out = *job;
+  if (baseline_job != nullptr) {
+    r.changes = JobChanges(*baseline_job, *job);
+    for (const std::string& change : r.changes) {
+      for (const char* field : kWorkloadFields) {
+        if (absl::StrContains(change, std::string(": ") + field) ||
+            absl::StrContains(change, std::string(" ") + field)) {
+          r.workload_changes.push_back(change);
+          break;
+        }
+      }
+    }
+  }
+  const std::string summary_path = dir + "/summary.json";
+  json summary;
+  if (absl::Status st = ReadJson(summary_path, &summary); !st.ok()) return st;
+  const std::string ledger_path = dir + "/ledger.jsonl";
+  std::ifstream ledger(ledger_path);
+  if (!ledger) return absl::NotFoundError(absl::StrCat(ledger_path, ": cannot open"));
+  try {
+    const json& s = summary;
+    const json& memory = s.at("memory");
+    r.peak_bytes = memory.at("peak_bytes").get<int64_t>();
+    for (const auto& [role, peak] : memory.value("role_peaks", json::object()).items()) {
+      ledger::PeakAttribution p = ledger::PeakAttributionFromJson(peak);
+      if (p.measured_bytes > r.peak.measured_bytes) r.peak = std::move(p);
+    }
+    r.generated_tokens_per_second = s.at("tokens_per_second").at("generated").get<double>();
+    r.trained_tokens_per_second = s.at("tokens_per_second").at("trained").get<double>();
+    r.communication_bytes = s.at("handoff").at("bytes").get<int64_t>();
+    const json& samples = s.at("samples");
+    r.failures = samples.at("error").get<int64_t>() + samples.at("timeout").get<int64_t>() +
+                 samples.at("dropped").get<int64_t>();
+    if (s.at("eval").contains("after")) {
+      r.quality_metric = "eval.after.accuracy";
+      r.quality = s.at("eval").at("after").at("accuracy").get<double>();
+    }
+  } catch (const json::exception& e) {
+    return absl::DataLossError(absl::StrCat(summary_path, ": ", e.what()));
+  }
+
+  // Step records: mean stage and step seconds, the last rewards, and the
+  // samples the updates trained on.
+  std::vector<double> rewards;
+  double update_seconds = 0, samples_trained = 0;
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(ledger, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    try {
+      const json rec = json::parse(line);
+      if (rec.at("type") != "step") continue;
+      ++r.steps;
+      r.step_seconds += rec.at("step_seconds").get<double>();
+      for (const auto& [stage, seconds] : rec.at("stage_seconds").items()) {
+        r.stage_seconds[stage] += seconds.get<double>();
+      }
+      rewards.push_back(rec.at("mean_reward").get<double>());
+      update_seconds += rec.at("stage_seconds").at("update").get<double>();
+      samples_trained += rec.at("samples_generated").get<double>() -
+                         rec.value("samples_dropped", 0.0) - rec.value("samples_surplus", 0.0);
+    } catch (const json::exception& e) {
+      return absl::DataLossError(absl::StrCat(ledger_path, ":", line_no, ": ", e.what()));
+    }
+  }
+  if (r.steps > 0) {
+    r.step_seconds /= r.steps;
+    for (auto& [stage, seconds] : r.stage_seconds) seconds /= r.steps;
+  }
+  if (r.quality_metric.empty()) {
+    const size_t n = std::min<size_t>(10, rewards.size());
+    double sum = 0;
+    for (size_t i = rewards.size() - n; i < rewards.size(); ++i) sum += rewards[i];
+    r.quality_metric = absl::StrCat("mean reward, last ", n, " steps");
+    r.quality = n > 0 ? sum / n : 0;
+  }
+  if (update_seconds > 0) {
+    absl::StatusOr<ledger::PlanWorkload> workload = JobWorkload(*job);
+    if (!workload.ok()) return workload.status();
+    // Sequences at their longest (the padded length an update runs).
+    const int64_t seq = RlSequenceLength(*job, *workload);
+    r.learner_flops_per_second =
+        samples_trained * seq *
+        ledger::TrainFlopsPerToken(job->model(), workload->vocab_size, seq) / update_seconds;
+    if (options.matmul_flops_per_second > 0) {
+      r.utilization = r.learner_flops_per_second / options.matmul_flops_per_second;
+    }
+  }
+  return r;
+}
+
+std::string Mib(int64_t bytes) {
+  return absl::StrFormat("%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+std::string PeakObjects(const ledger::PeakAttribution& p) {
+  std::vector<std::string> parts;
+  for (const ledger::ObjectShare& o : p.objects) {
+    parts.push_back(absl::StrCat(o.role, " ", o.object, " ", Mib(o.bytes)));
+  }
+  parts.push_back(absl::StrCat("unattributed ", Mib(p.unattributed_bytes)));
+  return absl::StrJoin(parts, "; ");
+}
+
+// The table's rows: a label and one cell per run.
+std::vector<std::pair<std::string, std::vector<std::string>>> Rows(const Comparison& c) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> rows;
+  auto add = [&](const std::string& label, auto cell) {
+    std::vector<std::string> cells;
+    for (const RunFacts& r : c.runs) cells.push_back(cell(r));
+    rows.emplace_back(label, std::move(cells));
+  };
+  add("run", [](const RunFacts& r) { return r.dir; });
+  add("changes", [](const RunFacts& r) {
+    return r.changes.empty() ? std::string("(baseline)") : absl::StrJoin(r.changes, "; ");
+  });
+  add("peak", [](const RunFacts& r) { return Mib(r.peak_bytes); });
+  add("peak source", [](const RunFacts& r) {
+    return absl::StrCat(r.peak.role, " / ", r.peak.stage, " (step ", r.peak.step, ")");
+  });
+  add("resident at peak", [](const RunFacts& r) { return PeakObjects(r.peak); });
+  add("step time", [](const RunFacts& r) { return absl::StrFormat("%.4f s", r.step_seconds); });
+  std::vector<std::string> stages;
+  for (const RunFacts& r : c.runs) {
+    for (const auto& [stage, seconds] : r.stage_seconds) {
+      if (seconds > 0 && std::find(stages.begin(), stages.end(), stage) == stages.end()) {
+        stages.push_back(stage);
+      }
+    }
+  }
+  for (const std::string& stage : stages) {
+    add("  " + stage, [&stage](const RunFacts& r) {
+      auto it = r.stage_seconds.find(stage);
+      return absl::StrFormat("%.4f s", it == r.stage_seconds.end() ? 0.0 : it->second);
+    });
+  }
+  add("tokens/s generated", [](const RunFacts& r) {
+    return absl::StrFormat("%.0f", r.generated_tokens_per_second);
+  });
+  add("tokens/s trained",
+      [](const RunFacts& r) { return absl::StrFormat("%.0f", r.trained_tokens_per_second); });
+  add("learner GFLOP/s (utilization)", [](const RunFacts& r) {
+    return absl::StrFormat("%.3f (%.1f%%)", r.learner_flops_per_second / 1e9,
+                           100 * r.utilization);
+  });
+  add("quality", [](const RunFacts& r) {
+    return absl::StrFormat("%.4f (%s)", r.quality, r.quality_metric);
+  });
+  add("communication", [](const RunFacts& r) { return Mib(r.communication_bytes); });
+  add("failures", [](const RunFacts& r) { return absl::StrCat(r.failures); });
+  return rows;
+}
+
+std::string VerdictLine(const Verdict& v) {
+  return absl::StrFormat("%d. %s: %s (step time x%.2f, peak x%.2f)", v.rank, v.dir, v.reason,
+                         v.step_time_ratio, v.peak_ratio);
+}
+
+}  // namespace
+
+absl::StatusOr<Comparison> CompareRuns(const std::vector<std::string>& dirs,
+                                       const CompareOptions& options) {
+  Comparison c;
+  c.options = options;
+  v1::JobConfig baseline_job;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    v1::JobConfig job;
+    absl::StatusOr<RunFacts> run =
+        ReadRun(dirs[i], i == 0 ? nullptr : &baseline_job, options, &job);
+    if (!run.ok()) return run.status();
+    if (i == 0) baseline_job = job;
+    c.runs.push_back(*std::move(run));
+  }
+  const RunFacts& base = c.runs[0];
+  for (size_t i = 1; i < c.runs.size(); ++i) {
+    const RunFacts& r = c.runs[i];
+    Verdict v;
+    v.dir = r.dir;
+    v.quality_kept = r.quality >= base.quality - options.quality_tolerance;
+    v.step_time_ratio = base.step_seconds > 0 ? r.step_seconds / base.step_seconds : 0;
+    v.peak_ratio = base.peak_bytes > 0 ? static_cast<double>(r.peak_bytes) / base.peak_bytes : 0;
+    v.within_budget = v.step_time_ratio <= options.step_time_budget;
+    if (!v.quality_kept) {
+      v.reason = absl::StrFormat("rejected: quality %.4f < baseline %.4f - %.4f", r.quality,
+                                 base.quality, options.quality_tolerance);
+    } else if (!v.within_budget) {
+      v.reason = absl::StrFormat("rejected: step time over the budget (x%.2f of the baseline)",
+                                 options.step_time_budget);
+    } else {
+      v.reason = "accepted: quality kept, step time within the budget";
+    }
+    if (!r.workload_changes.empty()) {
+      absl::StrAppend(&v.reason, "; WARNING: the workload differs (",
+                      absl::StrJoin(r.workload_changes, "; "), ")");
+    }
+    if (r.failures > base.failures) {
+      absl::StrAppend(&v.reason, absl::StrFormat("; %d more failures", r.failures - base.failures));
+    }
+    c.verdicts.push_back(std::move(v));
+  }
+  // Quality kept first, then within the budget, then faster; memory only
+  // breaks exact ties.
+  std::stable_sort(c.verdicts.begin(), c.verdicts.end(), [](const Verdict& a, const Verdict& b) {
+    if (a.quality_kept != b.quality_kept) return a.quality_kept;
+    if (a.within_budget != b.within_budget) return a.within_budget;
+    if (a.step_time_ratio != b.step_time_ratio) return a.step_time_ratio < b.step_time_ratio;
+    return a.peak_ratio < b.peak_ratio;
+  });
+  for (size_t i = 0; i < c.verdicts.size(); ++i) c.verdicts[i].rank = static_cast<int>(i) + 1;
+  return c;
+}
+
+void PrintComparison(const Comparison& c, std::ostream& out) {
+  const auto rows = Rows(c);
+  size_t label_width = 0;
+  std::vector<size_t> widths(c.runs.size(), 0);
+  for (const auto& [label, cells] : rows) {
+    label_width = std::max(label_width, label.size());
+    for (size_t i = 0; i < cells.size(); ++i) {
+      widths[i] = std::max(widths[i], std::min<size_t>(cells[i].size(), 60));
+    }
+  }
+  for (const auto& [label, cells] : rows) {
+    out << absl::StrFormat("%-*s", static_cast<int>(label_width), label);
+    for (size_t i = 0; i < cells.size(); ++i) {
+      out << " | " << absl::StrFormat("%-*s", static_cast<int>(widths[i]), cells[i]);
+    }
+    out << "\n";
+  }
+  out << absl::StrFormat(
+      "\nverdict (quality within %.4f of the baseline, step time within x%.2f; not by memory):\n",
+      c.options.quality_tolerance, c.options.step_time_budget);
+  for (const Verdict& v : c.verdicts) out << "  " << VerdictLine(v) << "\n";
+}
+
+std::string ComparisonMarkdown(const Comparison& c) {
+  std::ostringstream md;
+  md << "# Strategy comparison\n\nBaseline: `" << c.runs[0].dir << "`\n\n";
+  const auto rows = Rows(c);
+  for (const auto& [label, cells] : rows) {
+    md << "| " << label << " | " << absl::StrJoin(cells, " | ") << " |\n";
+    if (&label == &rows.front().first) {
+      md << "|---|";
+      for (size_t i = 0; i < cells.size(); ++i) md << "---|";
+      md << "\n";
+    }
+  }
+  md << absl::StrFormat(
+      "\n## Verdict\n\nQuality kept within %.4f of the baseline, then step time within x%.2f "
+      "of the baseline's, then faster first; least memory is not the criterion.\n\n",
+      c.options.quality_tolerance, c.options.step_time_budget);
+  for (const Verdict& v : c.verdicts) md << VerdictLine(v) << "\n";
+  return md.str();
+}
+
+json ComparisonJson(const Comparison& c) {
+  json runs = json::array();
+  for (const RunFacts& r : c.runs) {
+    runs.push_back({{"dir", r.dir},
+                    {"changes", r.changes},
+                    {"workload_changes", r.workload_changes},
+                    {"peak_bytes", r.peak_bytes},
+                    {"peak", ledger::PeakAttributionJson(r.peak)},
+                    {"stage_seconds", r.stage_seconds},
+                    {"step_seconds", r.step_seconds},
+                    {"steps", r.steps},
+                    {"generated_tokens_per_second", r.generated_tokens_per_second},
+                    {"trained_tokens_per_second", r.trained_tokens_per_second},
+                    {"learner_flops_per_second", r.learner_flops_per_second},
+                    {"utilization", r.utilization},
+                    {"quality_metric", r.quality_metric},
+                    {"quality", r.quality},
+                    {"communication_bytes", r.communication_bytes},
+                    {"failures", r.failures}});
+  }
+  json verdicts = json::array();
+  for (const Verdict& v : c.verdicts) {
+    verdicts.push_back({{"dir", v.dir},
+                        {"rank", v.rank},
+                        {"quality_kept", v.quality_kept},
+                        {"within_budget", v.within_budget},
+                        {"step_time_ratio", v.step_time_ratio},
+                        {"peak_ratio", v.peak_ratio},
+                        {"reason", v.reason}});
+  }
+  return {{"quality_tolerance", c.options.quality_tolerance},
+          {"step_time_budget", c.options.step_time_budget},
+          {"matmul_flops_per_second", c.options.matmul_flops_per_second},
+          {"runs", runs},
+          {"verdicts", verdicts}};
+}
+
+}  // namespace trellis::scheduler

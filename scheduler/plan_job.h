@@ -1,0 +1,27 @@
+#ifndef TRELLIS_SCHEDULER_PLAN_JOB_H_
+#define TRELLIS_SCHEDULER_PLAN_JOB_H_
+
+// `trellis plan JOB.yaml`: the planner (ledger/planner.h) fed from a job:
+// the sequence lengths of its data and this machine's matrix-product rate.
+
+#include "absl/status/statusor.h"
+#include "ledger/planner.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::scheduler {
+
+// The vocabulary and the longest prompt and SFT target of the job's
+// training data, in tokens.
+[[nodiscard]] absl::StatusOr<ledger::PlanWorkload> JobWorkload(const v1::JobConfig& job);
+
+// The longest sequence an RL update trains on: prompt + max_new_tokens - 1.
+int64_t RlSequenceLength(const v1::JobConfig& job, const ledger::PlanWorkload& workload);
+
+// Validates the job, sets LibTorch's threads from it, measures the matrix-
+// product rate at the learner's shape (micro-batch tokens x d_model x d_ff)
+// and plans.
+[[nodiscard]] absl::StatusOr<ledger::Plan> PlanJob(const v1::JobConfig& job);
+
+}  // namespace trellis::scheduler
+
+#endif  // TRELLIS_SCHEDULER_PLAN_JOB_H_

@@ -1,0 +1,170 @@
+// The measuring tools end to end on tiny jobs: memory attribution of every
+// role's peak, the planner against measured peaks, pressure probes, and the
+// strategy comparison.
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gtest/gtest.h"
+#include "ledger/planner.h"
+#include "scheduler/compare.h"
+#include "scheduler/embedded_job.h"
+#include "scheduler/plan_job.h"
+#include "scheduler/probe.h"
+#include "tests/tiny_job.h"
+
+namespace trellis {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing_util::Slurp;
+using testing_util::TinyJob;
+
+fs::path TempDir(const std::string& name) {
+  fs::path dir = fs::path(::testing::TempDir()) / ("measure_test_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+json RunAndSummarize(const v1::JobConfig& job, const fs::path& dir) {
+  std::ostringstream progress;
+  const absl::Status s = scheduler::RunEmbeddedJob(job, dir.string(), progress);
+  EXPECT_TRUE(s.ok()) << s << "\n" << progress.str();
+  return json::parse(Slurp(dir / "summary.json"));
+}
+
+// Checks that every role's peak is explained by its objects but for at most
+// `fraction` of it, and returns the run's peak.
+int64_t ExpectAttributed(const json& summary, double fraction) {
+  const json& roles = summary.at("memory").at("role_peaks");
+  EXPECT_FALSE(roles.empty());
+  for (const auto& [role, peak] : roles.items()) {
+    const double measured = peak.at("measured_bytes").get<double>();
+    const double unattributed = peak.at("unattributed_bytes").get<double>();
+    EXPECT_LE(std::abs(unattributed), fraction * measured)
+        << role << ": " << unattributed << " of " << measured << " bytes unattributed\n"
+        << peak.dump(2);
+  }
+  return summary.at("memory").at("peak_bytes").get<int64_t>();
+}
+
+// Three jobs that differ in micro-batch, sequence length and model size.
+std::vector<v1::JobConfig> PlannerJobs() {
+  v1::JobConfig a = TinyJob();
+  a.mutable_model()->set_d_model(64);
+  a.mutable_model()->set_n_layers(2);
+  a.mutable_model()->set_n_heads(4);
+  a.mutable_model()->set_n_kv_heads(2);
+  a.mutable_model()->set_d_ff(128);
+  a.mutable_grpo()->set_micro_batch_size(8);
+  v1::JobConfig b = a;
+  b.mutable_grpo()->set_micro_batch_size(16);
+  b.mutable_sampling()->set_max_new_tokens(10);
+  v1::JobConfig c = a;
+  c.mutable_model()->set_d_model(128);
+  c.mutable_model()->set_d_ff(320);
+  c.mutable_model()->set_n_layers(3);
+  return {a, b, c};
+}
+
+TEST(MeasureTest, PlanIsWithinTenPercentOfTheMeasuredPeak) {
+  const std::vector<v1::JobConfig> jobs = PlannerJobs();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    SCOPED_TRACE("configuration " + std::to_string(i));
+    const json summary = RunAndSummarize(jobs[i], TempDir("plan" + std::to_string(i)));
+    const int64_t measured = ExpectAttributed(summary, 0.05);
+    absl::StatusOr<ledger::Plan> plan = scheduler::PlanJob(jobs[i]);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    std::ostringstream printed;
+    ledger::PrintPlan(*plan, printed);
+    EXPECT_NEAR(static_cast<double>(plan->peak_bytes), static_cast<double>(measured),
+                0.10 * measured)
+        << printed.str() << "\nmeasured:\n"
+        << summary.at("memory").dump(2);
+    // Every line carries its formula.
+    for (const ledger::PlanLine& line : plan->resident) EXPECT_FALSE(line.formula.empty());
+  }
+}
+
+TEST(MeasureTest, ProbeOfMicroBatchNamesActivations) {
+  scheduler::ProbeOptions options;
+  options.key = "micro_batch";
+  options.values = {"1", "2", "4"};
+  options.steps = 2;
+  options.out_dir = TempDir("probe_micro").string();
+  absl::StatusOr<scheduler::ProbeResult> result = scheduler::RunProbe(TinyJob(), options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::ostringstream printed;
+  scheduler::PrintProbe(*result, printed);
+  EXPECT_EQ(result->pressure_object, "learner-0/activations") << printed.str();
+  EXPECT_GT(result->moves[0].delta(), 0) << printed.str();
+}
+
+TEST(MeasureTest, ProbeOfOptimizerNamesOptimizerState) {
+  scheduler::ProbeOptions options;
+  options.key = "optimizer";
+  options.values = {"adamw", "sgd"};
+  options.steps = 2;
+  options.out_dir = TempDir("probe_optimizer").string();
+  absl::StatusOr<scheduler::ProbeResult> result = scheduler::RunProbe(TinyJob(), options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::ostringstream printed;
+  scheduler::PrintProbe(*result, printed);
+  EXPECT_EQ(result->pressure_object, "learner-0/optimizer_state") << printed.str();
+  // SGD without momentum keeps no state at all.
+  EXPECT_EQ(result->moves[0].last, 0) << printed.str();
+}
+
+TEST(MeasureTest, ProbeRefusesAnUnknownKey) {
+  v1::JobConfig job = TinyJob();
+  const absl::Status s = scheduler::ApplyProbeSetting("colour", "red", &job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("colour"), std::string::npos) << s;
+}
+
+TEST(MeasureTest, CompareWritesTableAndVerdict) {
+  const fs::path base = TempDir("compare_base");
+  const fs::path cand = TempDir("compare_cand");
+  v1::JobConfig job = TinyJob();
+  RunAndSummarize(job, base);
+  job.mutable_grpo()->set_micro_batch_size(2);  // more accumulation, same workload
+  RunAndSummarize(job, cand);
+
+  scheduler::CompareOptions options;
+  options.step_time_budget = 100;  // no timing decides this test
+  options.quality_tolerance = 1;
+  absl::StatusOr<scheduler::Comparison> c =
+      scheduler::CompareRuns({base.string(), cand.string()}, options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->verdicts.size(), 1u);
+  EXPECT_TRUE(c->verdicts[0].quality_kept);
+  EXPECT_EQ(c->verdicts[0].rank, 1);
+  ASSERT_EQ(c->runs[1].changes.size(), 1u);
+  EXPECT_NE(c->runs[1].changes[0].find("grpo.micro_batch_size"), std::string::npos)
+      << c->runs[1].changes[0];
+  EXPECT_TRUE(c->runs[1].workload_changes.empty());
+  // Smaller micro-batches: less activation memory at the learner's peak.
+  EXPECT_GT(c->runs[0].peak.measured_bytes, 0);
+  std::ostringstream table;
+  scheduler::PrintComparison(*c, table);
+  EXPECT_NE(table.str().find("resident at peak"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("verdict"), std::string::npos) << table.str();
+  const std::string md = scheduler::ComparisonMarkdown(*c);
+  EXPECT_NE(md.find("## Verdict"), std::string::npos) << md;
+  EXPECT_NE(md.find("| peak source |"), std::string::npos) << md;
+}
+
+TEST(MeasureTest, CompareRefusesAMissingRun) {
+  const fs::path base = TempDir("compare_missing");
+  absl::StatusOr<scheduler::Comparison> c =
+      scheduler::CompareRuns({base.string(), (base / "nope").string()}, {});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound) << c.status();
+}
+
+}  // namespace
+}  // namespace trellis
