@@ -2,7 +2,7 @@
 // SVG, no libraries. The live page (window.TRELLIS_DATA null) polls
 // /api/view, /api/workers and /api/job; `trellis report` inlines the view
 // as window.TRELLIS_DATA, with "summary" (summary.json), "job" ({name,
-// yaml}) and "comparison" (comparison.json, when the run has one) added.
+// yaml}) and "comparison" (compare.json, when the run has one) added.
 //
 // The view: current_step, steps_done, time (seconds since the run began),
 // steps (step table rows), spans ([start, seconds, stage index, role
@@ -288,7 +288,7 @@
     }), 1));
   }
 
-  // comparison.json: any JSON; objects become rows of key, baseline, candidate.
+  // compare.json: any JSON; objects become rows of key, baseline, candidate.
   function drawComparison(c) {
     if (!c) return;
     document.getElementById("comparison-section").hidden = false;

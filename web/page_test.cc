@@ -67,7 +67,7 @@ class ReportTest : public ::testing::Test {
 
 TEST_F(ReportTest, WritesOneSelfContainedFileWithTheRunsData) {
   Write("summary.json", R"({"steps":1,"memory":{"peak_bytes":8192,"peak_stage":"update"}})");
-  Write("comparison.json", R"({"peak_bytes":{"baseline":100,"candidate":60}})");
+  Write("compare.json", R"({"peak_bytes":{"baseline":100,"candidate":60}})");
   absl::StatusOr<std::string> path = WriteReport(dir_);
   ASSERT_TRUE(path.ok()) << path.status();
   EXPECT_EQ(*path, dir_ + "/report.html");

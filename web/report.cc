@@ -49,7 +49,7 @@ absl::StatusOr<std::string> WriteReport(const std::string& run_dir) {
   json data = json::parse(view.ViewJson());
   data["summary"] = *std::move(summary);
   data["job"] = {{"name", job->name()}, {"algorithm", job->algorithm()}};
-  const std::string comparison_path = run_dir + "/comparison.json";
+  const std::string comparison_path = run_dir + "/compare.json";
   if (std::filesystem::exists(comparison_path)) {
     absl::StatusOr<json> comparison = ReadJsonObject(comparison_path);
     if (!comparison.ok()) return comparison.status();

@@ -6,10 +6,10 @@
 // script, data; no external reference): the step table, the stage
 // timeline per role, memory by object over time, the ratios per step, the
 // ledger's peak table (summary.json "memory"), evaluations, and the
-// strategy comparison when the run directory has one (comparison.json).
+// strategy comparison when the run directory has one (compare.json).
 //
 // Reads only the run directory: ledger.jsonl, summary.json, job.yaml,
-// comparison.json (optional).
+// compare.json (optional).
 
 #include <string>
 
