@@ -83,7 +83,9 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
     const json& s = summary;
     const json& memory = s.at("memory");
     r.peak_bytes = memory.at("peak_bytes").get<int64_t>();
-    for (const auto& [role, peak] : memory.value("role_peaks", json::object()).items()) {
+    // A named copy: items() of the temporary value() would dangle.
+    const json role_peaks = memory.value("role_peaks", json::object());
+    for (const auto& [role, peak] : role_peaks.items()) {
       ledger::PeakAttribution p = ledger::PeakAttributionFromJson(peak);
       if (p.measured_bytes > r.peak.measured_bytes) r.peak = std::move(p);
     }
