@@ -215,6 +215,32 @@ void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
   c.Positive("deployment.call_timeout_ms", d.call_timeout_ms());
 }
 
+// The projections LoraConfig.target_modules may name.
+constexpr const char* kLoraTargets[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                        "gate_proj", "up_proj", "down_proj"};
+
+void CheckMemory(const v1::MemoryConfig& m, Checker& c) {
+  c.Require(m.precision() == "fp32" || m.precision() == "bf16", "memory.precision",
+            "one of fp32, bf16", absl::StrCat("\"", m.precision(), "\""));
+  const v1::LoraConfig& lora = m.lora();
+  c.NonNegative("memory.lora.rank", lora.rank());
+  c.Positive("memory.lora.alpha", lora.alpha());
+  for (int i = 0; i < lora.target_modules_size(); ++i) {
+    const std::string& t = lora.target_modules(i);
+    bool known = false;
+    for (const char* k : kLoraTargets) known = known || t == k;
+    c.Require(known, absl::StrCat("memory.lora.target_modules[", i, "]"),
+              absl::StrCat("one of ", absl::StrJoin(kLoraTargets, ", ")),
+              absl::StrCat("\"", t, "\""));
+    for (int j = 0; j < i; ++j) {
+      c.Require(lora.target_modules(j) != t, absl::StrCat("memory.lora.target_modules[", i, "]"),
+                absl::StrCat("named once (also at [", j, "])"), absl::StrCat("\"", t, "\""));
+    }
+  }
+  c.Require(m.zero_stage() == 0 || m.zero_stage() == 1, "memory.zero_stage", "0 or 1",
+            m.zero_stage());
+}
+
 // The recipes JobConfig.algorithm may name.
 constexpr const char* kAlgorithms[] = {"grpo", "ppo", "sft", "dpo", "online_dpo",
                                         "reward_model"};
@@ -303,6 +329,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   c.NonNegative("runtime.num_threads", job.runtime().num_threads());
   c.NonNegative("runtime.checkpoint_every", job.runtime().checkpoint_every());
   CheckDeployment(job.deployment(), c);
+  CheckMemory(job.memory(), c);
   return c.status();
 }
 

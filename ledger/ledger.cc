@@ -53,6 +53,8 @@ std::string_view ObjectName(Object object) {
     case Object::kRewardModel: return "reward_model";
     case Object::kCommunication: return "communication";
     case Object::kWorkspace: return "workspace";
+    case Object::kMasterWeights: return "master_weights";
+    case Object::kAdapters: return "adapters";
   }
   return "unknown";
 }

@@ -68,8 +68,12 @@ enum class Object {
   // names: a forward's, backward's or optimizer step's scratch tensors, a
   // sampler's logits. Reported with its size at the peak, then 0 (freed).
   kWorkspace,
+  // Memory strategies (job.proto MemoryConfig): bf16's fp32 master copy of
+  // the weights, and LoRA's adapters (with their gradients).
+  kMasterWeights,
+  kAdapters,
 };
-inline constexpr int kNumObjects = 11;
+inline constexpr int kNumObjects = 13;
 std::string_view ObjectName(Object object);
 // ObjectName's inverse; nullopt for a name it never returns.
 std::optional<Object> ObjectFromName(std::string_view name);
