@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/lora.h"
 
 namespace trellis::model {
 namespace {
@@ -65,23 +66,36 @@ struct AttentionContext {
 
 // One pre-norm decoder block: attention and SwiGLU MLP, each residual.
 struct TransformerImpl::Block : torch::nn::Module {
-  Block(const trellis::v1::ModelConfig& c, int64_t head_dim, int64_t index)
+  Block(const trellis::v1::ModelConfig& c, const trellis::v1::LoraConfig& lora,
+        int64_t head_dim, int64_t index)
       : n_heads(c.n_heads()), n_kv_heads(c.n_kv_heads()), head_dim(head_dim),
         index(index) {
     const int64_t d = c.d_model();
+    // Projection `name` of `parent`, with an adapter when LoRA targets it.
+    auto projection = [&lora](torch::nn::Module& parent, const char* name, int64_t in,
+                              int64_t out) {
+      const int64_t rank = IsLoraTarget(lora, name) ? lora.rank() : 0;
+      return parent.register_module(name, LoraLinear(in, out, rank, lora.alpha()));
+    };
     input_layernorm = register_module(
         "input_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
     auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
-    q_proj = attn->register_module("q_proj", NoBiasLinear(d, n_heads * head_dim));
-    k_proj = attn->register_module("k_proj", NoBiasLinear(d, n_kv_heads * head_dim));
-    v_proj = attn->register_module("v_proj", NoBiasLinear(d, n_kv_heads * head_dim));
-    o_proj = attn->register_module("o_proj", NoBiasLinear(n_heads * head_dim, d));
+    q_proj = projection(*attn, "q_proj", d, n_heads * head_dim);
+    k_proj = projection(*attn, "k_proj", d, n_kv_heads * head_dim);
+    v_proj = projection(*attn, "v_proj", d, n_kv_heads * head_dim);
+    o_proj = projection(*attn, "o_proj", n_heads * head_dim, d);
     post_attention_layernorm = register_module(
         "post_attention_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
     auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
-    gate_proj = mlp->register_module("gate_proj", NoBiasLinear(d, c.d_ff()));
-    up_proj = mlp->register_module("up_proj", NoBiasLinear(d, c.d_ff()));
-    down_proj = mlp->register_module("down_proj", NoBiasLinear(c.d_ff(), d));
+    gate_proj = projection(*mlp, "gate_proj", d, c.d_ff());
+    up_proj = projection(*mlp, "up_proj", d, c.d_ff());
+    down_proj = projection(*mlp, "down_proj", c.d_ff(), d);
+  }
+
+  void ResetAdapters() {
+    for (LoraLinear* p : {&q_proj, &k_proj, &v_proj, &o_proj, &gate_proj, &up_proj, &down_proj}) {
+      (*p)->ResetAdapter();
+    }
   }
 
   torch::Tensor forward(const torch::Tensor& x, const AttentionContext& ctx) {
@@ -134,8 +148,8 @@ struct TransformerImpl::Block : torch::nn::Module {
 
   int64_t n_heads, n_kv_heads, head_dim, index;
   std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  LoraLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 
 int64_t KVCache::bytes() const {
@@ -146,7 +160,8 @@ int64_t KVCache::bytes() const {
 }
 
 TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
-                                 int64_t vocab_size, Head head)
+                                 int64_t vocab_size, Head head,
+                                 const trellis::v1::LoraConfig& lora)
     : config_(config), vocab_size_(vocab_size), head_(head) {
   TORCH_CHECK(vocab_size > 0, "Transformer: vocab_size must be > 0, got ", vocab_size);
   TORCH_CHECK(config.n_heads() > 0 && config.d_model() % config.n_heads() == 0,
@@ -163,7 +178,7 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
       "embed_tokens", torch::nn::Embedding(vocab_size, config.d_model()));
   auto layers = model_->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.n_layers(); ++i) {
-    layers_.push_back(std::make_shared<Block>(config, head_dim_, i));
+    layers_.push_back(std::make_shared<Block>(config, lora, head_dim_, i));
     layers->push_back(layers_.back());
   }
   norm_ = model_->register_module(
@@ -179,14 +194,20 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
                        torch::arange(0, head_dim_, 2, torch::kFloat32) /
                            static_cast<double>(head_dim_)));
 
-  // Deterministic under torch::manual_seed: parameters in registration order.
+  // Deterministic under torch::manual_seed: the base's parameters in
+  // registration order, then the adapters'.
   torch::NoGradGuard no_grad;
   for (auto& p : named_parameters()) {
+    if (IsAdapterName(p.key())) continue;
     if (p.value().dim() == 1) {
       p.value().fill_(1.0);  // RMSNorm scales (the only 1-D parameters)
     } else {
       p.value().normal_(0.0, config.init_std());
     }
+  }
+  for (auto& layer : layers_) layer->ResetAdapters();
+  if (has_adapters()) {
+    for (auto& [name, p] : BaseWeights()) p.set_requires_grad(false);
   }
 }
 
@@ -293,10 +314,12 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::NamedWeights
   return out;
 }
 
-absl::Status TransformerImpl::LoadWeights(
+namespace {
+
+// Copies `weights` into `params` (name -> parameter), all or nothing.
+absl::Status LoadNamed(
+    std::map<std::string, torch::Tensor> params,
     const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
-  std::map<std::string, torch::Tensor> params;
-  for (const auto& p : named_parameters()) params.emplace(p.key(), p.value());
   std::set<std::string> seen;
   for (const auto& [name, tensor] : weights) {
     auto it = params.find(name);
@@ -334,5 +357,60 @@ absl::Status TransformerImpl::LoadWeights(
   }
   return absl::OkStatus();
 }
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::AdapterWeights() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& p : named_parameters()) {
+    if (IsAdapterName(p.key())) out.emplace_back(p.key(), p.value());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::BaseWeights() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& p : named_parameters()) {
+    if (!IsAdapterName(p.key())) out.emplace_back(p.key(), p.value());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::MergedWeights() const {
+  std::map<std::string, torch::Tensor> merged;
+  for (const auto& m : named_modules()) {
+    const auto* linear = dynamic_cast<const LoraLinearImpl*>(m.value().get());
+    if (linear != nullptr && linear->has_adapter()) {
+      merged.emplace(m.key() + ".weight", linear->MergedWeight());
+    }
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> out = BaseWeights();
+  for (auto& [name, tensor] : out) {
+    auto it = merged.find(name);
+    if (it != merged.end()) tensor = it->second;
+  }
+  return out;
+}
+
+bool TransformerImpl::has_adapters() const {
+  for (const auto& p : named_parameters()) {
+    if (IsAdapterName(p.key())) return true;
+  }
+  return false;
+}
+
+absl::Status TransformerImpl::LoadWeights(
+    const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
+  std::map<std::string, torch::Tensor> params;
+  for (const auto& p : named_parameters()) params.emplace(p.key(), p.value());
+  return LoadNamed(std::move(params), weights);
+}
+
+absl::Status TransformerImpl::LoadBaseWeights(
+    const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
+  const std::vector<std::pair<std::string, torch::Tensor>> base = BaseWeights();
+  return LoadNamed(std::map<std::string, torch::Tensor>(base.begin(), base.end()), weights);
+}
+
 
 }  // namespace trellis::model

@@ -5,7 +5,10 @@
 // pre-norm blocks (RMSNorm, rotary attention with grouped-query KV heads,
 // SwiGLU MLP), final RMSNorm, LM head. Parameter names follow the Hugging
 // Face Llama layout ("model.layers.0.self_attn.q_proj.weight", ...), so real
-// checkpoints map onto it by name.
+// checkpoints map onto it by name. With LoRA (job.proto LoraConfig) the
+// target projections also carry adapters ("...q_proj.lora_A.weight",
+// "...q_proj.lora_B.weight"; model/lora.h) and every other weight, the
+// base, is frozen (requires_grad false).
 
 #include <cstdint>
 #include <memory>
@@ -46,9 +49,12 @@ enum class Head {
 
 class TransformerImpl : public torch::nn::Module {
  public:
-  // REQUIRES: config validated; vocab_size > 0.
+  // REQUIRES: config and lora validated; vocab_size > 0. The base weights
+  // are drawn from LibTorch's default generator in registration order, the
+  // adapters after them, so the base does not depend on `lora`.
   TransformerImpl(const trellis::v1::ModelConfig& config, int64_t vocab_size,
-                  Head head = Head::kLanguageModel);
+                  Head head = Head::kLanguageModel,
+                  const trellis::v1::LoraConfig& lora = trellis::v1::LoraConfig());
 
   // tokens: [B, T] int64. positions: [B, T] int64 rotary positions (rows may
   // be left-padded, so a row's first real token has position 0).
@@ -79,12 +85,25 @@ class TransformerImpl : public torch::nn::Module {
   int64_t vocab_size() const { return vocab_size_; }
   Head head() const { return head_; }
 
-  // Every parameter under its Llama name, in a stable order.
+  // Every parameter under its name, in a stable order: the Llama weights
+  // and, with LoRA, the adapters (what a checkpoint holds).
   std::vector<std::pair<std::string, torch::Tensor>> NamedWeights() const;
+  // NamedWeights split: the adapters (empty without LoRA), and the rest.
+  std::vector<std::pair<std::string, torch::Tensor>> AdapterWeights() const;
+  std::vector<std::pair<std::string, torch::Tensor>> BaseWeights() const;
+  // Plain Llama weights computing the same function: each adapted W
+  // replaced by W + (alpha / rank) B A (new tensors). BaseWeights() without
+  // LoRA.
+  std::vector<std::pair<std::string, torch::Tensor>> MergedWeights() const;
+  bool has_adapters() const;
 
-  // Copies weights in by name. Fails (changing nothing) when a name is
-  // missing, unknown, or its shape differs; the message names the tensor.
+  // Copies NamedWeights() in by name. Fails (changing nothing) when a name
+  // is missing, unknown, or its shape differs; the message names the tensor.
   [[nodiscard]] absl::Status LoadWeights(
+      const std::vector<std::pair<std::string, torch::Tensor>>& weights);
+  // The same for BaseWeights() alone (plain Llama weights, e.g. a
+  // model.init_checkpoint under LoRA); the adapters keep their values.
+  [[nodiscard]] absl::Status LoadBaseWeights(
       const std::vector<std::pair<std::string, torch::Tensor>>& weights);
 
  private:

@@ -21,14 +21,13 @@ std::string ShapeString(c10::IntArrayRef shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-// A detached, contiguous CPU tensor holding `t`'s values.
+}  // namespace
+
 at::Tensor HostCopy(const at::Tensor& t) {
   at::Tensor src = t.detach();
   if (!src.device().is_cpu()) src = src.to(at::kCPU);
   return src.resolve_conj().resolve_neg().contiguous();
 }
-
-}  // namespace
 
 int64_t BucketSet::payload_bytes() const {
   int64_t sum = 0;

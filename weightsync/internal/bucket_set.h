@@ -41,6 +41,10 @@ struct BucketSet {
 // is aligned when read in place.
 inline constexpr int64_t kAlignment = 64;
 
+// A detached, contiguous CPU tensor holding `t`'s values (`t` itself when
+// it already is one).
+at::Tensor HostCopy(const at::Tensor& t);
+
 // Packs detached, contiguous CPU copies of `tensors` into buckets of at most
 // `bucket_bytes` (a tensor larger than that gets a bucket of its own), in
 // order. Checksums are left empty. Returns InvalidArgument for an empty or

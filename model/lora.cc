@@ -1,0 +1,63 @@
+#include "model/lora.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <torch/torch.h>
+
+namespace trellis::model {
+
+LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, int64_t rank, double alpha)
+    : torch::nn::LinearImpl(torch::nn::LinearOptions(in, out).bias(false)) {
+  TORCH_CHECK(rank >= 0, "LoraLinear: rank must be >= 0, got ", rank);
+  if (rank == 0) return;
+  scale_ = alpha / static_cast<double>(rank);
+  // Submodules hold the adapters so that they are named "lora_A.weight"; no
+  // values are drawn here, which keeps W's draws those of a plain Linear.
+  lora_A_ = register_module("lora_A", std::make_shared<torch::nn::Module>())
+                ->register_parameter("weight", torch::zeros({rank, in}));
+  lora_B_ = register_module("lora_B", std::make_shared<torch::nn::Module>())
+                ->register_parameter("weight", torch::zeros({out, rank}));
+}
+
+torch::Tensor LoraLinearImpl::forward(const torch::Tensor& x) {
+  torch::Tensor y = torch::linear(x, weight);
+  if (!has_adapter()) return y;
+  return y + torch::linear(torch::linear(x, lora_A_), lora_B_) * scale_;
+}
+
+void LoraLinearImpl::ResetAdapter() {
+  if (!has_adapter()) return;
+  torch::NoGradGuard no_grad;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(lora_A_.size(1)));
+  lora_A_.uniform_(-bound, bound);
+  lora_B_.zero_();
+}
+
+torch::Tensor LoraLinearImpl::MergedWeight() const {
+  torch::NoGradGuard no_grad;
+  if (!has_adapter()) return weight.detach();
+  return weight + torch::matmul(lora_B_, lora_A_) * scale_;
+}
+
+bool IsAdapterName(std::string_view name) {
+  for (std::string_view suffix : {".lora_A.weight", ".lora_B.weight"}) {
+    if (name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool IsLoraTarget(const trellis::v1::LoraConfig& lora, std::string_view projection) {
+  if (lora.rank() <= 0) return false;
+  if (lora.target_modules().empty()) return projection == "q_proj" || projection == "v_proj";
+  for (const std::string& t : lora.target_modules()) {
+    if (t == projection) return true;
+  }
+  return false;
+}
+
+}  // namespace trellis::model

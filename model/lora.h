@@ -1,0 +1,58 @@
+#ifndef TRELLIS_MODEL_LORA_H_
+#define TRELLIS_MODEL_LORA_H_
+
+// Low-rank adapters (LoRA, Hu et al. 2021) on the transformer's bias-free
+// projections (job.proto LoraConfig).
+
+#include <cstdint>
+#include <string_view>
+
+#include <torch/torch.h>
+
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::model {
+
+// A bias-free projection y = x W^T that may carry a low-rank adapter:
+//   y = x W^T + (alpha / rank) * (x A^T) B^T
+// with A [rank, in] and B [out, rank]. W is created, named ("weight") and
+// drawn exactly as torch::nn::Linear's, so adding adapters to a model does
+// not change its base weights under the same seed. A and B are registered
+// as "lora_A.weight" and "lora_B.weight" (PEFT's names without an adapter
+// name) and start undrawn: call ResetAdapter.
+class LoraLinearImpl : public torch::nn::LinearImpl {
+ public:
+  // rank 0: a plain projection without an adapter (alpha unused).
+  LoraLinearImpl(int64_t in, int64_t out, int64_t rank, double alpha);
+
+  torch::Tensor forward(const torch::Tensor& x);
+
+  bool has_adapter() const { return lora_A_.defined(); }
+
+  // A ~ U(-1/sqrt(in), 1/sqrt(in)) (torch::nn::Linear's kaiming-uniform
+  // with a = sqrt(5)) and B = 0, so a fresh adapter changes nothing. No-op
+  // without an adapter.
+  void ResetAdapter();
+
+  // W + (alpha / rank) B A as a new tensor without autograd history; W
+  // itself (detached) without an adapter.
+  torch::Tensor MergedWeight() const;
+
+ private:
+  torch::Tensor lora_A_;  // [rank, in]
+  torch::Tensor lora_B_;  // [out, rank]
+  double scale_ = 0;      // alpha / rank
+};
+TORCH_MODULE(LoraLinear);
+
+// Whether `name` is an adapter's tensor (ends in ".lora_A.weight" or
+// ".lora_B.weight").
+bool IsAdapterName(std::string_view name);
+
+// Whether `lora` (rank > 0) adapts the projection named `projection`
+// ("q_proj", ...); an empty target_modules means q_proj and v_proj.
+bool IsLoraTarget(const trellis::v1::LoraConfig& lora, std::string_view projection);
+
+}  // namespace trellis::model
+
+#endif  // TRELLIS_MODEL_LORA_H_
