@@ -10,31 +10,45 @@
 #include "absl/synchronization/mutex.h"
 #include "actor/sampling.h"
 #include "ledger/memory_tracker.h"
+#include "model/policy.h"
 #include "model/transformer.h"
+#include "weightsync/fingerprint.h"
 
 namespace trellis::actor {
 namespace {
 
 class LocalActor : public RolloutWorker {
  public:
-  LocalActor(const v1::ModelConfig& config, const model::Tokenizer* tokenizer,
+  LocalActor(model::Transformer model, const model::Tokenizer* tokenizer,
              weightsync::Transport* transport, ledger::Ledger* ledger,
              LocalActorOptions options)
       : tokenizer_(tokenizer),
         transport_(transport),
         ledger_(ledger),
         options_(std::move(options)),
-        model_(config, tokenizer->vocab_size()) {
+        model_(std::move(model)) {
     model_->eval();
     for (auto& p : model_->parameters()) p.set_requires_grad(false);
-    int64_t bytes = 0;
-    for (auto& [name, tensor] : model_->NamedWeights()) {
-      weights_.emplace_back(name, tensor);
-      bytes += static_cast<int64_t>(tensor.nbytes());
+    if (model_->has_adapters()) {
+      // Adapters arrive in buffers of their own, beside the base's
+      // fingerprint, and reach the model only once that matches.
+      base_fingerprint_ = weightsync::Fingerprint(model_->BaseWeights());
+      adapters_ = model_->AdapterWeights();
+      for (const auto& [name, tensor] : adapters_) weights_.emplace_back(name, tensor.clone());
+      weights_.emplace_back(weightsync::kBaseFingerprint, weightsync::FingerprintTensor(0));
+    } else {
+      weights_ = model_->NamedWeights();
     }
     if (ledger_ != nullptr) {
-      ledger_->RecordObject(options_.worker_id, ledger::Object::kParameters, bytes,
+      const std::string& id = options_.worker_id;
+      ledger_->RecordObject(id, ledger::Object::kParameters, Bytes(model_->BaseWeights()),
                             ledger::Stage::kLoad);
+      if (!adapters_.empty()) {
+        ledger_->RecordObject(id, ledger::Object::kAdapters, Bytes(adapters_),
+                              ledger::Stage::kLoad);
+        ledger_->RecordObject(id, ledger::Object::kCommunication, Bytes(weights_),
+                              ledger::Stage::kLoad);
+      }
     }
   }
 
@@ -169,6 +183,12 @@ class LocalActor : public RolloutWorker {
                           absl::StrCat(options_.worker_id, ": weight sync to version ",
                                        version, ": ", stats.status().message()));
     }
+    if (!adapters_.empty()) {
+      if (absl::Status s = ApplyAdapters(); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(options_.worker_id, ": weight sync to version ",
+                                                   stats->version(), ": ", s.message()));
+      }
+    }
     version_ = stats->version();
     return stats;
   }
@@ -179,25 +199,70 @@ class LocalActor : public RolloutWorker {
   }
 
  private:
+  static int64_t Bytes(const weightsync::NamedTensors& tensors) {
+    int64_t bytes = 0;
+    for (const auto& [name, tensor] : tensors) bytes += static_cast<int64_t>(tensor.nbytes());
+    return bytes;
+  }
+
+  // LoRA: copies the received adapters into the model if the learner
+  // trained them on this actor's base; FailedPrecondition (the model
+  // unchanged) if not.
+  absl::Status ApplyAdapters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const uint64_t learner_base = weightsync::FingerprintOf(weights_.back().second);
+    if (learner_base != base_fingerprint_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the adapters were trained on a base with fingerprint ",
+          absl::Hex(learner_base, absl::kZeroPad16), ", this actor's base has ",
+          absl::Hex(base_fingerprint_, absl::kZeroPad16),
+          ": learner and actors must build the base from the same runtime.seed and "
+          "model.init_checkpoint"));
+    }
+    try {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < adapters_.size(); ++i) adapters_[i].second.copy_(weights_[i].second);
+    } catch (const c10::Error& e) {
+      return absl::InternalError(
+          absl::StrCat("loading the adapters: ", e.what_without_backtrace()));
+    }
+    return absl::OkStatus();
+  }
+
   const model::Tokenizer* tokenizer_;
   weightsync::Transport* transport_;
   ledger::Ledger* ledger_;
   const LocalActorOptions options_;
   mutable absl::Mutex mu_;
   model::Transformer model_ ABSL_GUARDED_BY(mu_);
+  // Where Receive writes: the model's own weights, or under LoRA buffers
+  // for the adapters followed by kBaseFingerprint.
   weightsync::NamedTensors weights_ ABSL_GUARDED_BY(mu_);
+  // LoRA: the model's adapters and its base's fingerprint; empty and 0
+  // without LoRA.
+  weightsync::NamedTensors adapters_ ABSL_GUARDED_BY(mu_);
+  uint64_t base_fingerprint_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t version_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace
 
-std::unique_ptr<RolloutWorker> NewLocalActor(const v1::ModelConfig& model,
-                                             const model::Tokenizer* tokenizer,
-                                             weightsync::Transport* transport,
-                                             ledger::Ledger* ledger,
-                                             LocalActorOptions options) {
-  return std::make_unique<LocalActor>(model, tokenizer, transport, ledger,
-                                      std::move(options));
+absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
+    const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
+    weightsync::Transport* transport, ledger::Ledger* ledger, LocalActorOptions options) {
+  model::Transformer policy{nullptr};
+  if (options.lora.rank() > 0) {
+    absl::StatusOr<model::Transformer> built =
+        model::NewPolicy(model, options.lora, tokenizer->vocab_size(), options.seed);
+    if (!built.ok()) {
+      return absl::Status(built.status().code(),
+                          absl::StrCat(options.worker_id, ": ", built.status().message()));
+    }
+    policy = *std::move(built);
+  } else {
+    policy = model::Transformer(model, tokenizer->vocab_size());
+  }
+  return std::unique_ptr<RolloutWorker>(std::make_unique<LocalActor>(
+      std::move(policy), tokenizer, transport, ledger, std::move(options)));
 }
 
 }  // namespace trellis::actor

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "actor/rollout_worker.h"
 #include "ledger/ledger.h"
@@ -17,17 +18,22 @@ struct LocalActorOptions {
   std::string worker_id = "actor-0";
   // How long SyncWeights waits for the requested version.
   absl::Duration sync_timeout = absl::Seconds(60);
+  // LoRA (job.memory.lora with rank > 0): the actor builds the frozen base
+  // itself as the learner does (model::NewPolicy with this seed, which must
+  // be the learner's, and model.init_checkpoint) and receives only the
+  // adapters, refusing them when the learner's base fingerprint differs.
+  v1::LoraConfig lora;
+  uint64_t seed = 1;
 };
 
 // An in-process actor: its own copy of the policy, batched sampling with a
 // KV cache, weights received from `transport`. Records its KV cache in
 // `ledger`. The tokenizer, transport and ledger must outlive the actor.
-// The weights start unset: call SyncWeights before Generate.
-std::unique_ptr<RolloutWorker> NewLocalActor(const v1::ModelConfig& model,
-                                             const model::Tokenizer* tokenizer,
-                                             weightsync::Transport* transport,
-                                             ledger::Ledger* ledger,
-                                             LocalActorOptions options = {});
+// The weights start unset: call SyncWeights before Generate. Fails when
+// the model cannot be built (under LoRA: its model.init_checkpoint).
+[[nodiscard]] absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
+    const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
+    weightsync::Transport* transport, ledger::Ledger* ledger, LocalActorOptions options = {});
 
 }  // namespace trellis::actor
 

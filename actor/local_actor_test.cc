@@ -23,7 +23,10 @@ class LocalActorTest : public testing::Test {
     policy_ = model::Transformer(config_, tokenizer_->vocab_size());
     transport_ = weightsync::NewInProcessTransport();
     ASSERT_TRUE(transport_->Publish(0, policy_->NamedWeights()).ok());
-    actor_ = NewLocalActor(config_, tokenizer_.get(), transport_.get(), nullptr);
+    absl::StatusOr<std::unique_ptr<RolloutWorker>> actor =
+        NewLocalActor(config_, tokenizer_.get(), transport_.get(), nullptr);
+    ASSERT_TRUE(actor.ok()) << actor.status();
+    actor_ = *std::move(actor);
     ASSERT_TRUE(actor_->SyncWeights(0).ok());
   }
 

@@ -249,6 +249,18 @@ TEST(ValidateJob, RecipesNameTheirReferenceAndSteps) {
   EXPECT_TRUE(ValidateJob(job).ok());
 }
 
+TEST(ValidateJob, LoraNeedsAPolicyToAdapt) {
+  const std::string lora = "memory: {lora: {rank: 8, target_modules: [q_proj, down_proj]}}\n";
+  for (const char* algorithm : {"grpo", "ppo", "sft", "dpo", "online_dpo"}) {
+    EXPECT_TRUE(ValidateYaml(lora + "algorithm: " + algorithm + "\n").ok()) << algorithm;
+  }
+  absl::Status s = ValidateYaml(lora + "algorithm: reward_model\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("memory.lora.rank: must be 0 with algorithm reward_model"));
+  s = ValidateYaml("memory: {lora: {rank: 4, target_modules: [q_proj, qkv]}}\n");
+  EXPECT_THAT(s.message(), HasSubstr("memory.lora.target_modules[1]: must be one of q_proj"));
+}
+
 TEST(ValidateJob, ReportsEveryViolation) {
   absl::Status s = ValidateYaml("grpo: {clip_eps: 0, kl_coef: -1}\nsft: {batch_size: 0}\n");
   EXPECT_THAT(s.message(), HasSubstr("grpo.clip_eps"));

@@ -241,6 +241,15 @@ void CheckMemory(const v1::MemoryConfig& m, Checker& c) {
             m.zero_stage());
 }
 
+// LoRA adapts the policy's projections; a reward model's score head is new
+// and would stay frozen at its random start.
+void CheckLora(const v1::JobConfig& job, Checker& c) {
+  if (job.memory().lora().rank() == 0) return;
+  c.Require(job.algorithm() != "reward_model", "memory.lora.rank",
+            "0 with algorithm reward_model (LoRA would freeze its new score head)",
+            job.memory().lora().rank());
+}
+
 // The recipes JobConfig.algorithm may name.
 constexpr const char* kAlgorithms[] = {"grpo", "ppo", "sft", "dpo", "online_dpo",
                                         "reward_model"};
@@ -330,6 +339,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   c.NonNegative("runtime.checkpoint_every", job.runtime().checkpoint_every());
   CheckDeployment(job.deployment(), c);
   CheckMemory(job.memory(), c);
+  CheckLora(job, c);
   return c.status();
 }
 

@@ -241,10 +241,14 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   // (the learner's gRPC sender serves on it).
   absl::Cleanup stop_server = [&server] { (*server)->Shutdown(absl::Seconds(1)); };
   switch (options.role) {
-    case v1::ACTOR:
-      actor = scheduler::MakeLocalActor(job, tokenizer.get(), transport.get(), &ledger, id);
+    case v1::ACTOR: {
+      absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> a =
+          scheduler::MakeLocalActor(job, tokenizer.get(), transport.get(), &ledger, id);
+      if (!a.ok()) return a.status();
+      actor = *std::move(a);
       actor_service.Bind(actor.get(), vocab);
       break;
+    }
     case v1::LEARNER: {
       absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> l =
           scheduler::MakeLocalLearner(job, *tokenizer, transport.get(), &ledger, id);

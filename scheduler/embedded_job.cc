@@ -25,7 +25,10 @@ class LocalRoleSet final : public RoleSet {
         MakeLocalLearner(job, *tokenizer, set->transport_.get(), ledger, "learner-0");
     if (!learner.ok()) return learner.status();
     set->learner_ = *std::move(learner);
-    set->actor_ = MakeLocalActor(job, tokenizer, set->transport_.get(), ledger, "actor-0");
+    absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> actor =
+        MakeLocalActor(job, tokenizer, set->transport_.get(), ledger, "actor-0");
+    if (!actor.ok()) return actor.status();
+    set->actor_ = *std::move(actor);
     absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> reference =
         MakeLocalReference(job, tokenizer, ledger);
     if (!reference.ok()) return reference.status();

@@ -34,13 +34,13 @@ absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
   return learner::NewLocalLearner(job, options, transport, ledger);
 }
 
-std::unique_ptr<actor::RolloutWorker> MakeLocalActor(const v1::JobConfig& job,
-                                                     const model::Tokenizer* tokenizer,
-                                                     weightsync::Transport* transport,
-                                                     ledger::Ledger* ledger,
-                                                     const std::string& worker_id) {
+absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
+    const v1::JobConfig& job, const model::Tokenizer* tokenizer,
+    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id) {
   actor::LocalActorOptions options;
   options.worker_id = worker_id;
+  options.lora = job.memory().lora();
+  options.seed = job.runtime().seed();
   return actor::NewLocalActor(job.model(), tokenizer, transport, ledger, options);
 }
 

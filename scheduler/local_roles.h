@@ -30,11 +30,9 @@ void SetThreads(const v1::JobConfig& job);
     const v1::JobConfig& job, const model::Tokenizer& tokenizer,
     weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id);
 
-std::unique_ptr<actor::RolloutWorker> MakeLocalActor(const v1::JobConfig& job,
-                                                     const model::Tokenizer* tokenizer,
-                                                     weightsync::Transport* transport,
-                                                     ledger::Ledger* ledger,
-                                                     const std::string& worker_id);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
+    const v1::JobConfig& job, const model::Tokenizer* tokenizer,
+    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id);
 
 // Null when the job does not need the reference (config::NeedsReference).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(

@@ -39,8 +39,10 @@ class ServicesTest : public ::testing::Test {
         scheduler::MakeLocalLearner(job_, *tokenizer_, transport_.get(), nullptr, "learner-0");
     ASSERT_TRUE(learner.ok()) << learner.status();
     learner_ = *std::move(learner);
-    actor_ = scheduler::MakeLocalActor(job_, tokenizer_.get(), transport_.get(), nullptr,
-                                       "actor-0");
+    absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> actor =
+        scheduler::MakeLocalActor(job_, tokenizer_.get(), transport_.get(), nullptr, "actor-0");
+    ASSERT_TRUE(actor.ok()) << actor.status();
+    actor_ = *std::move(actor);
     const int64_t vocab = scheduler::VocabSize(job_, *tokenizer_);
     learner_service_.Bind(learner_.get(), vocab);
     actor_service_.Bind(actor_.get(), vocab);
