@@ -257,6 +257,8 @@ TEST(ValidateJob, LoraNeedsAPolicyToAdapt) {
   absl::Status s = ValidateYaml(lora + "algorithm: reward_model\n");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("memory.lora.rank: must be 0 with algorithm reward_model"));
+  s = ValidateYaml("memory: {precision: bf16, lora: {rank: 4}}\n");
+  EXPECT_THAT(s.message(), HasSubstr("memory.precision: must be fp32 with memory.lora"));
   s = ValidateYaml("memory: {lora: {rank: 4, target_modules: [q_proj, qkv]}}\n");
   EXPECT_THAT(s.message(), HasSubstr("memory.lora.target_modules[1]: must be one of q_proj"));
 }

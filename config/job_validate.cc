@@ -242,12 +242,17 @@ void CheckMemory(const v1::MemoryConfig& m, Checker& c) {
 }
 
 // LoRA adapts the policy's projections; a reward model's score head is new
-// and would stay frozen at its random start.
+// and would stay frozen at its random start. Actors build the fp32 base
+// themselves, so a learner computing with a bf16-rounded base would train
+// adapters for another model.
 void CheckLora(const v1::JobConfig& job, Checker& c) {
   if (job.memory().lora().rank() == 0) return;
   c.Require(job.algorithm() != "reward_model", "memory.lora.rank",
             "0 with algorithm reward_model (LoRA would freeze its new score head)",
             job.memory().lora().rank());
+  c.Require(job.memory().precision() == "fp32", "memory.precision",
+            "fp32 with memory.lora (bf16 LoRA is not supported yet)",
+            absl::StrCat("\"", job.memory().precision(), "\""));
 }
 
 // The recipes JobConfig.algorithm may name.

@@ -32,14 +32,17 @@ class LearnerWorker {
       const v1::TrainBatch& batch) = 0;
 
   // Publishes the current weights as the current policy version to the
-  // actors' weight transport.
+  // actors' weight transport. Under LoRA (job.memory.lora) only the
+  // adapters, with the frozen base's fingerprint (weightsync/fingerprint.h).
   [[nodiscard]] virtual absl::StatusOr<v1::WeightSyncStats> PublishWeights() = 0;
 
-  // Writes the current weights as safetensors (atomically).
+  // Writes the current weights as safetensors (atomically): plain Llama
+  // weights, under LoRA with the adapters merged in.
   [[nodiscard]] virtual absl::Status SaveWeights(const std::string& path) = 0;
 
   // Writes a checkpoint of the learner into the existing directory `dir`:
-  //   weights.safetensors    the policy (metadata: policy_version)
+  //   weights.safetensors    the policy (metadata: policy_version); under
+  //                          LoRA the base and the adapters
   //   critic.safetensors     PPO: the critic (or the shared value head)
   //   optimizer.safetensors  every phase's optimizer state and step counts
   //                          (sft, rl, and PPO's separate critic; names of
@@ -50,8 +53,8 @@ class LearnerWorker {
   // Restores what SaveCheckpoint wrote: weights, optimizer state, phase step
   // counts and the policy version. Fails, changing nothing, with DataLoss
   // for an unreadable file and FailedPrecondition for one that does not fit
-  // this learner (other shapes, names or format); the message names the
-  // file and the tensor or field.
+  // this learner (other shapes, names or format, or under LoRA another
+  // base); the message names the file and the tensor or field.
   [[nodiscard]] virtual absl::Status RestoreCheckpoint(const std::string& dir) = 0;
 
   // Starts at 0 and grows by one with every optimizer step.

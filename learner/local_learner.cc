@@ -15,6 +15,9 @@
 #include "learner/losses.h"
 #include "learner/objectives.h"
 #include "ledger/memory_tracker.h"
+#include "model/lora.h"
+#include "model/policy.h"
+#include "weightsync/fingerprint.h"
 
 namespace trellis::learner {
 namespace internal {
@@ -68,11 +71,18 @@ LocalLearner::LocalLearner(const v1::JobConfig& job, const LocalLearnerOptions& 
       ledger_(ledger) {}
 
 absl::Status LocalLearner::Init() {
+  // A reward-model job trains a scalar-head model in the policy's place
+  // (config refuses LoRA for it).
+  absl::StatusOr<model::Transformer> policy = model::NewPolicy(
+      job_.model(), job_.memory().lora(), options_.vocab_size, options_.seed,
+      reward_model_ ? model::Head::kScalar : model::Head::kLanguageModel);
+  if (!policy.ok()) {
+    return absl::Status(policy.status().code(),
+                        absl::StrCat(options_.worker_id, ": ", policy.status().message()));
+  }
+  model_ = *std::move(policy);
+  if (model_->has_adapters()) base_fingerprint_ = weightsync::Fingerprint(model_->BaseWeights());
   try {
-    torch::manual_seed(options_.seed);
-    // A reward-model job trains a scalar-head model in the policy's place.
-    model_ = model::Transformer(job_.model(), options_.vocab_size,
-                                reward_model_ ? model::Head::kScalar : model::Head::kLanguageModel);
     model_->train();
     if (job_.algorithm() == "ppo") {
       if (job_.ppo().critic() == "shared") {
@@ -88,15 +98,6 @@ absl::Status LocalLearner::Init() {
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat(options_.worker_id, ": building the model: ", e.what_without_backtrace()));
-  }
-  const std::string& init = job_.model().init_checkpoint();
-  if (!init.empty()) {
-    absl::StatusOr<model::NamedTensors> weights = model::LoadSafetensors(init);
-    if (!weights.ok()) return weights.status();
-    if (absl::Status s = model_->LoadWeights(*weights); !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat("model.init_checkpoint ", init, ": ", s.message()));
-    }
   }
   // Memory strategies: the masters are made from these (fp32) weights on
   // each phase's first step, before any rounding can matter.
@@ -117,7 +118,7 @@ void LocalLearner::EnsureOptimizer(Phase& phase, std::vector<torch::Tensor> para
 }
 
 absl::StatusOr<v1::TrainStats> LocalLearner::SftStep(const v1::SftBatch& batch) {
-  EnsureOptimizer(sft_, model_->parameters(), job_.sft().optimizer());
+  EnsureOptimizer(sft_, TrainedParams(), job_.sft().optimizer());
   absl::StatusOr<v1::TrainStats> stats =
       Update(sft_, job_.sft().optimizer(), batch.pairs_size(), SftMicro(batch));
   if (!stats.ok()) return stats;
@@ -195,7 +196,7 @@ absl::StatusOr<v1::TrainStats> LocalLearner::TrainStep(const v1::TrainBatch& bat
     }
     return r;
   };
-  std::vector<torch::Tensor> params = model_->parameters();
+  std::vector<torch::Tensor> params = TrainedParams();
   if (value_head_) params.push_back(value_head_->weight);
   EnsureOptimizer(rl_, std::move(params), grpo.optimizer());
   absl::StatusOr<v1::TrainStats> stats = Update(rl_, grpo.optimizer(), batch.samples_size(), micro);
@@ -226,18 +227,34 @@ absl::StatusOr<v1::TrainStats> LocalLearner::TrainStep(const v1::TrainBatch& bat
 }
 
 absl::StatusOr<v1::WeightSyncStats> LocalLearner::PublishWeights() {
-  if (!bf16_) return transport_->Publish(version_, model_->NamedWeights());
-  // Actors sample in float32: they get the bf16 weights the learner
-  // computes with, widened.
-  model::NamedTensors widened;
-  for (const auto& [name, tensor] : model_->NamedWeights()) {
-    widened.emplace_back(name, tensor.detach().to(torch::kFloat32));
+  // Under LoRA only the adapters change, and actors build the same base:
+  // they get the adapters and the base's fingerprint, to refuse adapters
+  // trained on another base.
+  model::NamedTensors sent = TrainedWeights();
+  if (bf16_) {
+    // Actors sample in float32: they get the bf16 weights the learner
+    // computes with, widened.
+    for (auto& [name, tensor] : sent) tensor = tensor.detach().to(torch::kFloat32);
   }
-  return transport_->Publish(version_, widened);
+  if (model_->has_adapters()) {
+    sent.emplace_back(weightsync::kBaseFingerprint, weightsync::FingerprintTensor(base_fingerprint_));
+  }
+  return transport_->Publish(version_, sent);
 }
 
 absl::Status LocalLearner::SaveWeights(const std::string& path) {
-  return SaveNamed(path, model_->NamedWeights());
+  // Plain Llama weights (adapters merged) that load without LoRA.
+  return SaveNamed(path, model_->MergedWeights());
+}
+
+model::NamedTensors LocalLearner::TrainedWeights() const {
+  return model_->has_adapters() ? model_->AdapterWeights() : model_->NamedWeights();
+}
+
+std::vector<torch::Tensor> LocalLearner::TrainedParams() const {
+  std::vector<torch::Tensor> params;
+  for (const auto& [name, tensor] : TrainedWeights()) params.push_back(tensor);
+  return params;
 }
 
 absl::StatusOr<v1::TrainStats> LocalLearner::PreferenceStep(const v1::PreferenceBatch& batch) {
@@ -245,7 +262,7 @@ absl::StatusOr<v1::TrainStats> LocalLearner::PreferenceStep(const v1::Preference
   if (!micro.ok()) return micro.status();
   const v1::OptimizerConfig& config =
       reward_model_ ? job_.reward_model().optimizer() : job_.dpo().optimizer();
-  EnsureOptimizer(pref_, model_->parameters(), config);
+  EnsureOptimizer(pref_, TrainedParams(), config);
   absl::StatusOr<v1::TrainStats> stats = Update(pref_, config, batch.pairs_size(), *micro);
   if (!stats.ok()) return stats;
   return Finish(pref_, Stage::kUpdate, *std::move(stats), 0);
@@ -435,9 +452,11 @@ double LocalLearner::RecomputeSeconds() const {
 v1::TrainStats LocalLearner::Finish(Phase& phase, Stage stage, v1::TrainStats stats,
                                     int64_t buffer_bytes) {
   ++version_;
-  int64_t param_bytes = 0, grad_bytes = 0;
-  for (const auto& p : model_->parameters()) {
-    param_bytes += p.nbytes();
+  // Under LoRA the parameters are the frozen base, the adapters their own
+  // object; only the adapters have gradients.
+  int64_t param_bytes = 0, adapter_bytes = 0, grad_bytes = 0;
+  for (const auto& [name, p] : model_->NamedWeights()) {
+    (model::IsAdapterName(name) ? adapter_bytes : param_bytes) += p.nbytes();
     // With bf16 the gradients the step used are the masters'.
     for (const torch::Tensor& t : {p, masters_.Find(p)}) {
       if (t.defined() && t.grad().defined()) grad_bytes += t.grad().nbytes();
@@ -445,6 +464,7 @@ v1::TrainStats LocalLearner::Finish(Phase& phase, Stage stage, v1::TrainStats st
   }
   stats.set_policy_version(version_);
   stats.set_parameter_bytes(param_bytes);
+  stats.set_adapter_bytes(adapter_bytes);
   stats.set_gradient_bytes(grad_bytes);
   stats.set_master_weight_bytes(masters_.bytes());
   stats.set_optimizer_state_bytes(OptimizerStateBytes(*phase.optimizer));
@@ -457,6 +477,7 @@ v1::TrainStats LocalLearner::Finish(Phase& phase, Stage stage, v1::TrainStats st
       if (p->optimizer) optimizer_bytes += OptimizerStateBytes(*p->optimizer);
     }
     ledger_->RecordObject(id, Object::kParameters, param_bytes, stage);
+    if (adapter_bytes > 0) ledger_->RecordObject(id, Object::kAdapters, adapter_bytes, stage);
     ledger_->RecordObject(id, Object::kGradients, grad_bytes, stage);
     ledger_->RecordObject(id, Object::kOptimizerState, optimizer_bytes, stage);
     if (bf16_) ledger_->RecordObject(id, Object::kMasterWeights, masters_.bytes(), stage);

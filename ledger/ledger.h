@@ -69,7 +69,9 @@ enum class Object {
   // sampler's logits. Reported with its size at the peak, then 0 (freed).
   kWorkspace,
   // Memory strategies (job.proto MemoryConfig): bf16's fp32 master copy of
-  // the weights, and LoRA's adapters (with their gradients).
+  // the weights, and LoRA's adapter weights (kParameters is then the frozen
+  // base; the adapters' gradients and optimizer state count in kGradients
+  // and kOptimizerState, the only ones there are).
   kMasterWeights,
   kAdapters,
 };

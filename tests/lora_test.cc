@@ -177,8 +177,6 @@ TEST_F(LoraTest, TrainsOnlyTheAdapters) {
   EXPECT_EQ(full_stats.gradient_bytes(), base_bytes);
   EXPECT_EQ(full_stats.optimizer_state_bytes(), 2 * base_bytes);
   EXPECT_LT(stats.gradient_bytes() * 10, full_stats.gradient_bytes());
-  // Activations are not what LoRA moves: within a factor of the full run's.
-  EXPECT_LT(stats.activation_bytes(), 2 * full_stats.activation_bytes());
 }
 
 // After a sync the actor (its own base plus the received adapters) samples

@@ -125,6 +125,33 @@ TEST(StrategyTest, Bf16HalvesWeightsAndActivationsAndKeepsFp32Masters) {
   EXPECT_NEAR(bf16.steps[0]["loss"].get<double>(), loss, 0.05 * std::abs(loss) + 1e-3);
 }
 
+// LoRA through a whole embedded run (learner, actor, reference): the
+// frozen base is the parameters object, gradients and optimizer state are
+// the adapters' size, and each weight sync moves only the adapters (and the
+// base's 8-byte fingerprint).
+TEST(StrategyTest, LoraShrinksGradientsOptimizerStateAndWeightSyncToTheAdapters) {
+  v1::JobConfig job = BaseJob();
+  job.mutable_memory()->mutable_lora()->set_rank(4);
+  const JobRun lora = RunTinyJob("strategy_lora", job);
+  const auto base = LearnerObjects(Baseline());
+  const auto cand = LearnerObjects(lora);
+  SCOPED_TRACE("baseline " + Describe(base) + "\nlora " + Describe(cand));
+  EXPECT_EQ(cand.at("parameters"), base.at("parameters"));
+  EXPECT_EQ(base.at("adapters"), 0);
+  EXPECT_GT(cand.at("adapters"), 0);
+  EXPECT_EQ(cand.at("gradients"), cand.at("adapters"));
+  EXPECT_EQ(cand.at("optimizer_state"), 2 * cand.at("adapters"));
+  EXPECT_LT(10 * cand.at("gradients"), base.at("gradients"));
+  EXPECT_LE(cand.at("activations"), base.at("activations"));
+  ASSERT_EQ(lora.steps.size(), Baseline().steps.size());
+  for (size_t i = 0; i < lora.steps.size(); ++i) {
+    EXPECT_EQ(lora.steps[i]["handoff_bytes"].get<int64_t>(), cand.at("adapters") + 8)
+        << "step " << i;
+    EXPECT_EQ(Baseline().steps[i]["handoff_bytes"].get<int64_t>(), base.at("parameters"))
+        << "step " << i;
+  }
+}
+
 #ifdef TRELLIS_BINARY
 TEST(StrategyTest, CompareOfBaselineAndCheckpointingWritesTableVerdictAndMarkdown) {
   v1::JobConfig job = BaseJob();

@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "learner/internal/local_learner.h"
 #include "learner/internal/optimizer.h"
+#include "model/lora.h"
+#include "weightsync/fingerprint.h"
 
 namespace trellis::learner::internal {
 namespace {
@@ -128,6 +130,7 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   if (!version.ok()) return version.status();
   absl::StatusOr<model::NamedTensors> weights = LoadPart(weights_path, *version, opt_path);
   if (!weights.ok()) return weights.status();
+  if (absl::Status s = CheckSameBase(*weights, weights_path); !s.ok()) return s;
   model::NamedTensors critic_weights;
   if (HasCritic()) {
     absl::StatusOr<model::NamedTensors> c = LoadPart(critic_path, *version, opt_path);
@@ -179,11 +182,24 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
     if (HasCritic()) (void)LoadCritic(critic_before);
     return NotThisModel(s, weights_path);
   }
-  LoadMasters(model_->NamedWeights(), *weights);
+  LoadMasters(TrainedWeights(), *weights);
   if (HasCritic()) LoadMasters(CriticWeights(), critic_weights);
   for (auto& [restored, name] : fresh) *PhaseNamed(name) = std::move(restored);
   version_ = *version;
   return absl::OkStatus();
+}
+
+absl::Status LocalLearner::CheckSameBase(const model::NamedTensors& weights,
+                                         const std::string& path) const {
+  if (!model_->has_adapters()) return absl::OkStatus();
+  model::NamedTensors base;
+  for (const auto& [name, tensor] : weights) {
+    if (!model::IsAdapterName(name)) base.emplace_back(name, tensor);
+  }
+  if (weightsync::Fingerprint(base) == base_fingerprint_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      path, ": its frozen base is not the one this job builds (runtime.seed, "
+      "model.init_checkpoint); LoRA trains adapters over an unchanged base"));
 }
 
 std::vector<std::pair<Phase*, std::string>> LocalLearner::Phases() {
@@ -198,7 +214,7 @@ Phase* LocalLearner::PhaseNamed(const std::string& name) {
 
 std::vector<torch::Tensor> LocalLearner::PhaseParams(const std::string& name) {
   if (name == "critic") return critic_->parameters();
-  std::vector<torch::Tensor> params = model_->parameters();
+  std::vector<torch::Tensor> params = TrainedParams();
   if (name == "rl" && value_head_) params.push_back(value_head_->weight);
   return params;
 }

@@ -144,6 +144,10 @@ class LocalLearner : public LearnerWorker {
   double RecomputeSeconds() const;
   // The master copies for the optimizers (null with precision fp32).
   MasterCopies* masters() { return bf16_ ? &masters_ : nullptr; }
+  // The policy's weights that train: under LoRA (job.memory.lora) the
+  // adapters, the base frozen; else every weight.
+  model::NamedTensors TrainedWeights() const;
+  std::vector<torch::Tensor> TrainedParams() const;
 
   // --- ppo_critic.cc: PPO's critic.
   bool HasCritic() const { return !critic_.is_empty() || !value_head_.is_empty(); }
@@ -183,6 +187,9 @@ class LocalLearner : public LearnerWorker {
   // (matched by name; LoadWeights checked them) and rounds them down.
   void LoadMasters(const model::NamedTensors& live, const model::NamedTensors& loaded);
   absl::Status SaveNamed(const std::string& path, const model::NamedTensors& named);
+  // LoRA: FailedPrecondition unless the base in `weights` (a checkpoint's,
+  // read from `path`) is the one this learner built.
+  absl::Status CheckSameBase(const model::NamedTensors& weights, const std::string& path) const;
 
   const v1::JobConfig job_;
   // algorithm "reward_model": model_ has a scalar head.
@@ -198,6 +205,9 @@ class LocalLearner : public LearnerWorker {
   model::Transformer critic_{nullptr};
   torch::nn::Linear value_head_{nullptr};
   MasterCopies masters_;
+  // LoRA: weightsync::Fingerprint of the frozen base as built (it never
+  // changes), published beside the adapters; 0 without LoRA.
+  uint64_t base_fingerprint_ = 0;
   Phase sft_;
   Phase rl_;
   Phase critic_phase_;
