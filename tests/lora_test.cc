@@ -179,6 +179,42 @@ TEST_F(LoraTest, TrainsOnlyTheAdapters) {
   EXPECT_LT(stats.gradient_bytes() * 10, full_stats.gradient_bytes());
 }
 
+// A checkpoint (base, adapters, the adapters' optimizer state) resumes
+// exactly; a learner whose base differs refuses it.
+TEST_F(LoraTest, CheckpointResumesExactly) {
+  const v1::JobConfig job = Job(4);
+  auto straight = Learner(job, nullptr);
+  ASSERT_NE(straight, nullptr);
+  Train(*straight, 2);
+  ASSERT_TRUE(straight->SaveCheckpoint(dir_.string()).ok());
+  auto resumed = Learner(job, nullptr);
+  ASSERT_NE(resumed, nullptr);
+  ASSERT_TRUE(resumed->RestoreCheckpoint(dir_.string()).ok());
+  EXPECT_EQ(resumed->policy_version(), 2);
+  const v1::SftBatch next = RandomSft(16, tokenizer_->vocab_size(), 500);
+  ASSERT_TRUE(straight->SftStep(next).ok());
+  ASSERT_TRUE(resumed->SftStep(next).ok());
+  const fs::path a = dir_ / "a.safetensors", b = dir_ / "b.safetensors";
+  ASSERT_TRUE(straight->SaveWeights(a.string()).ok());
+  ASSERT_TRUE(resumed->SaveWeights(b.string()).ok());
+  auto wa = model::LoadSafetensors(a.string()), wb = model::LoadSafetensors(b.string());
+  ASSERT_TRUE(wa.ok() && wb.ok());
+  ASSERT_EQ(wa->size(), wb->size());
+  for (size_t i = 0; i < wa->size(); ++i) {
+    EXPECT_TRUE(torch::equal((*wa)[i].second, (*wb)[i].second)) << (*wa)[i].first;
+  }
+
+  learner::LocalLearnerOptions other;
+  other.vocab_size = tokenizer_->vocab_size();
+  other.seed = kSeed + 1;
+  auto stranger = learner::NewLocalLearner(job, other, nullptr, nullptr);
+  ASSERT_TRUE(stranger.ok());
+  absl::Status s = (*stranger)->RestoreCheckpoint(dir_.string());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("weights.safetensors: its frozen base is not the one"));
+  EXPECT_EQ((*stranger)->policy_version(), 0);
+}
+
 // After a sync the actor (its own base plus the received adapters) samples
 // with the learner's merged policy: the plain model in policy.safetensors
 // gives the sampled tokens the same log-probs.
