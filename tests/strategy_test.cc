@@ -25,12 +25,15 @@ using testing_util::Slurp;
 using testing_util::TinyJob;
 
 // The tiny job with three layers (so that per-layer checkpointing has
-// layers to save) and one micro-batch of all 16 samples.
+// layers to save) and one micro-batch of all 16 samples per update.
 v1::JobConfig BaseJob() {
   v1::JobConfig job = TinyJob();
   job.mutable_model()->set_n_layers(3);
   job.mutable_grpo()->set_micro_batch_size(16);
-  job.mutable_sft()->set_steps(2);
+  // Enough warm-up on one-digit sums that the sampled groups have mixed
+  // rewards, so that the RL steps update.
+  job.mutable_data()->mutable_arithmetic()->set_max_digits(1);
+  job.mutable_sft()->set_steps(30);
   job.mutable_grpo()->set_steps(2);
   return job;
 }
