@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "learner/objectives.h"
 #include "ledger/memory_tracker.h"
+#include "model/safetensors.h"
 #include "model/token_batch.h"
 #include "model/transformer.h"
 
@@ -239,6 +240,35 @@ TEST(LocalLearnerPpoTest, CheckpointHoldsTheCritic) {
     EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
     EXPECT_NE(std::string(refused.message()).find(".safetensors"), std::string::npos)
         << refused;
+  }
+}
+
+// bf16 keeps fp32 masters: a checkpoint holds them (not the rounded bf16
+// weights), so a restored learner continues exactly; PPO's critic too.
+TEST(LocalLearnerTest, Bf16CheckpointHoldsTheMasters) {
+  const v1::TrainBatch batch = WithRewards(RandomBatch(8, 5));
+  v1::JobConfig job = PpoJob(8, "separate");
+  job.mutable_memory()->set_precision("bf16");
+  const std::string dir = ::testing::TempDir() + "/bf16_ckpt";
+  std::filesystem::create_directories(dir);
+  auto running = MakeLearner(job);
+  ASSERT_TRUE(running->TrainStep(batch).ok());
+  ASSERT_TRUE(running->SaveCheckpoint(dir).ok());
+  absl::StatusOr<model::NamedTensors> saved =
+      model::LoadSafetensors(dir + "/weights.safetensors");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  for (const auto& [name, tensor] : *saved) EXPECT_EQ(tensor.scalar_type(), torch::kFloat32);
+  auto restored = MakeLearner(job);
+  absl::Status s = restored->RestoreCheckpoint(dir);
+  ASSERT_TRUE(s.ok()) << s;
+  for (int step = 0; step < 2; ++step) {
+    auto a = running->TrainStep(batch);
+    auto b = restored->TrainStep(batch);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->loss(), b->loss()) << "step " << step;
+    EXPECT_EQ(a->value_loss(), b->value_loss()) << "step " << step;
+    EXPECT_EQ(a->grad_norm(), b->grad_norm()) << "step " << step;
+    EXPECT_GT(a->master_weight_bytes(), 0);
   }
 }
 
