@@ -123,10 +123,11 @@ TEST(DataParallelGroupTest, JoinGivesUpWhenRankZeroNeverComes) {
 }
 
 TEST(RankRowsTest, SplitsRowsEvenlyAndContiguously) {
-  EXPECT_EQ(RankRows(10, 0, 1), std::make_pair<int64_t, int64_t>(0, 10));
-  EXPECT_EQ(RankRows(7, 0, 2), std::make_pair<int64_t, int64_t>(0, 4));
-  EXPECT_EQ(RankRows(7, 1, 2), std::make_pair<int64_t, int64_t>(4, 7));
-  EXPECT_EQ(RankRows(2, 2, 3), std::make_pair<int64_t, int64_t>(2, 2));  // No rows left.
+  using Rows = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(RankRows(10, 0, 1), Rows(0, 10));
+  EXPECT_EQ(RankRows(7, 0, 2), Rows(0, 4));
+  EXPECT_EQ(RankRows(7, 1, 2), Rows(4, 7));
+  EXPECT_EQ(RankRows(2, 2, 3), Rows(2, 2));  // No rows left.
 }
 
 TEST(ShardByBytesTest, BalancesWholeTensorsLargestFirst) {
