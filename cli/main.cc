@@ -97,7 +97,8 @@ constexpr char kUsage[] =
     "  --metrics HOST:PORT   a worker's own Prometheus /metrics.\n"
     "  plan    memory per role and object, and step time, estimated before running.\n"
     "  probe   short runs per setting of KEY (micro_batch, seq_len, accumulation,\n"
-    "          optimizer or a job field's path); names the object whose peak moved.\n"
+    "          optimizer, strategy=none|checkpointing|bf16|lora, or a job field's\n"
+    "          path); names the object whose peak moved.\n"
     "  compare baseline RUN_A against candidates side by side, with a verdict;\n"
     "          writes RUN_A/compare.md and compare.json.\n";
 

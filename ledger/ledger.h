@@ -129,6 +129,12 @@ struct StepCounts {
   // margin and the fraction of its pairs ranked right (TrainStats).
   double reward_margin = 0;
   double preference_accuracy = 0;
+  // Memory strategies (job.memory), from the learner's TrainStats: seconds
+  // recomputing checkpointed blocks; ZeRO-1's gradient and parameter
+  // traffic of the learner ranks, bytes and seconds.
+  double recompute_seconds = 0;
+  int64_t communication_bytes = 0;
+  double communication_seconds = 0;
 };
 
 // The derived metrics of one step, as written to ledger.jsonl.

@@ -29,7 +29,8 @@ json CountsJson(const StepCounts& c) {
         "mean_reward", "accuracy", "loss", "kl", "clip_fraction", "grad_norm",
         "value_loss", "value_clip_fraction",
         "sampling_rounds_extra", "prompts_extra", "sampling_seconds_extra", "samples_surplus",
-        "samples_overlong", "verify_overlap_seconds"}) {
+        "samples_overlong", "verify_overlap_seconds", "recompute_seconds",
+        "communication_bytes", "communication_seconds"}) {
     out[key] = j[key];
   }
   return out;
@@ -67,6 +68,10 @@ StepCounts CountsFromJson(const json& j) {
   c.verify_overlap_seconds = j.value("verify_overlap_seconds", 0.0);
   c.value_loss = j.value("value_loss", 0.0);
   c.value_clip_fraction = j.value("value_clip_fraction", 0.0);
+  // Absent from checkpoints written before the memory strategies existed.
+  c.recompute_seconds = j.value("recompute_seconds", 0.0);
+  c.communication_bytes = j.value("communication_bytes", int64_t{0});
+  c.communication_seconds = j.value("communication_seconds", 0.0);
   return c;
 }
 

@@ -60,12 +60,45 @@ constexpr int64_t kLossTensorsPerToken = 40;
 int64_t LayerActivationsPerToken(const Shape& s, int64_t seq) {
   return (19 * s.d + 7 * s.kvd) / 2 + 4 * s.f + s.H * seq + 2;
 }
-int64_t ActivationsPerToken(const Shape& s, int64_t seq) {
-  return s.L * LayerActivationsPerToken(s, seq) + 3 * s.d + 1 + s.V + 2 * s.hd +
-         kLossTensorsPerToken;
+
+// The memory strategies of job.memory that change the learner's objects.
+struct Strategy {
+  // Bytes of a weight, activation or gradient element in the model (2 for
+  // bf16), and whether fp32 masters are kept.
+  int64_t weight_bytes = kFloat;
+  bool masters = false;
+  bool checkpointing = false;
+};
+
+Strategy StrategyOf(const v1::JobConfig& job) {
+  Strategy st;
+  st.masters = job.memory().precision() == "bf16";
+  st.weight_bytes = st.masters ? 2 : kFloat;
+  st.checkpointing = job.memory().activation_checkpointing();
+  return st;
 }
-constexpr char kActivationFormula[] =
-    "4 B x rows x seq x (L(9.5d + 3.5kvd + 4d_ff + H·seq + 2) + 3d + V + 2hd + 41)";
+
+// Bytes the forward keeps for backward per token. With checkpointing, each
+// block keeps only its input (d) and backward recomputes one block at a
+// time, so one layer's full set is alive on top. With bf16 the blocks'
+// tensors are half as large; the head's log-softmax and the loss tensors
+// stay float32.
+int64_t ActivationBytesPerToken(const Shape& s, int64_t seq, const Strategy& st) {
+  const int64_t layer = LayerActivationsPerToken(s, seq);
+  const int64_t blocks = st.checkpointing ? s.L * s.d + layer : s.L * layer;
+  return st.weight_bytes * (blocks + s.d + 2 * s.hd) + kFloat * (2 * s.d + 1 + s.V +
+                                                                 kLossTensorsPerToken);
+}
+
+std::string ActivationFormula(const Strategy& st) {
+  const std::string w = st.masters ? "2 B" : "4 B";
+  return absl::StrCat("rows x seq x (", w, " x (",
+                      st.checkpointing ? "L·d + one layer's (9.5d + 3.5kvd + 4d_ff + H·seq + 2)"
+                                       : "L(9.5d + 3.5kvd + 4d_ff + H·seq + 2)",
+                      " + d + 2hd) + 4 B x (2d + V + 41))",
+                      st.checkpointing ? ", per-layer checkpointing" : "",
+                      st.masters ? ", bf16 blocks" : "");
+}
 
 // The backward's scratch above the saved activations, per token, measured:
 // its peak comes at the head, with the gradients of the log-softmax and the
@@ -111,12 +144,12 @@ PlanStage StagePlan(const Plan& plan, std::string role, std::string stage,
 }
 
 std::vector<PlanLine> TrainTransients(const Shape& s, const v1::OptimizerConfig& o,
-                                      int64_t rows, int64_t seq) {
+                                      const Strategy& st, int64_t rows, int64_t seq) {
   const int64_t tokens = rows * seq;
   const int64_t backward = kFloat * tokens * BackwardWorkspacePerToken(s);
   const int64_t step = StepWorkspace(o, s);
-  return {{"learner-0", "activations", kFloat * tokens * ActivationsPerToken(s, seq),
-           absl::StrCat(kActivationFormula, ", rows ", rows, ", seq ", seq)},
+  return {{"learner-0", "activations", tokens * ActivationBytesPerToken(s, seq, st),
+           absl::StrCat(ActivationFormula(st), ", rows ", rows, ", seq ", seq)},
           {"learner-0", "workspace", std::max(backward, step),
            absl::StrCat("max(backward ", kBackwardFormula, ", optimizer step ",
                         o.name() == "sgd" ? "1" : "2", " x 4 B x largest parameter)")}};
@@ -159,8 +192,17 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, double matmul_flo
                    N);
 
   // Resident objects, every role in this process.
-  plan.resident.push_back({"learner-0", "parameters", kFloat * N, "4 B x " + n_formula});
-  plan.resident.push_back({"learner-0", "gradients", kFloat * N, "4 B x N"});
+  const Strategy st = StrategyOf(job);
+  plan.resident.push_back({"learner-0", "parameters", st.weight_bytes * N,
+                           absl::StrCat(st.masters ? "2 B (bf16)" : "4 B", " x ", n_formula)});
+  if (st.masters) {
+    plan.resident.push_back(
+        {"learner-0", "master_weights", kFloat * N, "4 B x N (fp32 masters the optimizer steps)"});
+  }
+  plan.resident.push_back(
+      {"learner-0", "gradients", kFloat * N,
+       st.masters ? "4 B x N (fp32, on the masters: bf16 gradients are copied up after backward)"
+                  : "4 B x N"});
   int64_t optimizer = 0;
   std::string optimizer_formula;
   if (has_sft) {
@@ -189,7 +231,8 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, double matmul_flo
     const int64_t rows = std::min<int64_t>(micro, job.sft().batch_size());
     const int64_t seq = P + w.answer_tokens - 1;
     plan.stages.push_back(
-        StagePlan(plan, "learner-0", "sft", TrainTransients(s, job.sft().optimizer(), rows, seq)));
+        StagePlan(plan, "learner-0", "sft",
+                  TrainTransients(s, job.sft().optimizer(), st, rows, seq)));
     const double tokens = static_cast<double>(job.sft().batch_size()) * seq;
     const double flops = tokens * TrainFlopsPerToken(job.model(), w.vocab_size, seq);
     if (!has_rl) {
@@ -213,16 +256,15 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, double matmul_flo
     }
     const int64_t rows = std::min(micro, samples);
     plan.stages.push_back(StagePlan(plan, "learner-0", "update",
-                                    TrainTransients(s, job.grpo().optimizer(), rows, seq)));
-    // Per-layer activation checkpointing keeps each layer's input and
-    // recomputes one layer at a time during backward.
-    const int64_t one_layer =
-        ActivationsPerToken(s, seq) - (s.L - 1) * LayerActivationsPerToken(s, seq);
+                                    TrainTransients(s, job.grpo().optimizer(), st, rows, seq)));
+    // What the other setting of memory.activation_checkpointing would give.
+    Strategy other = st;
+    other.checkpointing = !st.checkpointing;
     plan.notes.push_back(absl::StrFormat(
-        "update activations with per-layer checkpointing would be about %.2f MiB "
-        "(4 B x rows x seq x (L·d + one layer's and the head's)) instead of %.2f MiB",
-        kFloat * rows * seq * (s.L * s.d + one_layer) / static_cast<double>(1 << 20),
-        kFloat * rows * seq * ActivationsPerToken(s, seq) / static_cast<double>(1 << 20)));
+        "update activations %s per-layer checkpointing would be %.2f MiB instead of %.2f MiB",
+        other.checkpointing ? "with" : "without",
+        rows * seq * ActivationBytesPerToken(s, seq, other) / static_cast<double>(1 << 20),
+        rows * seq * ActivationBytesPerToken(s, seq, st) / static_cast<double>(1 << 20)));
     plan.stages.push_back(StagePlan(
         plan, "scheduler", "weight_sync",
         {{"learner-0", "communication", kFloat * N,
@@ -246,11 +288,16 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, double matmul_flo
           {"reference", ref_flops, ref_flops / matmul_flops_per_second,
            absl::StrFormat("%d samples x seq %d x (2N_mm + 4·L·seq·d)", samples, seq)});
     }
+    // Checkpointing runs every block's forward once more in backward: the
+    // blocks' 2 FLOPs per matmul parameter and 4·L·seq·d of attention.
+    const double recompute_per_token =
+        st.checkpointing ? 2.0 * (MatmulParameters(s) - s.V * s.d) + 4.0 * s.L * seq * s.d : 0;
     const double train_flops =
-        samples * seq * TrainFlopsPerToken(job.model(), w.vocab_size, seq);
+        samples * seq * (TrainFlopsPerToken(job.model(), w.vocab_size, seq) + recompute_per_token);
     plan.step_time.push_back(
         {"update", train_flops, train_flops / matmul_flops_per_second,
-         absl::StrFormat("%d samples x seq %d x (6N_mm + 12·L·seq·d)", samples, seq)});
+         absl::StrFormat("%d samples x seq %d x (6N_mm + 12·L·seq·d%s)", samples, seq,
+                         st.checkpointing ? " + recompute 2(N_mm - V·d) + 4·L·seq·d" : "")});
   }
   for (const PlanTime& t : plan.step_time) plan.step_seconds += t.seconds;
   for (const PlanStage& st : plan.stages) {

@@ -6,7 +6,9 @@
 // M_weights + M_grads + M_optimizer + M_activations + M_workspace +
 // M_communication). Every line carries the formula that gave it.
 //
-// The formulas follow what this code allocates (float32 everywhere; the
+// The formulas follow what this code allocates (float32, or bf16 weights
+// and blocks with fp32 masters under memory.precision bf16; per-layer
+// activation checkpointing under memory.activation_checkpointing; the
 // transformer of model/transformer.cc; AdamW's two state tensors or SGD's
 // momentum buffer; every policy phase's optimizer kept resident; the
 // in-process weight stage), for jobs run with `trellis run` (every role in

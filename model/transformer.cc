@@ -1,6 +1,8 @@
 #include "model/transformer.h"
 
+#include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -48,8 +50,12 @@ struct TransformerImpl::RMSNorm : torch::nn::Module {
   RMSNorm(int64_t dim, double eps) : eps(eps) {
     weight = register_parameter("weight", torch::ones({dim}));
   }
+  // Normalizes in float32 whatever the input's precision (bf16 sums of
+  // squares lose too much).
   torch::Tensor forward(const torch::Tensor& x) const {
-    return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+    const torch::Tensor xf = x.to(torch::kFloat32);
+    return (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type()) *
+           weight;
   }
   double eps;
   torch::Tensor weight;
@@ -138,11 +144,59 @@ struct TransformerImpl::Block : torch::nn::Module {
   torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 
+namespace {
+
+// What a checkpointed block needs to run again in backward.
+struct RecomputeState : torch::CustomClassHolder {
+  std::shared_ptr<torch::nn::Module> block;
+  AttentionContext ctx;
+  std::function<torch::Tensor(const torch::Tensor&)> run;
+  double* seconds;
+};
+
+// Activation checkpointing of one block: the forward runs without autograd
+// and keeps only the block's input; backward runs the block again with
+// autograd and back-propagates through that recomputed graph, which
+// accumulates the block's parameter gradients and yields the input's.
+struct BlockRecompute : torch::autograd::Function<BlockRecompute> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const c10::IValue& state) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["state"] = state;
+    torch::NoGradGuard no_grad;
+    return c10::static_intrusive_pointer_cast<RecomputeState>(state.toCapsule())->run(x);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    auto state =
+        c10::static_intrusive_pointer_cast<RecomputeState>(ctx->saved_data["state"].toCapsule());
+    const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    torch::Tensor out;
+    {
+      torch::AutoGradMode grad(true);
+      const auto start = std::chrono::steady_clock::now();
+      out = state->run(x);
+      *state->seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    torch::autograd::backward({out}, {grad_out[0]});
+    return {x.grad(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
 int64_t KVCache::bytes() const {
   int64_t total = 0;
   for (const auto& t : keys) total += static_cast<int64_t>(t.nbytes());
   for (const auto& t : values) total += static_cast<int64_t>(t.nbytes());
   return total;
+}
+
+void TransformerImpl::SetParameterDtype(torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : parameters()) p.set_data(p.to(dtype));
 }
 
 TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
@@ -198,9 +252,9 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
 }
 
 torch::Tensor TransformerImpl::ApplyHead(const torch::Tensor& hidden) {
-  if (score_) return score_(hidden);
-  if (lm_head_) return lm_head_(hidden);
-  return torch::linear(hidden, embed_tokens_->weight);
+  if (score_) return score_(hidden).to(torch::kFloat32);
+  if (lm_head_) return lm_head_(hidden).to(torch::kFloat32);
+  return torch::linear(hidden, embed_tokens_->weight).to(torch::kFloat32);
 }
 
 torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens_in,
@@ -242,20 +296,40 @@ torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens_in,
   } else {
     allowed = allowed.unsqueeze(0);
   }
+  // Bias and rotary tables in the weights' precision; the angles in float32.
+  const torch::ScalarType dtype = embed_tokens_->weight.scalar_type();
   AttentionContext ctx;
-  ctx.bias = torch::zeros(allowed.sizes(), torch::dtype(torch::kFloat32).device(device))
+  ctx.bias = torch::zeros(allowed.sizes(), torch::dtype(dtype).device(device))
                  .masked_fill_(allowed.logical_not(), -std::numeric_limits<float>::infinity())
                  .view({allowed.size(0), 1, 1, T, S});
   const torch::Tensor freqs =
       positions.to(device, torch::kFloat32).unsqueeze(-1) * inv_freq_;  // [B, T, hd/2]
   const torch::Tensor angles = torch::cat({freqs, freqs}, -1).unsqueeze(1);
-  ctx.cos = angles.cos();
-  ctx.sin = angles.sin();
+  ctx.cos = angles.cos().to(dtype);
+  ctx.sin = angles.sin().to(dtype);
   ctx.cache = cache;
   ctx.past = past;
 
   torch::Tensor h = embed_tokens_(tokens);
-  for (auto& layer : layers_) h = layer->forward(h, ctx);
+  const bool recompute =
+      activation_checkpointing_ && cache == nullptr && torch::GradMode::is_enabled();
+  // Backward reaches a checkpointed block only through its input, so that
+  // input must require grad even when everything before it is frozen.
+  if (recompute && !h.requires_grad()) h = h.detach().requires_grad_(true);
+  for (auto& layer : layers_) {
+    if (!recompute) {
+      h = layer->forward(h, ctx);
+      continue;
+    }
+    auto state = c10::make_intrusive<RecomputeState>();
+    state->ctx = ctx;
+    state->run = [block = layer.get(), &c = state->ctx](const torch::Tensor& x) {
+      return block->forward(x, c);
+    };
+    state->block = layer;
+    state->seconds = &recompute_seconds_;
+    h = BlockRecompute::apply(h, c10::IValue::make_capsule(std::move(state)));
+  }
   h = norm_->forward(h);
   if (cache != nullptr) cache->length = S;
   return h;

@@ -75,6 +75,17 @@ class TransformerImpl : public torch::nn::Module {
   // An empty cache for `batch` rows and up to `capacity` positions.
   KVCache NewCache(int64_t batch, int64_t capacity) const;
 
+  // Casts every parameter to `dtype` (kBFloat16 for memory.precision bf16;
+  // the rotary frequencies stay float32). The head's output stays float32.
+  void SetParameterDtype(torch::ScalarType dtype);
+
+  // Activation checkpointing: when on, a forward with autograd enabled and
+  // no cache keeps only each block's input, and backward recomputes the
+  // block (its seconds add to recompute_seconds()).
+  void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
+  // Seconds spent recomputing blocks since construction.
+  double recompute_seconds() const { return recompute_seconds_; }
+
   const trellis::v1::ModelConfig& config() const { return config_; }
   int64_t vocab_size() const { return vocab_size_; }
   Head head() const { return head_; }
@@ -104,6 +115,8 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Linear lm_head_{nullptr};          // "lm_head"; null when tied
   torch::nn::Linear score_{nullptr};            // "score"; kScalar only
   torch::Tensor inv_freq_;                      // [head_dim / 2] rotary
+  bool activation_checkpointing_ = false;
+  double recompute_seconds_ = 0;
 };
 TORCH_MODULE(Transformer);
 

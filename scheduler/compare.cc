@@ -121,6 +121,10 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
         r.stage_seconds[stage] += seconds.get<double>();
       }
       rewards.push_back(rec.at("mean_reward").get<double>());
+      // Absent from runs recorded before the memory strategies existed.
+      r.recompute_seconds += rec.value("recompute_seconds", 0.0);
+      r.learner_communication_bytes += rec.value("communication_bytes", 0.0);
+      r.learner_communication_seconds += rec.value("communication_seconds", 0.0);
       update_seconds += rec.at("stage_seconds").at("update").get<double>();
       samples_trained += rec.at("samples_generated").get<double>() -
                          rec.value("samples_dropped", 0.0) - rec.value("samples_surplus", 0.0);
@@ -131,6 +135,9 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
   if (r.steps > 0) {
     r.step_seconds /= r.steps;
     for (auto& [stage, seconds] : r.stage_seconds) seconds /= r.steps;
+    r.recompute_seconds /= r.steps;
+    r.learner_communication_bytes /= r.steps;
+    r.learner_communication_seconds /= r.steps;
   }
   if (r.quality_metric.empty()) {
     const size_t n = std::min<size_t>(10, rewards.size());
@@ -199,6 +206,8 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Rows(const Compari
       return absl::StrFormat("%.4f s", it == r.stage_seconds.end() ? 0.0 : it->second);
     });
   }
+  add("  recompute (in update)",
+      [](const RunFacts& r) { return absl::StrFormat("%.4f s", r.recompute_seconds); });
   add("tokens/s generated", [](const RunFacts& r) {
     return absl::StrFormat("%.0f", r.generated_tokens_per_second);
   });
@@ -211,7 +220,12 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Rows(const Compari
   add("quality", [](const RunFacts& r) {
     return absl::StrFormat("%.4f (%s)", r.quality, r.quality_metric);
   });
-  add("communication", [](const RunFacts& r) { return Mib(r.communication_bytes); });
+  add("communication: weight sync", [](const RunFacts& r) { return Mib(r.communication_bytes); });
+  add("communication: learner ranks / step", [](const RunFacts& r) {
+    return absl::StrFormat("%s in %.4f s",
+                           Mib(static_cast<int64_t>(r.learner_communication_bytes)),
+                           r.learner_communication_seconds);
+  });
   add("failures", [](const RunFacts& r) { return absl::StrCat(r.failures); });
   return rows;
 }
@@ -336,6 +350,9 @@ json ComparisonJson(const Comparison& c) {
                     {"quality_metric", r.quality_metric},
                     {"quality", r.quality},
                     {"communication_bytes", r.communication_bytes},
+                    {"recompute_seconds", r.recompute_seconds},
+                    {"learner_communication_bytes", r.learner_communication_bytes},
+                    {"learner_communication_seconds", r.learner_communication_seconds},
                     {"failures", r.failures}});
   }
   json verdicts = json::array();

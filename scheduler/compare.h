@@ -61,7 +61,13 @@ struct RunFacts {
   // reward of its last 10 steps.
   std::string quality_metric;
   double quality = 0;
+  // Bytes of every weight handoff (learner to actors).
   int64_t communication_bytes = 0;
+  // Per step (mean): seconds of the update spent recomputing checkpointed
+  // blocks, and the learner ranks' gradient and parameter traffic (ZeRO).
+  double recompute_seconds = 0;
+  double learner_communication_bytes = 0;
+  double learner_communication_seconds = 0;
   // Verifier errors and timeouts, dropped samples.
   int64_t failures = 0;
 };

@@ -424,13 +424,7 @@ absl::Status GrpoLoop::Step(int64_t step) {
     stats = roles_.learner->TrainStep(batch);
   }  // else every sample was left out (dropped, filtered): no update this step
   if (!stats.ok()) return At(stats.status(), "update");
-  counts.trained_tokens = stats->trained_tokens();
-  counts.loss = stats->loss();
-  counts.kl = stats->kl();
-  counts.clip_fraction = stats->clip_fraction();
-  counts.grad_norm = stats->grad_norm();
-  counts.value_loss = stats->value_loss();
-  counts.value_clip_fraction = stats->value_clip_fraction();
+  RecordUpdate(*stats, &counts);
 
   if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "weight sync");
 

@@ -16,6 +16,21 @@ uint64_t MixSeed(uint64_t seed, uint64_t salt) {
   return z ^ (z >> 31);
 }
 
+void RecordUpdate(const v1::TrainStats& stats, ledger::StepCounts* counts) {
+  counts->trained_tokens = stats.trained_tokens();
+  counts->loss = stats.loss();
+  counts->kl = stats.kl();
+  counts->clip_fraction = stats.clip_fraction();
+  counts->grad_norm = stats.grad_norm();
+  counts->value_loss = stats.value_loss();
+  counts->value_clip_fraction = stats.value_clip_fraction();
+  counts->reward_margin = stats.reward_margin();
+  counts->preference_accuracy = stats.preference_accuracy();
+  counts->recompute_seconds = stats.recompute_seconds();
+  counts->communication_bytes = stats.communication_bytes();
+  counts->communication_seconds = stats.communication_seconds();
+}
+
 absl::StatusOr<v1::Prompt> MakePrompt(const model::Tokenizer& tokenizer,
                                       const data::Example& example) {
   absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(example.prompt);

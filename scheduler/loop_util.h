@@ -42,6 +42,11 @@ uint64_t MixSeed(uint64_t seed, uint64_t salt);
 [[nodiscard]] absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const model::Tokenizer& tokenizer,
                                                              const data::Example& example);
 
+// What a learner update reports that every loop records: tokens, loss, KL,
+// clipping, gradient norm, value and preference stats, and the memory
+// strategies' costs (recompute, communication). The loop sets accuracy.
+void RecordUpdate(const v1::TrainStats& stats, ledger::StepCounts* counts);
+
 // Writes the learner's current weights to `path` and loads them into the
 // reference (a checkpoint span of learner-0).
 [[nodiscard]] absl::Status TakeReference(learner::LearnerWorker& learner,

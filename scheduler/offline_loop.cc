@@ -161,10 +161,8 @@ absl::Status OfflineLoop::RunSft() {
       stats = roles_.learner->SftStep(batch);
     }
     if (!stats.ok()) return At(stats.status(), absl::StrCat("step ", step, ": update"));
-    counts.trained_tokens = stats->trained_tokens();
-    counts.loss = stats->loss();
+    RecordUpdate(*stats, &counts);
     counts.accuracy = stats->sequence_accuracy();
-    counts.grad_norm = stats->grad_norm();
     EndStep(step, sft.steps(), counts);
   }
   ledger_->BeginStep(sft.steps());
@@ -334,12 +332,8 @@ absl::Status OfflineLoop::RunPairs() {
       stats = roles_.learner->PreferenceStep(batch);
     }
     if (!stats.ok()) return At(stats.status(), absl::StrCat("step ", step, ": update"));
-    counts.trained_tokens = stats->trained_tokens();
-    counts.loss = stats->loss();
+    RecordUpdate(*stats, &counts);
     counts.accuracy = stats->preference_accuracy();
-    counts.preference_accuracy = stats->preference_accuracy();
-    counts.reward_margin = stats->reward_margin();
-    counts.grad_norm = stats->grad_norm();
     EndStep(step, training.steps, counts);
     const bool last = step + 1 == training.steps;
     if (training.eval_every > 0 && (step + 1) % training.eval_every == 0 && !last) {

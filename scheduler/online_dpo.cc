@@ -112,11 +112,7 @@ absl::Status GrpoLoop::OnlineDpoStep(int64_t step) {
       stats = roles_.learner->PreferenceStep(batch);
     }
     if (!stats.ok()) return At(stats.status(), "update");
-    counts.trained_tokens = stats->trained_tokens();
-    counts.loss = stats->loss();
-    counts.grad_norm = stats->grad_norm();
-    counts.reward_margin = stats->reward_margin();
-    counts.preference_accuracy = stats->preference_accuracy();
+    RecordUpdate(*stats, &counts);
   }  // else every group's rewards were equal: no update this step
 
   if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "weight sync");

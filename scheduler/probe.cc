@@ -59,10 +59,19 @@ absl::Status ApplyProbeSetting(const std::string& key, const std::string& value,
     job->mutable_grpo()->set_micro_batch_size((samples + steps - 1) / steps);
     return absl::OkStatus();
   }
+  if (key == "strategy") {
+    // A memory strategy of job.memory, on top of the job's own settings.
+    if (value == "none") return absl::OkStatus();
+    if (value == "checkpointing") return SetField("memory.activation_checkpointing", "true", job);
+    if (value == "bf16") return SetField("memory.precision", "bf16", job);
+    if (value == "lora") return SetField("memory.lora.rank", "8", job);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--vary strategy=", value, ": expected none, checkpointing, bf16 or lora"));
+  }
   if (key.find('.') == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--vary ", key, ": unknown key; expected micro_batch, seq_len, accumulation, optimizer "
-        "or a job field's dotted path (e.g. grpo.optimizer.momentum)"));
+        "--vary ", key, ": unknown key; expected micro_batch, seq_len, accumulation, optimizer, "
+        "strategy or a job field's dotted path (e.g. grpo.optimizer.momentum)"));
   }
   return SetField(key, value, job);
 }

@@ -120,6 +120,23 @@ TEST(MeasureTest, ProbeOfOptimizerNamesOptimizerState) {
   EXPECT_EQ(result->moves[0].last, 0) << printed.str();
 }
 
+TEST(MeasureTest, ProbeOfCheckpointingNamesActivations) {
+  v1::JobConfig job = TinyJob();
+  job.mutable_model()->set_n_layers(3);
+  job.mutable_grpo()->set_micro_batch_size(16);
+  scheduler::ProbeOptions options;
+  options.key = "strategy";
+  options.values = {"none", "checkpointing"};
+  options.steps = 2;
+  options.out_dir = TempDir("probe_strategy").string();
+  absl::StatusOr<scheduler::ProbeResult> result = scheduler::RunProbe(job, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::ostringstream printed;
+  scheduler::PrintProbe(*result, printed);
+  EXPECT_EQ(result->pressure_object, "learner-0/activations") << printed.str();
+  EXPECT_LT(result->moves[0].delta(), 0) << printed.str();
+}
+
 TEST(MeasureTest, ProbeRefusesAnUnknownKey) {
   v1::JobConfig job = TinyJob();
   const absl::Status s = scheduler::ApplyProbeSetting("colour", "red", &job);

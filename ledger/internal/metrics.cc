@@ -71,6 +71,9 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"verify_overlap_seconds", c.verify_overlap_seconds},
       {"reward_margin", c.reward_margin},
       {"preference_accuracy", c.preference_accuracy},
+      {"recompute_seconds", c.recompute_seconds},
+      {"communication_bytes", c.communication_bytes},
+      {"communication_seconds", c.communication_seconds},
   };
 }
 

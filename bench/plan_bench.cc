@@ -1,0 +1,131 @@
+// How close `trellis plan` comes to a run: for three small GRPO jobs that
+// differ in micro-batch, sequence length and model size, the plan's peak
+// and step time (per stage) next to what an embedded run of the same job
+// measured. Step times are medians over the steps after the first (the
+// first pays for thread pools and first-touch allocations).
+//
+//   build/bench/plan_bench [--steps=8] [--out=/tmp/plan_bench]
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
+#include "ledger/planner.h"
+#include "scheduler/embedded_job.h"
+#include "scheduler/plan_job.h"
+
+ABSL_FLAG(int, steps, 8, "GRPO steps of each measured run");
+ABSL_FLAG(std::string, out, "/tmp/plan_bench", "directory for the runs");
+
+namespace trellis {
+namespace {
+
+using nlohmann::json;
+
+struct Config {
+  std::string name;
+  v1::JobConfig job;
+};
+
+// The default job shrunk as tests/measure_test.cc shrinks it, then varied.
+std::vector<Config> Configs(int steps) {
+  absl::StatusOr<v1::JobConfig> base = scheduler::DefaultJob();
+  v1::JobConfig a = *base;
+  a.mutable_model()->set_d_model(64);
+  a.mutable_model()->set_n_layers(2);
+  a.mutable_model()->set_n_heads(4);
+  a.mutable_model()->set_n_kv_heads(2);
+  a.mutable_model()->set_d_ff(128);
+  a.mutable_data()->mutable_arithmetic()->set_num_problems(200);
+  a.mutable_sft()->set_steps(3);
+  a.mutable_sft()->set_batch_size(16);
+  a.mutable_grpo()->set_steps(steps);
+  a.mutable_grpo()->set_prompts_per_step(4);
+  a.mutable_grpo()->set_responses_per_prompt(4);
+  a.mutable_grpo()->set_micro_batch_size(8);
+  a.mutable_eval()->set_num_prompts(16);
+  a.mutable_runtime()->set_num_threads(1);
+  a.mutable_runtime()->set_seed(5);
+  v1::JobConfig b = a;
+  b.mutable_grpo()->set_micro_batch_size(16);
+  b.mutable_sampling()->set_max_new_tokens(10);
+  v1::JobConfig c = a;
+  c.mutable_model()->set_d_model(128);
+  c.mutable_model()->set_d_ff(320);
+  c.mutable_model()->set_n_layers(3);
+  return {{"d64 L2 micro 8", a}, {"d64 L2 micro 16, max_new 10", b}, {"d128 L3 micro 8", c}};
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+int Main() {
+  const std::filesystem::path out = absl::GetFlag(FLAGS_out);
+  std::cout << absl::StrFormat("%-30s %-10s %10s %10s %7s\n", "configuration", "stage",
+                               "plan s", "measured s", "ratio");
+  const std::vector<Config> configs = Configs(absl::GetFlag(FLAGS_steps));
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const Config& config = configs[i];
+    absl::StatusOr<ledger::Plan> plan = scheduler::PlanJob(config.job);
+    if (!plan.ok()) {
+      std::cerr << config.name << ": " << plan.status() << "\n";
+      return 1;
+    }
+    const std::filesystem::path dir = out / std::to_string(i);
+    std::filesystem::remove_all(dir);
+    std::ostringstream progress;
+    if (absl::Status s = scheduler::RunEmbeddedJob(config.job, dir.string(), progress); !s.ok()) {
+      std::cerr << config.name << ": " << s << "\n" << progress.str();
+      return 1;
+    }
+    std::map<std::string, std::vector<double>> stage_seconds;
+    std::vector<double> step_seconds;
+    std::ifstream ledger(dir / "ledger.jsonl");
+    std::string line;
+    while (std::getline(ledger, line)) {
+      const json rec = json::parse(line);
+      if (rec.at("type") != "step" || rec.at("step").get<int>() == 0) continue;
+      step_seconds.push_back(rec.at("step_seconds").get<double>());
+      for (const auto& [stage, seconds] : rec.at("stage_seconds").items()) {
+        stage_seconds[stage].push_back(seconds.get<double>());
+      }
+    }
+    for (const ledger::PlanTime& t : plan->step_time) {
+      const double measured = Median(stage_seconds[t.stage]);
+      std::cout << absl::StrFormat("%-30s %-10s %10.4f %10.4f %7.2f\n", config.name, t.stage,
+                                   t.seconds, measured, measured > 0 ? t.seconds / measured : 0);
+    }
+    const double measured_step = Median(step_seconds);
+    std::cout << absl::StrFormat("%-30s %-10s %10.4f %10.4f %7.2f\n", config.name, "step",
+                                 plan->step_seconds, measured_step,
+                                 plan->step_seconds / measured_step);
+    const json summary = json::parse(std::ifstream(dir / "summary.json"));
+    const double peak = summary.at("memory").at("peak_bytes").get<double>();
+    std::cout << absl::StrFormat("%-30s %-10s %9.2fM %9.2fM %7.3f\n", config.name, "peak",
+                                 plan->peak_bytes / 1048576.0, peak / 1048576.0,
+                                 plan->peak_bytes / peak);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace trellis
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return trellis::Main();
+}

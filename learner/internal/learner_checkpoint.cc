@@ -1,0 +1,212 @@
+// The local learner's checkpoints (learner/internal/local_learner.h):
+// weights, the critic, every phase's optimizer state and step count.
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "learner/internal/local_learner.h"
+#include "learner/internal/optimizer.h"
+
+namespace trellis::learner::internal {
+namespace {
+
+// Format of optimizer.safetensors; a checkpoint with another is refused.
+constexpr char kOptimizerFormat[] = "trellis.adamw.v1";
+
+// An integer field of a safetensors file's metadata.
+absl::StatusOr<int64_t> MetaInt(const std::map<std::string, std::string>& meta,
+                                const std::string& key, const std::string& path) {
+  auto it = meta.find(key);
+  int64_t value = 0;
+  if (it == meta.end() || !absl::SimpleAtoi(it->second, &value)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": metadata field ", key, ": expected an integer, found ",
+                     it == meta.end() ? "nothing" : "\"" + it->second + "\""));
+  }
+  return value;
+}
+
+// The tensors of a checkpoint's weights file, whose policy_version must be
+// `version` (that of `opt_path`, the optimizer file).
+absl::StatusOr<model::NamedTensors> LoadPart(const std::string& path, int64_t version,
+                                             const std::string& opt_path) {
+  std::map<std::string, std::string> meta;
+  absl::StatusOr<model::NamedTensors> tensors = model::LoadSafetensors(path, &meta);
+  if (!tensors.ok()) return tensors.status();
+  absl::StatusOr<int64_t> part_version = MetaInt(meta, "policy_version", path);
+  if (!part_version.ok()) return part_version.status();
+  if (*part_version != version) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": policy_version ", *part_version,
+                                                      " but ", opt_path, " has ", version,
+                                                      " (files from different checkpoints)"));
+  }
+  return tensors;
+}
+
+model::NamedTensors Snapshot(const model::NamedTensors& weights) {
+  model::NamedTensors out;
+  for (const auto& [name, tensor] : weights) out.emplace_back(name, tensor.detach().clone());
+  return out;
+}
+
+// A well-formed file that does not fit this model: a checkpoint of another
+// job, not bad input to this call.
+absl::Status NotThisModel(const absl::Status& s, const std::string& path) {
+  const absl::StatusCode code = s.code() == absl::StatusCode::kInvalidArgument
+                                    ? absl::StatusCode::kFailedPrecondition
+                                    : s.code();
+  return absl::Status(code, absl::StrCat(path, ": ", s.message()));
+}
+
+}  // namespace
+
+absl::Status LocalLearner::SaveNamed(const std::string& path, const model::NamedTensors& named) {
+  model::NamedTensors weights;
+  for (const auto& [name, tensor] : named) weights.emplace_back(name, tensor.detach());
+  return model::SaveSafetensors(path, weights, {{"policy_version", absl::StrCat(version_)}});
+}
+
+model::NamedTensors LocalLearner::WithMasters(model::NamedTensors live) const {
+  for (auto& [name, tensor] : live) {
+    if (torch::Tensor master = masters_.Find(tensor); master.defined()) tensor = master;
+  }
+  return live;
+}
+
+void LocalLearner::LoadMasters(const model::NamedTensors& live, const model::NamedTensors& loaded) {
+  if (!bf16_) return;
+  std::map<std::string, torch::Tensor> by_name(loaded.begin(), loaded.end());
+  for (const auto& [name, tensor] : live) masters_.Load(tensor, by_name.at(name));
+}
+
+absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
+  if (absl::Status s = SaveNamed(dir + "/weights.safetensors", WithMasters(model_->NamedWeights()));
+      !s.ok()) {
+    return s;
+  }
+  if (HasCritic()) {
+    if (absl::Status s = SaveNamed(dir + "/critic.safetensors", WithMasters(CriticWeights()));
+        !s.ok()) {
+      return s;
+    }
+  }
+  model::NamedTensors state;
+  std::map<std::string, std::string> meta = {{"format", kOptimizerFormat},
+                                             {"policy_version", absl::StrCat(version_)}};
+  try {
+    for (auto& [phase, name] : Phases()) {
+      meta[name + "_steps"] = absl::StrCat(phase->steps);
+      meta[name + "_optimizer"] = phase->optimizer ? "1" : "0";
+      meta[name + "_rule"] = PhaseConfig(name).name();
+      if (phase->optimizer) {
+        AppendOptimizerState(*phase->optimizer, PhaseConfig(name), name + "/", &state);
+      }
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(
+        options_.worker_id, ": gathering optimizer state: ", e.what_without_backtrace()));
+  }
+  return model::SaveSafetensors(dir + "/optimizer.safetensors", state, meta);
+}
+
+absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
+  const std::string weights_path = dir + "/weights.safetensors";
+  const std::string critic_path = dir + "/critic.safetensors";
+  const std::string opt_path = dir + "/optimizer.safetensors";
+  std::map<std::string, std::string> meta;
+  absl::StatusOr<model::NamedTensors> opt = model::LoadSafetensors(opt_path, &meta);
+  if (!opt.ok()) return opt.status();
+  if (meta["format"] != kOptimizerFormat) {
+    return absl::FailedPreconditionError(absl::StrCat(opt_path, ": format \"", meta["format"],
+                                                      "\", expected \"", kOptimizerFormat, "\""));
+  }
+  absl::StatusOr<int64_t> version = MetaInt(meta, "policy_version", opt_path);
+  if (!version.ok()) return version.status();
+  absl::StatusOr<model::NamedTensors> weights = LoadPart(weights_path, *version, opt_path);
+  if (!weights.ok()) return weights.status();
+  model::NamedTensors critic_weights;
+  if (HasCritic()) {
+    absl::StatusOr<model::NamedTensors> c = LoadPart(critic_path, *version, opt_path);
+    if (!c.ok()) return c.status();
+    critic_weights = *std::move(c);
+  }
+  // Build fresh optimizers and fill them (nothing live changes), then load
+  // the weights, and swap the optimizers in only when everything loaded.
+  std::map<std::string, torch::Tensor> tensors(opt->begin(), opt->end());
+  std::vector<std::pair<Phase, std::string>> fresh;
+  for (auto& [phase, name] : Phases()) {
+    Phase restored;
+    absl::StatusOr<int64_t> steps = MetaInt(meta, name + "_steps", opt_path);
+    if (!steps.ok()) return steps.status();
+    absl::StatusOr<int64_t> present = MetaInt(meta, name + "_optimizer", opt_path);
+    if (!present.ok()) return present.status();
+    restored.steps = *steps;
+    // Checkpoints written before OptimizerConfig.name existed are AdamW's.
+    const auto rule = meta.find(name + "_rule");
+    const std::string saved_rule = rule == meta.end() ? "adamw" : rule->second;
+    if (*present != 0 && saved_rule != PhaseConfig(name).name()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(opt_path, ": the ", name, " optimizer was saved as \"", saved_rule,
+                       "\" but the job's is \"", PhaseConfig(name).name(), "\""));
+    }
+    if (*present != 0) {
+      try {
+        EnsureOptimizer(restored, PhaseParams(name), PhaseConfig(name));
+        if (absl::Status s = LoadOptimizerState(tensors, PhaseConfig(name), name + "/", opt_path,
+                                                *restored.optimizer);
+            !s.ok()) {
+          return s;
+        }
+      } catch (const c10::Error& e) {
+        return absl::InternalError(absl::StrCat(opt_path, ": restoring the ", name,
+                                                " optimizer: ", e.what_without_backtrace()));
+      }
+    }
+    fresh.emplace_back(std::move(restored), name);
+  }
+  // Each LoadWeights checks everything before it copies; a policy that does
+  // not fit puts the critic back as it was.
+  const model::NamedTensors critic_before =
+      HasCritic() ? Snapshot(CriticWeights()) : model::NamedTensors();
+  if (HasCritic()) {
+    if (absl::Status s = LoadCritic(critic_weights); !s.ok()) return NotThisModel(s, critic_path);
+  }
+  if (absl::Status s = model_->LoadWeights(*weights); !s.ok()) {
+    if (HasCritic()) (void)LoadCritic(critic_before);
+    return NotThisModel(s, weights_path);
+  }
+  LoadMasters(model_->NamedWeights(), *weights);
+  if (HasCritic()) LoadMasters(CriticWeights(), critic_weights);
+  for (auto& [restored, name] : fresh) *PhaseNamed(name) = std::move(restored);
+  version_ = *version;
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<Phase*, std::string>> LocalLearner::Phases() {
+  std::vector<std::pair<Phase*, std::string>> phases = {{&sft_, "sft"}, {&rl_, "rl"}};
+  if (!critic_.is_empty()) phases.emplace_back(&critic_phase_, "critic");
+  return phases;
+}
+
+Phase* LocalLearner::PhaseNamed(const std::string& name) {
+  return name == "sft" ? &sft_ : name == "rl" ? &rl_ : &critic_phase_;
+}
+
+std::vector<torch::Tensor> LocalLearner::PhaseParams(const std::string& name) {
+  if (name == "critic") return critic_->parameters();
+  std::vector<torch::Tensor> params = model_->parameters();
+  if (name == "rl" && value_head_) params.push_back(value_head_->weight);
+  return params;
+}
+
+const v1::OptimizerConfig& LocalLearner::PhaseConfig(const std::string& name) const {
+  return name == "sft"  ? job_.sft().optimizer()
+         : name == "rl" ? job_.grpo().optimizer()
+                        : job_.ppo().critic_optimizer();
+}
+
+}  // namespace trellis::learner::internal

@@ -1,0 +1,65 @@
+#ifndef TRELLIS_LEARNER_INTERNAL_TRAINABLE_H_
+#define TRELLIS_LEARNER_INTERNAL_TRAINABLE_H_
+
+// The tensors an optimizer updates, and their tie to the model's weights
+// (job.proto MemoryConfig). With precision fp32 the optimizer steps the
+// model's own tensors. With bf16 the model computes in bf16 and the
+// optimizer steps fp32 master copies: after backward the model's gradients
+// are copied up into the masters' (where clipping happens, in fp32), after
+// the step the masters are rounded down into the model.
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace trellis::learner::internal {
+
+// One fp32 master per model tensor, shared by every optimizer phase that
+// trains it (an SFT warm-up and the RL phase step the same masters).
+class MasterCopies {
+ public:
+  // The master of `model_param`, made from its current value on first use.
+  torch::Tensor For(const torch::Tensor& model_param);
+  // Sets the master of `model_param` to `value` (a checkpoint's fp32
+  // weights) and rounds it into the model tensor.
+  void Load(const torch::Tensor& model_param, const torch::Tensor& value);
+  // The master of `model_param`, or an undefined tensor when it has none.
+  torch::Tensor Find(const torch::Tensor& model_param) const;
+  int64_t bytes() const;
+
+ private:
+  std::map<const void*, torch::Tensor> masters_;
+};
+
+class TrainableSet {
+ public:
+  TrainableSet() = default;
+  // `model_params`: the model's tensors that train. `masters`: null for
+  // fp32, else where the fp32 masters live.
+  TrainableSet(std::vector<torch::Tensor> model_params, MasterCopies* masters);
+
+  // What the optimizer updates: the masters, or the model's tensors.
+  const std::vector<torch::Tensor>& optimizer_params() const { return optimizer_params_; }
+  const std::vector<torch::Tensor>& model_params() const { return model_params_; }
+
+  // Zeroes the gradients in place (as torch::optim::Optimizer::zero_grad).
+  void ZeroGrad();
+  // After the micro-batches' backward: the optimizer's gradients (the
+  // masters' copied up from the model's), clipped to global norm
+  // `max_norm`. Returns the norm before clipping.
+  double PrepareGradients(double max_norm);
+  // After the optimizer step: the model's tensors from the masters.
+  void AfterStep();
+
+ private:
+  std::vector<torch::Tensor> model_params_;
+  std::vector<torch::Tensor> optimizer_params_;
+  bool has_masters_ = false;
+};
+
+}  // namespace trellis::learner::internal
+
+#endif  // TRELLIS_LEARNER_INTERNAL_TRAINABLE_H_

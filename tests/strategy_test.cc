@@ -1,0 +1,150 @@
+// The memory strategies (job.memory, grpo.micro_batch_size) on a tiny job,
+// each against the same baseline: every strategy must move the ledger
+// object it is meant to move, and no other one the wrong way (DESIGN.md §5,
+// issue 4 done-when 4), and `trellis compare` on the baseline and the
+// checkpointing run prints the table and verdict and writes its Markdown
+// into the baseline's directory (done-when 5).
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gtest/gtest.h"
+#include "tests/tiny_job.h"
+
+namespace trellis {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_util::JobRun;
+using testing_util::RunTinyJob;
+using testing_util::Slurp;
+using testing_util::TinyJob;
+
+// The tiny job with three layers (so that per-layer checkpointing has
+// layers to save) and one micro-batch of all 16 samples.
+v1::JobConfig BaseJob() {
+  v1::JobConfig job = TinyJob();
+  job.mutable_model()->set_n_layers(3);
+  job.mutable_grpo()->set_micro_batch_size(16);
+  job.mutable_sft()->set_steps(2);
+  job.mutable_grpo()->set_steps(2);
+  return job;
+}
+
+// The largest size the ledger saw of each learner-0 object (0 if never).
+std::map<std::string, int64_t> LearnerObjects(const JobRun& run) {
+  std::map<std::string, int64_t> out;
+  for (const char* object : {"parameters", "gradients", "optimizer_state", "activations",
+                             "master_weights", "adapters", "workspace"}) {
+    const nlohmann::json& lifetimes = run.summary["memory"]["lifetimes"];
+    const std::string key = std::string("learner-0/") + object;
+    out[object] = lifetimes.contains(key) ? lifetimes[key]["largest_bytes"].get<int64_t>() : 0;
+  }
+  return out;
+}
+
+double SumOver(const JobRun& run, const char* key) {
+  double sum = 0;
+  for (const nlohmann::json& step : run.steps) sum += step.value(key, 0.0);
+  return sum;
+}
+
+std::string Describe(const std::map<std::string, int64_t>& objects) {
+  std::string out;
+  for (const auto& [name, bytes] : objects) out += name + "=" + std::to_string(bytes) + " ";
+  return out;
+}
+
+const JobRun& Baseline() {
+  static const JobRun* run = new JobRun(RunTinyJob("strategy_base", BaseJob()));
+  return *run;
+}
+
+TEST(StrategyTest, CheckpointingTradesActivationsForRecomputeTime) {
+  v1::JobConfig job = BaseJob();
+  job.mutable_memory()->set_activation_checkpointing(true);
+  const JobRun ckpt = RunTinyJob("strategy_ckpt", job);
+  const auto base = LearnerObjects(Baseline());
+  const auto cand = LearnerObjects(ckpt);
+  SCOPED_TRACE("baseline " + Describe(base) + "\ncheckpointing " + Describe(cand));
+  EXPECT_LT(cand.at("activations"), 0.7 * base.at("activations"));
+  for (const char* same : {"parameters", "gradients", "optimizer_state"}) {
+    EXPECT_EQ(cand.at(same), base.at(same)) << same;
+  }
+  EXPECT_GT(SumOver(ckpt, "recompute_seconds"), 0);
+  EXPECT_EQ(SumOver(Baseline(), "recompute_seconds"), 0);
+  // Recomputing runs the same operations: the same training, step by step.
+  ASSERT_EQ(ckpt.steps.size(), Baseline().steps.size());
+  for (size_t i = 0; i < ckpt.steps.size(); ++i) {
+    EXPECT_NEAR(ckpt.steps[i]["loss"].get<double>(), Baseline().steps[i]["loss"].get<double>(),
+                1e-5)
+        << "step " << i;
+    EXPECT_EQ(ckpt.steps[i]["mean_reward"], Baseline().steps[i]["mean_reward"]) << "step " << i;
+  }
+}
+
+TEST(StrategyTest, AccumulationLowersActivationsButNotGradientsOrOptimizerState) {
+  v1::JobConfig job = BaseJob();
+  job.mutable_grpo()->set_micro_batch_size(4);
+  const JobRun accum = RunTinyJob("strategy_accum", job);
+  const auto base = LearnerObjects(Baseline());
+  const auto cand = LearnerObjects(accum);
+  SCOPED_TRACE("baseline " + Describe(base) + "\naccumulation " + Describe(cand));
+  EXPECT_LT(cand.at("activations"), 0.7 * base.at("activations"));
+  for (const char* same : {"parameters", "gradients", "optimizer_state"}) {
+    EXPECT_EQ(cand.at(same), base.at(same)) << same;
+  }
+  // Token-mean loss over the whole batch: four micro-batches accumulate to
+  // the full batch's gradient, so the first update is the same.
+  EXPECT_NEAR(accum.steps[0]["loss"].get<double>(), Baseline().steps[0]["loss"].get<double>(),
+              1e-5);
+  EXPECT_NEAR(accum.steps[0]["grad_norm"].get<double>(),
+              Baseline().steps[0]["grad_norm"].get<double>(), 1e-4);
+}
+
+TEST(StrategyTest, Bf16HalvesWeightsAndActivationsAndKeepsFp32Masters) {
+  v1::JobConfig job = BaseJob();
+  job.mutable_memory()->set_precision("bf16");
+  const JobRun bf16 = RunTinyJob("strategy_bf16", job);
+  const auto base = LearnerObjects(Baseline());
+  const auto cand = LearnerObjects(bf16);
+  SCOPED_TRACE("baseline " + Describe(base) + "\nbf16 " + Describe(cand));
+  EXPECT_EQ(cand.at("parameters"), base.at("parameters") / 2);
+  EXPECT_EQ(cand.at("master_weights"), base.at("parameters"));
+  EXPECT_EQ(base.at("master_weights"), 0);
+  // The update runs in fp32 on the masters: fp32 gradients and state.
+  EXPECT_EQ(cand.at("gradients"), base.at("gradients"));
+  EXPECT_EQ(cand.at("optimizer_state"), base.at("optimizer_state"));
+  EXPECT_LT(cand.at("activations"), 0.8 * base.at("activations"));
+  // Low precision trades accuracy: the first loss is close, not equal.
+  const double loss = Baseline().steps[0]["loss"].get<double>();
+  EXPECT_NEAR(bf16.steps[0]["loss"].get<double>(), loss, 0.05 * std::abs(loss) + 1e-3);
+}
+
+#ifdef TRELLIS_BINARY
+TEST(StrategyTest, CompareOfBaselineAndCheckpointingWritesTableVerdictAndMarkdown) {
+  v1::JobConfig job = BaseJob();
+  job.mutable_memory()->set_activation_checkpointing(true);
+  const JobRun ckpt = RunTinyJob("strategy_compare_ckpt", job);
+  const fs::path log = fs::path(::testing::TempDir()) / "strategy_compare.log";
+  fs::remove(Baseline().dir / "compare.md");
+  const int status = testing_util::Wait(testing_util::StartTrellis(
+      {"compare", Baseline().dir.string(), ckpt.dir.string(), "--budget", "100"}, log));
+  const std::string out = Slurp(log);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  for (const char* expected : {"resident at peak", "recompute (in update)", "verdict",
+                               "memory.activation_checkpointing"}) {
+    EXPECT_NE(out.find(expected), std::string::npos) << expected << " missing from:\n" << out;
+  }
+  const std::string md = Slurp(Baseline().dir / "compare.md");
+  EXPECT_NE(md.find("## Verdict"), std::string::npos) << md;
+  EXPECT_NE(md.find("recompute (in update)"), std::string::npos) << md;
+}
+#endif
+
+}  // namespace
+}  // namespace trellis
