@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "learner/objectives.h"
 #include "ledger/ledger.h"
@@ -480,12 +481,20 @@ TEST_P(LearnerGroupTest, TwoRanksMatchOneLearner) {
       EXPECT_GT(two.stats[r][step].communication_seconds(), 0);
     }
   }
-  EXPECT_LT(MaxAbsDiff(two.weights[0], one.weights[0]), 1e-5);
+  const double diff = MaxAbsDiff(two.weights[0], one.weights[0]);
+  EXPECT_LT(diff, 1e-5);
+  RecordProperty("max_abs_weight_diff", std::to_string(diff));
+  RecordProperty("communication_bytes_per_step",
+                 std::to_string(two.stats[0].back().communication_bytes()));
+  RecordProperty("communication_seconds_per_step",
+                 std::to_string(two.stats[0].back().communication_seconds()));
   EXPECT_EQ(MaxAbsDiff(two.weights[1], two.weights[0]), 0) << "the ranks' weights differ";
 
   const int64_t whole = one.stats[0].back().optimizer_state_bytes();
   const int64_t rank0 = two.stats[0].back().optimizer_state_bytes();
   const int64_t rank1 = two.stats[1].back().optimizer_state_bytes();
+  RecordProperty("optimizer_state_bytes",
+                 absl::StrCat(whole, " one rank; ", rank0, " + ", rank1, " two ranks"));
   if (zero_stage == 1) {
     EXPECT_EQ(rank0 + rank1, whole);
     EXPECT_NEAR(rank0, whole / 2, whole / 10);
