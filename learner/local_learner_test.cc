@@ -1,5 +1,6 @@
 #include "learner/local_learner.h"
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -393,8 +394,13 @@ struct GroupRun {
   std::vector<std::map<std::string, int64_t>> ledger;  // [rank]: last bytes by object
 };
 
+// Each rank then saves a checkpoint into dir/ckpt<ranks> and, once every
+// rank has, restores it.
 GroupRun RunGroup(const v1::JobConfig& job, int ranks, const std::vector<v1::TrainBatch>& batches,
                   const std::string& dir) {
+  const std::string checkpoint = dir + "/ckpt" + std::to_string(ranks);
+  std::filesystem::create_directories(checkpoint);
+  std::atomic<int> saved{0};
   absl::StatusOr<int> port = weightsync::PickFreeTcpPort("127.0.0.1");
   EXPECT_TRUE(port.ok()) << port.status();
   GroupRun run;
@@ -425,6 +431,11 @@ GroupRun RunGroup(const v1::JobConfig& job, int ranks, const std::vector<v1::Tra
       auto weights = model::LoadSafetensors(path);
       ASSERT_TRUE(weights.ok()) << weights.status();
       run.weights[r] = *std::move(weights);
+      ASSERT_TRUE((*learner)->SaveCheckpoint(checkpoint).ok());
+      ++saved;
+      while (saved.load() < ranks) std::this_thread::yield();
+      absl::Status restored = (*learner)->RestoreCheckpoint(checkpoint);
+      EXPECT_TRUE(restored.ok()) << restored;
     });
   }
   for (auto& t : threads) t.join();
@@ -483,11 +494,11 @@ TEST_P(LearnerGroupTest, TwoRanksMatchOneLearner) {
   }
   const double diff = MaxAbsDiff(two.weights[0], one.weights[0]);
   EXPECT_LT(diff, 1e-5);
-  RecordProperty("max_abs_weight_diff", std::to_string(diff));
+  RecordProperty("max_abs_weight_diff", absl::StrCat(diff));
   RecordProperty("communication_bytes_per_step",
                  std::to_string(two.stats[0].back().communication_bytes()));
   RecordProperty("communication_seconds_per_step",
-                 std::to_string(two.stats[0].back().communication_seconds()));
+                 absl::StrCat(two.stats[0].back().communication_seconds()));
   EXPECT_EQ(MaxAbsDiff(two.weights[1], two.weights[0]), 0) << "the ranks' weights differ";
 
   const int64_t whole = one.stats[0].back().optimizer_state_bytes();
@@ -508,6 +519,15 @@ TEST_P(LearnerGroupTest, TwoRanksMatchOneLearner) {
     EXPECT_LE(two.ledger[r].at("communication"), 16 << 10);
   }
   EXPECT_EQ(one.ledger[0].count("communication"), 0u);
+
+  // Rank 1 wrote its own optimizer file; one learner cannot take them up.
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt2/optimizer.rank1.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ckpt1/optimizer.rank1.safetensors"));
+  absl::Status refused = MakeLearner(job)->RestoreCheckpoint(dir + "/ckpt2");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(std::string(refused.message()).find("learner_ranks 2 but this learner has 1"),
+            std::string::npos)
+      << refused;
 }
 
 INSTANTIATE_TEST_SUITE_P(ZeroStages, LearnerGroupTest, testing::Values(0, 1),
