@@ -1,11 +1,12 @@
 // The `trellis` command.
 //
-//   trellis run [JOB.yaml] [--out DIR] [--seed N] [--http HOST:PORT]
+//   trellis run [JOB.yaml] [--out DIR] [--seed N] [--override FILE] [--http HOST:PORT]
 //       Runs a job with every role in this process. Without JOB.yaml it runs
 //       the built-in default: GRPO on the arithmetic task, on CPU.
 //   trellis run --resume RUN_DIR
 //       Continues the run in RUN_DIR from its newest checkpoint.
-//   trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml] [--http HOST:PORT]
+//   trellis launch [JOB.yaml] [--out DIR] [--seed N] [--override FILE] [--cluster CLUSTER.yaml]
+//                  [--http HOST:PORT]
 //   trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml] [--http HOST:PORT]
 //       The same job with the scheduler and every role a process of its own.
 //   trellis serve ROLE --scheduler ADDR [--listen HOST:PORT] [--advertise HOST]
@@ -52,10 +53,11 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: trellis run [JOB.yaml] [--out DIR] [--seed N] [--http HOST:PORT]\n"
+    "usage: trellis run [JOB.yaml] [--out DIR] [--seed N] [--override FILE]\n"
+    "                   [--http HOST:PORT]\n"
     "       trellis run --resume RUN_DIR [--http HOST:PORT]\n"
-    "       trellis launch [JOB.yaml] [--out DIR] [--seed N] [--cluster CLUSTER.yaml]\n"
-    "                      [--http HOST:PORT]\n"
+    "       trellis launch [JOB.yaml] [--out DIR] [--seed N] [--override FILE]\n"
+    "                      [--cluster CLUSTER.yaml] [--http HOST:PORT]\n"
     "       trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml] [--http HOST:PORT]\n"
     "       trellis serve ROLE --scheduler HOST:PORT [--listen HOST:PORT]\n"
     "                          [--advertise HOST] [--index K] [--transport-port PORT]\n"
@@ -72,7 +74,8 @@ constexpr char kUsage[] =
     "       trellis compare RUN_A RUN_B [...] [--tolerance X] [--budget X]\n"
     "  run     run a job with every role in this process; without JOB.yaml,\n"
     "          the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
-    "          the job's runtime.out_dir); --seed overrides runtime.seed.\n"
+    "          the job's runtime.out_dir); --seed overrides runtime.seed, and\n"
+    "          the fields of --override FILE replace the job's (as for resolve).\n"
     "          --resume continues the run in RUN_DIR (its job.yaml) from its\n"
     "          newest checkpoint (runtime.checkpoint_every) and writes there.\n"
     "  launch  the same job with the scheduler and every role (deployment.*.count\n"
@@ -147,12 +150,19 @@ bool ApplySeed(const std::string& command, const std::string& seed,
   return true;
 }
 
-// The job from JOB.yaml (or the built-in default) with --seed applied.
+// The job from JOB.yaml (or the built-in default), then the fields of the
+// --override file (if any), then --seed (which wins over the override's).
 std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
                                               const std::string& path,
-                                              const std::string& seed) {
+                                              const std::string& seed,
+                                              const std::string& override_path = "") {
   absl::StatusOr<trellis::v1::JobConfig> loaded =
       path.empty() ? trellis::scheduler::DefaultJob() : trellis::config::LoadJobFile(path);
+  if (loaded.ok() && !override_path.empty()) {
+    if (absl::Status s = trellis::config::LoadYamlFile(override_path, &*loaded); !s.ok()) {
+      loaded = s;
+    }
+  }
   if (!loaded.ok()) {
     std::cerr << "trellis " << command << ": " << loaded.status().message() << "\n";
     return std::nullopt;
@@ -181,7 +191,7 @@ absl::StatusOr<trellis::v1::ClusterSpec> LoadCluster(std::map<std::string, std::
 int RunOrLaunch(const std::string& command, const std::vector<std::string>& args) {
   std::map<std::string, std::string> flags;
   std::vector<std::string> positional;
-  std::set<std::string> known = {"--out", "--seed", "--resume", "--http"};
+  std::set<std::string> known = {"--out", "--seed", "--override", "--resume", "--http"};
   if (command == "launch") known.insert("--cluster");
   if (!ParseFlags(command, args, known, flags, positional)) return 2;
   if (positional.size() > 1) {
@@ -190,10 +200,11 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
     return 2;
   }
   const bool resume = flags.count("--resume") > 0;
-  if (resume && (!positional.empty() || flags.count("--out") || flags.count("--seed"))) {
+  if (resume && (!positional.empty() || flags.count("--out") || flags.count("--seed") ||
+                 flags.count("--override"))) {
     std::cerr << "trellis " << command
               << ": --resume takes the job, output directory and seed from RUN_DIR; drop the "
-                 "job file, --out and --seed\n" << kUsage;
+                 "job file, --out, --seed and --override\n" << kUsage;
     return 2;
   }
   if (resume && command == "run") {
@@ -209,7 +220,8 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
   }
   std::optional<trellis::v1::JobConfig> job =
       resume ? LoadJob(command, flags["--resume"] + "/job.yaml", "")
-             : LoadJob(command, positional.empty() ? "" : positional[0], flags["--seed"]);
+             : LoadJob(command, positional.empty() ? "" : positional[0], flags["--seed"],
+                       flags["--override"]);
   if (!job.has_value()) return 2;
   const std::string out_dir = resume               ? flags["--resume"]
                               : flags.count("--out") ? flags["--out"]
@@ -242,17 +254,10 @@ int ResolveOrPlace(const std::string& command, const std::vector<std::string>& a
               << positional[1] << ")\n" << kUsage;
     return 2;
   }
-  std::optional<trellis::v1::JobConfig> job =
-      LoadJob(command, positional.empty() ? "" : positional[0], "");
+  std::optional<trellis::v1::JobConfig> job = LoadJob(
+      command, positional.empty() ? "" : positional[0], flags["--seed"], flags["--override"]);
   if (!job.has_value()) return 2;
   if (command == "resolve") {
-    // --seed wins over the override's runtime.seed.
-    if (flags.count("--override")) {
-      if (absl::Status s = trellis::config::LoadYamlFile(flags["--override"], &*job); !s.ok()) {
-        return ExitCode(command, s);
-      }
-    }
-    if (!ApplySeed(command, flags["--seed"], *job)) return 2;
     if (absl::Status s = trellis::config::ValidateJob(*job); !s.ok()) return ExitCode(command, s);
     std::cout << trellis::config::ResolvedJobYaml(*job);
     return 0;

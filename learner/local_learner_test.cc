@@ -63,6 +63,32 @@ std::unique_ptr<LearnerWorker> MakeLearner(const v1::JobConfig& job) {
   return *std::move(learner);
 }
 
+// A fresh learner of `job` restored from a checkpoint of `running`, written
+// to TempDir()/`name`.
+std::unique_ptr<LearnerWorker> Restored(const v1::JobConfig& job, LearnerWorker& running,
+                                        const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::create_directories(dir);
+  EXPECT_TRUE(running.SaveCheckpoint(dir).ok());
+  auto restored = MakeLearner(job);
+  absl::Status s = restored->RestoreCheckpoint(dir);
+  EXPECT_TRUE(s.ok()) << s;
+  return restored;
+}
+
+// Both learners take `steps` steps on `batch` with identical results.
+void ExpectSameSteps(LearnerWorker& a, LearnerWorker& b, const v1::TrainBatch& batch,
+                     int steps) {
+  for (int step = 0; step < steps; ++step) {
+    auto sa = a.TrainStep(batch);
+    auto sb = b.TrainStep(batch);
+    ASSERT_TRUE(sa.ok() && sb.ok());
+    EXPECT_EQ(sa->loss(), sb->loss()) << "step " << step;
+    EXPECT_EQ(sa->value_loss(), sb->value_loss()) << "step " << step;
+    EXPECT_EQ(sa->grad_norm(), sb->grad_norm()) << "step " << step;
+  }
+}
+
 // The gradient summed over micro-batches equals the full-batch gradient.
 class AccumulationTest : public testing::TestWithParam<v1::LossAggregation> {};
 
@@ -249,6 +275,25 @@ TEST(LocalLearnerPpoTest, CheckpointHoldsTheCritic) {
   }
 }
 
+// bf16 keeps fp32 masters: a checkpoint holds them (not the rounded bf16
+// weights), so a restored learner continues exactly; PPO's critic too.
+TEST(LocalLearnerTest, Bf16CheckpointHoldsTheMasters) {
+  const v1::TrainBatch batch = WithRewards(RandomBatch(8, 5));
+  v1::JobConfig job = PpoJob(8, "separate");
+  job.mutable_memory()->set_precision("bf16");
+  auto running = MakeLearner(job);
+  auto first = running->TrainStep(batch);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // fp32 masters of the bf16 policy (and of the critic).
+  EXPECT_GE(first->master_weight_bytes(), 2 * first->parameter_bytes());
+  auto restored = Restored(job, *running, "bf16_ckpt");
+  absl::StatusOr<model::NamedTensors> saved =
+      model::LoadSafetensors(::testing::TempDir() + "/bf16_ckpt/weights.safetensors");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  for (const auto& [name, tensor] : *saved) EXPECT_EQ(tensor.scalar_type(), torch::kFloat32);
+  ExpectSameSteps(*running, *restored, batch, 2);
+}
+
 v1::PreferenceBatch RandomPairs(int pairs, uint64_t seed) {
   std::mt19937_64 rng(seed);
   auto uniform = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
@@ -361,24 +406,15 @@ TEST(LocalLearnerTest, SgdStateAndCheckpoint) {
 
   v1::JobConfig momentum = plain;
   momentum.mutable_grpo()->mutable_optimizer()->set_momentum(0.9);
-  const std::string dir = ::testing::TempDir() + "/sgd_ckpt";
-  std::filesystem::create_directories(dir);
   auto running = MakeLearner(momentum);
   auto first = running->TrainStep(batch);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->optimizer_state_bytes(), first->parameter_bytes());
-  ASSERT_TRUE(running->SaveCheckpoint(dir).ok());
-  auto restored = MakeLearner(momentum);
-  absl::Status s = restored->RestoreCheckpoint(dir);
-  ASSERT_TRUE(s.ok()) << s;
+  auto restored = Restored(momentum, *running, "sgd_ckpt");
   // The third step's loss depends on the second update, which uses the
   // momentum buffers.
-  for (int step = 0; step < 2; ++step) {
-    auto a = running->TrainStep(batch);
-    auto b = restored->TrainStep(batch);
-    ASSERT_TRUE(a.ok() && b.ok());
-    EXPECT_EQ(a->loss(), b->loss()) << "step " << step;
-  }
+  ExpectSameSteps(*running, *restored, batch, 2);
+  const std::string dir = ::testing::TempDir() + "/sgd_ckpt";
 
   auto adamw = MakeLearner(SmallJob(8, v1::TOKEN_MEAN));
   absl::Status refused = adamw->RestoreCheckpoint(dir);

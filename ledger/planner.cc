@@ -177,12 +177,12 @@ double ForwardFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, in
   return 2.0 * MatmulParameters(s) + 4.0 * s.L * seq * s.d;
 }
 
-Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, double matmul_flops_per_second) {
+Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRates& rates) {
   const Shape s = ShapeOf(job.model(), w.vocab_size);
   Plan plan;
   plan.parameters = Parameters(s);
   plan.matmul_parameters = MatmulParameters(s);
-  plan.matmul_flops_per_second = matmul_flops_per_second;
+  plan.rates = rates;
   const int64_t N = plan.parameters;
   const bool has_sft = job.sft().steps() > 0;
   const bool has_rl = job.grpo().steps() > 0;
@@ -236,9 +236,11 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, double matmul_flo
     const double tokens = static_cast<double>(job.sft().batch_size()) * seq;
     const double flops = tokens * TrainFlopsPerToken(job.model(), w.vocab_size, seq);
     if (!has_rl) {
-      plan.step_time.push_back({"sft", flops, flops / matmul_flops_per_second,
-                                absl::StrFormat("batch %d x seq %d x (6N_mm + 12·L·seq·d)",
-                                                job.sft().batch_size(), seq)});
+      plan.step_time.push_back(
+          {"sft", flops, flops / rates.train_flops_per_second + rates.optimizer_step_seconds,
+           absl::StrFormat("batch %d x seq %d x (6N_mm + 12·L·seq·d) at the train rate, "
+                           "+ one optimizer step",
+                           job.sft().batch_size(), seq)});
     }
   }
   if (has_rl) {
@@ -276,17 +278,26 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, double matmul_flo
         "sequences of RL samples taken at their longest: prompt ", P, " + max_new_tokens ",
         max_new, "; responses that stop early need less"));
 
-    const double gen_flops = samples * (P + max_new) *
-                             ForwardFlopsPerToken(job.model(), w.vocab_size, P + max_new);
+    // Rollout: the prompts' prefill, then one decode step per new token at
+    // the context's middle length.
+    const double prefill_flops =
+        samples * P * ForwardFlopsPerToken(job.model(), w.vocab_size, P);
+    const double decode_flops =
+        samples * max_new * ForwardFlopsPerToken(job.model(), w.vocab_size, P + max_new / 2);
     plan.step_time.push_back(
-        {"rollout", gen_flops, gen_flops / matmul_flops_per_second,
-         absl::StrFormat("%d samples x %d tokens x (2N_mm + 4·L·seq·d)", samples, P + max_new)});
+        {"rollout", prefill_flops + decode_flops,
+         prefill_flops / rates.forward_flops_per_second +
+             decode_flops / rates.decode_flops_per_second,
+         absl::StrFormat("%d samples x (prompt %d at the forward rate + %d new tokens at the "
+                         "decode rate) x (2N_mm + 4·L·seq·d)",
+                         samples, P, max_new)});
     if (has_reference) {
       const double ref_flops =
           samples * seq * ForwardFlopsPerToken(job.model(), w.vocab_size, seq);
       plan.step_time.push_back(
-          {"reference", ref_flops, ref_flops / matmul_flops_per_second,
-           absl::StrFormat("%d samples x seq %d x (2N_mm + 4·L·seq·d)", samples, seq)});
+          {"reference", ref_flops, ref_flops / rates.forward_flops_per_second,
+           absl::StrFormat("%d samples x seq %d x (2N_mm + 4·L·seq·d) at the forward rate",
+                           samples, seq)});
     }
     // Checkpointing runs every block's forward once more in backward: the
     // blocks' 2 FLOPs per matmul parameter and 4·L·seq·d of attention.
@@ -295,8 +306,11 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, double matmul_flo
     const double train_flops =
         samples * seq * (TrainFlopsPerToken(job.model(), w.vocab_size, seq) + recompute_per_token);
     plan.step_time.push_back(
-        {"update", train_flops, train_flops / matmul_flops_per_second,
-         absl::StrFormat("%d samples x seq %d x (6N_mm + 12·L·seq·d%s)", samples, seq,
+        {"update", train_flops,
+         train_flops / rates.train_flops_per_second + rates.optimizer_step_seconds,
+         absl::StrFormat("%d samples x seq %d x (6N_mm + 12·L·seq·d%s) at the train rate, + one "
+                         "optimizer step",
+                         samples, seq,
                          st.checkpointing ? " + recompute 2(N_mm - V·d) + 4·L·seq·d" : "")});
   }
   for (const PlanTime& t : plan.step_time) plan.step_seconds += t.seconds;
@@ -356,8 +370,13 @@ void PrintPlan(const Plan& plan, std::ostream& out) {
   }
   out << absl::StrFormat("\nexpected peak: %.2f MiB (%d bytes), %s / %s\n", mib(plan.peak_bytes),
                          plan.peak_bytes, plan.peak_role, plan.peak_stage);
-  out << absl::StrFormat("\n== step time (matrix products at %.2f GFLOP/s, measured) ==\n",
-                         plan.matmul_flops_per_second / 1e9);
+  const MachineRates& r = plan.rates;
+  out << absl::StrFormat(
+      "\n== step time (measured here: matrix product %.2f GFLOP/s; the job's model at its "
+      "shapes: train %.2f, forward %.2f, decode %.2f GFLOP/s, optimizer step %.4f s) ==\n",
+      r.matmul_flops_per_second / 1e9, r.train_flops_per_second / 1e9,
+      r.forward_flops_per_second / 1e9, r.decode_flops_per_second / 1e9,
+      r.optimizer_step_seconds);
   for (const PlanTime& t : plan.step_time) {
     out << absl::StrFormat("  %-10s %10.4f s  %.3g FLOP = %s\n", t.stage, t.seconds, t.flops,
                            t.formula);
@@ -394,7 +413,12 @@ nlohmann::json PlanJson(const Plan& plan) {
           {"peak_bytes", plan.peak_bytes},
           {"peak_role", plan.peak_role},
           {"peak_stage", plan.peak_stage},
-          {"matmul_flops_per_second", plan.matmul_flops_per_second},
+          {"rates",
+           {{"matmul_flops_per_second", plan.rates.matmul_flops_per_second},
+            {"train_flops_per_second", plan.rates.train_flops_per_second},
+            {"forward_flops_per_second", plan.rates.forward_flops_per_second},
+            {"decode_flops_per_second", plan.rates.decode_flops_per_second},
+            {"optimizer_step_seconds", plan.rates.optimizer_step_seconds}}},
           {"step_time", time},
           {"step_seconds", plan.step_seconds},
           {"notes", plan.notes}};

@@ -58,6 +58,24 @@ struct PlanStage {
   int64_t peak_bytes = 0;
 };
 
+// How fast this machine runs the job's work, measured before planning
+// (scheduler/plan_job.cc). The roofline is a float32 matrix product of the
+// learner's shape; the others time the job's own model once at each stage's
+// shape and divide that stage's FLOPs (TrainFlopsPerToken, ...) by the
+// seconds: small matrices, elementwise work and per-operation overhead make
+// them far lower than the roofline on small models.
+struct MachineRates {
+  double matmul_flops_per_second = 0;
+  // Forward and backward of one update micro-batch.
+  double train_flops_per_second = 0;
+  // A forward without autograd (reference scoring, rollout prefill).
+  double forward_flops_per_second = 0;
+  // One decode step of every sample with its KV cache, and sampling.
+  double decode_flops_per_second = 0;
+  // One optimizer step over the policy's parameters.
+  double optimizer_step_seconds = 0;
+};
+
 struct PlanTime {
   std::string stage;
   double flops = 0;
@@ -76,17 +94,15 @@ struct Plan {
   // The highest stage and its bytes: the process's expected peak.
   int64_t peak_bytes = 0;
   std::string peak_role, peak_stage;
-  // FLOP/s of a float32 matrix product of the learner's shape, measured.
-  double matmul_flops_per_second = 0;
+  MachineRates rates;
   // Per GRPO step (or SFT step when the job has no RL steps).
   std::vector<PlanTime> step_time;
   double step_seconds = 0;
   std::vector<std::string> notes;
 };
 
-// REQUIRES: job validated. `matmul_flops_per_second` > 0 (MeasureMatmulRate).
-Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& workload,
-              double matmul_flops_per_second);
+// REQUIRES: job validated; every rate > 0.
+Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& workload, const MachineRates& rates);
 
 // Matrix-product FLOPs of one training token (forward and backward: 6 per
 // matmul parameter, plus attention over `seq` positions: 12·L·seq·d), and of

@@ -17,9 +17,10 @@ namespace trellis::scheduler {
 // The longest sequence an RL update trains on: prompt + max_new_tokens - 1.
 int64_t RlSequenceLength(const v1::JobConfig& job, const ledger::PlanWorkload& workload);
 
-// Validates the job, sets LibTorch's threads from it, measures the matrix-
-// product rate at the learner's shape (micro-batch tokens x d_model x d_ff)
-// and plans.
+// Validates the job, sets LibTorch's threads from it, measures this
+// machine's rates (ledger::MachineRates: the matrix-product roofline at the
+// learner's shape, and the job's model timed once at the update, reference
+// and decode shapes) and plans.
 [[nodiscard]] absl::StatusOr<ledger::Plan> PlanJob(const v1::JobConfig& job);
 
 }  // namespace trellis::scheduler

@@ -53,27 +53,8 @@ int64_t ExpectAttributed(const json& summary, double fraction) {
   return summary.at("memory").at("peak_bytes").get<int64_t>();
 }
 
-// Three jobs that differ in micro-batch, sequence length and model size.
-std::vector<v1::JobConfig> PlannerJobs() {
-  v1::JobConfig a = TinyJob();
-  a.mutable_model()->set_d_model(64);
-  a.mutable_model()->set_n_layers(2);
-  a.mutable_model()->set_n_heads(4);
-  a.mutable_model()->set_n_kv_heads(2);
-  a.mutable_model()->set_d_ff(128);
-  a.mutable_grpo()->set_micro_batch_size(8);
-  v1::JobConfig b = a;
-  b.mutable_grpo()->set_micro_batch_size(16);
-  b.mutable_sampling()->set_max_new_tokens(10);
-  v1::JobConfig c = a;
-  c.mutable_model()->set_d_model(128);
-  c.mutable_model()->set_d_ff(320);
-  c.mutable_model()->set_n_layers(3);
-  return {a, b, c};
-}
-
 TEST(MeasureTest, PlanIsWithinTenPercentOfTheMeasuredPeak) {
-  const std::vector<v1::JobConfig> jobs = PlannerJobs();
+  const std::vector<v1::JobConfig> jobs = testing_util::PlannerJobs(TinyJob());
   for (size_t i = 0; i < jobs.size(); ++i) {
     SCOPED_TRACE("configuration " + std::to_string(i));
     const json summary = RunAndSummarize(jobs[i], TempDir("plan" + std::to_string(i)));

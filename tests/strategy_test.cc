@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "config/job_config.h"
 #include "gtest/gtest.h"
 #include "tests/tiny_job.h"
 
@@ -25,12 +27,15 @@ using testing_util::Slurp;
 using testing_util::TinyJob;
 
 // The tiny job with three layers (so that per-layer checkpointing has
-// layers to save) and one micro-batch of all 16 samples.
+// layers to save) and one micro-batch of all 16 samples per update.
 v1::JobConfig BaseJob() {
   v1::JobConfig job = TinyJob();
   job.mutable_model()->set_n_layers(3);
   job.mutable_grpo()->set_micro_batch_size(16);
-  job.mutable_sft()->set_steps(2);
+  // Enough warm-up on one-digit sums that the sampled groups have mixed
+  // rewards, so that the RL steps update.
+  job.mutable_data()->mutable_arithmetic()->set_max_digits(1);
+  job.mutable_sft()->set_steps(30);
   job.mutable_grpo()->set_steps(2);
   return job;
 }
@@ -126,16 +131,30 @@ TEST(StrategyTest, Bf16HalvesWeightsAndActivationsAndKeepsFp32Masters) {
 }
 
 #ifdef TRELLIS_BINARY
-TEST(StrategyTest, CompareOfBaselineAndCheckpointingWritesTableVerdictAndMarkdown) {
-  v1::JobConfig job = BaseJob();
-  job.mutable_memory()->set_activation_checkpointing(true);
-  const JobRun ckpt = RunTinyJob("strategy_compare_ckpt", job);
-  const fs::path log = fs::path(::testing::TempDir()) / "strategy_compare.log";
-  fs::remove(Baseline().dir / "compare.md");
-  const int status = testing_util::Wait(testing_util::StartTrellis(
-      {"compare", Baseline().dir.string(), ckpt.dir.string(), "--budget", "100"}, log));
+// Runs `trellis ARGS...` to completion; returns its output, failing the
+// test when it does not exit 0.
+std::string Trellis(const std::vector<std::string>& args, const std::string& name) {
+  const fs::path log = fs::path(::testing::TempDir()) / (name + ".log");
+  const int status = testing_util::Wait(testing_util::StartTrellis(args, log));
   const std::string out = Slurp(log);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  return out;
+}
+
+// The candidate is run as a user would: the baseline's job file and the
+// example override of examples/memory/.
+TEST(StrategyTest, CompareOfBaselineAndCheckpointingWritesTableVerdictAndMarkdown) {
+  const fs::path job_file = fs::path(::testing::TempDir()) / "strategy_base.yaml";
+  testing_util::WriteText(job_file, config::ResolvedJobYaml(BaseJob()));
+  const fs::path ckpt = fs::path(::testing::TempDir()) / "strategy_compare_ckpt";
+  fs::remove_all(ckpt);
+  Trellis({"run", job_file.string(), "--override",
+           std::string(TRELLIS_SOURCE_DIR) + "/examples/memory/checkpointing.yaml", "--out",
+           ckpt.string()},
+          "strategy_run_ckpt");
+  fs::remove(Baseline().dir / "compare.md");
+  const std::string out = Trellis(
+      {"compare", Baseline().dir.string(), ckpt.string(), "--budget", "100"}, "strategy_compare");
   for (const char* expected : {"resident at peak", "recompute (in update)", "verdict",
                                "memory.activation_checkpointing"}) {
     EXPECT_NE(out.find(expected), std::string::npos) << expected << " missing from:\n" << out;

@@ -8,7 +8,9 @@ torch::Tensor MasterCopies::For(const torch::Tensor& model_param) {
   auto [it, inserted] = masters_.try_emplace(model_param.unsafeGetTensorImpl());
   if (inserted) {
     torch::NoGradGuard no_grad;
-    it->second = model_param.detach().to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
+    it->second = model_param.detach()
+                     .to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true)
+                     .requires_grad_(model_param.requires_grad());
   }
   return it->second;
 }
