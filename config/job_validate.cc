@@ -189,9 +189,10 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
 
 void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
   c.AtLeast("deployment.actor.count", d.actor().count(), 1);
-  // One learner, reference and verifier worker: the loop drives one of each.
-  for (const auto& [name, role] : {std::pair{"learner", &d.learner()},
-                                   std::pair{"reference", &d.reference()},
+  // Learners train each batch together (memory.zero_stage); one reference
+  // and one verifier worker: the loop drives one of each.
+  c.AtLeast("deployment.learner.count", d.learner().count(), 1);
+  for (const auto& [name, role] : {std::pair{"reference", &d.reference()},
                                    std::pair{"verifier", &d.verifier()}}) {
     c.Require(role->count() == 1, absl::StrCat("deployment.", name, ".count"), "1",
               role->count());

@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <thread>
@@ -178,6 +179,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   request.set_pid(getpid());
   if (options.index.has_value()) request.set_index(*options.index);
   int transport_port = 0;
+  int group_port = 0;
   if (options.role == v1::LEARNER) {
     transport_port = options.transport_port;
     if (transport_port == 0) {
@@ -186,6 +188,11 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       transport_port = *port;
     }
     request.set_transport_address(absl::StrCat(host, ":", transport_port));
+    // The store of the learner group, should this learner be its rank 0.
+    absl::StatusOr<int> port = weightsync::PickFreeTcpPort(host);
+    if (!port.ok()) return port.status();
+    group_port = *port;
+    request.set_group_address(absl::StrCat(host, ":", group_port));
   }
 
   std::shared_ptr<grpc::Channel> channel = rpc::NewChannel(options.scheduler);
@@ -230,7 +237,9 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   std::unique_ptr<learner::LearnerWorker> learner;
   std::unique_ptr<actor::RolloutWorker> actor;
   std::unique_ptr<reference::ReferenceWorker> reference;
-  if (options.role == v1::ACTOR || options.role == v1::LEARNER) {
+  // Of a learner group, rank 0 alone publishes weights.
+  const v1::LearnerGroupAssignment& group = assignment->learner_group();
+  if (options.role == v1::ACTOR || (options.role == v1::LEARNER && group.rank() == 0)) {
     absl::StatusOr<std::unique_ptr<weightsync::Transport>> t =
         MakeTransport(assignment->transport(), options.role == v1::LEARNER, host,
                       transport_port, grpc_sender);
@@ -250,8 +259,18 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       break;
     }
     case v1::LEARNER: {
+      learner::GroupMember member;
+      member.rank = group.rank();
+      member.size = std::max(1, group.size());
+      member.local_host = host;
+      if (member.size > 1) {
+        absl::StatusOr<rpc::HostPort> store = rpc::SplitHostPort(group.store_address());
+        if (!store.ok()) return store.status();
+        member.store_host = store->host;
+        member.store_port = store->port;
+      }
       absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> l =
-          scheduler::MakeLocalLearner(job, *tokenizer, transport.get(), &ledger, id);
+          scheduler::MakeLocalLearner(job, *tokenizer, transport.get(), &ledger, id, member);
       if (!l.ok()) return l.status();
       learner = *std::move(l);
       learner_service.Bind(learner.get(), vocab);

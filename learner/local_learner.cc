@@ -40,6 +40,19 @@ void MicroSums::Add(const MicroResult& r) {
   ++micro_batches;
 }
 
+absl::Status MicroSums::SumOver(DataParallelGroup& group) {
+  double* const fields[] = {&loss,         &kl,         &clipped,       &tokens,
+                            &exact_rows,   &value_loss, &value_clipped, &margin,
+                            &ranked_right, &chosen_reward, &rejected_reward};
+  std::vector<double> values;
+  for (double* f : fields) values.push_back(*f);
+  values.push_back(micro_batches);
+  if (absl::Status s = group.AllReduceSum(values); !s.ok()) return s;
+  for (size_t i = 0; i < std::size(fields); ++i) *fields[i] = values[i];
+  micro_batches = static_cast<int32_t>(values.back());
+  return absl::OkStatus();
+}
+
 void MicroSums::Fill(int64_t rows, v1::TrainStats* stats) const {
   stats->set_loss(loss);
   stats->set_micro_batches(micro_batches);
@@ -99,6 +112,14 @@ absl::Status LocalLearner::Init() {
     return absl::InternalError(
         absl::StrCat(options_.worker_id, ": building the model: ", e.what_without_backtrace()));
   }
+  GroupOptions group;
+  group.member = options_.group;
+  group.timeout = absl::Milliseconds(job_.deployment().call_timeout_ms());
+  group.bucket_bytes = job_.deployment().bucket_bytes();
+  group.worker_id = options_.worker_id;
+  absl::StatusOr<std::unique_ptr<DataParallelGroup>> joined = DataParallelGroup::Join(group);
+  if (!joined.ok()) return joined.status();
+  group_ = *std::move(joined);
   // Memory strategies: the masters are made from these (fp32) weights on
   // each phase's first step, before any rounding can matter.
   for (model::Transformer* m : {&model_, &critic_}) {
@@ -113,8 +134,9 @@ absl::Status LocalLearner::Init() {
 void LocalLearner::EnsureOptimizer(Phase& phase, std::vector<torch::Tensor> params,
                                    const v1::OptimizerConfig& config) {
   if (phase.optimizer != nullptr) return;
-  phase.params = TrainableSet(std::move(params), masters());
-  phase.optimizer = NewOptimizer(phase.params.optimizer_params(), config);
+  phase.params =
+      TrainableSet(std::move(params), masters(), group_.get(), job_.memory().zero_stage() == 1);
+  phase.optimizer = NewOptimizer(phase.params.owned_params(), config);
 }
 
 absl::StatusOr<v1::TrainStats> LocalLearner::SftStep(const v1::SftBatch& batch) {
@@ -227,6 +249,11 @@ absl::StatusOr<v1::TrainStats> LocalLearner::TrainStep(const v1::TrainBatch& bat
 }
 
 absl::StatusOr<v1::WeightSyncStats> LocalLearner::PublishWeights() {
+  if (transport_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        options_.worker_id, ": no weight transport (rank ", group_->rank(), " of ",
+        group_->size(), " learners; rank 0 publishes)"));
+  }
   // Under LoRA only the adapters change, and actors build the same base:
   // they get the adapters and the base's fingerprint, to refuse adapters
   // trained on another base.
@@ -410,10 +437,13 @@ absl::StatusOr<v1::TrainStats> LocalLearner::Update(Phase& phase, const v1::Opti
   const double recompute_before = RecomputeSeconds();
   try {
     phase.params.ZeroGrad();
-    for (int64_t begin = 0; begin < rows; begin += micro_rows) {
+    // This rank's rows; the loss normalizer is the whole batch's, so the
+    // gradients summed over the ranks are the batch's.
+    const auto [first, last] = RankRows(rows, group_->rank(), group_->size());
+    for (int64_t begin = first; begin < last; begin += micro_rows) {
       const int64_t live_before = tracker.live_bytes();
       window.emplace();
-      absl::StatusOr<MicroResult> r = RunMicro(micro, begin, std::min(rows, begin + micro_rows));
+      absl::StatusOr<MicroResult> r = RunMicro(micro, begin, std::min(last, begin + micro_rows));
       if (!r.ok()) return r.status();
       // What the forward pass keeps alive for backward.
       const int64_t saved = tracker.live_bytes() - live_before;
@@ -426,12 +456,14 @@ absl::StatusOr<v1::TrainStats> LocalLearner::Update(Phase& phase, const v1::Opti
     const int64_t live_before_step = tracker.live_bytes();
     window.emplace();
     const double max_norm = config.max_grad_norm() > 0 ? config.max_grad_norm() : 1e30;
-    stats.set_grad_norm(phase.params.PrepareGradients(max_norm));
+    absl::StatusOr<double> norm = phase.params.PrepareGradients(max_norm);
+    if (!norm.ok()) return norm.status();
+    stats.set_grad_norm(*norm);
     const double warmup = config.warmup_steps();
     const double lr = config.lr() * (warmup > 0 ? std::min(1.0, (phase.steps + 1) / warmup) : 1.0);
     SetLearningRate(optimizer, lr);
     optimizer.step();
-    phase.params.AfterStep();
+    if (absl::Status s = phase.params.AfterStep(); !s.ok()) return s;
     peak.Observe(window->peak_bytes(), live_before_step, 0, tracker.live_bytes());
     window.reset();
     ++phase.steps;
@@ -439,6 +471,7 @@ absl::StatusOr<v1::TrainStats> LocalLearner::Update(Phase& phase, const v1::Opti
     return absl::InternalError(absl::StrCat(options_.worker_id, ": update at version ", version_,
                                             ": ", e.what_without_backtrace()));
   }
+  if (absl::Status s = sums.SumOver(*group_); !s.ok()) return s;
   sums.Fill(rows, &stats);
   stats.set_activation_bytes(activation_bytes);
   stats.set_recompute_seconds(RecomputeSeconds() - recompute_before);
@@ -468,6 +501,9 @@ v1::TrainStats LocalLearner::Finish(Phase& phase, Stage stage, v1::TrainStats st
   stats.set_gradient_bytes(grad_bytes);
   stats.set_master_weight_bytes(masters_.bytes());
   stats.set_optimizer_state_bytes(OptimizerStateBytes(*phase.optimizer));
+  const Traffic traffic = group_->TakeTraffic();
+  stats.set_communication_bytes(traffic.bytes);
+  stats.set_communication_seconds(traffic.seconds);
   if (ledger_ != nullptr) {
     const std::string& id = options_.worker_id;
     // Every policy phase's optimizer stays resident (checkpoints hold them
@@ -481,6 +517,10 @@ v1::TrainStats LocalLearner::Finish(Phase& phase, Stage stage, v1::TrainStats st
     ledger_->RecordObject(id, Object::kGradients, grad_bytes, stage);
     ledger_->RecordObject(id, Object::kOptimizerState, optimizer_bytes, stage);
     if (bf16_) ledger_->RecordObject(id, Object::kMasterWeights, masters_.bytes(), stage);
+    // The group's largest flat bucket.
+    if (group_->buffer_bytes() > 0) {
+      ledger_->RecordObject(id, Object::kCommunication, group_->buffer_bytes(), stage);
+    }
     // Transients at the update's peak, then freed: they count only in the
     // span of this update (attribution.h).
     ledger_->RecordObject(id, Object::kActivations, stats.activation_bytes(), stage);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "learner/group_member.h"
 #include "learner/learner_worker.h"
 #include "ledger/ledger.h"
 #include "trellis/v1/job.pb.h"
@@ -18,6 +19,10 @@ struct LocalLearnerOptions {
   int32_t pad_id = 0;
   // Seeds the initial weights (when the job names no init_checkpoint).
   uint64_t seed = 1;
+  // Its rank in the learners that train each batch together (job.memory.
+  // zero_stage); NewLocalLearner joins the group, waiting for every rank
+  // up to deployment.call_timeout_ms.
+  GroupMember group;
 };
 
 // An in-process learner: the policy, AdamW (decoupled weight decay, none

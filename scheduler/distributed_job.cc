@@ -18,6 +18,7 @@
 #include "rpc/server.h"
 #include "scheduler/actor_pool.h"
 #include "scheduler/job_runner.h"
+#include "scheduler/learner_group.h"
 #include "scheduler/scheduler_service.h"
 #include "verifier/verifier_service.h"
 #include "web/watch_server.h"
@@ -52,9 +53,14 @@ class RemoteRoleSet final : public RoleSet {
           }
         },
         log);
-    const WorkerInfo learner = registry->Workers(v1::LEARNER).front();
-    set->learner_ = learner::NewGrpcLearnerClient(rpc::NewChannel(learner.request.address()),
-                                                  learner.id, timeout);
+    // A group of learners is one learner to the loop.
+    std::vector<std::unique_ptr<learner::LearnerWorker>> learners;
+    for (const WorkerInfo& w : registry->Workers(v1::LEARNER)) {
+      learners.push_back(
+          learner::NewGrpcLearnerClient(rpc::NewChannel(w.request.address()), w.id, timeout));
+    }
+    set->learner_ = learners.size() == 1 ? std::move(learners.front())
+                                         : NewLearnerGroup(std::move(learners));
     const std::vector<WorkerInfo> references = registry->Workers(v1::REFERENCE);
     if (!references.empty()) {
       set->reference_ = reference::NewGrpcReferenceClient(

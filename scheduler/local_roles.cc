@@ -25,9 +25,11 @@ void SetThreads(const v1::JobConfig& job) {
 
 absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
     const v1::JobConfig& job, const model::Tokenizer& tokenizer,
-    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id) {
+    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id,
+    const learner::GroupMember& group) {
   learner::LocalLearnerOptions options;
   options.worker_id = worker_id;
+  options.group = group;
   options.vocab_size = VocabSize(job, tokenizer);
   options.pad_id = tokenizer.pad_id();
   options.seed = job.runtime().seed();

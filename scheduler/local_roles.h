@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "actor/rollout_worker.h"
+#include "learner/group_member.h"
 #include "learner/learner_worker.h"
 #include "ledger/ledger.h"
 #include "model/tokenizer.h"
@@ -26,9 +27,12 @@ int64_t VocabSize(const v1::JobConfig& job, const model::Tokenizer& tokenizer);
 // Sets LibTorch's intra-op threads from runtime.num_threads (0: every core).
 void SetThreads(const v1::JobConfig& job);
 
+// `group`: the learner's rank in its data-parallel group (none by default);
+// `transport` may be null on ranks other than 0, which publish nothing.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
     const v1::JobConfig& job, const model::Tokenizer& tokenizer,
-    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id);
+    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id,
+    const learner::GroupMember& group = {});
 
 [[nodiscard]] absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
     const v1::JobConfig& job, const model::Tokenizer* tokenizer,

@@ -102,6 +102,14 @@ grpc::Status SchedulerService::Register(grpc::ServerContext*, const v1::Register
                                                   : learner.transport_address());
   }
   t->set_receiver_index(-1);
+  if (request->role() == v1::LEARNER) {
+    v1::LearnerGroupAssignment* g = response->mutable_learner_group();
+    g->set_size(static_cast<int32_t>(learners.size()));
+    for (const WorkerInfo& w : learners) {
+      if (w.id == *id) g->set_rank(w.index);
+    }
+    if (learners.size() > 1) g->set_store_address(learners.front().request.group_address());
+  }
   if (request->role() == v1::ACTOR) {
     for (const WorkerInfo& w : registry->Workers(v1::ACTOR)) {
       if (w.id == *id) t->set_receiver_index(w.index);

@@ -5,6 +5,10 @@
 //    every service and calls Verify; then one actor is SIGKILLed mid-job,
 //    the scheduler declares it dead, its prompts go to the other actor, and
 //    every step still trains on a full batch. No process is left behind.
+//  - Two learners under ZeRO-1 (deployment.learner.count 2, memory.
+//    zero_stage 1) train like one: per-step losses and final weights agree
+//    to float rounding, each holds about half the optimizer state, and both
+//    report the communication they added.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,6 +25,7 @@
 #include "config/job_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/safetensors.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {
@@ -207,6 +212,69 @@ TEST_F(LaunchTest, InterruptOrAFailedRoleLeavesNoProcessBehind) {
     EXPECT_LT(StepRecords(out).size(), 2000u) << how;
     ExpectNoneLeft(pids);
   }
+}
+
+// The last bytes of each (role, object) in a run's ledger.jsonl.
+std::map<std::pair<std::string, std::string>, int64_t> LastObjects(const fs::path& run) {
+  std::map<std::pair<std::string, std::string>, int64_t> last;
+  std::ifstream in(run / "ledger.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || j.value("type", "") != "object") continue;
+    last[{j.at("role").get<std::string>(), j.at("object").get<std::string>()}] =
+        j.at("bytes").get<int64_t>();
+  }
+  return last;
+}
+
+TEST_F(LaunchTest, TwoZeroOneLearnersTrainLikeOne) {
+  v1::JobConfig job = Job(1, 0);
+  job.set_algorithm("sft");
+  job.mutable_sft()->set_steps(6);
+  job.mutable_memory()->set_zero_stage(1);
+  WriteText(root_ / "one.yaml", config::ResolvedJobYaml(job));
+  job.mutable_deployment()->mutable_learner()->set_count(2);
+  WriteText(root_ / "two.yaml", config::ResolvedJobYaml(job));
+  for (const char* run : {"one", "two"}) {
+    const int status = Wait(StartTrellis({"launch", (root_ / (std::string(run) + ".yaml")).string(),
+                                          "--out", (root_ / run).string()},
+                                         root_ / (std::string(run) + ".log")));
+    ASSERT_TRUE(ExitedOk(status)) << Slurp(root_ / (std::string(run) + ".log"));
+  }
+  const std::map<int64_t, nlohmann::json> one = StepRecords(root_ / "one");
+  const std::map<int64_t, nlohmann::json> two = StepRecords(root_ / "two");
+  ASSERT_EQ(one.size(), 6u);
+  ASSERT_EQ(two.size(), one.size());
+  for (const auto& [step, want] : one) {
+    const nlohmann::json& got = two.at(step);
+    EXPECT_NEAR(got.at("loss").get<double>(), want.at("loss").get<double>(), 1e-5)
+        << "step " << step;
+    EXPECT_NEAR(got.at("grad_norm").get<double>(), want.at("grad_norm").get<double>(),
+                1e-5 * want.at("grad_norm").get<double>())
+        << "step " << step;
+  }
+  auto a = model::LoadSafetensors((root_ / "one" / "policy.safetensors").string());
+  auto b = model::LoadSafetensors((root_ / "two" / "policy.safetensors").string());
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), b->size());
+  double diff = 0;
+  for (size_t i = 0; i < a->size(); ++i) {
+    diff = std::max(diff, ((*a)[i].second - (*b)[i].second).abs().max().item<double>());
+  }
+  EXPECT_LT(diff, 1e-5) << "final weights differ";
+
+  const auto objects_one = LastObjects(root_ / "one");
+  const auto objects_two = LastObjects(root_ / "two");
+  const int64_t whole = objects_one.at({"learner-0", "optimizer_state"});
+  const int64_t rank0 = objects_two.at({"learner-0", "optimizer_state"});
+  const int64_t rank1 = objects_two.at({"learner-1", "optimizer_state"});
+  EXPECT_EQ(rank0 + rank1, whole);
+  EXPECT_NEAR(rank0, whole / 2, whole / 10);
+  EXPECT_EQ(objects_one.count({"learner-0", "communication"}), 0u);
+  EXPECT_GT(objects_two.at({"learner-0", "communication"}), 0);
+  EXPECT_GT(objects_two.at({"learner-1", "communication"}), 0);
+  EXPECT_THAT(Slurp(root_ / "two.log"), HasSubstr("[learner-1] "));
+  ExpectNoneLeft(Processes(root_ / "two"));
 }
 
 }  // namespace

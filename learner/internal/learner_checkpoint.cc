@@ -1,5 +1,9 @@
 // The local learner's checkpoints (learner/internal/local_learner.h):
-// weights, the critic, every phase's optimizer state and step count.
+// weights, the critic, every phase's optimizer state and step count. Of a
+// learner group, rank 0 writes the weights and the critic and every rank
+// its own optimizer file: optimizer.safetensors (rank 0) and
+// optimizer.rank<r>.safetensors (rank r > 0), each naming the group's size
+// and ZeRO stage, which a restore must match.
 
 #include <map>
 #include <string>
@@ -18,6 +22,12 @@ namespace {
 
 // Format of optimizer.safetensors; a checkpoint with another is refused.
 constexpr char kOptimizerFormat[] = "trellis.adamw.v1";
+
+// This rank's optimizer file in checkpoint `dir`.
+std::string OptimizerPath(const std::string& dir, int rank) {
+  return rank == 0 ? dir + "/optimizer.safetensors"
+                   : absl::StrCat(dir, "/optimizer.rank", rank, ".safetensors");
+}
 
 // An integer field of a safetensors file's metadata.
 absl::StatusOr<int64_t> MetaInt(const std::map<std::string, std::string>& meta,
@@ -86,19 +96,26 @@ void LocalLearner::LoadMasters(const model::NamedTensors& live, const model::Nam
 }
 
 absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
-  if (absl::Status s = SaveNamed(dir + "/weights.safetensors", WithMasters(model_->NamedWeights()));
-      !s.ok()) {
-    return s;
+  const bool writes_weights = group_->rank() == 0;
+  if (writes_weights) {
+    if (absl::Status s =
+            SaveNamed(dir + "/weights.safetensors", WithMasters(model_->NamedWeights()));
+        !s.ok()) {
+      return s;
+    }
   }
-  if (HasCritic()) {
+  if (writes_weights && HasCritic()) {
     if (absl::Status s = SaveNamed(dir + "/critic.safetensors", WithMasters(CriticWeights()));
         !s.ok()) {
       return s;
     }
   }
   model::NamedTensors state;
-  std::map<std::string, std::string> meta = {{"format", kOptimizerFormat},
-                                             {"policy_version", absl::StrCat(version_)}};
+  std::map<std::string, std::string> meta = {
+      {"format", kOptimizerFormat},
+      {"policy_version", absl::StrCat(version_)},
+      {"learner_ranks", absl::StrCat(group_->size())},
+      {"zero_stage", absl::StrCat(job_.memory().zero_stage())}};
   try {
     for (auto& [phase, name] : Phases()) {
       meta[name + "_steps"] = absl::StrCat(phase->steps);
@@ -112,19 +129,32 @@ absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
     return absl::InternalError(absl::StrCat(
         options_.worker_id, ": gathering optimizer state: ", e.what_without_backtrace()));
   }
-  return model::SaveSafetensors(dir + "/optimizer.safetensors", state, meta);
+  return model::SaveSafetensors(OptimizerPath(dir, group_->rank()), state, meta);
 }
 
 absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   const std::string weights_path = dir + "/weights.safetensors";
   const std::string critic_path = dir + "/critic.safetensors";
-  const std::string opt_path = dir + "/optimizer.safetensors";
+  const std::string opt_path = OptimizerPath(dir, group_->rank());
   std::map<std::string, std::string> meta;
   absl::StatusOr<model::NamedTensors> opt = model::LoadSafetensors(opt_path, &meta);
   if (!opt.ok()) return opt.status();
   if (meta["format"] != kOptimizerFormat) {
     return absl::FailedPreconditionError(absl::StrCat(opt_path, ": format \"", meta["format"],
                                                       "\", expected \"", kOptimizerFormat, "\""));
+  }
+  // Checkpoints written before learner groups existed are one rank's.
+  for (const auto& [key, want] :
+       {std::pair<std::string, int64_t>{"learner_ranks", group_->size()},
+        std::pair<std::string, int64_t>{"zero_stage", job_.memory().zero_stage()}}) {
+    if (meta.count(key) == 0) meta[key] = key == "learner_ranks" ? "1" : "0";
+    absl::StatusOr<int64_t> saved = MetaInt(meta, key, opt_path);
+    if (!saved.ok()) return saved.status();
+    if (*saved != want) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          opt_path, ": written with ", key, " ", *saved, " but this learner has ", want,
+          " (deployment.learner.count and memory.zero_stage must match the checkpoint's)"));
+    }
   }
   absl::StatusOr<int64_t> version = MetaInt(meta, "policy_version", opt_path);
   if (!version.ok()) return version.status();

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "learner/internal/data_parallel.h"
 #include "learner/internal/trainable.h"
 #include "learner/learner_worker.h"
 #include "learner/local_learner.h"
@@ -62,6 +63,8 @@ struct MicroSums {
   int32_t micro_batches = 0;
 
   void Add(const MicroResult& r);
+  // Every rank's sums added up: the whole batch's.
+  [[nodiscard]] absl::Status SumOver(DataParallelGroup& group);
   // `rows`: the batch's rows (pairs for a preference batch).
   void Fill(int64_t rows, v1::TrainStats* stats) const;
 };
@@ -118,7 +121,8 @@ class LocalLearner : public LearnerWorker {
   };
 
   // --- local_learner.cc: steps and updates.
-  // Builds the phase's optimizer over `params` on first use.
+  // Builds the phase's optimizer over `params` on first use (over this
+  // rank's share of them with memory.zero_stage 1).
   void EnsureOptimizer(Phase& phase, std::vector<torch::Tensor> params,
                        const v1::OptimizerConfig& config);
   // Cross-entropy on the target tokens, token mean over the whole batch.
@@ -130,8 +134,9 @@ class LocalLearner : public LearnerWorker {
   absl::StatusOr<MicroResult> RunMicro(const MicroFn& micro, int64_t begin, int64_t end);
   // The micro-batches' forward passes without gradients.
   absl::StatusOr<v1::TrainStats> Measure(int64_t rows, const MicroFn& micro);
-  // zero_grad; the micro-batches' forward and backward; gradients to the
-  // optimizer's tensors and clipping; warm-up; step.
+  // zero_grad; the forward and backward of this rank's micro-batches;
+  // gradients to the optimizer's tensors, summed over the group, and
+  // clipping; warm-up; step; parameters from their owners.
   absl::StatusOr<v1::TrainStats> Update(Phase& phase, const v1::OptimizerConfig& config,
                                         int64_t rows, const MicroFn& micro);
   // After a policy update: the new version, and the learner's resident
@@ -215,6 +220,8 @@ class LocalLearner : public LearnerWorker {
   // checkpoints (config refuses checkpoint_every for those recipes).
   Phase pref_;
   int64_t version_ = 0;
+  // The learners this one trains with (a group of one by default).
+  std::unique_ptr<DataParallelGroup> group_;
 };
 
 // Rows [begin, end) of per-sample vectors.

@@ -33,13 +33,24 @@ int64_t MasterCopies::bytes() const {
   return total;
 }
 
-TrainableSet::TrainableSet(std::vector<torch::Tensor> model_params, MasterCopies* masters)
-    : model_params_(std::move(model_params)), has_masters_(masters != nullptr) {
-  if (!has_masters_) {
+TrainableSet::TrainableSet(std::vector<torch::Tensor> model_params, MasterCopies* masters,
+                           DataParallelGroup* group, bool shard)
+    : model_params_(std::move(model_params)), has_masters_(masters != nullptr), group_(group) {
+  if (has_masters_) {
+    for (const auto& p : model_params_) optimizer_params_.push_back(masters->For(p));
+  } else {
     optimizer_params_ = model_params_;
+  }
+  if (!shard || group_ == nullptr || group_->size() == 1) {
+    owned_params_ = optimizer_params_;
     return;
   }
-  for (const auto& p : model_params_) optimizer_params_.push_back(masters->For(p));
+  std::vector<int64_t> bytes;
+  for (const auto& p : optimizer_params_) bytes.push_back(p.nbytes());
+  owners_ = ShardByBytes(bytes, group_->size());
+  for (size_t i = 0; i < optimizer_params_.size(); ++i) {
+    if (owners_[i] == group_->rank()) owned_params_.push_back(optimizer_params_[i]);
+  }
 }
 
 void TrainableSet::ZeroGrad() {
@@ -52,22 +63,35 @@ void TrainableSet::ZeroGrad() {
   }
 }
 
-double TrainableSet::PrepareGradients(double max_norm) {
+absl::StatusOr<double> TrainableSet::PrepareGradients(double max_norm) {
+  torch::NoGradGuard no_grad;
   if (has_masters_) {
-    torch::NoGradGuard no_grad;
     for (size_t i = 0; i < model_params_.size(); ++i) {
       const torch::Tensor& g = model_params_[i].grad();
       optimizer_params_[i].mutable_grad() = g.defined() ? g.to(torch::kFloat32) : torch::Tensor();
       model_params_[i].mutable_grad() = torch::Tensor();
     }
   }
+  if (group_ != nullptr && group_->size() > 1) {
+    // A rank whose rows never reached a tensor adds zeros.
+    std::vector<torch::Tensor> grads;
+    for (auto& p : optimizer_params_) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      grads.push_back(p.grad());
+    }
+    if (absl::Status s = group_->AllReduceSum(grads); !s.ok()) return s;
+  }
   return torch::nn::utils::clip_grad_norm_(optimizer_params_, max_norm);
 }
 
-void TrainableSet::AfterStep() {
-  if (!has_masters_) return;
+absl::Status TrainableSet::AfterStep() {
+  if (!owners_.empty()) {
+    if (absl::Status s = group_->Broadcast(optimizer_params_, owners_); !s.ok()) return s;
+  }
+  if (!has_masters_) return absl::OkStatus();
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < model_params_.size(); ++i) model_params_[i].copy_(optimizer_params_[i]);
+  return absl::OkStatus();
 }
 
 }  // namespace trellis::learner::internal

@@ -15,6 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "learner/internal/data_parallel.h"
+
 namespace trellis::learner::internal {
 
 // One fp32 master per model tensor, shared by every optimizer phase that
@@ -38,26 +41,39 @@ class TrainableSet {
  public:
   TrainableSet() = default;
   // `model_params`: the model's tensors that train. `masters`: null for
-  // fp32, else where the fp32 masters live.
-  TrainableSet(std::vector<torch::Tensor> model_params, MasterCopies* masters);
+  // fp32, else where the fp32 masters live. `group`: the ranks that train
+  // together (null: this process alone; must outlive the set); `shard`
+  // (memory.zero_stage 1): each rank owns a share of the tensors.
+  TrainableSet(std::vector<torch::Tensor> model_params, MasterCopies* masters,
+               DataParallelGroup* group = nullptr, bool shard = false);
 
   // What the optimizer updates: the masters, or the model's tensors.
   const std::vector<torch::Tensor>& optimizer_params() const { return optimizer_params_; }
   const std::vector<torch::Tensor>& model_params() const { return model_params_; }
+  // This rank's share of optimizer_params(), which its optimizer holds
+  // state for: all of them unless sharded.
+  const std::vector<torch::Tensor>& owned_params() const { return owned_params_; }
 
   // Zeroes the gradients in place (as torch::optim::Optimizer::zero_grad).
   void ZeroGrad();
   // After the micro-batches' backward: the optimizer's gradients (the
-  // masters' copied up from the model's), clipped to global norm
-  // `max_norm`. Returns the norm before clipping.
-  double PrepareGradients(double max_norm);
-  // After the optimizer step: the model's tensors from the masters.
-  void AfterStep();
+  // masters' copied up from the model's), summed over the group, clipped
+  // to global norm `max_norm`. Returns the norm before clipping; fails
+  // when the group's all-reduce does.
+  [[nodiscard]] absl::StatusOr<double> PrepareGradients(double max_norm);
+  // After the optimizer step: each tensor from its owner rank (sharded),
+  // then the model's tensors from the masters. Fails when the group's
+  // broadcast does.
+  [[nodiscard]] absl::Status AfterStep();
 
  private:
   std::vector<torch::Tensor> model_params_;
   std::vector<torch::Tensor> optimizer_params_;
+  std::vector<torch::Tensor> owned_params_;
   bool has_masters_ = false;
+  DataParallelGroup* group_ = nullptr;
+  // Sharded: the owner rank of each optimizer tensor; else empty.
+  std::vector<int> owners_;
 };
 
 }  // namespace trellis::learner::internal

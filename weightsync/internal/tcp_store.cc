@@ -66,7 +66,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> ConnectStore(
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("weightsync: ", server ? "hosting" : "reaching",
-                     " the sender's store at ", host, ":", port,
+                     " the rendezvous store at ", host, ":", port,
                      ": ", e.what()));
   }
 }

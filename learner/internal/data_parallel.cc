@@ -1,0 +1,241 @@
+#include "learner/internal/data_parallel.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "weightsync/internal/gloo_pair.h"
+#include "weightsync/internal/tcp_store.h"
+
+namespace trellis::learner::internal {
+namespace {
+
+using weightsync::internal::gloo::PG;
+
+// A group of one: every collective is the identity and moves nothing.
+class SoloGroup final : public DataParallelGroup {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  absl::Status AllReduceSum(const std::vector<torch::Tensor>&) override {
+    return absl::OkStatus();
+  }
+  absl::Status Broadcast(const std::vector<torch::Tensor>&, const std::vector<int>&) override {
+    return absl::OkStatus();
+  }
+  absl::Status AllReduceSum(std::vector<double>&) override { return absl::OkStatus(); }
+  Traffic TakeTraffic() override { return {}; }
+  int64_t buffer_bytes() const override { return 0; }
+};
+
+// Consecutive tensors of one dtype (and, for a broadcast, one owner)
+// packed into a flat buffer of at most bucket_bytes (or one larger tensor).
+struct Bucket {
+  std::vector<torch::Tensor> tensors;
+  int owner = 0;
+  int64_t bytes = 0;
+};
+
+std::vector<Bucket> PackBuckets(const std::vector<torch::Tensor>& tensors,
+                                const std::vector<int>& owners, int64_t bucket_bytes) {
+  std::vector<Bucket> buckets;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const torch::Tensor& t = tensors[i];
+    const int owner = owners.empty() ? 0 : owners[i];
+    const int64_t bytes = static_cast<int64_t>(t.nbytes());
+    if (buckets.empty() || buckets.back().owner != owner ||
+        buckets.back().tensors.front().scalar_type() != t.scalar_type() ||
+        buckets.back().bytes + bytes > bucket_bytes) {
+      buckets.push_back(Bucket{{}, owner, 0});
+    }
+    buckets.back().tensors.push_back(t);
+    buckets.back().bytes += bytes;
+  }
+  return buckets;
+}
+
+torch::Tensor Flatten(const Bucket& bucket) {
+  std::vector<torch::Tensor> flat;
+  for (const torch::Tensor& t : bucket.tensors) flat.push_back(t.detach().reshape(-1));
+  return torch::cat(flat);
+}
+
+void Unflatten(const torch::Tensor& buffer, const Bucket& bucket) {
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (const torch::Tensor& t : bucket.tensors) {
+    t.copy_(buffer.narrow(0, offset, t.numel()).view_as(t));
+    offset += t.numel();
+  }
+}
+
+class GlooGroup final : public DataParallelGroup {
+ public:
+  GlooGroup(const GroupOptions& options, c10::intrusive_ptr<c10d::Store> store,
+            c10::intrusive_ptr<PG> pg)
+      : options_(options), store_(std::move(store)), pg_(std::move(pg)) {}
+
+  int rank() const override { return options_.member.rank; }
+  int size() const override { return options_.member.size; }
+
+  absl::Status AllReduceSum(const std::vector<torch::Tensor>& tensors) override {
+    return Run(PackBuckets(tensors, {}, options_.bucket_bytes), "gradient all-reduce",
+               [this](std::vector<at::Tensor>& buffer, const Bucket&) {
+                 return pg_->allreduce(buffer);
+               });
+  }
+
+  absl::Status Broadcast(const std::vector<torch::Tensor>& tensors,
+                         const std::vector<int>& owners) override {
+    if (owners.size() != tensors.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(options_.worker_id, ": broadcast of ",
+                                                     tensors.size(), " tensors with ",
+                                                     owners.size(), " owners"));
+    }
+    return Run(PackBuckets(tensors, owners, options_.bucket_bytes), "parameter broadcast",
+               [this](std::vector<at::Tensor>& buffer, const Bucket& bucket) {
+                 c10d::BroadcastOptions opts;
+                 opts.rootRank = bucket.owner;
+                 return pg_->broadcast(buffer, opts);
+               });
+  }
+
+  absl::Status AllReduceSum(std::vector<double>& values) override {
+    torch::Tensor t = torch::tensor(values, torch::kFloat64);
+    if (absl::Status s = AllReduceSum(std::vector<torch::Tensor>{t}); !s.ok()) return s;
+    for (size_t i = 0; i < values.size(); ++i) values[i] = t[i].item<double>();
+    return absl::OkStatus();
+  }
+
+  Traffic TakeTraffic() override { return std::exchange(traffic_, Traffic{}); }
+  int64_t buffer_bytes() const override { return buffer_bytes_; }
+
+ private:
+  // Starts `start` on every bucket's flat buffer, waits for them all and
+  // copies the results back.
+  template <typename Start>
+  absl::Status Run(const std::vector<Bucket>& buckets, const char* what, Start start) {
+    const absl::Time began = absl::Now();
+    std::vector<std::vector<at::Tensor>> buffers;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    try {
+      for (const Bucket& bucket : buckets) {
+        buffers.push_back({Flatten(bucket)});
+        buffer_bytes_ = std::max<int64_t>(buffer_bytes_, bucket.bytes);
+        works.push_back(start(buffers.back(), bucket));
+      }
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(options_.worker_id, ": ", what, ": ", e.what()));
+    }
+    for (size_t i = 0; i < works.size(); ++i) {
+      if (absl::Status s = weightsync::internal::gloo::WaitWork(works[i], options_.timeout, what);
+          !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(options_.worker_id, " (rank ", options_.member.rank,
+                                                   " of ", options_.member.size, "): ", s.message()));
+      }
+      Unflatten(buffers[i][0], buckets[i]);
+      traffic_.bytes += buckets[i].bytes;
+    }
+    traffic_.seconds += absl::ToDoubleSeconds(absl::Now() - began);
+    return absl::OkStatus();
+  }
+
+  const GroupOptions options_;
+  // Kept alive for the process group's lifetime.
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<PG> pg_;
+  Traffic traffic_;
+  int64_t buffer_bytes_ = 0;
+};
+
+absl::Status CheckOptions(const GroupOptions& o) {
+  const std::string where = absl::StrCat(o.worker_id, ": learner group: ");
+  const GroupMember& m = o.member;
+  if (m.size < 1 || m.rank < 0 || m.rank >= m.size) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "rank ", m.rank,
+                                                   " is not in a group of size ", m.size));
+  }
+  if (m.size > 1 && (m.store_host.empty() || m.store_port <= 0 || m.store_port > 65535)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "store address \"", m.store_host, ":",
+                                                   m.store_port,
+                                                   "\": expected a host and a port in 1..65535"));
+  }
+  if (o.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "timeout must be positive"));
+  }
+  if (o.bucket_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "bucket_bytes must be positive, got ", o.bucket_bytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(
+    const GroupOptions& options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  const GroupMember& m = options.member;
+  if (m.size == 1) return std::unique_ptr<DataParallelGroup>(std::make_unique<SoloGroup>());
+  const std::string where =
+      absl::StrCat(options.worker_id, ": learner group rendezvous at ", m.store_host, ":",
+                   m.store_port, " (rank ", m.rank, " of ", m.size, "): ");
+  const bool host = m.rank == 0;
+  if (!host) {
+    if (absl::Status s = weightsync::internal::WaitForListener(m.store_host, m.store_port,
+                                                               absl::Now() + options.timeout);
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(where, s.message()));
+    }
+  }
+  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
+      weightsync::internal::ConnectStore(m.store_host, m.store_port, host, options.timeout);
+  if (!store.ok()) {
+    return absl::Status(store.status().code(), absl::StrCat(where, store.status().message()));
+  }
+  try {
+    std::string local = m.local_host;
+    if (local.empty() && weightsync::internal::gloo::IsLoopback(m.store_host)) {
+      local = m.store_host;
+    }
+    auto pg_options = PG::Options::create(weightsync::internal::ToMs(options.timeout));
+    pg_options->devices = {local.empty() ? PG::createDefaultDevice()
+                                         : PG::createDeviceForHostname(local)};
+    pg_options->threads = 1;
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("learner-group", *store);
+    auto pg = c10::make_intrusive<PG>(prefixed, m.rank, m.size, pg_options);
+    return std::unique_ptr<DataParallelGroup>(
+        std::make_unique<GlooGroup>(options, *std::move(store), std::move(pg)));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(where, e.what()));
+  }
+}
+
+std::pair<int64_t, int64_t> RankRows(int64_t rows, int rank, int ranks) {
+  const int64_t base = rows / ranks;
+  const int64_t extra = rows % ranks;
+  const int64_t first = rank * base + std::min<int64_t>(rank, extra);
+  return {first, first + base + (rank < extra ? 1 : 0)};
+}
+
+std::vector<int> ShardByBytes(const std::vector<int64_t>& bytes, int ranks) {
+  std::vector<size_t> order(bytes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&bytes](size_t a, size_t b) { return bytes[a] > bytes[b]; });
+  std::vector<int64_t> load(ranks, 0);
+  std::vector<int> owners(bytes.size(), 0);
+  for (size_t i : order) {
+    const int rank = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    owners[i] = rank;
+    load[rank] += bytes[i];
+  }
+  return owners;
+}
+
+}  // namespace trellis::learner::internal
