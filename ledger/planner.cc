@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +41,21 @@ Shape ShapeOf(const v1::ModelConfig& m, int64_t vocab_size) {
 int64_t Parameters(const Shape& s) {
   return s.V * s.d + s.L * (2 * s.d + 2 * s.d * s.d + 2 * s.d * s.kvd + 3 * s.d * s.f) + s.d +
          (s.tied ? 0 : s.V * s.d);
+}
+
+// LoRA's adapters: per layer, rank x (in + out) for each target projection
+// (job.proto LoraConfig; none without a rank).
+int64_t AdapterParameters(const Shape& s, const v1::LoraConfig& lora) {
+  if (lora.rank() <= 0) return 0;
+  const std::map<std::string, int64_t> in_plus_out = {
+      {"q_proj", 2 * s.d},       {"k_proj", s.d + s.kvd}, {"v_proj", s.d + s.kvd},
+      {"o_proj", 2 * s.d},       {"gate_proj", s.d + s.f}, {"up_proj", s.d + s.f},
+      {"down_proj", s.f + s.d}};
+  std::vector<std::string> targets(lora.target_modules().begin(), lora.target_modules().end());
+  if (targets.empty()) targets = {"q_proj", "v_proj"};
+  int64_t per_layer = 0;
+  for (const std::string& t : targets) per_layer += lora.rank() * in_plus_out.at(t);
+  return s.L * per_layer;
 }
 
 int64_t MatmulParameters(const Shape& s) {
@@ -190,35 +208,48 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   const std::string n_formula =
       absl::StrCat("N = V·d + L(2d + 2d² + 2d·kvd + 3d·d_ff) + d", s.tied ? "" : " + V·d", " = ",
                    N);
+  // What trains: every parameter, or LoRA's adapters (the base frozen).
+  const int64_t A = AdapterParameters(s, job.memory().lora());
+  const int64_t T = A > 0 ? A : N;
+  const std::string t_name = A > 0 ? "A" : "N";
 
   // Resident objects, every role in this process.
   const Strategy st = StrategyOf(job);
   plan.resident.push_back({"learner-0", "parameters", st.weight_bytes * N,
                            absl::StrCat(st.masters ? "2 B (bf16)" : "4 B", " x ", n_formula)});
-  if (st.masters) {
+  if (A > 0) {
     plan.resident.push_back(
-        {"learner-0", "master_weights", kFloat * N, "4 B x N (fp32 masters the optimizer steps)"});
+        {"learner-0", "adapters", kFloat * A,
+         absl::StrCat("4 B x A, A = L x sum over target projections of rank x (in + out) = ", A,
+                      " (LoRA; the base above is frozen)")});
+  }
+  if (st.masters) {
+    plan.resident.push_back({"learner-0", "master_weights", kFloat * N,
+                             "4 B x N (fp32 masters the optimizer steps)"});
   }
   plan.resident.push_back(
-      {"learner-0", "gradients", kFloat * N,
-       st.masters ? "4 B x N (fp32, on the masters: bf16 gradients are copied up after backward)"
-                  : "4 B x N"});
+      {"learner-0", "gradients", kFloat * T,
+       absl::StrCat("4 B x ", t_name,
+                    st.masters ? " (fp32, on the masters: bf16 gradients are copied up after "
+                                 "backward)"
+                               : "")});
   int64_t optimizer = 0;
   std::string optimizer_formula;
-  if (has_sft) {
-    optimizer += OptimizerStateBytes(job.sft().optimizer(), N);
-    optimizer_formula = "sft: " + OptimizerFormula(job.sft().optimizer());
-  }
-  if (has_rl) {
-    optimizer += OptimizerStateBytes(job.grpo().optimizer(), N);
-    absl::StrAppend(&optimizer_formula, has_sft ? "; " : "",
-                    "rl: ", OptimizerFormula(job.grpo().optimizer()));
-  }
+  const auto optimizer_line = [&](const char* phase, const v1::OptimizerConfig& o) {
+    optimizer += OptimizerStateBytes(o, T);
+    absl::StrAppend(&optimizer_formula, optimizer_formula.empty() ? "" : "; ", phase, ": ",
+                    OptimizerFormula(o), A > 0 ? ", N = A" : "");
+  };
+  if (has_sft) optimizer_line("sft", job.sft().optimizer());
+  if (has_rl) optimizer_line("rl", job.grpo().optimizer());
   plan.resident.push_back({"learner-0", "optimizer_state", optimizer, optimizer_formula});
   if (has_rl) {
-    plan.resident.push_back({"learner-0", "communication", kFloat * N,
-                             "4 B x N (the newest weights staged for the actor)"});
-    plan.resident.push_back({"actor-0", "parameters", kFloat * N, "4 B x N"});
+    plan.resident.push_back(
+        {"learner-0", "communication", kFloat * T,
+         A > 0 ? "4 B x A (only the adapters are staged for the actor)"
+               : "4 B x N (the newest weights staged for the actor)"});
+    plan.resident.push_back({"actor-0", "parameters", kFloat * (N + A),
+                             A > 0 ? "4 B x (N + A) (its own base and the adapters)" : "4 B x N"});
   }
   if (has_rl && has_reference) {
     plan.resident.push_back({"reference-0", "reference_model", kFloat * N, "4 B x N"});
@@ -269,8 +300,9 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
         rows * seq * ActivationBytesPerToken(s, seq, st) / static_cast<double>(1 << 20)));
     plan.stages.push_back(StagePlan(
         plan, "scheduler", "weight_sync",
-        {{"learner-0", "communication", kFloat * N,
-          "4 B x N (the new version packed while the previous one is still staged)"}}));
+        {{"learner-0", "communication", kFloat * T,
+          absl::StrCat("4 B x ", t_name,
+                       " (the new version packed while the previous one is still staged)")}}));
     const int64_t eval_rows = std::min<int64_t>(job.eval().batch_size(), w.eval_prompts);
     plan.stages.push_back(
         StagePlan(plan, "scheduler", "eval", GenerateTransients(s, eval_rows, P, max_new)));
@@ -320,6 +352,20 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
       plan.peak_role = st.role;
       plan.peak_stage = st.stage;
     }
+  }
+  if (A > 0) {
+    plan.notes.push_back(
+        "LoRA: activations are planned as for full training; a frozen base keeps fewer "
+        "(no weight gradients need the projections' inputs), so that line is an upper bound");
+  }
+  if (job.memory().zero_stage() == 1 || job.deployment().learner().count() > 1) {
+    plan.notes.push_back(absl::StrCat(
+        "this plan is for `trellis run` (one learner); launched with deployment.learner.count ",
+        job.deployment().learner().count(),
+        job.memory().zero_stage() == 1 ? " and ZeRO-1, each learner holds about 1/count of the "
+                                         "optimizer state and sends and receives about twice "
+                                         "the trained weights' bytes per step"
+                                       : ", every learner holds the whole optimizer state"));
   }
   if (job.algorithm() != "grpo" && job.algorithm() != "sft") {
     plan.notes.push_back(absl::StrCat("algorithm ", job.algorithm(),

@@ -43,7 +43,7 @@ ledger::MachineRates MeasureRates(const v1::JobConfig& job, const ledger::PlanWo
   ledger::MachineRates rates;
   rates.matmul_flops_per_second = ledger::MeasureMatmulRate(rows * seq, m.d_model(), m.d_ff());
   torch::manual_seed(1);
-  model::Transformer model(m, w.vocab_size);
+  model::Transformer model(m, w.vocab_size, model::Head::kLanguageModel, job.memory().lora());
   model->set_activation_checkpointing(job.memory().activation_checkpointing());
   if (job.memory().precision() == "bf16") model->SetParameterDtype(torch::kBFloat16);
   const torch::Tensor batch = torch::randint(w.vocab_size, {rows, seq}, torch::kLong);
@@ -53,7 +53,11 @@ ledger::MachineRates MeasureRates(const v1::JobConfig& job, const ledger::PlanWo
   });
   rates.train_flops_per_second =
       rows * seq * ledger::TrainFlopsPerToken(m, w.vocab_size, seq) / train;
-  torch::optim::AdamW optimizer(model->parameters());
+  std::vector<torch::Tensor> trained;
+  for (const torch::Tensor& p : model->parameters()) {
+    if (p.requires_grad()) trained.push_back(p);
+  }
+  torch::optim::AdamW optimizer(trained);
   rates.optimizer_step_seconds = BestSeconds([&] { optimizer.step(); });
   torch::NoGradGuard no_grad;
   // Padded batches, as the roles run them: positions and a key mask.
