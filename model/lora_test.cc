@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/testing/small_model.h"
 #include "model/transformer.h"
 #include "trellis/v1/job.pb.h"
 
@@ -21,17 +22,7 @@ using ::testing::HasSubstr;
 constexpr int64_t kVocab = 23;
 constexpr uint64_t kSeed = 11;
 
-v1::ModelConfig SmallConfig() {
-  v1::ModelConfig c;
-  c.set_d_model(32);
-  c.set_n_layers(2);
-  c.set_n_heads(4);
-  c.set_n_kv_heads(2);
-  c.set_d_ff(48);
-  c.set_max_seq_len(32);
-  c.set_init_std(0.2f);
-  return c;
-}
+using trellis::model::testing::SmallConfig;
 
 v1::LoraConfig Lora(int rank, std::vector<std::string> targets = {}) {
   v1::LoraConfig lora;

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/testing/small_model.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::model {
@@ -20,18 +21,7 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kVocab = 23;
 
-trellis::v1::ModelConfig SmallConfig() {
-  trellis::v1::ModelConfig c;
-  c.set_d_model(32);
-  c.set_n_layers(2);
-  c.set_n_heads(4);
-  c.set_n_kv_heads(2);
-  c.set_d_ff(48);
-  c.set_max_seq_len(32);
-  // Larger than the default so that logits differ visibly between inputs.
-  c.set_init_std(0.2f);
-  return c;
-}
+using trellis::model::testing::SmallConfig;
 
 Transformer MakeModel(const trellis::v1::ModelConfig& c, uint64_t seed = 7) {
   torch::manual_seed(seed);
