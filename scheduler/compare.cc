@@ -87,6 +87,7 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
     const json role_peaks = memory.value("role_peaks", json::object());
     for (const auto& [role, peak] : role_peaks.items()) {
       ledger::PeakAttribution p = ledger::PeakAttributionFromJson(peak);
+      if (role == "learner-0") r.learner_peak = p;
       if (p.measured_bytes > r.peak.measured_bytes) r.peak = std::move(p);
     }
     r.generated_tokens_per_second = s.at("tokens_per_second").at("generated").get<double>();
@@ -165,10 +166,12 @@ std::string Mib(int64_t bytes) {
   return absl::StrFormat("%.2f MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
-std::string PeakObjects(const ledger::PeakAttribution& p) {
+// The objects resident at `p`; only `role`'s when it is not empty.
+std::string PeakObjects(const ledger::PeakAttribution& p, const std::string& role = "") {
   std::vector<std::string> parts;
   for (const ledger::ObjectShare& o : p.objects) {
-    parts.push_back(absl::StrCat(o.role, " ", o.object, " ", Mib(o.bytes)));
+    if (!role.empty() && o.role != role) continue;
+    parts.push_back(absl::StrCat(role.empty() ? o.role + " " : "", o.object, " ", Mib(o.bytes)));
   }
   parts.push_back(absl::StrCat("unattributed ", Mib(p.unattributed_bytes)));
   return absl::StrJoin(parts, "; ");
@@ -191,6 +194,13 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Rows(const Compari
     return absl::StrCat(r.peak.role, " / ", r.peak.stage, " (step ", r.peak.step, ")");
   });
   add("resident at peak", [](const RunFacts& r) { return PeakObjects(r.peak); });
+  add("learner-0 peak", [](const RunFacts& r) {
+    return r.learner_peak.role.empty()
+               ? std::string("-")
+               : absl::StrCat(Mib(r.learner_peak.measured_bytes), " in ", r.learner_peak.stage);
+  });
+  add("learner-0 objects at its peak",
+      [](const RunFacts& r) { return PeakObjects(r.learner_peak, "learner-0"); });
   add("step time", [](const RunFacts& r) { return absl::StrFormat("%.4f s", r.step_seconds); });
   std::vector<std::string> stages;
   for (const RunFacts& r : c.runs) {
@@ -340,6 +350,7 @@ json ComparisonJson(const Comparison& c) {
                     {"workload_changes", r.workload_changes},
                     {"peak_bytes", r.peak_bytes},
                     {"peak", ledger::PeakAttributionJson(r.peak)},
+                    {"learner_peak", ledger::PeakAttributionJson(r.learner_peak)},
                     {"stage_seconds", r.stage_seconds},
                     {"step_seconds", r.step_seconds},
                     {"steps", r.steps},

@@ -47,6 +47,9 @@ struct RunFacts {
   int64_t peak_bytes = 0;
   // The role peak that is the run's peak, attributed.
   ledger::PeakAttribution peak;
+  // learner-0's own peak, where the memory strategies act (empty role when
+  // the run has none).
+  ledger::PeakAttribution learner_peak;
   // Mean seconds per step record, per stage, and of the whole step.
   std::map<std::string, double> stage_seconds;
   double step_seconds = 0;
