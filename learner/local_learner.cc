@@ -456,6 +456,13 @@ absl::StatusOr<v1::TrainStats> LocalLearner::Update(Phase& phase, const v1::Opti
     const int64_t live_before_step = tracker.live_bytes();
     window.emplace();
     const double max_norm = config.max_grad_norm() > 0 ? config.max_grad_norm() : 1e30;
+    if (bf16_) {
+      int64_t model_gradients = 0;
+      for (const torch::Tensor& p : phase.params.model_params()) {
+        if (p.grad().defined()) model_gradients += p.grad().nbytes();
+      }
+      peak.model_gradients = std::max(peak.model_gradients, model_gradients);
+    }
     absl::StatusOr<double> norm = phase.params.PrepareGradients(max_norm);
     if (!norm.ok()) return norm.status();
     stats.set_grad_norm(*norm);
@@ -525,6 +532,10 @@ v1::TrainStats LocalLearner::Finish(Phase& phase, Stage stage, v1::TrainStats st
     // span of this update (attribution.h).
     ledger_->RecordObject(id, Object::kActivations, stats.activation_bytes(), stage);
     ledger_->RecordObject(id, Object::kWorkspace, peak_.workspace, stage);
+    if (peak_.model_gradients > 0) {
+      ledger_->RecordObject(id, Object::kGradients, grad_bytes + peak_.model_gradients, stage);
+      ledger_->RecordObject(id, Object::kGradients, grad_bytes, stage);
+    }
     ledger_->RecordObject(id, Object::kActivations, 0, stage);
     ledger_->RecordObject(id, Object::kWorkspace, 0, stage);
     peak_ = UpdatePeak{};

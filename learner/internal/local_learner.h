@@ -115,6 +115,9 @@ class LocalLearner : public LearnerWorker {
   struct UpdatePeak {
     int64_t bytes = 0;
     int64_t workspace = 0;
+    // bf16: the model's own gradients, alive from backward until they are
+    // copied up into the masters' (counted as gradients at the peak).
+    int64_t model_gradients = 0;
     // `peak` seen in a window that opened at `base` live bytes, holding
     // `saved` activations; `after`: live bytes once the window's work ended.
     void Observe(int64_t peak, int64_t base, int64_t saved, int64_t after);
