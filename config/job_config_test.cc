@@ -3,8 +3,10 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 
+#include "config/recipe.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -334,4 +336,19 @@ TEST(LoadJobFile, ErrorsNameTheFile) {
 }
 
 }  // namespace
+TEST(RecipeTest, NamesRoundTripAndOfflineRecipes) {
+  for (const char* name : {"grpo", "ppo", "sft", "dpo", "online_dpo", "reward_model"}) {
+    const std::optional<Recipe> recipe = RecipeFromName(name);
+    ASSERT_TRUE(recipe.has_value()) << name;
+    EXPECT_EQ(RecipeName(*recipe), name);
+  }
+  EXPECT_FALSE(RecipeFromName("kto").has_value());
+  EXPECT_EQ(RecipeNames(), "grpo, ppo, sft, dpo, online_dpo, reward_model");
+  EXPECT_TRUE(IsOffline(Recipe::kDpo));
+  EXPECT_FALSE(IsOffline(Recipe::kOnlineDpo));
+  v1::JobConfig job;
+  job.set_algorithm("reward_model");
+  EXPECT_EQ(RecipeOf(job), Recipe::kRewardModel);
+}
+
 }  // namespace trellis::config

@@ -3,12 +3,14 @@
 // Comparisons are written so that NaN fails them.
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/job_config.h"
+#include "config/recipe.h"
 
 namespace trellis::config {
 namespace {
@@ -166,7 +168,7 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   c.AtLeast("grpo.prompts_per_step", g.prompts_per_step(), 1);
   // PPO's critic is its baseline: one response per prompt is enough.
   c.AtLeast("grpo.responses_per_prompt", g.responses_per_prompt(),
-            job.algorithm() == "ppo" ? 1 : 2);
+            RecipeFromName(job.algorithm()) == Recipe::kPpo ? 1 : 2);
   c.AtLeast("grpo.micro_batch_size", g.micro_batch_size(), 1);
   c.OpenUnit("grpo.clip_eps", g.clip_eps());
   c.NonNegative("grpo.kl_coef", g.kl_coef());
@@ -184,7 +186,7 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   c.Require(d.clip_eps_high() >= 0 && d.clip_eps_high() <= 10, "grpo.dapo.clip_eps_high",
             "in [0, 10] (0: grpo.clip_eps)", d.clip_eps_high());
   c.AtLeast("grpo.dapo.max_sampling_rounds", d.max_sampling_rounds(), 1);
-  if (job.algorithm() == "ppo") CheckPpo(job, c);
+  if (RecipeFromName(job.algorithm()) == Recipe::kPpo) CheckPpo(job, c);
 }
 
 void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
@@ -248,17 +250,13 @@ void CheckMemory(const v1::MemoryConfig& m, Checker& c) {
 // adapters for another model.
 void CheckLora(const v1::JobConfig& job, Checker& c) {
   if (job.memory().lora().rank() == 0) return;
-  c.Require(job.algorithm() != "reward_model", "memory.lora.rank",
+  c.Require(RecipeFromName(job.algorithm()) != Recipe::kRewardModel, "memory.lora.rank",
             "0 with algorithm reward_model (LoRA would freeze its new score head)",
             job.memory().lora().rank());
   c.Require(job.memory().precision() == "fp32", "memory.precision",
             "fp32 with memory.lora (bf16 LoRA is not supported yet)",
             absl::StrCat("\"", job.memory().precision(), "\""));
 }
-
-// The recipes JobConfig.algorithm may name.
-constexpr const char* kAlgorithms[] = {"grpo", "ppo", "sft", "dpo", "online_dpo",
-                                        "reward_model"};
 
 // `value` is one of `allowed`, else an error at `path`.
 void OneOf(const std::string& path, const std::string& value,
@@ -290,7 +288,8 @@ void CheckPreference(const v1::JobConfig& job, Checker& c) {
   const bool preference_files =
       !data.preference_train_path().empty() || !data.preference_eval_path().empty();
   if (preference_files) {
-    c.Require(job.algorithm() == "dpo" || job.algorithm() == "reward_model",
+    const std::optional<Recipe> recipe = RecipeFromName(job.algorithm());
+    c.Require(recipe == Recipe::kDpo || recipe == Recipe::kRewardModel,
               "data.preference_train_path",
               "empty unless algorithm is dpo or reward_model (only they read preference pairs)",
               absl::StrCat("\"", data.preference_train_path(), "\" with algorithm \"",
@@ -301,7 +300,8 @@ void CheckPreference(const v1::JobConfig& job, Checker& c) {
               absl::StrCat("train \"", data.preference_train_path(), "\", eval \"",
                            data.preference_eval_path(), "\""));
   }
-  if (job.algorithm() != "grpo" && job.algorithm() != "ppo") {
+  const std::optional<Recipe> recipe = RecipeFromName(job.algorithm());
+  if (recipe != Recipe::kGrpo && recipe != Recipe::kPpo) {
     c.Require(job.runtime().checkpoint_every() == 0, "runtime.checkpoint_every",
               absl::StrCat("0 with algorithm ", job.algorithm(),
                            " (checkpoint and resume are GRPO's and PPO's so far)"),
@@ -310,26 +310,34 @@ void CheckPreference(const v1::JobConfig& job, Checker& c) {
 }
 
 void CheckAlgorithm(const std::string& algorithm, Checker& c) {
-  bool known = false;
-  for (const char* a : kAlgorithms) known = known || algorithm == a;
-  c.Require(known, "algorithm", absl::StrCat("one of ", absl::StrJoin(kAlgorithms, ", ")),
-            absl::StrCat("\"", algorithm, "\""));
+  c.Require(RecipeFromName(algorithm).has_value(), "algorithm",
+            absl::StrCat("one of ", RecipeNames()), absl::StrCat("\"", algorithm, "\""));
 }
 
 }  // namespace
 
 bool NeedsReference(const v1::JobConfig& job) {
-  if (job.algorithm() == "dpo" || job.algorithm() == "online_dpo") return true;
-  if (job.algorithm() == "sft" || job.algorithm() == "reward_model") return false;
-  return job.grpo().kl_coef() > 0 ||
-         (job.algorithm() == "ppo" && job.ppo().reward() == "reward_model");
+  switch (RecipeOf(job)) {
+    case Recipe::kDpo:
+    case Recipe::kOnlineDpo: return true;
+    case Recipe::kSft:
+    case Recipe::kRewardModel: return false;
+    case Recipe::kPpo: return job.grpo().kl_coef() > 0 || job.ppo().reward() == "reward_model";
+    case Recipe::kGrpo: return job.grpo().kl_coef() > 0;
+  }
+  return false;
 }
 
 int64_t RecipeSteps(const v1::JobConfig& job) {
-  if (job.algorithm() == "sft") return job.sft().steps();
-  if (job.algorithm() == "dpo" || job.algorithm() == "online_dpo") return job.dpo().steps();
-  if (job.algorithm() == "reward_model") return job.reward_model().steps();
-  return job.grpo().steps();
+  switch (RecipeOf(job)) {
+    case Recipe::kSft: return job.sft().steps();
+    case Recipe::kDpo:
+    case Recipe::kOnlineDpo: return job.dpo().steps();
+    case Recipe::kRewardModel: return job.reward_model().steps();
+    case Recipe::kGrpo:
+    case Recipe::kPpo: return job.grpo().steps();
+  }
+  return 0;
 }
 
 absl::Status ValidateJob(const v1::JobConfig& job) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "config/recipe.h"
 #include "learner/internal/local_learner.h"
 #include "learner/internal/optimizer.h"
 #include "learner/losses.h"
@@ -77,7 +78,7 @@ void LocalLearner::UpdatePeak::Observe(int64_t peak, int64_t base, int64_t saved
 LocalLearner::LocalLearner(const v1::JobConfig& job, const LocalLearnerOptions& options,
                            weightsync::Transport* transport, ledger::Ledger* ledger)
     : job_(job),
-      reward_model_(job.algorithm() == "reward_model"),
+      reward_model_(config::RecipeOf(job) == config::Recipe::kRewardModel),
       bf16_(job.memory().precision() == "bf16"),
       options_(options),
       transport_(transport),
@@ -97,7 +98,7 @@ absl::Status LocalLearner::Init() {
   if (model_->has_adapters()) base_fingerprint_ = weightsync::Fingerprint(model_->BaseWeights());
   try {
     model_->train();
-    if (job_.algorithm() == "ppo") {
+    if (config::RecipeOf(job_) == config::Recipe::kPpo) {
       if (job_.ppo().critic() == "shared") {
         value_head_ =
             torch::nn::Linear(torch::nn::LinearOptions(job_.model().d_model(), 1).bias(false));
@@ -149,7 +150,7 @@ absl::StatusOr<v1::TrainStats> LocalLearner::SftStep(const v1::SftBatch& batch) 
 
 absl::StatusOr<v1::TrainStats> LocalLearner::TrainStep(const v1::TrainBatch& batch) {
   const auto& grpo = job_.grpo();
-  const bool ppo = job_.algorithm() == "ppo";
+  const bool ppo = config::RecipeOf(job_) == config::Recipe::kPpo;
   const bool use_ref = grpo.kl_coef() > 0;
   const bool kl_in_loss = use_ref && (!ppo || job_.ppo().kl_mode() == "loss");
   double total_tokens = 0;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/recipe.h"
 
 namespace trellis::ledger {
 namespace {
@@ -367,7 +368,8 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
                                          "the trained weights' bytes per step"
                                        : ", every learner holds the whole optimizer state"));
   }
-  if (job.algorithm() != "grpo" && job.algorithm() != "sft") {
+  if (const config::Recipe recipe = config::RecipeOf(job);
+      recipe != config::Recipe::kGrpo && recipe != config::Recipe::kSft) {
     plan.notes.push_back(absl::StrCat("algorithm ", job.algorithm(),
                                       ": its extra objects (critic, reward model, pairs) are "
                                       "not in this plan; it covers grpo and sft jobs"));

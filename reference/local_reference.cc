@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "config/recipe.h"
 #include "ledger/memory_tracker.h"
 #include "model/safetensors.h"
 #include "model/token_batch.h"
@@ -59,7 +60,7 @@ class LocalReference : public ReferenceWorker {
 
   // Loads the job's reward model, if it has one.
   absl::Status Init(const v1::JobConfig& job) {
-    if (job.algorithm() != "ppo" || job.ppo().reward() != "reward_model") {
+    if (config::RecipeOf(job) != config::Recipe::kPpo || job.ppo().reward() != "reward_model") {
       return absl::OkStatus();
     }
     absl::StatusOr<model::Transformer> rm =

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "config/job_config.h"
+#include "config/recipe.h"
 #include "learner/advantages.h"
 #include "scheduler/dynamic_sampling.h"
 #include "scheduler/loop_util.h"
@@ -43,7 +44,7 @@ GrpoLoop::GrpoLoop(const v1::JobConfig& job, Roles roles,
                    const model::Tokenizer* tokenizer, data::Split data,
                    ledger::Ledger* ledger, std::string out_dir, std::ostream* progress)
     : job_(job),
-      ppo_(job.algorithm() == "ppo"),
+      ppo_(config::RecipeOf(job) == config::Recipe::kPpo),
       reward_model_(ppo_ && job.ppo().reward() == "reward_model"),
       roles_(roles),
       tokenizer_(tokenizer),
@@ -507,7 +508,7 @@ absl::Status GrpoLoop::Run() {
     eval_before_ = *before;
   }
   const int every = job_.runtime().checkpoint_every();
-  const bool online_dpo = job_.algorithm() == "online_dpo";
+  const bool online_dpo = config::RecipeOf(job_) == config::Recipe::kOnlineDpo;
   const int64_t steps = config::RecipeSteps(job_);
   for (int64_t step = first_step; step < steps; ++step) {
     if (stop_requested_ && stop_requested_()) {

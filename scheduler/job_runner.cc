@@ -8,6 +8,7 @@
 #include "data/text_file.h"
 #include "absl/strings/str_format.h"
 #include "config/job_config.h"
+#include "config/recipe.h"
 #include "data/dataset.h"
 #include "ledger/memory_tracker.h"
 #include "scheduler/local_roles.h"
@@ -22,7 +23,7 @@ absl::StatusOr<data::Split> LoadJobData(const v1::JobConfig& job) {
   }
   data::Split split;
   // SFT jobs' lines may name the target "response".
-  const auto read = job.algorithm() == "sft" ? data::ReadSftJsonl : data::ReadJsonl;
+  const auto read = config::RecipeOf(job) == config::Recipe::kSft ? data::ReadSftJsonl : data::ReadJsonl;
   absl::StatusOr<std::vector<data::Example>> train = read(d.train_path());
   if (!train.ok()) return train.status();
   split.train = *std::move(train);
@@ -167,7 +168,8 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
 
   // A reward-model job's model is a reward model, not a policy.
   const std::string weights =
-      job.algorithm() == "reward_model" ? "reward_model.safetensors" : "policy.safetensors";
+      config::RecipeOf(job) == config::Recipe::kRewardModel ? "reward_model.safetensors"
+                                                            : "policy.safetensors";
   {
     auto span = ledger.Begin(ledger::Stage::kCheckpoint, "learner-0");
     if (absl::Status s = roles.learner->SaveWeights(out_dir + "/" + weights); !s.ok()) {

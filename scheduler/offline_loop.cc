@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/recipe.h"
 #include "scheduler/loop_util.h"
 
 namespace trellis::scheduler {
@@ -49,8 +50,7 @@ std::vector<T> Head(const std::vector<T>& items, int64_t limit) {
 }  // namespace
 
 bool IsOfflineRecipe(const v1::JobConfig& job) {
-  return job.algorithm() == "sft" || job.algorithm() == "dpo" ||
-         job.algorithm() == "reward_model";
+  return config::IsOffline(config::RecipeOf(job));
 }
 
 OfflineLoop::PairTraining OfflineLoop::Training() const {
@@ -66,7 +66,7 @@ OfflineLoop::OfflineLoop(const v1::JobConfig& job, Roles roles,
                          const model::Tokenizer* tokenizer, data::Split data,
                          ledger::Ledger* ledger, std::string out_dir, std::ostream* progress)
     : job_(job),
-      reward_model_(job.algorithm() == "reward_model"),
+      reward_model_(config::RecipeOf(job) == config::Recipe::kRewardModel),
       roles_(roles),
       tokenizer_(tokenizer),
       data_(std::move(data)),
@@ -75,7 +75,7 @@ OfflineLoop::OfflineLoop(const v1::JobConfig& job, Roles roles,
       progress_(progress) {}
 
 absl::Status OfflineLoop::Run() {
-  return job_.algorithm() == "sft" ? RunSft() : RunPairs();
+  return config::RecipeOf(job_) == config::Recipe::kSft ? RunSft() : RunPairs();
 }
 
 bool OfflineLoop::Cancelled(int64_t step, absl::Status* status) const {
@@ -88,12 +88,12 @@ void OfflineLoop::EndStep(int64_t step, int64_t steps, ledger::StepCounts& count
   counts.step = step;
   history_.push_back(ledger_->EndStep(counts));
   const int64_t every = std::max<int64_t>(1, steps / 10);
+  const bool sft = config::RecipeOf(job_) == config::Recipe::kSft;
   if (progress_ == nullptr || ((step + 1) % every != 0 && step + 1 != steps)) return;
   *progress_ << absl::StrFormat("step %4d/%d  loss %.4f  %s %.3f%s  step %.3fs\n", step + 1,
                                 steps, counts.loss,
-                                job_.algorithm() != "sft" ? "pref-acc" : "exact-match",
-                                counts.accuracy,
-                                job_.algorithm() != "sft"
+                                sft ? "exact-match" : "pref-acc", counts.accuracy,
+                                !sft
                                     ? absl::StrFormat("  margin %.3f", counts.reward_margin)
                                     : "",
                                 history_.back().step_seconds);
@@ -349,7 +349,7 @@ absl::Status OfflineLoop::RunPairs() {
 }
 
 std::string OfflineLoop::Headline() const {
-  if (job_.algorithm() != "sft") {
+  if (config::RecipeOf(job_) != config::Recipe::kSft) {
     return absl::StrFormat(
         "held-out preference accuracy: before %.3f  after %.3f  (reward margin %.4f -> %.4f, "
         "loss %.4f -> %.4f)\n",

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/recipe.h"
 #include "scheduler/grpo_loop.h"
 #include "scheduler/loop_util.h"
 
@@ -21,8 +22,8 @@ double Sum(const google::protobuf::RepeatedField<float>& values) {
 }  // namespace
 
 int64_t ResponsesPerPrompt(const v1::JobConfig& job) {
-  return job.algorithm() == "online_dpo" ? job.dpo().responses_per_prompt()
-                                         : job.grpo().responses_per_prompt();
+  return config::RecipeOf(job) == config::Recipe::kOnlineDpo ? job.dpo().responses_per_prompt()
+                                                             : job.grpo().responses_per_prompt();
 }
 
 std::vector<std::optional<PairChoice>> ChoosePairs(absl::Span<const float> rewards,
