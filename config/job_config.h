@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -38,6 +39,13 @@ namespace trellis::config {
 // (grpo.kl_coef > 0; grpo and ppo), for reward-model scores (ppo with
 // ppo.reward reward_model), always for dpo and online_dpo, never for sft.
 bool NeedsReference(const v1::JobConfig& job);
+
+// How many workers of `role` ("actor", "learner", "reference" or
+// "verifier") a launched job starts: deployment.<role>.count, or 0 for a
+// role its recipe never calls (the reference without NeedsReference; the
+// actors and the verifier of sft, dpo and reward_model, which train on
+// fixed data).
+int WorkersNeeded(const v1::JobConfig& job, std::string_view role);
 
 // The optimizer steps the job's recipe runs: grpo.steps (grpo), sft.steps
 // (sft), dpo.steps (dpo, online_dpo). An SFT warm-up's steps are not

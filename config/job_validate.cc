@@ -328,6 +328,16 @@ bool NeedsReference(const v1::JobConfig& job) {
   return false;
 }
 
+int WorkersNeeded(const v1::JobConfig& job, std::string_view role) {
+  const v1::DeploymentConfig& d = job.deployment();
+  const bool offline = IsOffline(RecipeOf(job));
+  if (role == "learner") return d.learner().count();
+  if (role == "reference") return NeedsReference(job) ? d.reference().count() : 0;
+  if (role == "actor") return offline ? 0 : d.actor().count();
+  if (role == "verifier") return offline ? 0 : d.verifier().count();
+  return 0;
+}
+
 int64_t RecipeSteps(const v1::JobConfig& job) {
   switch (RecipeOf(job)) {
     case Recipe::kSft: return job.sft().steps();

@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "config/job_config.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/actor_service.h"
@@ -237,9 +238,12 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   std::unique_ptr<learner::LearnerWorker> learner;
   std::unique_ptr<actor::RolloutWorker> actor;
   std::unique_ptr<reference::ReferenceWorker> reference;
-  // Of a learner group, rank 0 alone publishes weights.
+  // Of a learner group, rank 0 alone publishes weights, and only to actors
+  // the recipe has (offline recipes start none).
   const v1::LearnerGroupAssignment& group = assignment->learner_group();
-  if (options.role == v1::ACTOR || (options.role == v1::LEARNER && group.rank() == 0)) {
+  const bool publishes = options.role == v1::LEARNER && group.rank() == 0 &&
+                         config::WorkersNeeded(job, "actor") > 0;
+  if (options.role == v1::ACTOR || publishes) {
     absl::StatusOr<std::unique_ptr<weightsync::Transport>> t =
         MakeTransport(assignment->transport(), options.role == v1::LEARNER, host,
                       transport_port, grpc_sender);

@@ -67,9 +67,12 @@ class RemoteRoleSet final : public RoleSet {
           rpc::NewChannel(references.front().request.address()), references.front().id,
           timeout);
     }
-    const WorkerInfo verifier = registry->Workers(v1::VERIFIER).front();
-    set->verifier_ = verifier::NewGrpcVerifierClient(rpc::NewChannel(verifier.request.address()),
-                                                     verifier.id, timeout);
+    // Offline recipes start no verifier (config::WorkersNeeded).
+    const std::vector<WorkerInfo> verifiers = registry->Workers(v1::VERIFIER);
+    if (!verifiers.empty()) {
+      set->verifier_ = verifier::NewGrpcVerifierClient(
+          rpc::NewChannel(verifiers.front().request.address()), verifiers.front().id, timeout);
+    }
     if (!workers_file.empty()) {
       std::string table = "id\taddress\tpid\n";
       for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {

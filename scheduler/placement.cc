@@ -81,10 +81,10 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
   }
   const v1::DeploymentConfig& d = job.deployment();
   const std::vector<RoleDemand> demands = {
-      {"learner", &d.learner(), d.learner().count()},
-      {"reference", &d.reference(), config::NeedsReference(job) ? d.reference().count() : 0},
-      {"verifier", &d.verifier(), d.verifier().count()},
-      {"actor", &d.actor(), d.actor().count()}};
+      {"learner", &d.learner(), config::WorkersNeeded(job, "learner")},
+      {"reference", &d.reference(), config::WorkersNeeded(job, "reference")},
+      {"verifier", &d.verifier(), config::WorkersNeeded(job, "verifier")},
+      {"actor", &d.actor(), config::WorkersNeeded(job, "actor")}};
 
   // What each pool must hold, to report a shortfall whole.
   std::map<std::string, int> gpus_needed;

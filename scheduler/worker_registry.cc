@@ -18,11 +18,9 @@ std::string RoleName(v1::Role role) {
 
 WorkerRegistry::WorkerRegistry(const v1::JobConfig& job, std::function<absl::Time()> now)
     : now_(std::move(now)) {
-  const v1::DeploymentConfig& d = job.deployment();
-  expected_[v1::ACTOR] = d.actor().count();
-  expected_[v1::LEARNER] = d.learner().count();
-  expected_[v1::REFERENCE] = config::NeedsReference(job) ? d.reference().count() : 0;
-  expected_[v1::VERIFIER] = d.verifier().count();
+  for (v1::Role role : {v1::ACTOR, v1::LEARNER, v1::REFERENCE, v1::VERIFIER}) {
+    expected_[role] = config::WorkersNeeded(job, RoleName(role));
+  }
 }
 
 int WorkerRegistry::Expected(v1::Role role) const {
