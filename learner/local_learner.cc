@@ -121,12 +121,20 @@ absl::Status LocalLearner::Init() {
   absl::StatusOr<std::unique_ptr<DataParallelGroup>> joined = DataParallelGroup::Join(group);
   if (!joined.ok()) return joined.status();
   group_ = *std::move(joined);
-  // Memory strategies: the masters are made from these (fp32) weights on
-  // each phase's first step, before any rounding can matter.
+  // Memory strategies. With bf16 the fp32 masters are taken from these
+  // weights before the models are rounded (a tensor keeps its identity
+  // through the cast, so the optimizers find them).
+  std::vector<torch::Tensor> trained = model_->parameters();
+  if (!critic_.is_empty()) {
+    for (const torch::Tensor& p : critic_->parameters()) trained.push_back(p);
+  }
+  if (value_head_) trained.push_back(value_head_->weight);
+  for (const torch::Tensor& p : trained) {
+    if (bf16_ && p.requires_grad()) masters_.For(p);
+  }
   for (model::Transformer* m : {&model_, &critic_}) {
     if (m->is_empty()) continue;
-    (*m)->set_activation_checkpointing(job_.memory().activation_checkpointing());
-    if (bf16_) (*m)->SetParameterDtype(torch::kBFloat16);
+    (*m)->ApplyMemoryConfig(job_.memory());
   }
   if (bf16_ && value_head_) value_head_->weight.set_data(value_head_->weight.to(torch::kBFloat16));
   return absl::OkStatus();

@@ -19,6 +19,7 @@
 // configurations (tests/measure_test.cc).
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -109,6 +110,11 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& workload, const Mach
 // one forward-only token (2 per matmul parameter plus 4·L·seq·d).
 double TrainFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq);
 double ForwardFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq);
+
+// The shortest of `reps` timed calls of `f`, after one untimed warm-up
+// call: on a shared machine the fastest call is the one that had the core
+// to itself. Never below 1 ns.
+double BestSeconds(const std::function<void()>& f, int reps);
 
 // FLOP/s of a float32 [m, k] x [k, n] matrix product on this machine with
 // LibTorch's current thread count: the best of a few timed repetitions.

@@ -208,6 +208,11 @@ int64_t KVCache::bytes() const {
   return total;
 }
 
+void TransformerImpl::ApplyMemoryConfig(const trellis::v1::MemoryConfig& memory) {
+  set_activation_checkpointing(memory.activation_checkpointing());
+  if (memory.precision() == "bf16") SetParameterDtype(torch::kBFloat16);
+}
+
 void TransformerImpl::SetParameterDtype(torch::ScalarType dtype) {
   torch::NoGradGuard no_grad;
   for (auto& p : parameters()) p.set_data(p.to(dtype));

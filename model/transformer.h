@@ -89,6 +89,9 @@ class TransformerImpl : public torch::nn::Module {
   // no cache keeps only each block's input, and backward recomputes the
   // block (its seconds add to recompute_seconds()).
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
+  // The model-side strategies of job.memory: activation_checkpointing, and
+  // bf16 parameters for precision "bf16" (as the learner trains them).
+  void ApplyMemoryConfig(const trellis::v1::MemoryConfig& memory);
   // Seconds spent recomputing blocks since construction.
   double recompute_seconds() const { return recompute_seconds_; }
 

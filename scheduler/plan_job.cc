@@ -1,15 +1,14 @@
 #include "scheduler/plan_job.h"
 
+#include <torch/torch.h>
+
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <vector>
 
-#include <torch/torch.h>
-
 #include "absl/strings/str_cat.h"
-#include "config/job_config.h"
 #include "actor/sampling.h"
+#include "config/job_config.h"
 #include "model/transformer.h"
 #include "scheduler/job_runner.h"
 #include "scheduler/local_roles.h"
@@ -17,26 +16,15 @@
 namespace trellis::scheduler {
 namespace {
 
-// The best time of `reps` calls of `f` after one warm-up call.
-template <typename F>
-double BestSeconds(F&& f, int reps = 5) {
-  f();
-  double best = 0;
-  for (int i = 0; i < reps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = i == 0 ? s : std::min(best, s);
-  }
-  return std::max(best, 1e-9);
-}
+// Timed calls per measurement (the fastest counts).
+constexpr int kReps = 5;
 
 // Times the job's model (random weights, its memory strategies) at the
 // shapes of the update, the reference pass and one decode step.
 ledger::MachineRates MeasureRates(const v1::JobConfig& job, const ledger::PlanWorkload& w) {
   const int64_t seq = RlSequenceLength(job, w);
-  const int64_t samples =
-      std::max<int64_t>(1, int64_t{job.grpo().prompts_per_step()} * job.grpo().responses_per_prompt());
+  const int64_t samples = std::max<int64_t>(
+      1, int64_t{job.grpo().prompts_per_step()} * job.grpo().responses_per_prompt());
   const int64_t rows = std::min<int64_t>(job.grpo().micro_batch_size(), samples);
   const int64_t P = w.prompt_tokens, max_new = job.sampling().max_new_tokens();
   const v1::ModelConfig& m = job.model();
@@ -44,13 +32,14 @@ ledger::MachineRates MeasureRates(const v1::JobConfig& job, const ledger::PlanWo
   rates.matmul_flops_per_second = ledger::MeasureMatmulRate(rows * seq, m.d_model(), m.d_ff());
   torch::manual_seed(1);
   model::Transformer model(m, w.vocab_size, model::Head::kLanguageModel, job.memory().lora());
-  model->set_activation_checkpointing(job.memory().activation_checkpointing());
-  if (job.memory().precision() == "bf16") model->SetParameterDtype(torch::kBFloat16);
+  model->ApplyMemoryConfig(job.memory());
   const torch::Tensor batch = torch::randint(w.vocab_size, {rows, seq}, torch::kLong);
-  const double train = BestSeconds([&] {
-    const torch::Tensor logp = torch::log_softmax(model->forward(batch), -1);
-    logp.gather(-1, batch.unsqueeze(-1)).sum().backward();
-  });
+  const double train = ledger::BestSeconds(
+      [&] {
+        const torch::Tensor logp = torch::log_softmax(model->forward(batch), -1);
+        logp.gather(-1, batch.unsqueeze(-1)).sum().backward();
+      },
+      kReps);
   rates.train_flops_per_second =
       rows * seq * ledger::TrainFlopsPerToken(m, w.vocab_size, seq) / train;
   std::vector<torch::Tensor> trained;
@@ -58,7 +47,7 @@ ledger::MachineRates MeasureRates(const v1::JobConfig& job, const ledger::PlanWo
     if (p.requires_grad()) trained.push_back(p);
   }
   torch::optim::AdamW optimizer(trained);
-  rates.optimizer_step_seconds = BestSeconds([&] { optimizer.step(); });
+  rates.optimizer_step_seconds = ledger::BestSeconds([&] { optimizer.step(); }, kReps);
   torch::NoGradGuard no_grad;
   // Padded batches, as the roles run them: positions and a key mask.
   const auto positions = [&](int64_t length) {
@@ -66,8 +55,8 @@ ledger::MachineRates MeasureRates(const v1::JobConfig& job, const ledger::PlanWo
   };
   const torch::Tensor all = torch::randint(w.vocab_size, {samples, seq}, torch::kLong);
   const torch::Tensor all_valid = torch::ones({samples, seq}, torch::kBool);
-  const double forward = BestSeconds(
-      [&] { torch::log_softmax(model->forward(all, positions(seq), all_valid), -1); });
+  const double forward = ledger::BestSeconds(
+      [&] { torch::log_softmax(model->forward(all, positions(seq), all_valid), -1); }, kReps);
   rates.forward_flops_per_second =
       samples * seq * ledger::ForwardFlopsPerToken(m, w.vocab_size, seq) / forward;
   // A cache filled to the response's middle; each timed step decodes one
@@ -75,20 +64,22 @@ ledger::MachineRates MeasureRates(const v1::JobConfig& job, const ledger::PlanWo
   const int64_t context = P + max_new / 2;
   model::KVCache cache = model->NewCache(samples, P + max_new);
   const torch::Tensor prefix = torch::randint(w.vocab_size, {samples, context}, torch::kLong);
-  model->forward(prefix, positions(context), torch::ones({samples, context}, torch::kBool),
-                 &cache);
+  model->forward(prefix, positions(context), torch::ones({samples, context}, torch::kBool), &cache);
   const torch::Tensor token = torch::randint(w.vocab_size, {samples, 1}, torch::kLong);
   const torch::Tensor position = torch::full({samples, 1}, context, torch::kLong);
   v1::SamplingParams params;
   params.set_temperature(job.sampling().temperature());
   params.set_top_p(job.sampling().top_p());
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(1);
-  const double decode = BestSeconds([&] {
-    cache.length = context;
-    const torch::Tensor key_valid = torch::ones({samples, context + 1}, torch::kBool);
-    const torch::Tensor logits = model->forward(token, position, key_valid, &cache).select(1, 0);
-    actor::SampleNext(logits, params, generator);
-  });
+  const double decode = ledger::BestSeconds(
+      [&] {
+        cache.length = context;
+        const torch::Tensor key_valid = torch::ones({samples, context + 1}, torch::kBool);
+        const torch::Tensor logits =
+            model->forward(token, position, key_valid, &cache).select(1, 0);
+        actor::SampleNext(logits, params, generator);
+      },
+      kReps);
   rates.decode_flops_per_second =
       samples * ledger::ForwardFlopsPerToken(m, w.vocab_size, context) / decode;
   return rates;
@@ -118,10 +109,10 @@ absl::StatusOr<ledger::PlanWorkload> JobWorkload(const v1::JobConfig& job) {
   w.eval_prompts = job.eval().num_prompts() > 0
                        ? std::min<int64_t>(job.eval().num_prompts(), held_out)
                        : held_out;
-  w.source = absl::StrCat("the job's ", examples.size(),
-                          " training and held-out examples: longest prompt ", w.prompt_tokens,
-                          " tokens (BOS included), longest answer ", w.answer_tokens,
-                          " (EOS included)");
+  w.source =
+      absl::StrCat("the job's ", examples.size(),
+                   " training and held-out examples: longest prompt ", w.prompt_tokens,
+                   " tokens (BOS included), longest answer ", w.answer_tokens, " (EOS included)");
   return w;
 }
 
