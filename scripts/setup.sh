@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   libtorch-dev libopenblas0-pthread
   libprotobuf-dev protobuf-compiler
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev
