@@ -24,9 +24,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
-#include "ledger/planner.h"
-#include "scheduler/embedded_job.h"
-#include "scheduler/plan_job.h"
+#include "tools/planner.h"
+#include "run/embedded_job.h"
+#include "tools/plan_job.h"
 #include "tests/job_shapes.h"
 
 ABSL_FLAG(int, steps, 8, "GRPO steps of each measured run");
@@ -70,7 +70,7 @@ int Main() {
   {
     std::ostringstream progress;
     const absl::Status warm =
-        scheduler::RunEmbeddedJob(configs[0].job, (out / "warm-up").string(), progress);
+        run::RunEmbeddedJob(configs[0].job, (out / "warm-up").string(), progress);
     if (!warm.ok()) {
       std::cerr << "warm-up: " << warm << "\n" << progress.str();
       return 1;
@@ -78,7 +78,7 @@ int Main() {
   }
   for (size_t i = 0; i < configs.size(); ++i) {
     const Config& config = configs[i];
-    absl::StatusOr<ledger::Plan> plan = scheduler::PlanJob(config.job);
+    absl::StatusOr<tools::Plan> plan = tools::PlanJob(config.job);
     if (!plan.ok()) {
       std::cerr << config.name << ": " << plan.status() << "\n";
       return 1;
@@ -86,7 +86,7 @@ int Main() {
     const std::filesystem::path dir = out / std::to_string(i);
     std::filesystem::remove_all(dir);
     std::ostringstream progress;
-    if (absl::Status s = scheduler::RunEmbeddedJob(config.job, dir.string(), progress); !s.ok()) {
+    if (absl::Status s = run::RunEmbeddedJob(config.job, dir.string(), progress); !s.ok()) {
       std::cerr << config.name << ": " << s << "\n" << progress.str();
       return 1;
     }
@@ -102,7 +102,7 @@ int Main() {
         stage_seconds[stage].push_back(seconds.get<double>());
       }
     }
-    for (const ledger::PlanTime& t : plan->step_time) {
+    for (const tools::PlanTime& t : plan->step_time) {
       const double measured = Median(stage_seconds[t.stage]);
       std::cout << absl::StrFormat("%-30s %-10s %10.4f %10.4f %7.2f\n", config.name, t.stage,
                                    t.seconds, measured, measured > 0 ? t.seconds / measured : 0);

@@ -24,10 +24,10 @@
 //   trellis place [JOB.yaml] [--cluster CLUSTER.yaml]
 //       Prints where each worker of the job goes (scheduler/placement.h).
 //   trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl
-//       Scores samples with one verifier, no training (verifier/verify_command.h).
+//       Scores samples with one verifier, no training (tools/verify_command.h).
 //   trellis plan | probe | compare ...
 //       Memory and step-time plan, pressure probes, strategy comparison
-//       (cli/measure_commands.h).
+//       (tools/measure_commands.h).
 
 #include <iostream>
 #include <memory>
@@ -38,15 +38,16 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "cli/measure_commands.h"
 #include "config/job_config.h"
 #include "launch/launcher.h"
 #include "launch/worker.h"
-#include "scheduler/placement.h"
+#include "roles/local_roles.h"
+#include "run/embedded_job.h"
 #include "scheduler/distributed_job.h"
-#include "scheduler/embedded_job.h"
+#include "scheduler/placement.h"
+#include "tools/measure_commands.h"
+#include "tools/verify_command.h"
 #include "verifier/verifier_service.h"
-#include "verifier/verify_command.h"
 #include "web/report.h"
 #include "web/watch_server.h"
 
@@ -157,7 +158,7 @@ std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
                                               const std::string& seed,
                                               const std::string& override_path = "") {
   absl::StatusOr<trellis::v1::JobConfig> loaded =
-      path.empty() ? trellis::scheduler::DefaultJob() : trellis::config::LoadJobFile(path);
+      path.empty() ? trellis::run::DefaultJob() : trellis::config::LoadJobFile(path);
   if (loaded.ok() && !override_path.empty()) {
     if (absl::Status s = trellis::config::LoadYamlFile(override_path, &*loaded); !s.ok()) {
       loaded = s;
@@ -172,7 +173,7 @@ std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
 }
 
 // Attaches `watch` (may be null) to the run's ledger.
-trellis::scheduler::LedgerObserver Observer(trellis::web::WatchServer* watch) {
+trellis::run::LedgerObserver Observer(trellis::web::WatchServer* watch) {
   if (watch == nullptr) return nullptr;
   return [watch](trellis::ledger::Ledger* ledger) { watch->Attach(ledger); };
 }
@@ -215,7 +216,7 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
     absl::StatusOr<std::unique_ptr<trellis::web::WatchServer>> watch = trellis::web::StartRunWatch(
         flags["--http"], flags["--resume"], job->name(), job->algorithm(), std::cout);
     if (!watch.ok()) return ExitCode(command, watch.status());
-    return ExitCode(command, trellis::scheduler::ResumeEmbeddedJob(flags["--resume"], std::cout,
+    return ExitCode(command, trellis::run::ResumeEmbeddedJob(flags["--resume"], std::cout,
                                                                    Observer(watch->get())));
   }
   std::optional<trellis::v1::JobConfig> job =
@@ -231,7 +232,7 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
     absl::StatusOr<std::unique_ptr<trellis::web::WatchServer>> watch = trellis::web::StartRunWatch(
         flags["--http"], out_dir, job->name(), job->algorithm(), std::cout);
     if (!watch.ok()) return ExitCode(command, watch.status());
-    return ExitCode(command, trellis::scheduler::RunEmbeddedJob(*job, out_dir, std::cout,
+    return ExitCode(command, trellis::run::RunEmbeddedJob(*job, out_dir, std::cout,
                                                                 Observer(watch->get())));
   }
   absl::StatusOr<trellis::v1::ClusterSpec> cluster = LoadCluster(flags);
@@ -360,6 +361,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[0];
   args.erase(args.begin());
+  trellis::roles::AddVerifierKinds(trellis::verifier::RegisterRemoteVerifier);
   if (command == "run" || command == "launch") return RunOrLaunch(command, args);
   if (command == "serve") return Serve(args);
   if (command == "report") return Report(args);
@@ -367,13 +369,13 @@ int main(int argc, char** argv) {
   if (command == "plan" || command == "probe" || command == "compare") {
     std::map<std::string, std::string> flags;
     std::vector<std::string> positional;
-    if (!ParseFlags(command, args, trellis::cli::MeasureFlags(command), flags, positional)) {
+    if (!ParseFlags(command, args, trellis::tools::MeasureFlags(command), flags, positional)) {
       return 2;
     }
     return ExitCode(command,
-                    trellis::cli::RunMeasureCommand(command, flags, positional, std::cout));
+                    trellis::tools::RunMeasureCommand(command, flags, positional, std::cout));
   }
-  if (command == "verify") return trellis::verifier::VerifyCommand(args, std::cout, std::cerr,
+  if (command == "verify") return trellis::tools::VerifyCommand(args, std::cout, std::cerr,
                                                                 trellis::verifier::RegisterRemoteVerifier);
   std::cerr << "trellis: unknown command '" << command << "'\n" << kUsage;
   return 2;

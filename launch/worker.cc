@@ -25,7 +25,7 @@
 #include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
-#include "scheduler/local_roles.h"
+#include "roles/local_roles.h"
 #include "trellis/v1/scheduler.grpc.pb.h"
 #include "verifier/verifier_service.h"
 #include "weightsync/gloo_transport.h"
@@ -212,7 +212,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   log << id << ": assigned (job '" << job.name() << "', transport "
       << assignment->transport().kind() << ")" << std::endl;
 
-  scheduler::SetThreads(job);
+  roles::SetThreads(job);
   ledger::MemoryTracker::Install();
   ledger::Ledger ledger;
   ledger.ForwardObjects(ForwardTo(scheduler.get(), id, &log));
@@ -233,7 +233,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
     log << id << ": metrics on http://" << metrics->address() << "/metrics" << std::endl;
   }
   std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
-  const int64_t vocab = scheduler::VocabSize(job, *tokenizer);
+  const int64_t vocab = roles::VocabSize(job, *tokenizer);
   std::unique_ptr<weightsync::Transport> transport;
   std::unique_ptr<learner::LearnerWorker> learner;
   std::unique_ptr<actor::RolloutWorker> actor;
@@ -256,7 +256,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   switch (options.role) {
     case v1::ACTOR: {
       absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> a =
-          scheduler::MakeLocalActor(job, tokenizer.get(), transport.get(), &ledger, id);
+          roles::MakeLocalActor(job, tokenizer.get(), transport.get(), &ledger, id);
       if (!a.ok()) return a.status();
       actor = *std::move(a);
       actor_service.Bind(actor.get(), vocab);
@@ -274,7 +274,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
         member.store_port = store->port;
       }
       absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> l =
-          scheduler::MakeLocalLearner(job, *tokenizer, transport.get(), &ledger, id, member);
+          roles::MakeLocalLearner(job, *tokenizer, transport.get(), &ledger, id, member);
       if (!l.ok()) return l.status();
       learner = *std::move(l);
       learner_service.Bind(learner.get(), vocab);
@@ -289,7 +289,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       break;
     }
     case v1::VERIFIER: {
-      absl::StatusOr<std::unique_ptr<verifier::Verifier>> v = scheduler::MakeVerifier(job);
+      absl::StatusOr<std::unique_ptr<verifier::Verifier>> v = roles::MakeVerifier(job);
       if (!v.ok()) return v.status();
       deferred_verifier->Set(*std::move(v));
       break;

@@ -17,7 +17,7 @@
 #include "rpc/channel.h"
 #include "rpc/server.h"
 #include "scheduler/actor_pool.h"
-#include "scheduler/job_runner.h"
+#include "run/job_runner.h"
 #include "scheduler/learner_group.h"
 #include "scheduler/scheduler_service.h"
 #include "verifier/verifier_service.h"

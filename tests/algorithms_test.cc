@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
-#include "scheduler/embedded_job.h"
+#include "run/embedded_job.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {

@@ -8,7 +8,7 @@
 
 #include "config/job_config.h"
 #include "gtest/gtest.h"
-#include "scheduler/embedded_job.h"
+#include "run/embedded_job.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {
@@ -23,7 +23,7 @@ fs::path RunTiny(const std::string& name, const v1::JobConfig& job) {
   const fs::path dir = fs::path(testing::TempDir()) / name;
   fs::remove_all(dir);
   std::ostringstream progress;
-  absl::Status status = scheduler::RunEmbeddedJob(job, dir.string(), progress);
+  absl::Status status = run::RunEmbeddedJob(job, dir.string(), progress);
   EXPECT_TRUE(status.ok()) << status << "\n" << progress.str();
   return dir;
 }
@@ -91,7 +91,7 @@ TEST(EmbeddedJobTest, InvalidJobIsRefusedBeforeAnythingRuns) {
   const fs::path dir = fs::path(testing::TempDir()) / "invalid";
   fs::remove_all(dir);
   std::ostringstream progress;
-  absl::Status status = scheduler::RunEmbeddedJob(job, dir.string(), progress);
+  absl::Status status = run::RunEmbeddedJob(job, dir.string(), progress);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("grpo.responses_per_prompt"), std::string::npos) << status;
   EXPECT_FALSE(fs::exists(dir / "ledger.jsonl"));

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "scheduler/embedded_job.h"
+#include "run/embedded_job.h"
 
 namespace trellis::testing_util {
 
@@ -14,7 +14,7 @@ namespace trellis::testing_util {
 // responses, 16 held-out prompts, one thread, seed 5: the default job
 // shrunk to run in about a second.
 inline absl::StatusOr<v1::JobConfig> TinyJobConfig() {
-  absl::StatusOr<v1::JobConfig> job = scheduler::DefaultJob();
+  absl::StatusOr<v1::JobConfig> job = run::DefaultJob();
   if (!job.ok()) return job;
   auto* m = job->mutable_model();
   m->set_d_model(32);

@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
-#include "ledger/planner.h"
-#include "scheduler/compare.h"
-#include "scheduler/embedded_job.h"
-#include "scheduler/plan_job.h"
-#include "scheduler/probe.h"
+#include "tools/planner.h"
+#include "tools/compare.h"
+#include "run/embedded_job.h"
+#include "tools/plan_job.h"
+#include "tools/probe.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {
@@ -33,7 +33,7 @@ fs::path TempDir(const std::string& name) {
 
 json RunAndSummarize(const v1::JobConfig& job, const fs::path& dir) {
   std::ostringstream progress;
-  const absl::Status s = scheduler::RunEmbeddedJob(job, dir.string(), progress);
+  const absl::Status s = run::RunEmbeddedJob(job, dir.string(), progress);
   EXPECT_TRUE(s.ok()) << s << "\n" << progress.str();
   return json::parse(Slurp(dir / "summary.json"));
 }
@@ -59,43 +59,43 @@ TEST(MeasureTest, PlanIsWithinTenPercentOfTheMeasuredPeak) {
     SCOPED_TRACE("configuration " + std::to_string(i));
     const json summary = RunAndSummarize(jobs[i], TempDir("plan" + std::to_string(i)));
     const int64_t measured = ExpectAttributed(summary, 0.05);
-    absl::StatusOr<ledger::Plan> plan = scheduler::PlanJob(jobs[i]);
+    absl::StatusOr<tools::Plan> plan = tools::PlanJob(jobs[i]);
     ASSERT_TRUE(plan.ok()) << plan.status();
     std::ostringstream printed;
-    ledger::PrintPlan(*plan, printed);
+    tools::PrintPlan(*plan, printed);
     EXPECT_NEAR(static_cast<double>(plan->peak_bytes), static_cast<double>(measured),
                 0.10 * measured)
         << printed.str() << "\nmeasured:\n"
         << summary.at("memory").dump(2);
     // Every line carries its formula.
-    for (const ledger::PlanLine& line : plan->resident) EXPECT_FALSE(line.formula.empty());
+    for (const tools::PlanLine& line : plan->resident) EXPECT_FALSE(line.formula.empty());
   }
 }
 
 TEST(MeasureTest, ProbeOfMicroBatchNamesActivations) {
-  scheduler::ProbeOptions options;
+  tools::ProbeOptions options;
   options.key = "micro_batch";
   options.values = {"1", "2", "4"};
   options.steps = 2;
   options.out_dir = TempDir("probe_micro").string();
-  absl::StatusOr<scheduler::ProbeResult> result = scheduler::RunProbe(TinyJob(), options);
+  absl::StatusOr<tools::ProbeResult> result = tools::RunProbe(TinyJob(), options);
   ASSERT_TRUE(result.ok()) << result.status();
   std::ostringstream printed;
-  scheduler::PrintProbe(*result, printed);
+  tools::PrintProbe(*result, printed);
   EXPECT_EQ(result->pressure_object, "learner-0/activations") << printed.str();
   EXPECT_GT(result->moves[0].delta(), 0) << printed.str();
 }
 
 TEST(MeasureTest, ProbeOfOptimizerNamesOptimizerState) {
-  scheduler::ProbeOptions options;
+  tools::ProbeOptions options;
   options.key = "optimizer";
   options.values = {"adamw", "sgd"};
   options.steps = 2;
   options.out_dir = TempDir("probe_optimizer").string();
-  absl::StatusOr<scheduler::ProbeResult> result = scheduler::RunProbe(TinyJob(), options);
+  absl::StatusOr<tools::ProbeResult> result = tools::RunProbe(TinyJob(), options);
   ASSERT_TRUE(result.ok()) << result.status();
   std::ostringstream printed;
-  scheduler::PrintProbe(*result, printed);
+  tools::PrintProbe(*result, printed);
   EXPECT_EQ(result->pressure_object, "learner-0/optimizer_state") << printed.str();
   // SGD without momentum keeps no state at all.
   EXPECT_EQ(result->moves[0].last, 0) << printed.str();
@@ -105,22 +105,22 @@ TEST(MeasureTest, ProbeOfCheckpointingNamesActivations) {
   v1::JobConfig job = TinyJob();
   job.mutable_model()->set_n_layers(3);
   job.mutable_grpo()->set_micro_batch_size(16);
-  scheduler::ProbeOptions options;
+  tools::ProbeOptions options;
   options.key = "strategy";
   options.values = {"none", "checkpointing"};
   options.steps = 2;
   options.out_dir = TempDir("probe_strategy").string();
-  absl::StatusOr<scheduler::ProbeResult> result = scheduler::RunProbe(job, options);
+  absl::StatusOr<tools::ProbeResult> result = tools::RunProbe(job, options);
   ASSERT_TRUE(result.ok()) << result.status();
   std::ostringstream printed;
-  scheduler::PrintProbe(*result, printed);
+  tools::PrintProbe(*result, printed);
   EXPECT_EQ(result->pressure_object, "learner-0/activations") << printed.str();
   EXPECT_LT(result->moves[0].delta(), 0) << printed.str();
 }
 
 TEST(MeasureTest, ProbeRefusesAnUnknownKey) {
   v1::JobConfig job = TinyJob();
-  const absl::Status s = scheduler::ApplyProbeSetting("colour", "red", &job);
+  const absl::Status s = tools::ApplyProbeSetting("colour", "red", &job);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(s.message()).find("colour"), std::string::npos) << s;
 }
@@ -133,11 +133,11 @@ TEST(MeasureTest, CompareWritesTableAndVerdict) {
   job.mutable_grpo()->set_micro_batch_size(2);  // more accumulation, same workload
   RunAndSummarize(job, cand);
 
-  scheduler::CompareOptions options;
+  tools::CompareOptions options;
   options.step_time_budget = 100;  // no timing decides this test
   options.quality_tolerance = 1;
-  absl::StatusOr<scheduler::Comparison> c =
-      scheduler::CompareRuns({base.string(), cand.string()}, options);
+  absl::StatusOr<tools::Comparison> c =
+      tools::CompareRuns({base.string(), cand.string()}, options);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->verdicts.size(), 1u);
   EXPECT_TRUE(c->verdicts[0].quality_kept);
@@ -149,18 +149,18 @@ TEST(MeasureTest, CompareWritesTableAndVerdict) {
   // Smaller micro-batches: less activation memory at the learner's peak.
   EXPECT_GT(c->runs[0].peak.measured_bytes, 0);
   std::ostringstream table;
-  scheduler::PrintComparison(*c, table);
+  tools::PrintComparison(*c, table);
   EXPECT_NE(table.str().find("resident at peak"), std::string::npos) << table.str();
   EXPECT_NE(table.str().find("verdict"), std::string::npos) << table.str();
-  const std::string md = scheduler::ComparisonMarkdown(*c);
+  const std::string md = tools::ComparisonMarkdown(*c);
   EXPECT_NE(md.find("## Verdict"), std::string::npos) << md;
   EXPECT_NE(md.find("| peak source |"), std::string::npos) << md;
 }
 
 TEST(MeasureTest, CompareRefusesAMissingRun) {
   const fs::path base = TempDir("compare_missing");
-  absl::StatusOr<scheduler::Comparison> c =
-      scheduler::CompareRuns({base.string(), (base / "nope").string()}, {});
+  absl::StatusOr<tools::Comparison> c =
+      tools::CompareRuns({base.string(), (base / "nope").string()}, {});
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound) << c.status();
 }
 

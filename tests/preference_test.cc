@@ -19,7 +19,7 @@
 
 #include "config/job_config.h"
 #include "gtest/gtest.h"
-#include "scheduler/embedded_job.h"
+#include "run/embedded_job.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {

@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
-#include "scheduler/embedded_job.h"
+#include "roles/local_roles.h"
+#include "run/embedded_job.h"
 #include "tests/tiny_job.h"
 #include "verifier/internal/process.h"
+#include "verifier/verifier_service.h"
 
 namespace trellis {
 namespace {
@@ -50,12 +52,13 @@ TEST(PythonVerifierTest, TrainsLikeTheBuiltinItMirrors) {
   fs::remove_all(root);
   std::ostringstream log;
   v1::JobConfig builtin = Job();
-  ASSERT_TRUE(scheduler::RunEmbeddedJob(builtin, (root / "builtin").string(), log).ok())
+  ASSERT_TRUE(run::RunEmbeddedJob(builtin, (root / "builtin").string(), log).ok())
       << log.str();
+  roles::AddVerifierKinds(verifier::RegisterRemoteVerifier);
   v1::JobConfig python = Job();
   python.mutable_verifier()->set_name("remote");
   python.mutable_verifier()->set_address(line->substr(on + 4));
-  absl::Status run = scheduler::RunEmbeddedJob(python, (root / "python").string(), log);
+  absl::Status run = run::RunEmbeddedJob(python, (root / "python").string(), log);
   ASSERT_TRUE(run.ok()) << run << "\n" << log.str();
 
   const std::map<int64_t, double> want = testing_util::StepRewards(root / "builtin");

@@ -20,7 +20,7 @@
 #include "config/job_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "scheduler/embedded_job.h"
+#include "run/embedded_job.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {
@@ -181,7 +181,7 @@ TEST_F(PpoResumeTest, KilledAndResumedLaunchMatchesStraightRun) {
 TEST_F(ResumeTest, ResumingAFinishedRunRedoesOnlyTheFinalEval) {
   const fs::path dir = CopyOfStraight("finished");
   std::ostringstream progress;
-  absl::Status s = scheduler::ResumeEmbeddedJob(dir.string(), progress);
+  absl::Status s = run::ResumeEmbeddedJob(dir.string(), progress);
   ASSERT_TRUE(s.ok()) << s << "\n" << progress.str();
   EXPECT_EQ(StepRewards(dir), StepRewards(root_ / "straight"));
   EXPECT_TRUE(Slurp(dir / "policy.safetensors") ==
@@ -196,7 +196,7 @@ TEST_F(ResumeTest, CorruptedOptimizerStateIsRefused) {
   bytes[bytes.size() - 7] ^= 0x20;
   WriteText(file, bytes);
   std::ostringstream progress;
-  absl::Status s = scheduler::ResumeEmbeddedJob(dir.string(), progress);
+  absl::Status s = run::ResumeEmbeddedJob(dir.string(), progress);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_THAT(s.message(), HasSubstr("checkpoint part optimizer.safetensors"));
   EXPECT_THAT(s.message(), HasSubstr("corrupted"));
@@ -209,7 +209,7 @@ TEST_F(ResumeTest, TruncatedOrMissingPartIsRefused) {
   const fs::path weights = dir / "checkpoints" / "step_10" / "weights.safetensors";
   WriteText(weights, Slurp(weights).substr(0, 100));
   std::ostringstream progress;
-  absl::Status s = scheduler::ResumeEmbeddedJob(dir.string(), progress);
+  absl::Status s = run::ResumeEmbeddedJob(dir.string(), progress);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_THAT(s.message(), HasSubstr("checkpoint part weights.safetensors"));
   EXPECT_THAT(s.message(), HasSubstr("truncated"));
@@ -217,7 +217,7 @@ TEST_F(ResumeTest, TruncatedOrMissingPartIsRefused) {
   fs::remove(dir / "reference.safetensors");
   fs::copy_file(root_ / "straight" / "checkpoints" / "step_10" / "weights.safetensors", weights,
                 fs::copy_options::overwrite_existing);
-  s = scheduler::ResumeEmbeddedJob(dir.string(), progress);
+  s = run::ResumeEmbeddedJob(dir.string(), progress);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_THAT(s.message(), HasSubstr("reference.safetensors is missing"));
 }
@@ -230,7 +230,7 @@ TEST_F(ResumeTest, OtherFormatVersionOrModelShapeIsRefused) {
   j["format"] = 99;
   WriteText(state, j.dump());
   std::ostringstream progress;
-  absl::Status s = scheduler::ResumeEmbeddedJob(dir.string(), progress);
+  absl::Status s = run::ResumeEmbeddedJob(dir.string(), progress);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(s.message(), HasSubstr("format 99"));
 
@@ -238,7 +238,7 @@ TEST_F(ResumeTest, OtherFormatVersionOrModelShapeIsRefused) {
   v1::JobConfig wider = TinyJob();
   wider.mutable_model()->set_d_ff(96);
   WriteText(dir / "job.yaml", config::ResolvedJobYaml(wider));
-  s = scheduler::ResumeEmbeddedJob(dir.string(), progress);
+  s = run::ResumeEmbeddedJob(dir.string(), progress);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(s.message(), HasSubstr("optimizer.safetensors"));
   EXPECT_THAT(s.message(), HasSubstr("does not match the parameter"));
@@ -248,7 +248,7 @@ TEST_F(ResumeTest, NoCheckpointIsNotFound) {
   const fs::path dir = CopyOfStraight("no_checkpoint");
   fs::remove_all(dir / "checkpoints");
   std::ostringstream progress;
-  absl::Status s = scheduler::ResumeEmbeddedJob(dir.string(), progress);
+  absl::Status s = run::ResumeEmbeddedJob(dir.string(), progress);
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
   EXPECT_THAT(s.message(), HasSubstr("checkpoints/latest"));
 }

@@ -14,7 +14,7 @@
 #include "model/tokenizer.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
-#include "scheduler/local_roles.h"
+#include "roles/local_roles.h"
 #include "scheduler/scheduler_service.h"
 #include "tests/tiny_job.h"
 #include "weightsync/transport.h"
@@ -36,14 +36,14 @@ class ServicesTest : public ::testing::Test {
     tokenizer_ = model::NewCharTokenizer();
     transport_ = weightsync::NewInProcessTransport();
     absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> learner =
-        scheduler::MakeLocalLearner(job_, *tokenizer_, transport_.get(), nullptr, "learner-0");
+        roles::MakeLocalLearner(job_, *tokenizer_, transport_.get(), nullptr, "learner-0");
     ASSERT_TRUE(learner.ok()) << learner.status();
     learner_ = *std::move(learner);
     absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> actor =
-        scheduler::MakeLocalActor(job_, tokenizer_.get(), transport_.get(), nullptr, "actor-0");
+        roles::MakeLocalActor(job_, tokenizer_.get(), transport_.get(), nullptr, "actor-0");
     ASSERT_TRUE(actor.ok()) << actor.status();
     actor_ = *std::move(actor);
-    const int64_t vocab = scheduler::VocabSize(job_, *tokenizer_);
+    const int64_t vocab = roles::VocabSize(job_, *tokenizer_);
     learner_service_.Bind(learner_.get(), vocab);
     actor_service_.Bind(actor_.get(), vocab);
     ASSERT_TRUE(scheduler_service_.SetJob(job_).ok());
@@ -184,7 +184,7 @@ TEST_F(ServicesTest, SchedulerRefusesUnknownJobsAndMalformedReports) {
 // reward model file that is missing stops the role from being built.
 TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
   const std::string path = ::testing::TempDir() + "/services_test_rm.safetensors";
-  const int64_t vocab = scheduler::VocabSize(job_, *tokenizer_);
+  const int64_t vocab = roles::VocabSize(job_, *tokenizer_);
   model::Transformer rm(job_.model(), vocab, model::Head::kScalar);
   model::NamedTensors weights;
   for (const auto& [name, tensor] : rm->NamedWeights()) weights.emplace_back(name, tensor.detach());

@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
-#include "scheduler/embedded_job.h"
+#include "run/embedded_job.h"
 #include "tests/job_shapes.h"
 
 namespace trellis::testing_util {
@@ -107,7 +107,7 @@ inline JobRun RunTinyJob(const std::string& name, const v1::JobConfig& job) {
   run.dir = std::filesystem::path(::testing::TempDir()) / name;
   std::filesystem::remove_all(run.dir);
   std::ostringstream progress;
-  absl::Status status = scheduler::RunEmbeddedJob(job, run.dir.string(), progress);
+  absl::Status status = run::RunEmbeddedJob(job, run.dir.string(), progress);
   EXPECT_TRUE(status.ok()) << status << "\n" << progress.str();
   for (const auto& [step, record] : StepRecords(run.dir)) run.steps.push_back(record);
   run.summary = nlohmann::json::parse(Slurp(run.dir / "summary.json"), nullptr, false);

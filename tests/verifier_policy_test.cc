@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
-#include "scheduler/embedded_job.h"
+#include "run/embedded_job.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {
@@ -58,7 +58,7 @@ fs::path RunJob(const std::string& name, const v1::JobConfig& job) {
   const fs::path dir = fs::path(testing::TempDir()) / name;
   fs::remove_all(dir);
   std::ostringstream progress;
-  absl::Status status = scheduler::RunEmbeddedJob(job, dir.string(), progress);
+  absl::Status status = run::RunEmbeddedJob(job, dir.string(), progress);
   EXPECT_TRUE(status.ok()) << status << "\n" << progress.str();
   return dir;
 }

@@ -10,9 +10,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/server.h"
+#include "tools/verify_command.h"
 #include "verifier/internal/process.h"
 #include "verifier/verifier_service.h"
-#include "verifier/verify_command.h"
 
 namespace trellis::verifier {
 namespace {
@@ -97,7 +97,7 @@ TEST(RemotePythonTest, VerifyCommandScoresThroughRemote) {
   PythonVerifier py = Start({TRELLIS_SOURCE_DIR "/examples/verifiers/python_numeric.py"});
   ASSERT_FALSE(py.address.empty());
   std::ostringstream out, err;
-  EXPECT_EQ(VerifyCommand({"--verifier", "remote", "--config", "address=" + py.address,
+  EXPECT_EQ(tools::VerifyCommand({"--verifier", "remote", "--config", "address=" + py.address,
                            "--items", TRELLIS_SOURCE_DIR "/examples/verifiers/samples.jsonl"},
                           out, err, RegisterRemoteVerifier),
             0)
@@ -106,7 +106,7 @@ TEST(RemotePythonTest, VerifyCommandScoresThroughRemote) {
   EXPECT_THAT(out.str(), HasSubstr("WRONG\t1"));
   // Without the hook "remote" is unknown.
   std::ostringstream out2, err2;
-  EXPECT_EQ(VerifyCommand({"--verifier", "remote", "--config", "address=" + py.address,
+  EXPECT_EQ(tools::VerifyCommand({"--verifier", "remote", "--config", "address=" + py.address,
                            TRELLIS_SOURCE_DIR "/examples/verifiers/samples.jsonl"},
                           out2, err2),
             2);

@@ -1,5 +1,5 @@
-#ifndef TRELLIS_SCHEDULER_PROBE_H_
-#define TRELLIS_SCHEDULER_PROBE_H_
+#ifndef TRELLIS_TOOLS_PROBE_H_
+#define TRELLIS_TOOLS_PROBE_H_
 
 // `trellis probe JOB.yaml --vary KEY=V1,V2,...`: pressure probes (seeds/001:
 // change one input on a small workload and see which object's peak moves).
@@ -21,7 +21,7 @@
 #include "ledger/attribution.h"
 #include "trellis/v1/job.pb.h"
 
-namespace trellis::scheduler {
+namespace trellis::tools {
 
 // Applies one probe setting to `job`. KEY is one of
 //   micro_batch    grpo.micro_batch_size (the SFT warm-up's too)
@@ -81,6 +81,6 @@ struct ProbeResult {
 void PrintProbe(const ProbeResult& result, std::ostream& out);
 nlohmann::json ProbeJson(const ProbeResult& result);
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::tools
 
-#endif  // TRELLIS_SCHEDULER_PROBE_H_
+#endif  // TRELLIS_TOOLS_PROBE_H_

@@ -1,4 +1,4 @@
-#include "scheduler/plan_job.h"
+#include "tools/plan_job.h"
 
 #include <torch/torch.h>
 
@@ -10,10 +10,10 @@
 #include "actor/sampling.h"
 #include "config/job_config.h"
 #include "model/transformer.h"
-#include "scheduler/job_runner.h"
-#include "scheduler/local_roles.h"
+#include "run/job_runner.h"
+#include "roles/local_roles.h"
 
-namespace trellis::scheduler {
+namespace trellis::tools {
 namespace {
 
 // Timed calls per measurement (the fastest counts).
@@ -21,33 +21,33 @@ constexpr int kReps = 5;
 
 // Times the job's model (random weights, its memory strategies) at the
 // shapes of the update, the reference pass and one decode step.
-ledger::MachineRates MeasureRates(const v1::JobConfig& job, const ledger::PlanWorkload& w) {
+tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWorkload& w) {
   const int64_t seq = RlSequenceLength(job, w);
   const int64_t samples = std::max<int64_t>(
       1, int64_t{job.grpo().prompts_per_step()} * job.grpo().responses_per_prompt());
   const int64_t rows = std::min<int64_t>(job.grpo().micro_batch_size(), samples);
   const int64_t P = w.prompt_tokens, max_new = job.sampling().max_new_tokens();
   const v1::ModelConfig& m = job.model();
-  ledger::MachineRates rates;
-  rates.matmul_flops_per_second = ledger::MeasureMatmulRate(rows * seq, m.d_model(), m.d_ff());
+  tools::MachineRates rates;
+  rates.matmul_flops_per_second = tools::MeasureMatmulRate(rows * seq, m.d_model(), m.d_ff());
   torch::manual_seed(1);
   model::Transformer model(m, w.vocab_size, model::Head::kLanguageModel, job.memory().lora());
   model->ApplyMemoryConfig(job.memory());
   const torch::Tensor batch = torch::randint(w.vocab_size, {rows, seq}, torch::kLong);
-  const double train = ledger::BestSeconds(
+  const double train = tools::BestSeconds(
       [&] {
         const torch::Tensor logp = torch::log_softmax(model->forward(batch), -1);
         logp.gather(-1, batch.unsqueeze(-1)).sum().backward();
       },
       kReps);
   rates.train_flops_per_second =
-      rows * seq * ledger::TrainFlopsPerToken(m, w.vocab_size, seq) / train;
+      rows * seq * tools::TrainFlopsPerToken(m, w.vocab_size, seq) / train;
   std::vector<torch::Tensor> trained;
   for (const torch::Tensor& p : model->parameters()) {
     if (p.requires_grad()) trained.push_back(p);
   }
   torch::optim::AdamW optimizer(trained);
-  rates.optimizer_step_seconds = ledger::BestSeconds([&] { optimizer.step(); }, kReps);
+  rates.optimizer_step_seconds = tools::BestSeconds([&] { optimizer.step(); }, kReps);
   torch::NoGradGuard no_grad;
   // Padded batches, as the roles run them: positions and a key mask.
   const auto positions = [&](int64_t length) {
@@ -55,10 +55,10 @@ ledger::MachineRates MeasureRates(const v1::JobConfig& job, const ledger::PlanWo
   };
   const torch::Tensor all = torch::randint(w.vocab_size, {samples, seq}, torch::kLong);
   const torch::Tensor all_valid = torch::ones({samples, seq}, torch::kBool);
-  const double forward = ledger::BestSeconds(
+  const double forward = tools::BestSeconds(
       [&] { torch::log_softmax(model->forward(all, positions(seq), all_valid), -1); }, kReps);
   rates.forward_flops_per_second =
-      samples * seq * ledger::ForwardFlopsPerToken(m, w.vocab_size, seq) / forward;
+      samples * seq * tools::ForwardFlopsPerToken(m, w.vocab_size, seq) / forward;
   // A cache filled to the response's middle; each timed step decodes one
   // token per sample at that position and samples the next.
   const int64_t context = P + max_new / 2;
@@ -71,7 +71,7 @@ ledger::MachineRates MeasureRates(const v1::JobConfig& job, const ledger::PlanWo
   params.set_temperature(job.sampling().temperature());
   params.set_top_p(job.sampling().top_p());
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(1);
-  const double decode = ledger::BestSeconds(
+  const double decode = tools::BestSeconds(
       [&] {
         cache.length = context;
         const torch::Tensor key_valid = torch::ones({samples, context + 1}, torch::kBool);
@@ -81,18 +81,18 @@ ledger::MachineRates MeasureRates(const v1::JobConfig& job, const ledger::PlanWo
       },
       kReps);
   rates.decode_flops_per_second =
-      samples * ledger::ForwardFlopsPerToken(m, w.vocab_size, context) / decode;
+      samples * tools::ForwardFlopsPerToken(m, w.vocab_size, context) / decode;
   return rates;
 }
 
 }  // namespace
 
-absl::StatusOr<ledger::PlanWorkload> JobWorkload(const v1::JobConfig& job) {
-  absl::StatusOr<data::Split> split = LoadJobData(job);
+absl::StatusOr<tools::PlanWorkload> JobWorkload(const v1::JobConfig& job) {
+  absl::StatusOr<data::Split> split = run::LoadJobData(job);
   if (!split.ok()) return split.status();
   const std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
-  ledger::PlanWorkload w;
-  w.vocab_size = VocabSize(job, *tokenizer);
+  tools::PlanWorkload w;
+  w.vocab_size = roles::VocabSize(job, *tokenizer);
   std::vector<const data::Example*> examples;
   for (const data::Example& ex : split->train) examples.push_back(&ex);
   for (const data::Example& ex : split->eval) examples.push_back(&ex);
@@ -116,16 +116,16 @@ absl::StatusOr<ledger::PlanWorkload> JobWorkload(const v1::JobConfig& job) {
   return w;
 }
 
-int64_t RlSequenceLength(const v1::JobConfig& job, const ledger::PlanWorkload& workload) {
+int64_t RlSequenceLength(const v1::JobConfig& job, const tools::PlanWorkload& workload) {
   return workload.prompt_tokens + job.sampling().max_new_tokens() - 1;
 }
 
-absl::StatusOr<ledger::Plan> PlanJob(const v1::JobConfig& job) {
+absl::StatusOr<tools::Plan> PlanJob(const v1::JobConfig& job) {
   if (absl::Status s = config::ValidateJob(job); !s.ok()) return s;
-  absl::StatusOr<ledger::PlanWorkload> workload = JobWorkload(job);
+  absl::StatusOr<tools::PlanWorkload> workload = JobWorkload(job);
   if (!workload.ok()) return workload.status();
-  SetThreads(job);
-  return ledger::MakePlan(job, *workload, MeasureRates(job, *workload));
+  roles::SetThreads(job);
+  return tools::MakePlan(job, *workload, MeasureRates(job, *workload));
 }
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::tools

@@ -1,4 +1,4 @@
-#include "scheduler/probe.h"
+#include "tools/probe.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,9 +13,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "config/job_config.h"
-#include "scheduler/embedded_job.h"
+#include "run/embedded_job.h"
 
-namespace trellis::scheduler {
+namespace trellis::tools {
 namespace {
 
 using nlohmann::json;
@@ -179,4 +179,4 @@ json ProbeJson(const ProbeResult& r) {
           {"peak_stage", r.settings.back().peak.stage}};
 }
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::tools

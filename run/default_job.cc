@@ -1,7 +1,7 @@
 #include "config/job_config.h"
-#include "scheduler/embedded_job.h"
+#include "run/embedded_job.h"
 
-namespace trellis::scheduler {
+namespace trellis::run {
 namespace {
 
 // The built-in job: what `trellis run` does with no job file. Fields not
@@ -35,4 +35,4 @@ absl::StatusOr<v1::JobConfig> DefaultJob() {
   return config::ParseJobYaml(kDefaultJobYaml, "<built-in default job>");
 }
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::run

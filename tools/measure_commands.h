@@ -1,5 +1,5 @@
-#ifndef TRELLIS_CLI_MEASURE_COMMANDS_H_
-#define TRELLIS_CLI_MEASURE_COMMANDS_H_
+#ifndef TRELLIS_TOOLS_MEASURE_COMMANDS_H_
+#define TRELLIS_TOOLS_MEASURE_COMMANDS_H_
 
 // The measuring commands of `trellis` (README "Where the memory and time
 // went"):
@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 
-namespace trellis::cli {
+namespace trellis::tools {
 
 // The flags `command` (plan, probe or compare) takes.
 std::set<std::string> MeasureFlags(const std::string& command);
@@ -27,6 +27,6 @@ std::set<std::string> MeasureFlags(const std::string& command);
                                              const std::vector<std::string>& positional,
                                              std::ostream& out);
 
-}  // namespace trellis::cli
+}  // namespace trellis::tools
 
-#endif  // TRELLIS_CLI_MEASURE_COMMANDS_H_
+#endif  // TRELLIS_TOOLS_MEASURE_COMMANDS_H_

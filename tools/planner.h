@@ -1,5 +1,5 @@
-#ifndef TRELLIS_LEDGER_PLANNER_H_
-#define TRELLIS_LEDGER_PLANNER_H_
+#ifndef TRELLIS_TOOLS_PLANNER_H_
+#define TRELLIS_TOOLS_PLANNER_H_
 
 // `trellis plan`: an itemized estimate of a job's memory per role and object,
 // and of its step time, before anything runs (DESIGN.md §5: M_total =
@@ -28,7 +28,7 @@
 
 #include "trellis/v1/job.pb.h"
 
-namespace trellis::ledger {
+namespace trellis::tools {
 
 // The sequence lengths a job's data gives (the caller reads the data).
 struct PlanWorkload {
@@ -60,7 +60,7 @@ struct PlanStage {
 };
 
 // How fast this machine runs the job's work, measured before planning
-// (scheduler/plan_job.cc). The roofline is a float32 matrix product of the
+// (tools/plan_job.cc). The roofline is a float32 matrix product of the
 // learner's shape; the others time the job's own model once at each stage's
 // shape and divide that stage's FLOPs (TrainFlopsPerToken, ...) by the
 // seconds: small matrices, elementwise work and per-operation overhead make
@@ -123,6 +123,6 @@ double MeasureMatmulRate(int64_t m, int64_t k, int64_t n);
 void PrintPlan(const Plan& plan, std::ostream& out);
 nlohmann::json PlanJson(const Plan& plan);
 
-}  // namespace trellis::ledger
+}  // namespace trellis::tools
 
-#endif  // TRELLIS_LEDGER_PLANNER_H_
+#endif  // TRELLIS_TOOLS_PLANNER_H_

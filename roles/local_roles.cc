@@ -1,16 +1,16 @@
-#include "scheduler/local_roles.h"
+#include "roles/local_roles.h"
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <vector>
 #include <thread>
 
 #include "actor/local_actor.h"
 #include "config/job_config.h"
 #include "learner/local_learner.h"
-#include "verifier/verifier_service.h"
 
-namespace trellis::scheduler {
+namespace trellis::roles {
 
 int64_t VocabSize(const v1::JobConfig& job, const model::Tokenizer& tokenizer) {
   return job.model().vocab_size() > 0 ? job.model().vocab_size() : tokenizer.vocab_size();
@@ -52,11 +52,24 @@ absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
   return reference::NewLocalReference(job, tokenizer, ledger);
 }
 
+namespace {
+
+std::vector<VerifierKinds>& ExtraVerifierKinds() {
+  static auto* kinds = new std::vector<VerifierKinds>();
+  return *kinds;
+}
+
+}  // namespace
+
+void AddVerifierKinds(VerifierKinds kinds) { ExtraVerifierKinds().push_back(std::move(kinds)); }
+
 absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(const v1::JobConfig& job) {
   verifier::VerifierRegistry registry;
   if (absl::Status s = verifier::RegisterBuiltinVerifiers(registry); !s.ok()) return s;
-  if (absl::Status s = verifier::RegisterRemoteVerifier(registry); !s.ok()) return s;
+  for (const VerifierKinds& kinds : ExtraVerifierKinds()) {
+    if (absl::Status s = kinds(registry); !s.ok()) return s;
+  }
   return registry.Create(job.verifier());
 }
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::roles

@@ -1,4 +1,4 @@
-#include "cli/measure_commands.h"
+#include "tools/measure_commands.h"
 
 #include <fstream>
 
@@ -9,13 +9,13 @@
 #include "absl/strings/str_split.h"
 #include "config/job_config.h"
 #include "data/text_file.h"
-#include "ledger/planner.h"
-#include "scheduler/compare.h"
-#include "scheduler/embedded_job.h"
-#include "scheduler/plan_job.h"
-#include "scheduler/probe.h"
+#include "tools/planner.h"
+#include "tools/compare.h"
+#include "run/embedded_job.h"
+#include "tools/plan_job.h"
+#include "tools/probe.h"
 
-namespace trellis::cli {
+namespace trellis::tools {
 namespace {
 
 absl::StatusOr<v1::JobConfig> JobArgument(const std::vector<std::string>& positional,
@@ -25,7 +25,7 @@ absl::StatusOr<v1::JobConfig> JobArgument(const std::vector<std::string>& positi
         absl::StrCat(command, ": more than one job file (", positional[0], ", ", positional[1],
                      ")"));
   }
-  return positional.empty() ? scheduler::DefaultJob() : config::LoadJobFile(positional[0]);
+  return positional.empty() ? run::DefaultJob() : config::LoadJobFile(positional[0]);
 }
 
 absl::StatusOr<double> DoubleFlag(const std::map<std::string, std::string>& flags,
@@ -48,11 +48,11 @@ absl::Status Plan(const std::map<std::string, std::string>& flags,
                   const std::vector<std::string>& positional, std::ostream& out) {
   absl::StatusOr<v1::JobConfig> job = JobArgument(positional, "plan");
   if (!job.ok()) return job.status();
-  absl::StatusOr<ledger::Plan> plan = scheduler::PlanJob(*job);
+  absl::StatusOr<tools::Plan> plan = tools::PlanJob(*job);
   if (!plan.ok()) return plan.status();
-  ledger::PrintPlan(*plan, out);
+  tools::PrintPlan(*plan, out);
   auto json_path = flags.find("--json");
-  if (json_path != flags.end()) return WriteJson(json_path->second, ledger::PlanJson(*plan));
+  if (json_path != flags.end()) return WriteJson(json_path->second, tools::PlanJson(*plan));
   return absl::OkStatus();
 }
 
@@ -69,7 +69,7 @@ absl::Status Probe(const std::map<std::string, std::string>& flags,
     return absl::InvalidArgumentError(
         absl::StrCat("--vary: expected KEY=V1,V2,..., found \"", vary->second, "\""));
   }
-  scheduler::ProbeOptions options;
+  tools::ProbeOptions options;
   options.key = kv[0];
   options.values = absl::StrSplit(kv[1], ',', absl::SkipEmpty());
   options.out_dir = flags.count("--out") ? flags.at("--out") : "runs/probe";
@@ -79,12 +79,12 @@ absl::Status Probe(const std::map<std::string, std::string>& flags,
     return absl::InvalidArgumentError(absl::StrCat(
         "--steps: expected a positive integer, found \"", flags.at("--steps"), "\""));
   }
-  absl::StatusOr<scheduler::ProbeResult> result = scheduler::RunProbe(*job, options);
+  absl::StatusOr<tools::ProbeResult> result = tools::RunProbe(*job, options);
   if (!result.ok()) return result.status();
-  scheduler::PrintProbe(*result, out);
+  tools::PrintProbe(*result, out);
   const std::string path = options.out_dir + "/probe.json";
   out << "wrote " << path << "\n";
-  return WriteJson(path, scheduler::ProbeJson(*result));
+  return WriteJson(path, tools::ProbeJson(*result));
 }
 
 absl::Status Compare(const std::map<std::string, std::string>& flags,
@@ -93,7 +93,7 @@ absl::Status Compare(const std::map<std::string, std::string>& flags,
     return absl::InvalidArgumentError(
         "compare: needs a baseline run directory and at least one candidate");
   }
-  scheduler::CompareOptions options;
+  tools::CompareOptions options;
   absl::StatusOr<double> tolerance = DoubleFlag(flags, "--tolerance", options.quality_tolerance);
   if (!tolerance.ok()) return tolerance.status();
   absl::StatusOr<double> budget = DoubleFlag(flags, "--budget", options.step_time_budget);
@@ -104,20 +104,20 @@ absl::Status Compare(const std::map<std::string, std::string>& flags,
   // compare runs where they ran.
   absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(positional[0] + "/job.yaml");
   if (!job.ok()) return job.status();
-  absl::StatusOr<ledger::PlanWorkload> workload = scheduler::JobWorkload(*job);
+  absl::StatusOr<tools::PlanWorkload> workload = tools::JobWorkload(*job);
   if (!workload.ok()) return workload.status();
-  options.matmul_flops_per_second = ledger::MeasureMatmulRate(
-      job->grpo().micro_batch_size() * scheduler::RlSequenceLength(*job, *workload),
+  options.matmul_flops_per_second = tools::MeasureMatmulRate(
+      job->grpo().micro_batch_size() * tools::RlSequenceLength(*job, *workload),
       job->model().d_model(), job->model().d_ff());
-  absl::StatusOr<scheduler::Comparison> comparison = scheduler::CompareRuns(positional, options);
+  absl::StatusOr<tools::Comparison> comparison = tools::CompareRuns(positional, options);
   if (!comparison.ok()) return comparison.status();
-  scheduler::PrintComparison(*comparison, out);
+  tools::PrintComparison(*comparison, out);
   const std::string md = positional[0] + "/compare.md";
   const std::string js = positional[0] + "/compare.json";
-  const std::string markdown = scheduler::ComparisonMarkdown(*comparison);
+  const std::string markdown = tools::ComparisonMarkdown(*comparison);
   if (absl::Status s = data::WriteTextFileAtomically(md, markdown); !s.ok()) return s;
   out << "wrote " << md << " and " << js << "\n";
-  return WriteJson(js, scheduler::ComparisonJson(*comparison));
+  return WriteJson(js, tools::ComparisonJson(*comparison));
 }
 
 }  // namespace
@@ -136,4 +136,4 @@ absl::Status RunMeasureCommand(const std::string& command,
   return Compare(flags, positional, out);
 }
 
-}  // namespace trellis::cli
+}  // namespace trellis::tools

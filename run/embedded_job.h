@@ -1,5 +1,5 @@
-#ifndef TRELLIS_SCHEDULER_EMBEDDED_JOB_H_
-#define TRELLIS_SCHEDULER_EMBEDDED_JOB_H_
+#ifndef TRELLIS_RUN_EMBEDDED_JOB_H_
+#define TRELLIS_RUN_EMBEDDED_JOB_H_
 
 // A whole job in one process: every role bound to its in-process
 // implementation, weights over the in-process transport.
@@ -16,14 +16,14 @@ namespace trellis::ledger {
 class Ledger;
 }
 
-namespace trellis::scheduler {
+namespace trellis::run {
 
 // Called with the run's ledger once it is open, and with null before it
 // goes (the dashboard attaches this way: web/watch_server.h).
 using LedgerObserver = std::function<void(ledger::Ledger*)>;
 
 // The built-in default job: GRPO on 2-digit addition, sized for a CPU
-// (scheduler/default_job.cc holds it as YAML).
+// (run/default_job.cc holds it as YAML).
 [[nodiscard]] absl::StatusOr<v1::JobConfig> DefaultJob();
 
 // Validates `job`, then runs it, writing to `out_dir`:
@@ -49,13 +49,13 @@ using LedgerObserver = std::function<void(ledger::Ledger*)>;
 // ledger.jsonl keeps its records up to the checkpoint's last step and drops
 // later ones (steps a killed run did past its checkpoint, which the resumed
 // run does again), so every step is counted once; new records are appended.
-// A damaged or incompatible checkpoint is refused (ReadLatestCheckpoint,
+// A damaged or incompatible checkpoint is refused (scheduler::ReadLatestCheckpoint,
 // LearnerWorker::RestoreCheckpoint) before ledger.jsonl is touched where
 // the damage is visible in the checkpoint's own files.
 [[nodiscard]] absl::Status ResumeEmbeddedJob(const std::string& run_dir,
                                              std::ostream& progress,
                                              LedgerObserver observe = nullptr);
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::run
 
-#endif  // TRELLIS_SCHEDULER_EMBEDDED_JOB_H_
+#endif  // TRELLIS_RUN_EMBEDDED_JOB_H_

@@ -1,4 +1,4 @@
-#include "verifier/verify_command.h"
+#include "tools/verify_command.h"
 
 #include <fstream>
 #include <map>
@@ -10,7 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "verifier/verifier.h"
 
-namespace trellis::verifier {
+namespace trellis::tools {
 namespace {
 
 constexpr char kUsage[] =
@@ -155,4 +155,4 @@ int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::
   return 0;
 }
 
-}  // namespace trellis::verifier
+}  // namespace trellis::tools

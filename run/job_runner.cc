@@ -1,4 +1,4 @@
-#include "scheduler/job_runner.h"
+#include "run/job_runner.h"
 
 #include <filesystem>
 #include <fstream>
@@ -11,10 +11,10 @@
 #include "config/recipe.h"
 #include "data/dataset.h"
 #include "ledger/memory_tracker.h"
-#include "scheduler/local_roles.h"
+#include "roles/local_roles.h"
 #include "scheduler/offline_loop.h"
 
-namespace trellis::scheduler {
+namespace trellis::run {
 
 absl::StatusOr<data::Split> LoadJobData(const v1::JobConfig& job) {
   const v1::DataConfig& d = job.data();
@@ -62,13 +62,13 @@ void PrintTable(const ledger::Ledger& ledger, const std::string& headline, std::
 
 // The GRPO loop (grpo, online_dpo), resumed from `resume` when given;
 // returns the summary headline.
-absl::StatusOr<std::string> RunGrpoLoop(const v1::JobConfig& job, const Roles& roles,
+absl::StatusOr<std::string> RunGrpoLoop(const v1::JobConfig& job, const scheduler::Roles& roles,
                                         const model::Tokenizer* tokenizer, data::Split split,
                                         ledger::Ledger* ledger, const std::string& out_dir,
-                                        const Checkpoint* resume, RoleSet& role_set,
+                                        const scheduler::Checkpoint* resume, RoleSet& role_set,
                                         std::ostream& progress,
                                         std::function<bool()> stop_requested) {
-  GrpoLoop loop(job, roles, tokenizer, std::move(split), ledger, out_dir, &progress);
+  scheduler::GrpoLoop loop(job, roles, tokenizer, std::move(split), ledger, out_dir, &progress);
   loop.SetStopRequested(std::move(stop_requested));
   if (resume != nullptr) {
     if (absl::Status s = role_set.Restore(*resume); !s.ok()) return s;
@@ -88,12 +88,12 @@ absl::StatusOr<std::string> RunGrpoLoop(const v1::JobConfig& job, const Roles& r
 }  // namespace
 
 absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
-                    const Checkpoint* resume, const RoleBinder& bind, std::ostream& progress,
+                    const scheduler::Checkpoint* resume, const RoleBinder& bind, std::ostream& progress,
                     std::function<void(ledger::Ledger*)> observe,
                     std::function<bool()> stop_requested) {
   v1::JobConfig job = job_in;
   if (absl::Status s = config::ValidateJob(job); !s.ok()) return s;
-  SetThreads(job);
+  roles::SetThreads(job);
   ledger::MemoryTracker::Install();
 
   std::error_code ec;
@@ -109,7 +109,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
     }
     if (absl::Status s = ledger.Open(out_dir + "/ledger.jsonl"); !s.ok()) return s;
   } else {
-    const LoopState& state = resume->state;
+    const scheduler::LoopState& state = resume->state;
     if (state.seed != job.runtime().seed()) {
       return absl::FailedPreconditionError(absl::StrCat(
           resume->dir, ": checkpoint of a run with seed ", state.seed,
@@ -151,10 +151,10 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
 
   absl::StatusOr<std::unique_ptr<RoleSet>> role_set = bind(job, tokenizer.get(), &ledger);
   if (!role_set.ok()) return role_set.status();
-  const Roles roles = (*role_set)->roles();
+  const scheduler::Roles roles = (*role_set)->roles();
   std::string headline;
   if (IsOfflineRecipe(job)) {
-    OfflineLoop loop(job, roles, tokenizer.get(), *std::move(split), &ledger, out_dir, &progress);
+    scheduler::OfflineLoop loop(job, roles, tokenizer.get(), *std::move(split), &ledger, out_dir, &progress);
     loop.SetStopRequested(std::move(stop_requested));
     if (absl::Status s = loop.Run(); !s.ok()) return s;
     headline = loop.Headline();
@@ -182,4 +182,4 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   return absl::OkStatus();
 }
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::run

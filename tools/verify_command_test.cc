@@ -1,4 +1,4 @@
-#include "verifier/verify_command.h"
+#include "tools/verify_command.h"
 
 #include <fstream>
 #include <sstream>
@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace trellis::verifier {
+namespace trellis::tools {
 namespace {
 
 using ::testing::HasSubstr;
@@ -34,4 +34,4 @@ TEST(VerifyCommand, PrintsAVerdictTable) {
 }
 
 }  // namespace
-}  // namespace trellis::verifier
+}  // namespace trellis::tools

@@ -1,5 +1,5 @@
-#ifndef TRELLIS_VERIFIER_VERIFY_COMMAND_H_
-#define TRELLIS_VERIFIER_VERIFY_COMMAND_H_
+#ifndef TRELLIS_TOOLS_VERIFY_COMMAND_H_
+#define TRELLIS_TOOLS_VERIFY_COMMAND_H_
 
 // `trellis verify`: scores JSONL samples with one verifier, no training.
 
@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "verifier/verifier.h"
 
-namespace trellis::verifier {
+namespace trellis::tools {
 
 // args: --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl.
 // Each line of DATA.jsonl is {"prompt", "response", "answer", ...}; other
@@ -23,6 +23,6 @@ namespace trellis::verifier {
 int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
                   const std::function<absl::Status(VerifierRegistry&)>& register_more = {});
 
-}  // namespace trellis::verifier
+}  // namespace trellis::tools
 
-#endif  // TRELLIS_VERIFIER_VERIFY_COMMAND_H_
+#endif  // TRELLIS_TOOLS_VERIFY_COMMAND_H_

@@ -1,4 +1,4 @@
-#include "scheduler/compare.h"
+#include "tools/compare.h"
 
 #include <algorithm>
 #include <fstream>
@@ -13,10 +13,10 @@
 #include "absl/strings/str_split.h"
 #include "config/job_config.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "ledger/planner.h"
-#include "scheduler/plan_job.h"
+#include "tools/planner.h"
+#include "tools/plan_job.h"
 
-namespace trellis::scheduler {
+namespace trellis::tools {
 namespace {
 
 using nlohmann::json;
@@ -148,13 +148,13 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
     r.quality = n > 0 ? sum / n : 0;
   }
   if (update_seconds > 0) {
-    absl::StatusOr<ledger::PlanWorkload> workload = JobWorkload(*job);
+    absl::StatusOr<tools::PlanWorkload> workload = JobWorkload(*job);
     if (!workload.ok()) return workload.status();
     // Sequences at their longest (the padded length an update runs).
     const int64_t seq = RlSequenceLength(*job, *workload);
     r.learner_flops_per_second =
         samples_trained * seq *
-        ledger::TrainFlopsPerToken(job->model(), workload->vocab_size, seq) / update_seconds;
+        tools::TrainFlopsPerToken(job->model(), workload->vocab_size, seq) / update_seconds;
     if (options.matmul_flops_per_second > 0) {
       r.utilization = r.learner_flops_per_second / options.matmul_flops_per_second;
     }
@@ -383,4 +383,4 @@ json ComparisonJson(const Comparison& c) {
           {"verdicts", verdicts}};
 }
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::tools

@@ -1,5 +1,5 @@
-#ifndef TRELLIS_SCHEDULER_JOB_RUNNER_H_
-#define TRELLIS_SCHEDULER_JOB_RUNNER_H_
+#ifndef TRELLIS_RUN_JOB_RUNNER_H_
+#define TRELLIS_RUN_JOB_RUNNER_H_
 
 // One run of a job, whatever binds its roles: validates the job, opens the
 // run directory and its ledger, loads the data, asks a RoleSet for the
@@ -19,7 +19,7 @@
 #include "scheduler/grpo_loop.h"
 #include "trellis/v1/job.pb.h"
 
-namespace trellis::scheduler {
+namespace trellis::run {
 
 // The job's examples: data.train_path / eval_path, or the generated
 // arithmetic task.
@@ -29,9 +29,9 @@ namespace trellis::scheduler {
 class RoleSet {
  public:
   virtual ~RoleSet() = default;
-  virtual Roles roles() = 0;
+  virtual scheduler::Roles roles() = 0;
   // Brings the roles to the state saved in `checkpoint` (learner, RNG).
-  [[nodiscard]] virtual absl::Status Restore(const Checkpoint& checkpoint) = 0;
+  [[nodiscard]] virtual absl::Status Restore(const scheduler::Checkpoint& checkpoint) = 0;
 };
 
 using RoleBinder = std::function<absl::StatusOr<std::unique_ptr<RoleSet>>(
@@ -41,11 +41,11 @@ using RoleBinder = std::function<absl::StatusOr<std::unique_ptr<RoleSet>>(
 // `observe` (may be null) is called with the ledger once it is open and
 // `stop_requested` (may be null) is checked before every step.
 [[nodiscard]] absl::Status RunJob(const v1::JobConfig& job, const std::string& out_dir,
-                                  const Checkpoint* resume, const RoleBinder& bind,
+                                  const scheduler::Checkpoint* resume, const RoleBinder& bind,
                                   std::ostream& progress,
                                   std::function<void(ledger::Ledger*)> observe = nullptr,
                                   std::function<bool()> stop_requested = nullptr);
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::run
 
-#endif  // TRELLIS_SCHEDULER_JOB_RUNNER_H_
+#endif  // TRELLIS_RUN_JOB_RUNNER_H_

@@ -1,4 +1,4 @@
-#include "ledger/planner.h"
+#include "tools/planner.h"
 
 #include <torch/torch.h>
 
@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "config/recipe.h"
 
-namespace trellis::ledger {
+namespace trellis::tools {
 namespace {
 
 constexpr int64_t kFloat = 4;  // Every tensor here is float32.
@@ -480,4 +480,4 @@ nlohmann::json PlanJson(const Plan& plan) {
           {"notes", plan.notes}};
 }
 
-}  // namespace trellis::ledger
+}  // namespace trellis::tools

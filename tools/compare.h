@@ -1,5 +1,5 @@
-#ifndef TRELLIS_SCHEDULER_COMPARE_H_
-#define TRELLIS_SCHEDULER_COMPARE_H_
+#ifndef TRELLIS_TOOLS_COMPARE_H_
+#define TRELLIS_TOOLS_COMPARE_H_
 
 // `trellis compare RUN_A RUN_B [...]`: a strategy comparison (DESIGN.md §5).
 // RUN_A is the baseline, the others candidates, each a run directory that
@@ -25,14 +25,14 @@
 #include "absl/status/statusor.h"
 #include "ledger/attribution.h"
 
-namespace trellis::scheduler {
+namespace trellis::tools {
 
 struct CompareOptions {
   // Largest drop of the quality metric a candidate may have (absolute).
   double quality_tolerance = 0.02;
   // A candidate's mean step time may be at most this times the baseline's.
   double step_time_budget = 1.25;
-  // FLOP/s of a matrix product on this machine (ledger::MeasureMatmulRate);
+  // FLOP/s of a matrix product on this machine (tools::MeasureMatmulRate);
   // 0 leaves utilization out.
   double matmul_flops_per_second = 0;
 };
@@ -101,6 +101,6 @@ void PrintComparison(const Comparison& comparison, std::ostream& out);
 std::string ComparisonMarkdown(const Comparison& comparison);
 nlohmann::json ComparisonJson(const Comparison& comparison);
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::tools
 
-#endif  // TRELLIS_SCHEDULER_COMPARE_H_
+#endif  // TRELLIS_TOOLS_COMPARE_H_

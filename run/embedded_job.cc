@@ -1,13 +1,13 @@
-#include "scheduler/embedded_job.h"
+#include "run/embedded_job.h"
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
 #include "scheduler/checkpoint.h"
-#include "scheduler/job_runner.h"
-#include "scheduler/local_roles.h"
+#include "run/job_runner.h"
+#include "roles/local_roles.h"
 #include "weightsync/transport.h"
 
-namespace trellis::scheduler {
+namespace trellis::run {
 namespace {
 
 // Every role in this process; weights over the in-process transport.
@@ -17,30 +17,30 @@ class LocalRoleSet final : public RoleSet {
                                                        const model::Tokenizer* tokenizer,
                                                        ledger::Ledger* ledger) {
     auto set = std::make_unique<LocalRoleSet>();
-    absl::StatusOr<std::unique_ptr<verifier::Verifier>> verifier = MakeVerifier(job);
+    absl::StatusOr<std::unique_ptr<verifier::Verifier>> verifier = roles::MakeVerifier(job);
     if (!verifier.ok()) return verifier.status();
     set->verifier_ = verifier::NewLocalVerifierClient(*std::move(verifier));
     set->transport_ = weightsync::NewInProcessTransport();
     absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> learner =
-        MakeLocalLearner(job, *tokenizer, set->transport_.get(), ledger, "learner-0");
+        roles::MakeLocalLearner(job, *tokenizer, set->transport_.get(), ledger, "learner-0");
     if (!learner.ok()) return learner.status();
     set->learner_ = *std::move(learner);
     absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> actor =
-        MakeLocalActor(job, tokenizer, set->transport_.get(), ledger, "actor-0");
+        roles::MakeLocalActor(job, tokenizer, set->transport_.get(), ledger, "actor-0");
     if (!actor.ok()) return actor.status();
     set->actor_ = *std::move(actor);
     absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> reference =
-        MakeLocalReference(job, tokenizer, ledger);
+        roles::MakeLocalReference(job, tokenizer, ledger);
     if (!reference.ok()) return reference.status();
     set->reference_ = *std::move(reference);
     return set;
   }
 
-  Roles roles() override {
-    return Roles{actor_.get(), learner_.get(), reference_.get(), verifier_.get()};
+  scheduler::Roles roles() override {
+    return scheduler::Roles{actor_.get(), learner_.get(), reference_.get(), verifier_.get()};
   }
 
-  absl::Status Restore(const Checkpoint& checkpoint) override {
+  absl::Status Restore(const scheduler::Checkpoint& checkpoint) override {
     if (absl::Status s = learner_->RestoreCheckpoint(checkpoint.dir); !s.ok()) return s;
     // Last: building the roles drew from the global generator.
     return RestoreGlobalRng(checkpoint.dir);
@@ -68,9 +68,9 @@ absl::Status ResumeEmbeddedJob(const std::string& run_dir, std::ostream& progres
     return absl::Status(job.status().code(),
                         absl::StrCat("resume: ", job.status().message()));
   }
-  absl::StatusOr<Checkpoint> checkpoint = ReadLatestCheckpoint(run_dir);
+  absl::StatusOr<scheduler::Checkpoint> checkpoint = scheduler::ReadLatestCheckpoint(run_dir);
   if (!checkpoint.ok()) return checkpoint.status();
   return RunJob(*job, run_dir, &*checkpoint, LocalRoleSet::Bind, progress, std::move(observe));
 }
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::run

@@ -1,9 +1,10 @@
-#ifndef TRELLIS_SCHEDULER_LOCAL_ROLES_H_
-#define TRELLIS_SCHEDULER_LOCAL_ROLES_H_
+#ifndef TRELLIS_ROLES_LOCAL_ROLES_H_
+#define TRELLIS_ROLES_LOCAL_ROLES_H_
 
 // Builds each role's in-process engine from a job: the embedded run binds
 // them directly, and `trellis serve ROLE` serves one of them.
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -18,7 +19,7 @@
 #include "verifier/verifier.h"
 #include "weightsync/transport.h"
 
-namespace trellis::scheduler {
+namespace trellis::roles {
 
 // The vocabulary every role's model has: model.vocab_size, or the
 // tokenizer's when that is 0.
@@ -42,10 +43,17 @@ void SetThreads(const v1::JobConfig& job);
 [[nodiscard]] absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
     const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger);
 
-// The job's verifier: a built-in, or "remote" (a Verifier service).
+// Registers verifier kinds beyond the built-ins into a registry (the
+// "remote" kind of verifier/verifier_service.h, which needs gRPC).
+using VerifierKinds = std::function<absl::Status(verifier::VerifierRegistry&)>;
+// Every later MakeVerifier offers `kinds` too. Called from main (and tests)
+// before any job starts; not thread-safe.
+void AddVerifierKinds(VerifierKinds kinds);
+
+// The job's verifier: a built-in, or a kind added by AddVerifierKinds.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(
     const v1::JobConfig& job);
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::roles
 
-#endif  // TRELLIS_SCHEDULER_LOCAL_ROLES_H_
+#endif  // TRELLIS_ROLES_LOCAL_ROLES_H_
