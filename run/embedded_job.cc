@@ -43,7 +43,7 @@ class LocalRoleSet final : public RoleSet {
   absl::Status Restore(const scheduler::Checkpoint& checkpoint) override {
     if (absl::Status s = learner_->RestoreCheckpoint(checkpoint.dir); !s.ok()) return s;
     // Last: building the roles drew from the global generator.
-    return RestoreGlobalRng(checkpoint.dir);
+    return scheduler::RestoreGlobalRng(checkpoint.dir);
   }
 
  private:

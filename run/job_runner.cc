@@ -153,7 +153,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   if (!role_set.ok()) return role_set.status();
   const scheduler::Roles roles = (*role_set)->roles();
   std::string headline;
-  if (IsOfflineRecipe(job)) {
+  if (scheduler::IsOfflineRecipe(job)) {
     scheduler::OfflineLoop loop(job, roles, tokenizer.get(), *std::move(split), &ledger, out_dir, &progress);
     loop.SetStopRequested(std::move(stop_requested));
     if (absl::Status s = loop.Run(); !s.ok()) return s;

@@ -28,9 +28,9 @@ namespace {
 
 
 // Every role a gRPC client of a registered worker; the actors behind a pool.
-class RemoteRoleSet final : public RoleSet {
+class RemoteRoleSet final : public run::RoleSet {
  public:
-  static absl::StatusOr<std::unique_ptr<RoleSet>> Bind(const v1::JobConfig& job,
+  static absl::StatusOr<std::unique_ptr<run::RoleSet>> Bind(const v1::JobConfig& job,
                                                        WorkerRegistry* registry,
                                                        absl::Duration register_timeout,
                                                        const std::string& workers_file,
@@ -155,12 +155,12 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   });
 
   service.SetState("running");
-  RoleBinder bind = [&, registry = registry](const v1::JobConfig& j, const model::Tokenizer*,
+  run::RoleBinder bind = [&, registry = registry](const v1::JobConfig& j, const model::Tokenizer*,
                                              ledger::Ledger*) {
     return RemoteRoleSet::Bind(j, registry, options.register_timeout, out + "/workers.tsv",
                                &progress);
   };
-  absl::Status status = RunJob(
+  absl::Status status = run::RunJob(
       job, out, resume, bind, progress,
       [&](ledger::Ledger* ledger) {
         service.AttachLedger(ledger);

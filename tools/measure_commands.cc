@@ -44,7 +44,7 @@ absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
   return data::WriteTextFileAtomically(path, j.dump(2) + "\n");
 }
 
-absl::Status Plan(const std::map<std::string, std::string>& flags,
+absl::Status PlanCommand(const std::map<std::string, std::string>& flags,
                   const std::vector<std::string>& positional, std::ostream& out) {
   absl::StatusOr<v1::JobConfig> job = JobArgument(positional, "plan");
   if (!job.ok()) return job.status();
@@ -56,7 +56,7 @@ absl::Status Plan(const std::map<std::string, std::string>& flags,
   return absl::OkStatus();
 }
 
-absl::Status Probe(const std::map<std::string, std::string>& flags,
+absl::Status ProbeCommand(const std::map<std::string, std::string>& flags,
                    const std::vector<std::string>& positional, std::ostream& out) {
   absl::StatusOr<v1::JobConfig> job = JobArgument(positional, "probe");
   if (!job.ok()) return job.status();
@@ -87,7 +87,7 @@ absl::Status Probe(const std::map<std::string, std::string>& flags,
   return WriteJson(path, tools::ProbeJson(*result));
 }
 
-absl::Status Compare(const std::map<std::string, std::string>& flags,
+absl::Status CompareCommand(const std::map<std::string, std::string>& flags,
                      const std::vector<std::string>& positional, std::ostream& out) {
   if (positional.size() < 2) {
     return absl::InvalidArgumentError(
@@ -131,9 +131,9 @@ std::set<std::string> MeasureFlags(const std::string& command) {
 absl::Status RunMeasureCommand(const std::string& command,
                                const std::map<std::string, std::string>& flags,
                                const std::vector<std::string>& positional, std::ostream& out) {
-  if (command == "plan") return Plan(flags, positional, out);
-  if (command == "probe") return Probe(flags, positional, out);
-  return Compare(flags, positional, out);
+  if (command == "plan") return PlanCommand(flags, positional, out);
+  if (command == "probe") return ProbeCommand(flags, positional, out);
+  return CompareCommand(flags, positional, out);
 }
 
 }  // namespace trellis::tools

@@ -96,7 +96,7 @@ absl::StatusOr<ProbeResult> RunProbe(const v1::JobConfig& job, const ProbeOption
     std::error_code ec;
     std::filesystem::create_directories(run.dir, ec);
     std::ofstream log(run.dir + "/progress.log");
-    if (absl::Status s = RunEmbeddedJob(setting, run.dir, log); !s.ok()) {
+    if (absl::Status s = run::RunEmbeddedJob(setting, run.dir, log); !s.ok()) {
       return absl::Status(s.code(),
                           absl::StrCat("probe ", options.key, "=", value, ": ", s.message()));
     }

@@ -58,7 +58,7 @@ std::string SetField(v1::VerifierConfig& c, const std::string& kv) {
 }  // namespace
 
 int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-                  const std::function<absl::Status(VerifierRegistry&)>& register_more) {
+                  const std::function<absl::Status(verifier::VerifierRegistry&)>& register_more) {
   v1::VerifierConfig config;
   config.clear_name();
   std::string path;
@@ -90,8 +90,8 @@ int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::
     err << "trellis verify: needs --verifier NAME and a DATA.jsonl\n" << kUsage;
     return 2;
   }
-  VerifierRegistry registry;
-  if (absl::Status s = RegisterBuiltinVerifiers(registry); !s.ok()) {
+  verifier::VerifierRegistry registry;
+  if (absl::Status s = verifier::RegisterBuiltinVerifiers(registry); !s.ok()) {
     err << "trellis verify: " << s.message() << "\n";
     return 1;
   }
@@ -101,7 +101,7 @@ int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::
       return 1;
     }
   }
-  absl::StatusOr<std::unique_ptr<Verifier>> verifier = registry.Create(config);
+  absl::StatusOr<std::unique_ptr<verifier::Verifier>> verifier = registry.Create(config);
   if (!verifier.ok()) {
     err << "trellis verify: " << verifier.status().message() << "\n";
     return 2;
@@ -131,7 +131,7 @@ int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::
     }
     if (!j.empty()) item->set_metadata_json(j.dump());
   }
-  auto client = NewLocalVerifierClient(*std::move(verifier));
+  auto client = verifier::NewLocalVerifierClient(*std::move(verifier));
   absl::StatusOr<v1::VerifyResponse> response = client->Verify(request);
   if (!response.ok()) {
     err << "trellis verify: " << response.status() << "\n";

@@ -21,7 +21,7 @@ namespace trellis::tools {
 // `register_more`, when set, registers verifiers beyond the built-ins (e.g.
 // RegisterRemoteVerifier from verifier_service.h, which needs gRPC).
 int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-                  const std::function<absl::Status(VerifierRegistry&)>& register_more = {});
+                  const std::function<absl::Status(verifier::VerifierRegistry&)>& register_more = {});
 
 }  // namespace trellis::tools
 
