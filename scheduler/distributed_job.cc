@@ -67,7 +67,7 @@ class RemoteRoleSet final : public RoleSet {
           rpc::NewChannel(references.front().request.address()), references.front().id,
           timeout);
     }
-    // Offline recipes start no verifier (config::WorkersNeeded).
+    // Recipes that do not roll out start no verifier (loop::WorkersNeeded).
     const std::vector<WorkerInfo> verifiers = registry->Workers(v1::VERIFIER);
     if (!verifiers.empty()) {
       set->verifier_ = verifier::NewGrpcVerifierClient(

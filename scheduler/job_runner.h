@@ -15,11 +15,13 @@
 #include "data/dataset.h"
 #include "ledger/ledger.h"
 #include "model/tokenizer.h"
+#include "loop/roles.h"
 #include "scheduler/checkpoint.h"
-#include "scheduler/grpo_loop.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::scheduler {
+
+using loop::Roles;
 
 // The job's examples: data.train_path / eval_path, or the generated
 // arithmetic task.

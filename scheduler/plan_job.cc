@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "actor/sampling.h"
 #include "config/job_config.h"
+#include "loop/recipe.h"
 #include "model/transformer.h"
 #include "scheduler/job_runner.h"
 #include "scheduler/local_roles.h"
@@ -122,6 +123,7 @@ int64_t RlSequenceLength(const v1::JobConfig& job, const ledger::PlanWorkload& w
 
 absl::StatusOr<ledger::Plan> PlanJob(const v1::JobConfig& job) {
   if (absl::Status s = config::ValidateJob(job); !s.ok()) return s;
+  if (absl::Status s = loop::CheckRecipe(job); !s.ok()) return s;
   absl::StatusOr<ledger::PlanWorkload> workload = JobWorkload(job);
   if (!workload.ok()) return workload.status();
   SetThreads(job);
