@@ -16,7 +16,8 @@
   X(Sft) \
   X(Dpo) \
   X(OnlineDpo) \
-  X(RewardModel)
+  X(RewardModel) \
+  /* a recipe's line goes above */
 
 namespace trellis::loop {
 
