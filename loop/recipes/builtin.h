@@ -17,6 +17,7 @@
   X(Dpo) \
   X(OnlineDpo) \
   X(RewardModel) \
+  X(Reinforce) \
   /* a recipe's line goes above */
 
 namespace trellis::loop {
