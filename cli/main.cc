@@ -39,6 +39,7 @@
 
 #include "absl/strings/numbers.h"
 #include "config/job_config.h"
+#include "loop/recipe.h"
 #include "launch/launcher.h"
 #include "launch/worker.h"
 #include "roles/local_roles.h"
@@ -260,6 +261,7 @@ int ResolveOrPlace(const std::string& command, const std::vector<std::string>& a
   if (!job.has_value()) return 2;
   if (command == "resolve") {
     if (absl::Status s = trellis::config::ValidateJob(*job); !s.ok()) return ExitCode(command, s);
+    if (absl::Status s = trellis::loop::CheckRecipe(*job); !s.ok()) return ExitCode(command, s);
     std::cout << trellis::config::ResolvedJobYaml(*job);
     return 0;
   }

@@ -33,24 +33,9 @@ namespace trellis::config {
 [[nodiscard]] absl::StatusOr<v1::JobConfig> LoadJobFile(const std::string& path);
 
 // Checks ranges and cross-field rules (n_kv_heads divides n_heads, ...).
+// Whether job.algorithm names a recipe is the loop's recipe registry's to
+// check (loop::CheckRecipe).
 [[nodiscard]] absl::Status ValidateJob(const v1::JobConfig& job);
-
-// Whether the job's recipe calls the reference role: for the KL term
-// (grpo.kl_coef > 0; grpo and ppo), for reward-model scores (ppo with
-// ppo.reward reward_model), always for dpo and online_dpo, never for sft.
-bool NeedsReference(const v1::JobConfig& job);
-
-// How many workers of `role` ("actor", "learner", "reference" or
-// "verifier") a launched job starts: deployment.<role>.count, or 0 for a
-// role its recipe never calls (the reference without NeedsReference; the
-// actors and the verifier of sft, dpo and reward_model, which train on
-// fixed data).
-int WorkersNeeded(const v1::JobConfig& job, std::string_view role);
-
-// The optimizer steps the job's recipe runs: grpo.steps (grpo), sft.steps
-// (sft), dpo.steps (dpo, online_dpo). An SFT warm-up's steps are not
-// counted.
-int64_t RecipeSteps(const v1::JobConfig& job);
 
 // Every field of the job, defaults filled in, as YAML that ParseJobYaml
 // reads back to an equal message.

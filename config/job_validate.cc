@@ -309,50 +309,10 @@ void CheckPreference(const v1::JobConfig& job, Checker& c) {
   }
 }
 
-void CheckAlgorithm(const std::string& algorithm, Checker& c) {
-  c.Require(RecipeFromName(algorithm).has_value(), "algorithm",
-            absl::StrCat("one of ", RecipeNames()), absl::StrCat("\"", algorithm, "\""));
-}
-
 }  // namespace
-
-bool NeedsReference(const v1::JobConfig& job) {
-  switch (RecipeOf(job)) {
-    case Recipe::kDpo:
-    case Recipe::kOnlineDpo: return true;
-    case Recipe::kSft:
-    case Recipe::kRewardModel: return false;
-    case Recipe::kPpo: return job.grpo().kl_coef() > 0 || job.ppo().reward() == "reward_model";
-    case Recipe::kGrpo: return job.grpo().kl_coef() > 0;
-  }
-  return false;
-}
-
-int WorkersNeeded(const v1::JobConfig& job, std::string_view role) {
-  const v1::DeploymentConfig& d = job.deployment();
-  const bool offline = IsOffline(RecipeOf(job));
-  if (role == "learner") return d.learner().count();
-  if (role == "reference") return NeedsReference(job) ? d.reference().count() : 0;
-  if (role == "actor") return offline ? 0 : d.actor().count();
-  if (role == "verifier") return offline ? 0 : d.verifier().count();
-  return 0;
-}
-
-int64_t RecipeSteps(const v1::JobConfig& job) {
-  switch (RecipeOf(job)) {
-    case Recipe::kSft: return job.sft().steps();
-    case Recipe::kDpo:
-    case Recipe::kOnlineDpo: return job.dpo().steps();
-    case Recipe::kRewardModel: return job.reward_model().steps();
-    case Recipe::kGrpo:
-    case Recipe::kPpo: return job.grpo().steps();
-  }
-  return 0;
-}
 
 absl::Status ValidateJob(const v1::JobConfig& job) {
   Checker c;
-  CheckAlgorithm(job.algorithm(), c);
   CheckModel(job.model(), c);
   CheckArithmetic(job.data().arithmetic(), c);
   CheckRl(job, c);

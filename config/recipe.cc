@@ -1,7 +1,5 @@
 #include "config/recipe.h"
 
-#include <cstdlib>
-
 namespace trellis::config {
 
 constexpr Recipe kRecipes[] = {Recipe::kGrpo, Recipe::kPpo,       Recipe::kSft,
@@ -19,15 +17,6 @@ std::string_view RecipeName(Recipe recipe) {
   return "unknown";
 }
 
-std::string RecipeNames() {
-  std::string names;
-  for (Recipe r : kRecipes) {
-    if (!names.empty()) names += ", ";
-    names += RecipeName(r);
-  }
-  return names;
-}
-
 std::optional<Recipe> RecipeFromName(std::string_view name) {
   for (Recipe r : kRecipes) {
     if (RecipeName(r) == name) return r;
@@ -35,14 +24,6 @@ std::optional<Recipe> RecipeFromName(std::string_view name) {
   return std::nullopt;
 }
 
-Recipe RecipeOf(const v1::JobConfig& job) {
-  const std::optional<Recipe> recipe = RecipeFromName(job.algorithm());
-  if (!recipe.has_value()) std::abort();  // ValidateJob refuses it first.
-  return *recipe;
-}
-
-bool IsOffline(Recipe recipe) {
-  return recipe == Recipe::kSft || recipe == Recipe::kDpo || recipe == Recipe::kRewardModel;
-}
+std::optional<Recipe> RecipeOf(const v1::JobConfig& job) { return RecipeFromName(job.algorithm()); }
 
 }  // namespace trellis::config

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
+#include "loop/recipe.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/actor_service.h"
@@ -242,7 +243,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   // the recipe has (offline recipes start none).
   const v1::LearnerGroupAssignment& group = assignment->learner_group();
   const bool publishes = options.role == v1::LEARNER && group.rank() == 0 &&
-                         config::WorkersNeeded(job, "actor") > 0;
+                         loop::WorkersNeeded(job, "actor") > 0;
   if (options.role == v1::ACTOR || publishes) {
     absl::StatusOr<std::unique_ptr<weightsync::Transport>> t =
         MakeTransport(assignment->transport(), options.role == v1::LEARNER, host,

@@ -8,6 +8,7 @@
 
 #include "actor/local_actor.h"
 #include "config/job_config.h"
+#include "loop/recipe.h"
 #include "learner/local_learner.h"
 
 namespace trellis::roles {
@@ -48,7 +49,7 @@ absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
 
 absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
     const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger) {
-  if (!config::NeedsReference(job)) return nullptr;
+  if (!loop::NeedsReference(job)) return nullptr;
   return reference::NewLocalReference(job, tokenizer, ledger);
 }
 

@@ -39,7 +39,7 @@ void SetThreads(const v1::JobConfig& job);
     const v1::JobConfig& job, const model::Tokenizer* tokenizer,
     weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id);
 
-// Null when the job does not need the reference (config::NeedsReference).
+// Null when the job does not need the reference (loop::NeedsReference).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
     const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger);
 

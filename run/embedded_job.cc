@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
-#include "scheduler/checkpoint.h"
+#include "run/checkpoint.h"
 #include "run/job_runner.h"
 #include "roles/local_roles.h"
 #include "weightsync/transport.h"
@@ -36,14 +36,14 @@ class LocalRoleSet final : public RoleSet {
     return set;
   }
 
-  scheduler::Roles roles() override {
-    return scheduler::Roles{actor_.get(), learner_.get(), reference_.get(), verifier_.get()};
+  loop::Roles roles() override {
+    return loop::Roles{actor_.get(), learner_.get(), reference_.get(), verifier_.get()};
   }
 
-  absl::Status Restore(const scheduler::Checkpoint& checkpoint) override {
+  absl::Status Restore(const Checkpoint& checkpoint) override {
     if (absl::Status s = learner_->RestoreCheckpoint(checkpoint.dir); !s.ok()) return s;
     // Last: building the roles drew from the global generator.
-    return scheduler::RestoreGlobalRng(checkpoint.dir);
+    return RestoreGlobalRng(checkpoint.dir);
   }
 
  private:
@@ -68,7 +68,7 @@ absl::Status ResumeEmbeddedJob(const std::string& run_dir, std::ostream& progres
     return absl::Status(job.status().code(),
                         absl::StrCat("resume: ", job.status().message()));
   }
-  absl::StatusOr<scheduler::Checkpoint> checkpoint = scheduler::ReadLatestCheckpoint(run_dir);
+  absl::StatusOr<Checkpoint> checkpoint = ReadLatestCheckpoint(run_dir);
   if (!checkpoint.ok()) return checkpoint.status();
   return RunJob(*job, run_dir, &*checkpoint, LocalRoleSet::Bind, progress, std::move(observe));
 }

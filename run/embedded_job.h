@@ -33,7 +33,7 @@ using LedgerObserver = std::function<void(ledger::Ledger*)>;
 //   reference.safetensors, policy.safetensors   weights after warm-up / at the end
 // Progress lines and the final table go to `progress`.
 // With runtime.checkpoint_every > 0 it also writes out_dir/checkpoints/
-// (scheduler/checkpoint.h). `observe` may be null.
+// (run/checkpoint.h). `observe` may be null.
 [[nodiscard]] absl::Status RunEmbeddedJob(const v1::JobConfig& job,
                                           const std::string& out_dir,
                                           std::ostream& progress,
@@ -49,7 +49,7 @@ using LedgerObserver = std::function<void(ledger::Ledger*)>;
 // ledger.jsonl keeps its records up to the checkpoint's last step and drops
 // later ones (steps a killed run did past its checkpoint, which the resumed
 // run does again), so every step is counted once; new records are appended.
-// A damaged or incompatible checkpoint is refused (scheduler::ReadLatestCheckpoint,
+// A damaged or incompatible checkpoint is refused (ReadLatestCheckpoint,
 // LearnerWorker::RestoreCheckpoint) before ledger.jsonl is touched where
 // the damage is visible in the checkpoint's own files.
 [[nodiscard]] absl::Status ResumeEmbeddedJob(const std::string& run_dir,

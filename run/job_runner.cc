@@ -11,8 +11,8 @@
 #include "config/recipe.h"
 #include "data/dataset.h"
 #include "ledger/memory_tracker.h"
+#include "loop/driver.h"
 #include "roles/local_roles.h"
-#include "scheduler/offline_loop.h"
 
 namespace trellis::run {
 
@@ -60,39 +60,15 @@ void PrintTable(const ledger::Ledger& ledger, const std::string& headline, std::
   ledger::PrintAttribution(ledger.RolePeaks(), out);
 }
 
-// The GRPO loop (grpo, online_dpo), resumed from `resume` when given;
-// returns the summary headline.
-absl::StatusOr<std::string> RunGrpoLoop(const v1::JobConfig& job, const scheduler::Roles& roles,
-                                        const model::Tokenizer* tokenizer, data::Split split,
-                                        ledger::Ledger* ledger, const std::string& out_dir,
-                                        const scheduler::Checkpoint* resume, RoleSet& role_set,
-                                        std::ostream& progress,
-                                        std::function<bool()> stop_requested) {
-  scheduler::GrpoLoop loop(job, roles, tokenizer, std::move(split), ledger, out_dir, &progress);
-  loop.SetStopRequested(std::move(stop_requested));
-  if (resume != nullptr) {
-    if (absl::Status s = role_set.Restore(*resume); !s.ok()) return s;
-    if (roles.learner->policy_version() != resume->state.policy_version) {
-      return absl::DataLossError(absl::StrCat(
-          resume->dir, ": state.json has policy_version ", resume->state.policy_version,
-          " but the learner's files have ", roles.learner->policy_version()));
-    }
-    loop.ResumeFrom(resume->state);
-  }
-  if (absl::Status s = loop.Run(); !s.ok()) return s;
-  return absl::StrFormat("held-out accuracy (greedy): before %.3f  after %.3f  (%+.1f points)\n",
-                         loop.eval_before().accuracy, loop.eval_after().accuracy,
-                         100 * (loop.eval_after().accuracy - loop.eval_before().accuracy));
-}
-
 }  // namespace
 
 absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
-                    const scheduler::Checkpoint* resume, const RoleBinder& bind, std::ostream& progress,
+                    const Checkpoint* resume, const RoleBinder& bind, std::ostream& progress,
                     std::function<void(ledger::Ledger*)> observe,
                     std::function<bool()> stop_requested) {
   v1::JobConfig job = job_in;
   if (absl::Status s = config::ValidateJob(job); !s.ok()) return s;
+  if (absl::Status s = loop::CheckRecipe(job); !s.ok()) return s;
   roles::SetThreads(job);
   ledger::MemoryTracker::Install();
 
@@ -109,7 +85,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
     }
     if (absl::Status s = ledger.Open(out_dir + "/ledger.jsonl"); !s.ok()) return s;
   } else {
-    const scheduler::LoopState& state = resume->state;
+    const loop::LoopState& state = resume->state;
     if (state.seed != job.runtime().seed()) {
       return absl::FailedPreconditionError(absl::StrCat(
           resume->dir, ": checkpoint of a run with seed ", state.seed,
@@ -151,20 +127,25 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
 
   absl::StatusOr<std::unique_ptr<RoleSet>> role_set = bind(job, tokenizer.get(), &ledger);
   if (!role_set.ok()) return role_set.status();
-  const scheduler::Roles roles = (*role_set)->roles();
-  std::string headline;
-  if (scheduler::IsOfflineRecipe(job)) {
-    scheduler::OfflineLoop loop(job, roles, tokenizer.get(), *std::move(split), &ledger, out_dir, &progress);
-    loop.SetStopRequested(std::move(stop_requested));
-    if (absl::Status s = loop.Run(); !s.ok()) return s;
-    headline = loop.Headline();
-  } else {
-    absl::StatusOr<std::string> h = RunGrpoLoop(job, roles, tokenizer.get(), *std::move(split),
-                                                &ledger, out_dir, resume, **role_set, progress,
-                                                std::move(stop_requested));
-    if (!h.ok()) return h.status();
-    headline = *h;
+  const loop::Roles roles = (*role_set)->roles();
+  loop::Driver driver(job, roles, tokenizer.get(), *std::move(split), &ledger, out_dir, &progress);
+  driver.SetStopRequested(std::move(stop_requested));
+  driver.SetCheckpointWriter([&out_dir, &roles](const loop::LoopState& state) {
+    return WriteCheckpoint(out_dir, state, [&roles](const std::string& dir) {
+      return roles.learner->SaveCheckpoint(dir);
+    });
+  });
+  if (resume != nullptr) {
+    if (absl::Status s = (*role_set)->Restore(*resume); !s.ok()) return s;
+    if (roles.learner->policy_version() != resume->state.policy_version) {
+      return absl::DataLossError(absl::StrCat(
+          resume->dir, ": state.json has policy_version ", resume->state.policy_version,
+          " but the learner's files have ", roles.learner->policy_version()));
+    }
+    driver.ResumeFrom(resume->state);
   }
+  if (absl::Status s = driver.Run(); !s.ok()) return s;
+  const std::string headline = driver.Headline();
 
   // A reward-model job's model is a reward model, not a policy.
   const std::string weights =

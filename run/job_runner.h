@@ -15,11 +15,13 @@
 #include "data/dataset.h"
 #include "ledger/ledger.h"
 #include "model/tokenizer.h"
-#include "scheduler/checkpoint.h"
-#include "scheduler/grpo_loop.h"
+#include "loop/roles.h"
+#include "run/checkpoint.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::run {
+
+using loop::Roles;
 
 // The job's examples: data.train_path / eval_path, or the generated
 // arithmetic task.
@@ -29,9 +31,9 @@ namespace trellis::run {
 class RoleSet {
  public:
   virtual ~RoleSet() = default;
-  virtual scheduler::Roles roles() = 0;
+  virtual loop::Roles roles() = 0;
   // Brings the roles to the state saved in `checkpoint` (learner, RNG).
-  [[nodiscard]] virtual absl::Status Restore(const scheduler::Checkpoint& checkpoint) = 0;
+  [[nodiscard]] virtual absl::Status Restore(const Checkpoint& checkpoint) = 0;
 };
 
 using RoleBinder = std::function<absl::StatusOr<std::unique_ptr<RoleSet>>(
@@ -41,7 +43,7 @@ using RoleBinder = std::function<absl::StatusOr<std::unique_ptr<RoleSet>>(
 // `observe` (may be null) is called with the ledger once it is open and
 // `stop_requested` (may be null) is checked before every step.
 [[nodiscard]] absl::Status RunJob(const v1::JobConfig& job, const std::string& out_dir,
-                                  const scheduler::Checkpoint* resume, const RoleBinder& bind,
+                                  const Checkpoint* resume, const RoleBinder& bind,
                                   std::ostream& progress,
                                   std::function<void(ledger::Ledger*)> observe = nullptr,
                                   std::function<bool()> stop_requested = nullptr);

@@ -67,7 +67,7 @@ class RemoteRoleSet final : public run::RoleSet {
           rpc::NewChannel(references.front().request.address()), references.front().id,
           timeout);
     }
-    // Offline recipes start no verifier (config::WorkersNeeded).
+    // Recipes that do not roll out start no verifier (loop::WorkersNeeded).
     const std::vector<WorkerInfo> verifiers = registry->Workers(v1::VERIFIER);
     if (!verifiers.empty()) {
       set->verifier_ = verifier::NewGrpcVerifierClient(
@@ -85,11 +85,11 @@ class RemoteRoleSet final : public run::RoleSet {
     return set;
   }
 
-  Roles roles() override {
-    return Roles{actors_.get(), learner_.get(), reference_.get(), verifier_.get()};
+  loop::Roles roles() override {
+    return loop::Roles{actors_.get(), learner_.get(), reference_.get(), verifier_.get()};
   }
 
-  absl::Status Restore(const Checkpoint& checkpoint) override {
+  absl::Status Restore(const run::Checkpoint& checkpoint) override {
     return learner_->RestoreCheckpoint(checkpoint.dir);
   }
 
@@ -101,7 +101,7 @@ class RemoteRoleSet final : public run::RoleSet {
 };
 
 absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& out_dir,
-                   const Checkpoint* resume, const SchedulerOptions& options,
+                   const run::Checkpoint* resume, const SchedulerOptions& options,
                    std::ostream& progress) {
   SchedulerService service(options.register_timeout);
   if (given_job.has_value()) {
@@ -193,7 +193,7 @@ absl::Status ResumeScheduler(const std::string& run_dir, const SchedulerOptions&
   if (!job.ok()) {
     return absl::Status(job.status().code(), absl::StrCat("resume: ", job.status().message()));
   }
-  absl::StatusOr<Checkpoint> checkpoint = ReadLatestCheckpoint(run_dir);
+  absl::StatusOr<run::Checkpoint> checkpoint = run::ReadLatestCheckpoint(run_dir);
   if (!checkpoint.ok()) return checkpoint.status();
   return Serve(*std::move(job), run_dir, &*checkpoint, options, progress);
 }

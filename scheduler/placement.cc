@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/job_config.h"
+#include "loop/recipe.h"
 
 namespace trellis::scheduler {
 namespace {
@@ -70,6 +71,7 @@ v1::ClusterSpec LocalCluster(int gpus, int cpus) {
 absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
                                                    const v1::ClusterSpec& cluster) {
   if (absl::Status s = CheckCluster(cluster); !s.ok()) return s;
+  if (absl::Status s = loop::CheckRecipe(job); !s.ok()) return s;
   std::map<std::string, std::vector<NodeState>> pools;
   for (const v1::Pool& pool : cluster.pools()) {
     for (const v1::Node& node : pool.nodes()) {
@@ -81,10 +83,10 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
   }
   const v1::DeploymentConfig& d = job.deployment();
   const std::vector<RoleDemand> demands = {
-      {"learner", &d.learner(), config::WorkersNeeded(job, "learner")},
-      {"reference", &d.reference(), config::WorkersNeeded(job, "reference")},
-      {"verifier", &d.verifier(), config::WorkersNeeded(job, "verifier")},
-      {"actor", &d.actor(), config::WorkersNeeded(job, "actor")}};
+      {"learner", &d.learner(), loop::WorkersNeeded(job, "learner")},
+      {"reference", &d.reference(), loop::WorkersNeeded(job, "reference")},
+      {"verifier", &d.verifier(), loop::WorkersNeeded(job, "verifier")},
+      {"actor", &d.actor(), loop::WorkersNeeded(job, "actor")}};
 
   // What each pool must hold, to report a shortfall whole.
   std::map<std::string, int> gpus_needed;

@@ -31,7 +31,7 @@ struct WorkerPlacement {
 // This host as a one-node pool "local": `gpus` GPUs, `cpus` cores.
 v1::ClusterSpec LocalCluster(int gpus, int cpus);
 
-// Every worker of `job` (learner, reference when config::NeedsReference,
+// Every worker of `job` (learner, reference when loop::NeedsReference,
 // verifier, actors) placed first-fit, in that order. InvalidArgument for a
 // spec without pools, a pool without nodes or a duplicate name;
 // FailedPrecondition naming the pool and what is short ("pool gpu: the job

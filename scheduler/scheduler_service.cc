@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
+#include "loop/recipe.h"
 #include "rpc/status.h"
 
 namespace trellis::scheduler {
@@ -22,6 +23,7 @@ void Record(ledger::Ledger& ledger, const v1::LedgerReport& report) {
 absl::Status SchedulerService::SetJob(const v1::JobConfig& job) {
   v1::JobConfig validated = job;
   if (absl::Status s = config::ValidateJob(validated); !s.ok()) return s;
+  if (absl::Status s = loop::CheckRecipe(validated); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   if (job_.has_value()) {
     return absl::FailedPreconditionError(
@@ -163,7 +165,7 @@ v1::JobStatus SchedulerService::StatusLocked() const {
   v1::JobStatus status;
   if (job_.has_value()) {
     status.set_job_id(job_->name());
-    status.set_steps(config::RecipeSteps(*job_));
+    status.set_steps(loop::RecipeSteps(*job_));
   }
   status.set_state(state_);
   status.set_error(error_);

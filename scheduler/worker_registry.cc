@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/job_config.h"
+#include "loop/recipe.h"
 
 namespace trellis::scheduler {
 
@@ -19,7 +20,7 @@ std::string RoleName(v1::Role role) {
 WorkerRegistry::WorkerRegistry(const v1::JobConfig& job, std::function<absl::Time()> now)
     : now_(std::move(now)) {
   for (v1::Role role : {v1::ACTOR, v1::LEARNER, v1::REFERENCE, v1::VERIFIER}) {
-    expected_[role] = config::WorkersNeeded(job, RoleName(role));
+    expected_[role] = loop::WorkersNeeded(job, RoleName(role));
   }
 }
 

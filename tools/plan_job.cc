@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "actor/sampling.h"
 #include "config/job_config.h"
+#include "loop/recipe.h"
 #include "model/transformer.h"
 #include "run/job_runner.h"
 #include "roles/local_roles.h"
@@ -122,6 +123,7 @@ int64_t RlSequenceLength(const v1::JobConfig& job, const tools::PlanWorkload& wo
 
 absl::StatusOr<tools::Plan> PlanJob(const v1::JobConfig& job) {
   if (absl::Status s = config::ValidateJob(job); !s.ok()) return s;
+  if (absl::Status s = loop::CheckRecipe(job); !s.ok()) return s;
   absl::StatusOr<tools::PlanWorkload> workload = JobWorkload(job);
   if (!workload.ok()) return workload.status();
   roles::SetThreads(job);

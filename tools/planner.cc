@@ -368,7 +368,7 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
                                          "the trained weights' bytes per step"
                                        : ", every learner holds the whole optimizer state"));
   }
-  if (const config::Recipe recipe = config::RecipeOf(job);
+  if (const std::optional<config::Recipe> recipe = config::RecipeOf(job);
       recipe != config::Recipe::kGrpo && recipe != config::Recipe::kSft) {
     plan.notes.push_back(absl::StrCat("algorithm ", job.algorithm(),
                                       ": its extra objects (critic, reward model, pairs) are "

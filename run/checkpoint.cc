@@ -1,4 +1,4 @@
-#include "scheduler/checkpoint.h"
+#include "run/checkpoint.h"
 
 #include "data/text_file.h"
 
@@ -23,7 +23,7 @@
 #include "absl/strings/strip.h"
 #include "model/safetensors.h"
 
-namespace trellis::scheduler {
+namespace trellis::run {
 namespace {
 
 namespace fs = std::filesystem;
@@ -276,4 +276,4 @@ absl::Status RestoreGlobalRng(const std::string& dir) {
   return absl::OkStatus();
 }
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::run

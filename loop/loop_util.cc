@@ -1,8 +1,8 @@
-#include "scheduler/loop_util.h"
+#include "loop/loop_util.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace trellis::scheduler {
+namespace trellis::loop {
 
 absl::Status At(const absl::Status& status, absl::string_view where) {
   if (status.ok()) return status;
@@ -29,6 +29,12 @@ void RecordUpdate(const v1::TrainStats& stats, ledger::StepCounts* counts) {
   counts->recompute_seconds = stats.recompute_seconds();
   counts->communication_bytes = stats.communication_bytes();
   counts->communication_seconds = stats.communication_seconds();
+}
+
+double SumLogProbs(const google::protobuf::RepeatedField<float>& logprobs) {
+  double sum = 0;
+  for (float v : logprobs) sum += v;
+  return sum;
 }
 
 absl::StatusOr<v1::Prompt> MakePrompt(const model::Tokenizer& tokenizer,
@@ -66,14 +72,4 @@ absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const model::Tokenizer& tokenizer
   return pair;
 }
 
-absl::Status TakeReference(learner::LearnerWorker& learner,
-                           reference::ReferenceWorker& reference, ledger::Ledger& ledger,
-                           const std::string& path) {
-  auto span = ledger.Begin(ledger::Stage::kCheckpoint, "learner-0");
-  if (absl::Status s = learner.SaveWeights(path); !s.ok()) {
-    return At(s, "saving the reference weights");
-  }
-  return At(reference.Load(path), "loading the reference");
-}
-
-}  // namespace trellis::scheduler
+}  // namespace trellis::loop

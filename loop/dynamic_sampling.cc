@@ -1,8 +1,8 @@
-#include "scheduler/dynamic_sampling.h"
+#include "loop/dynamic_sampling.h"
 
 #include <algorithm>
 
-namespace trellis::scheduler {
+namespace trellis::loop {
 
 std::vector<bool> UsefulGroups(absl::Span<const float> rewards, int64_t group_size) {
   std::vector<bool> useful;
@@ -36,4 +36,4 @@ GroupSelection SelectGroups(const std::vector<bool>& useful, int64_t want) {
   return out;
 }
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::loop

@@ -1,8 +1,8 @@
-#include "scheduler/online_dpo.h"
+#include "loop/recipes/online_dpo.h"
 
 #include "gtest/gtest.h"
 
-namespace trellis::scheduler {
+namespace trellis::loop {
 namespace {
 
 TEST(ChoosePairsTest, HighestChosenLowestRejectedEqualGroupsGiveNone) {
@@ -21,14 +21,5 @@ TEST(ChoosePairsTest, HighestChosenLowestRejectedEqualGroupsGiveNone) {
   EXPECT_EQ(pairs[2]->rejected, 6);
 }
 
-TEST(ChoosePairsTest, GroupSizeFollowsTheRecipe) {
-  v1::JobConfig job;
-  job.mutable_grpo()->set_responses_per_prompt(8);
-  job.mutable_dpo()->set_responses_per_prompt(3);
-  EXPECT_EQ(ResponsesPerPrompt(job), 8);
-  job.set_algorithm("online_dpo");
-  EXPECT_EQ(ResponsesPerPrompt(job), 3);
-}
-
 }  // namespace
-}  // namespace trellis::scheduler
+}  // namespace trellis::loop

@@ -1,11 +1,11 @@
-#include "scheduler/dynamic_sampling.h"
+#include "loop/dynamic_sampling.h"
 
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace trellis::scheduler {
+namespace trellis::loop {
 namespace {
 
 using testing::ElementsAre;
@@ -36,4 +36,4 @@ TEST(DynamicSamplingTest, SelectKeepsTheFirstUsefulGroups) {
 }
 
 }  // namespace
-}  // namespace trellis::scheduler
+}  // namespace trellis::loop

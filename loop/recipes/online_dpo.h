@@ -1,26 +1,20 @@
-#ifndef TRELLIS_SCHEDULER_ONLINE_DPO_H_
-#define TRELLIS_SCHEDULER_ONLINE_DPO_H_
+#ifndef TRELLIS_LOOP_RECIPES_ONLINE_DPO_H_
+#define TRELLIS_LOOP_RECIPES_ONLINE_DPO_H_
 
 // Online DPO (algorithm "online_dpo"): each step samples
 // dpo.responses_per_prompt responses to dpo.batch_size prompts, the
 // verifier scores them, and each prompt whose responses got different
 // rewards gives one pair (the highest reward chosen, the lowest rejected)
-// for a DPO / IPO update against the frozen reference. The step itself is
-// GrpoLoop::OnlineDpoStep (online_dpo.cc); warm-up, reference, evaluation
-// and weight sync are GrpoLoop's.
+// for a DPO / IPO update against the frozen reference. Warm-up, reference,
+// evaluation and weight sync are the driver's.
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "absl/types/span.h"
-#include "trellis/v1/job.pb.h"
 
-namespace trellis::scheduler {
-
-// Responses sampled per prompt: dpo.responses_per_prompt for online_dpo,
-// grpo.responses_per_prompt otherwise.
-int64_t ResponsesPerPrompt(const v1::JobConfig& job);
+namespace trellis::loop {
 
 // Sample indices of one pair.
 struct PairChoice {
@@ -32,9 +26,8 @@ struct PairChoice {
 // highest reward is chosen and the first with the lowest rejected; a group
 // whose rewards are all equal gives no pair (nullopt). A trailing partial
 // group is ignored. REQUIRES: group >= 1.
-std::vector<std::optional<PairChoice>> ChoosePairs(absl::Span<const float> rewards,
-                                                   int64_t group);
+std::vector<std::optional<PairChoice>> ChoosePairs(absl::Span<const float> rewards, int64_t group);
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::loop
 
-#endif  // TRELLIS_SCHEDULER_ONLINE_DPO_H_
+#endif  // TRELLIS_LOOP_RECIPES_ONLINE_DPO_H_

@@ -1,5 +1,5 @@
-#ifndef TRELLIS_SCHEDULER_CHECKPOINT_H_
-#define TRELLIS_SCHEDULER_CHECKPOINT_H_
+#ifndef TRELLIS_RUN_CHECKPOINT_H_
+#define TRELLIS_RUN_CHECKPOINT_H_
 
 // Run checkpoints for exact resume. Layout of a run directory:
 //
@@ -24,27 +24,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ledger/ledger.h"
+#include "loop/loop_state.h"
 
-namespace trellis::scheduler {
+namespace trellis::run {
 
 // state.json's "format"; a checkpoint with another is refused.
 inline constexpr int kCheckpointFormat = 1;
 
-// What the loop carries across a resume, besides the learner's files.
-struct LoopState {
-  // GRPO steps completed; the resumed run starts at this step.
-  int64_t next_step = 0;
-  // The learner's policy version at the checkpoint.
-  int64_t policy_version = 0;
-  // runtime.seed of the run (a resume with another seed is refused).
-  uint64_t seed = 0;
-  // data::PromptStream positions: SFT examples and RL prompts.
-  uint64_t sft_position = 0;
-  uint64_t train_position = 0;
-  ledger::EvalMetrics eval_before;
-  // Ledger::ExportState() at the checkpoint.
-  std::string ledger_state;
-};
+using loop::LoopState;
 
 // Writes RUN/checkpoints/step_<state.next_step> as above. `write_learner`
 // writes the learner's files into the directory it is given.
@@ -68,6 +55,6 @@ struct Checkpoint {
 // Sets LibTorch's global CPU generator to the state in dir/rng.safetensors.
 [[nodiscard]] absl::Status RestoreGlobalRng(const std::string& dir);
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::run
 
-#endif  // TRELLIS_SCHEDULER_CHECKPOINT_H_
+#endif  // TRELLIS_RUN_CHECKPOINT_H_

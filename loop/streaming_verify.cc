@@ -1,11 +1,11 @@
-#include "scheduler/streaming_verify.h"
+#include "loop/streaming_verify.h"
 
 #include <algorithm>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 
-namespace trellis::scheduler {
+namespace trellis::loop {
 
 StreamingVerify::StreamingVerify(verifier::VerifierClient* verifier, ledger::Ledger* ledger,
                                  std::map<uint64_t, const data::Example*> examples)
@@ -46,8 +46,8 @@ void StreamingVerify::Run() {
     for (const v1::Sample& s : part.samples()) {
       auto it = examples_.find(s.prompt_id());
       if (it == examples_.end()) {
-        bad = absl::InternalError(absl::StrCat("verify: a sample answers prompt ",
-                                               s.prompt_id(), ", which was not asked"));
+        bad = absl::InternalError(absl::StrCat("verify: a sample answers prompt ", s.prompt_id(),
+                                               ", which was not asked"));
         break;
       }
       v1::VerifyItem* item = request.add_items();
@@ -70,8 +70,7 @@ void StreamingVerify::Run() {
       error_ = verdicts.status();
     } else if (verdicts->results_size() != part.samples_size()) {
       error_ = absl::InternalError(absl::StrCat("verify: ", verdicts->results_size(),
-                                                " results for ", part.samples_size(),
-                                                " samples"));
+                                                " results for ", part.samples_size(), " samples"));
     } else {
       v.part = std::move(part);
       v.verdicts = *std::move(verdicts);
@@ -97,8 +96,7 @@ absl::StatusOr<StreamingVerify::Result> StreamingVerify::Finish(
   for (const Verified& v : verified_) {
     for (int i = 0; i < v.part.samples_size(); ++i) {
       const v1::Sample& s = v.part.samples(i);
-      by_sample[Key{s.prompt_id(), s.index(), s.response_text()}].push_back(
-          &v.verdicts.results(i));
+      by_sample[Key{s.prompt_id(), s.index(), s.response_text()}].push_back(&v.verdicts.results(i));
     }
     for (const v1::VerifierStats& stats : v.verdicts.stats()) *result.verdicts.add_stats() = stats;
     result.verify_seconds += absl::ToDoubleSeconds(v.end - v.start);
@@ -109,8 +107,8 @@ absl::StatusOr<StreamingVerify::Result> StreamingVerify::Finish(
   for (const v1::Sample& s : samples) {
     auto it = by_sample.find(Key{s.prompt_id(), s.index(), s.response_text()});
     if (it == by_sample.end() || it->second.empty()) {
-      return absl::InternalError(absl::StrCat("verify: no verdict for sample ", s.index(),
-                                              " of prompt ", s.prompt_id()));
+      return absl::InternalError(
+          absl::StrCat("verify: no verdict for sample ", s.index(), " of prompt ", s.prompt_id()));
     }
     *result.verdicts.add_results() = *it->second.front();
     it->second.pop_front();
@@ -118,4 +116,4 @@ absl::StatusOr<StreamingVerify::Result> StreamingVerify::Finish(
   return result;
 }
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::loop

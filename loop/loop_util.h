@@ -1,9 +1,9 @@
-#ifndef TRELLIS_SCHEDULER_LOOP_UTIL_H_
-#define TRELLIS_SCHEDULER_LOOP_UTIL_H_
+#ifndef TRELLIS_LOOP_LOOP_UTIL_H_
+#define TRELLIS_LOOP_LOOP_UTIL_H_
 
-// Pieces the training loops share (GrpoLoop, OfflineLoop): error context,
-// per-step seeds, prompts and supervised pairs as the model reads them, and
-// taking the frozen reference.
+// Pieces the driver and the recipes share: error context, per-step seeds,
+// prompts and supervised pairs as the model reads them, and what an update
+// reports.
 
 #include <cstdint>
 #include <string>
@@ -13,13 +13,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "data/dataset.h"
-#include "learner/learner_worker.h"
 #include "ledger/ledger.h"
 #include "model/tokenizer.h"
-#include "reference/reference_worker.h"
 #include "trellis/v1/rollout.pb.h"
 
-namespace trellis::scheduler {
+namespace trellis::loop {
 
 // `status` with its message prefixed by "where: " (OK stays OK).
 absl::Status At(const absl::Status& status, absl::string_view where);
@@ -34,8 +32,9 @@ uint64_t MixSeed(uint64_t seed, uint64_t salt);
 
 // A response's tokens as the model produces them: the text's tokens, then
 // EOS. Fails naming `what` (e.g. "answer of example 3").
-[[nodiscard]] absl::StatusOr<std::vector<int32_t>> ResponseTokens(
-    const model::Tokenizer& tokenizer, const std::string& text, const std::string& what);
+[[nodiscard]] absl::StatusOr<std::vector<int32_t>> ResponseTokens(const model::Tokenizer& tokenizer,
+                                                                  const std::string& text,
+                                                                  const std::string& what);
 
 // A supervised pair: the prompt (MakePrompt) and the answer's response
 // tokens.
@@ -47,12 +46,9 @@ uint64_t MixSeed(uint64_t seed, uint64_t salt);
 // strategies' costs (recompute, communication). The loop sets accuracy.
 void RecordUpdate(const v1::TrainStats& stats, ledger::StepCounts* counts);
 
-// Writes the learner's current weights to `path` and loads them into the
-// reference (a checkpoint span of learner-0).
-[[nodiscard]] absl::Status TakeReference(learner::LearnerWorker& learner,
-                                         reference::ReferenceWorker& reference,
-                                         ledger::Ledger& ledger, const std::string& path);
+// The sum of a response's per-token log-probs.
+double SumLogProbs(const google::protobuf::RepeatedField<float>& logprobs);
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::loop
 
-#endif  // TRELLIS_SCHEDULER_LOOP_UTIL_H_
+#endif  // TRELLIS_LOOP_LOOP_UTIL_H_

@@ -1,10 +1,10 @@
-#include "scheduler/streaming_verify.h"
+#include "loop/streaming_verify.h"
 
 #include <thread>
 
 #include "gtest/gtest.h"
 
-namespace trellis::scheduler {
+namespace trellis::loop {
 namespace {
 
 // CORRECT when the response equals the answer; records each call's size.
@@ -77,4 +77,4 @@ TEST(StreamingVerifyTest, ASampleFromAPromptNotAskedIsAnError) {
 }
 
 }  // namespace
-}  // namespace trellis::scheduler
+}  // namespace trellis::loop

@@ -1,5 +1,5 @@
-#ifndef TRELLIS_SCHEDULER_STREAMING_VERIFY_H_
-#define TRELLIS_SCHEDULER_STREAMING_VERIFY_H_
+#ifndef TRELLIS_LOOP_STREAMING_VERIFY_H_
+#define TRELLIS_LOOP_STREAMING_VERIFY_H_
 
 // Verification beside the rollout: the parts a RolloutWorker hands over
 // (GenerateStreaming) are verified on a thread of this object's own as they
@@ -20,7 +20,7 @@
 #include "trellis/v1/rollout.pb.h"
 #include "verifier/verifier.h"
 
-namespace trellis::scheduler {
+namespace trellis::loop {
 
 class StreamingVerify {
  public:
@@ -72,6 +72,6 @@ class StreamingVerify {
   std::thread thread_;
 };
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::loop
 
-#endif  // TRELLIS_SCHEDULER_STREAMING_VERIFY_H_
+#endif  // TRELLIS_LOOP_STREAMING_VERIFY_H_

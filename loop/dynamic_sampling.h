@@ -1,17 +1,17 @@
-#ifndef TRELLIS_SCHEDULER_DYNAMIC_SAMPLING_H_
-#define TRELLIS_SCHEDULER_DYNAMIC_SAMPLING_H_
+#ifndef TRELLIS_LOOP_DYNAMIC_SAMPLING_H_
+#define TRELLIS_LOOP_DYNAMIC_SAMPLING_H_
 
 // DAPO's dynamic sampling (grpo.dapo.dynamic_sampling), the pure part: which
 // groups of a step's samples are useful (their rewards differ, so they carry
 // gradient), how many prompts the next rollout round draws, and which groups
-// train. The loop (grpo_loop.cc) runs the rounds.
+// train. The DAPO step (loop/recipes/dapo.cc) runs the rounds.
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/types/span.h"
 
-namespace trellis::scheduler {
+namespace trellis::loop {
 
 // Rewards come in consecutive groups of `group_size` (the responses to one
 // prompt). REQUIRES: group_size >= 1 and divides rewards.size().
@@ -35,6 +35,6 @@ struct GroupSelection {
 };
 GroupSelection SelectGroups(const std::vector<bool>& useful, int64_t want);
 
-}  // namespace trellis::scheduler
+}  // namespace trellis::loop
 
-#endif  // TRELLIS_SCHEDULER_DYNAMIC_SAMPLING_H_
+#endif  // TRELLIS_LOOP_DYNAMIC_SAMPLING_H_

@@ -1,0 +1,57 @@
+#ifndef TRELLIS_LOOP_BATCH_H_
+#define TRELLIS_LOOP_BATCH_H_
+
+// A policy-gradient step's batch assembly, as a pure function: the step's
+// samples, their verdicts and rewards, the drop policy and the advantages
+// in; the TrainBatch the learner trains on and the step's counters out.
+
+#include <cstdint>
+#include <vector>
+
+#include "learner/advantages.h"
+#include "ledger/ledger.h"
+#include "trellis/v1/job.pb.h"
+#include "trellis/v1/rollout.pb.h"
+
+namespace trellis::loop {
+
+// verifier.timeout_policy "drop": TIMEOUT samples leave training.
+bool DropsTimeouts(const v1::JobConfig& job);
+
+// Per sample: left out of training by the drop policy (a TIMEOUT verdict
+// when `drop_timeouts`).
+std::vector<bool> DroppedSamples(const v1::VerifyResponse& verdicts, bool drop_timeouts);
+
+struct BatchInput {
+  // The step's samples, in groups of `group` consecutive responses to one
+  // prompt, and one verdict per sample in the same order.
+  const google::protobuf::RepeatedPtrField<v1::Sample>* samples = nullptr;
+  const v1::VerifyResponse* verdicts = nullptr;
+  int64_t group = 1;
+  // The reward each sample trains on (the verifier's, or a reward model's).
+  std::vector<float> rewards;
+  // Samples left out (DroppedSamples, widened by the advantage estimator to
+  // whole groups left with too few samples).
+  std::vector<bool> dropped;
+  // The estimator's advantages; null when the learner computes its own from
+  // the rewards (PPO's critic and GAE): then every non-empty response
+  // carries gradient and no sample gets an advantage.
+  const learner::GroupAdvantages* advantages = nullptr;
+  // Per-sample reference log-probs (the KL term); null without one.
+  const v1::LogProbResponse* reference = nullptr;
+  // DAPO: a response cut off at the token budget trains no loss.
+  bool overlong_filtering = false;
+};
+
+// The batch: one TrainSample per kept, non-empty sample, in order, with its
+// tokens, sampling log-probs, reward, reference log-probs (when given) and
+// advantage (when given). Into *counts: mean_reward and accuracy over the
+// kept samples, and added to its counters: samples_dropped, each kept
+// sample's first loss (zero_variance, truncated, unparseable, error,
+// timeout), samples_overlong and samples_effective.
+// REQUIRES: rewards, dropped and the verdicts' results one per sample.
+v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts);
+
+}  // namespace trellis::loop
+
+#endif  // TRELLIS_LOOP_BATCH_H_

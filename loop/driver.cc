@@ -1,0 +1,324 @@
+#include "loop/driver.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "loop/loop_util.h"
+#include "loop/streaming_verify.h"
+
+namespace trellis::loop {
+namespace {
+
+using ledger::Stage;
+
+v1::SamplingParams TrainSampling(const v1::JobConfig& job) {
+  v1::SamplingParams p;
+  p.set_temperature(job.sampling().temperature());
+  p.set_top_p(job.sampling().top_p());
+  p.set_max_new_tokens(job.sampling().max_new_tokens());
+  return p;
+}
+
+// Salt of the RL prompt stream's seed, so that it does not replay the SFT
+// stream's order. (Per-step sampling seeds use the step number as salt.)
+constexpr uint64_t kRlStreamSalt = 1ULL << 40;
+
+std::vector<data::Example> SftExamples(const std::vector<data::Example>& train, int limit) {
+  if (limit <= 0 || static_cast<size_t>(limit) >= train.size()) return train;
+  return std::vector<data::Example>(train.begin(), train.begin() + limit);
+}
+
+}  // namespace
+
+Driver::Driver(const v1::JobConfig& job, Roles roles, const model::Tokenizer* tokenizer,
+               data::Split data, ledger::Ledger* ledger, std::string out_dir,
+               std::ostream* progress, const RecipeRegistry* registry)
+    : job_(job),
+      roles_(roles),
+      tokenizer_(tokenizer),
+      data_(std::move(data)),
+      registry_(registry != nullptr ? *registry : BuiltinRecipes()),
+      sft_stream_(SftExamples(data_.train, job.sft().num_examples()), job.runtime().seed()),
+      train_stream_(data_.train, MixSeed(job.runtime().seed(), kRlStreamSalt)),
+      ledger_(ledger),
+      out_dir_(std::move(out_dir)),
+      progress_(progress) {}
+
+Driver::~Driver() = default;
+
+void Driver::Print(const std::string& line) const {
+  if (progress_ == nullptr || line.empty()) return;
+  *progress_ << line;
+  progress_->flush();
+}
+
+double Driver::Eta(int64_t step, int64_t steps) const {
+  double elapsed = 0;
+  for (const auto& m : history_) elapsed += m.step_seconds;
+  return history_.empty() ? 0 : elapsed / history_.size() * (steps - (step + 1));
+}
+
+std::string Driver::Headline() const { return recipe_->Headline(eval_before_, eval_after_); }
+
+absl::Status Driver::SyncWeights() {
+  if (roles_.learner->policy_version() == published_version_) return absl::OkStatus();
+  auto span = ledger_->Begin(Stage::kWeightSync, "scheduler");
+  absl::StatusOr<v1::WeightSyncStats> sent = roles_.learner->PublishWeights();
+  if (!sent.ok()) return At(sent.status(), "publishing weights");
+  absl::StatusOr<v1::WeightSyncStats> got = roles_.actor->SyncWeights(sent->version());
+  if (!got.ok()) return At(got.status(), "actor weight sync");
+  v1::WeightSyncStats handoff = *sent;
+  handoff.set_transfer_seconds(sent->transfer_seconds() + got->transfer_seconds());
+  handoff.set_load_seconds(got->load_seconds());
+  ledger_->RecordHandoff("learner-0", handoff);
+  // The publisher keeps the newest version's buckets staged for receivers;
+  // while it packs a new version the previous one is still staged.
+  if (published_version_ >= 0) {
+    ledger_->RecordObject("learner-0", ledger::Object::kCommunication, 2 * sent->bytes(),
+                          Stage::kWeightSync);
+  }
+  ledger_->RecordObject("learner-0", ledger::Object::kCommunication, sent->bytes(),
+                        Stage::kWeightSync);
+  published_version_ = sent->version();
+  return absl::OkStatus();
+}
+
+absl::Status Driver::WarmUp() {
+  const v1::SftConfig& sft = job_.sft();
+  for (int step = 0; step < sft.steps(); ++step) {
+    auto span = ledger_->Begin(Stage::kSft, "learner-0");
+    v1::SftBatch batch;
+    for (int i = 0; i < sft.batch_size(); ++i) {
+      absl::StatusOr<v1::SftBatch::Pair> pair = MakeSftPair(*tokenizer_, sft_stream_.Next());
+      if (!pair.ok()) return pair.status();
+      *batch.add_pairs() = *std::move(pair);
+    }
+    absl::StatusOr<v1::TrainStats> stats = roles_.learner->SftStep(batch);
+    if (!stats.ok()) return At(stats.status(), absl::StrCat("sft step ", step));
+    const bool reached =
+        sft.target_accuracy() > 0 && stats->sequence_accuracy() >= sft.target_accuracy();
+    if ((step + 1) % 20 == 0 || reached) {
+      Print(absl::StrFormat("sft %4d/%d  loss %.4f  batch exact-match %.3f%s\n", step + 1,
+                            sft.steps(), stats->loss(), stats->sequence_accuracy(),
+                            reached ? "  (sft.target_accuracy reached)" : ""));
+    }
+    if (reached) break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Driver::TakeReference() {
+  const std::string path = out_dir_ + "/reference.safetensors";
+  auto span = ledger_->Begin(Stage::kCheckpoint, "learner-0");
+  if (absl::Status s = roles_.learner->SaveWeights(path); !s.ok()) {
+    return At(s, "saving the reference weights");
+  }
+  return At(roles_.reference->Load(path), "loading the reference");
+}
+
+absl::Status Driver::PrepareRollouts() {
+  if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "initial weight sync");
+  if (absl::Status s = WarmUp(); !s.ok()) return s;
+  if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "post-warm-up weight sync");
+  if (roles_.reference == nullptr) return absl::OkStatus();
+  return TakeReference();
+}
+
+absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& label) {
+  auto span = ledger_->Begin(Stage::kEval, "scheduler");
+  const auto& eval = data_.eval;
+  const int64_t n = job_.eval().num_prompts() > 0
+                        ? std::min<int64_t>(job_.eval().num_prompts(), eval.size())
+                        : static_cast<int64_t>(eval.size());
+  ledger::EvalMetrics metrics;
+  double reward_sum = 0;
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < n; begin += job_.eval().batch_size()) {
+    const int64_t end = std::min<int64_t>(n, begin + job_.eval().batch_size());
+    v1::GenerateRequest request;
+    request.set_responses_per_prompt(1);
+    *request.mutable_sampling() = TrainSampling(job_);
+    request.mutable_sampling()->set_greedy(true);
+    for (int64_t i = begin; i < end; ++i) {
+      absl::StatusOr<v1::Prompt> prompt = MakePrompt(*tokenizer_, eval[i]);
+      if (!prompt.ok()) return prompt.status();
+      *request.add_prompts() = *std::move(prompt);
+    }
+    absl::StatusOr<v1::GenerateResponse> out = roles_.actor->Generate(request);
+    if (!out.ok()) return At(out.status(), "eval " + label + ": rollout");
+    v1::VerifyRequest verify;
+    for (int64_t i = begin; i < end; ++i) {
+      auto* item = verify.add_items();
+      item->set_prompt(eval[i].prompt);
+      item->set_response(out->samples(i - begin).response_text());
+      item->set_answer(eval[i].answer);
+    }
+    absl::StatusOr<v1::VerifyResponse> verdicts = roles_.verifier->Verify(verify);
+    if (!verdicts.ok()) return At(verdicts.status(), "eval " + label + ": verify");
+    for (const v1::VerifierStats& s : verdicts->stats()) ledger_->RecordVerifier(s);
+    for (const auto& r : verdicts->results()) {
+      reward_sum += r.reward();
+      correct += r.verdict() == v1::CORRECT;
+    }
+  }
+  metrics.prompts = n;
+  metrics.accuracy = n > 0 ? static_cast<double>(correct) / n : 0;
+  metrics.mean_reward = n > 0 ? reward_sum / n : 0;
+  ledger_->RecordEval(label, metrics);
+  Print(absl::StrFormat("eval %-6s  accuracy %.3f  (%d held-out prompts, greedy)\n", label,
+                        metrics.accuracy, n));
+  return metrics;
+}
+
+absl::Status Driver::SampleRound(int64_t step, int round, int64_t prompts, int64_t group,
+                                 StepSamples* out, double* seconds) {
+  v1::GenerateRequest request;
+  request.set_responses_per_prompt(static_cast<int32_t>(group));
+  *request.mutable_sampling() = TrainSampling(job_);
+  // Round 0 keeps the seed a step had before dynamic sampling existed.
+  const uint64_t salt = static_cast<uint64_t>(step) | (static_cast<uint64_t>(round) << 48);
+  request.set_seed(MixSeed(job_.runtime().seed(), salt));
+  std::vector<const data::Example*> examples;
+  for (int64_t i = 0; i < prompts; ++i) {
+    const data::Example& ex = train_stream_.Next();
+    examples.push_back(&ex);
+    absl::StatusOr<v1::Prompt> prompt = MakePrompt(*tokenizer_, ex);
+    if (!prompt.ok()) return prompt.status();
+    *request.add_prompts() = *std::move(prompt);
+  }
+
+  // Verification runs beside the rollout: each part the actors hand over
+  // is verified while the rest is still being generated.
+  std::map<uint64_t, const data::Example*> by_id;
+  for (const data::Example* ex : examples) by_id[ex->id] = ex;
+  StreamingVerify verifying(roles_.verifier, ledger_, std::move(by_id));
+  const absl::Time rollout_start = absl::Now();
+  absl::StatusOr<v1::GenerateResponse> rollout;
+  {
+    auto span = ledger_->Begin(Stage::kRollout, "actor-0");
+    rollout = roles_.actor->GenerateStreaming(
+        request, [&verifying](const v1::GenerateResponse& part) { verifying.Add(part); });
+    span.End();
+  }
+  const absl::Time rollout_end = absl::Now();
+  if (!rollout.ok()) return At(rollout.status(), "rollout");
+  absl::StatusOr<StreamingVerify::Result> verified =
+      verifying.Finish(rollout->samples(), rollout_end);
+  if (!verified.ok()) return At(verified.status(), "verify");
+  if (seconds != nullptr) *seconds += absl::ToDoubleSeconds(absl::Now() - rollout_start);
+  out->verify_overlap_seconds += verified->overlap_seconds;
+  out->examples.insert(out->examples.end(), examples.begin(), examples.end());
+  const int64_t tokens_before = out->rollout.generated_tokens();
+  out->rollout.MergeFrom(*rollout);  // appends the samples; scalars take the newest
+  out->rollout.set_generated_tokens(tokens_before + rollout->generated_tokens());
+  out->verdicts.MergeFrom(verified->verdicts);  // appends the results and this round's stats
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepSamples> Driver::SampleStep(int64_t step, int64_t prompts, int64_t group,
+                                               ledger::StepCounts& counts) {
+  counts.prompts = prompts;
+  counts.responses_per_prompt = group;
+  StepSamples drawn;
+  if (absl::Status s = SampleRound(step, 0, prompts, group, &drawn, nullptr); !s.ok()) return s;
+  counts.samples_generated = drawn.rollout.samples_size();
+  counts.generated_tokens = drawn.rollout.generated_tokens();
+  counts.verify_overlap_seconds = drawn.verify_overlap_seconds;
+  return drawn;
+}
+
+absl::Status Driver::CheckpointAfter(int64_t steps_done) {
+  auto span = ledger_->Begin(Stage::kCheckpoint, "scheduler");
+  LoopState state;
+  state.next_step = steps_done;
+  state.policy_version = roles_.learner->policy_version();
+  state.seed = job_.runtime().seed();
+  state.sft_position = sft_stream_.position();
+  state.train_position = train_stream_.position();
+  state.eval_before = eval_before_;
+  state.ledger_state = ledger_->ExportState();
+  if (!write_checkpoint_) {
+    return absl::FailedPreconditionError(absl::StrCat("runtime.checkpoint_every is ",
+                                                      job_.runtime().checkpoint_every(),
+                                                      " but the run has no checkpoint writer"));
+  }
+  return write_checkpoint_(state);
+}
+
+absl::Status Driver::Resume() {
+  sft_stream_.Seek(resume_->sft_position);
+  train_stream_.Seek(resume_->train_position);
+  eval_before_ = resume_->eval_before;
+  if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "resumed weight sync");
+  if (roles_.reference == nullptr) return absl::OkStatus();
+  auto span = ledger_->Begin(Stage::kCheckpoint, "reference-0");
+  return At(roles_.reference->Load(out_dir_ + "/reference.safetensors"),
+            "resume: loading the reference");
+}
+
+absl::Status Driver::RunStep(int64_t step) {
+  ledger_->BeginStep(step);
+  ledger::StepCounts counts;
+  counts.step = step;
+  counts.policy_version = roles_.learner->policy_version();
+  if (absl::Status s = recipe_->Step(step, counts); !s.ok()) return s;
+  if (spec_->rolls_out) {
+    if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "weight sync");
+  }
+  history_.push_back(ledger_->EndStep(counts));
+  Print(recipe_->Progress(step, counts, history_.back()));
+  return absl::OkStatus();
+}
+
+absl::Status Driver::Run() {
+  absl::StatusOr<const RecipeSpec*> spec = registry_.Find(job_.algorithm());
+  if (!spec.ok()) return spec.status();
+  spec_ = *spec;
+  absl::StatusOr<std::unique_ptr<Recipe>> recipe = spec_->create(*this);
+  if (!recipe.ok()) return recipe.status();
+  recipe_ = *std::move(recipe);
+  if (spec_->rolls_out && (data_.train.empty() || data_.eval.empty())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the job needs train and eval examples; found ", data_.train.size(),
+                     " train and ", data_.eval.size(), " eval"));
+  }
+  int64_t first_step = 0;
+  if (resume_.has_value()) {
+    first_step = resume_->next_step;
+    if (absl::Status s = Resume(); !s.ok()) return s;
+  } else {
+    if (absl::Status s = recipe_->Prepare(); !s.ok()) return s;
+    absl::StatusOr<ledger::EvalMetrics> before = recipe_->Evaluate("before");
+    if (!before.ok()) return before.status();
+    eval_before_ = *before;
+  }
+  const int every = job_.runtime().checkpoint_every();
+  const int64_t eval_every = recipe_->eval_every();
+  const int64_t steps = spec_->steps(job_);
+  for (int64_t step = first_step; step < steps; ++step) {
+    if (stop_requested_ && stop_requested_()) {
+      return absl::CancelledError(absl::StrCat("cancelled before step ", step));
+    }
+    if (absl::Status s = RunStep(step); !s.ok()) return At(s, absl::StrCat("step ", step));
+    const bool last = step + 1 == steps;
+    if (eval_every > 0 && (step + 1) % eval_every == 0 && !last) {
+      absl::StatusOr<ledger::EvalMetrics> mid = recipe_->Evaluate(absl::StrCat("step_", step + 1));
+      if (!mid.ok()) return mid.status();
+    }
+    if (every > 0 && (step + 1) % every == 0) {
+      if (absl::Status s = CheckpointAfter(step + 1); !s.ok()) {
+        return At(s, absl::StrCat("checkpoint after step ", step));
+      }
+    }
+  }
+  ledger_->BeginStep(steps);
+  absl::StatusOr<ledger::EvalMetrics> after = recipe_->Evaluate("after");
+  if (!after.ok()) return after.status();
+  eval_after_ = *after;
+  return absl::OkStatus();
+}
+
+}  // namespace trellis::loop

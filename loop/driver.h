@@ -1,0 +1,148 @@
+#ifndef TRELLIS_LOOP_DRIVER_H_
+#define TRELLIS_LOOP_DRIVER_H_
+
+// The run every recipe shares, driven against the role interfaces only:
+//
+//   fresh:   recipe Prepare -> Evaluate("before")
+//   resumed: prompt streams at the saved positions, weights synced, the
+//            reference loaded from OUT/reference.safetensors
+//   { cancelled? -> recipe Step -> [weight sync] -> step closed in the
+//     ledger -> progress -> [Evaluate("step_N")] -> [checkpoint] } x steps
+//   -> Evaluate("after")
+//
+// and the pieces a rolling-out recipe builds its step from: the SFT
+// warm-up and the frozen reference (PrepareRollouts), a rollout round with
+// streaming verification (SampleRound), the greedy held-out evaluation
+// (EvaluateRollouts) and weight sync.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "data/dataset.h"
+#include "ledger/ledger.h"
+#include "loop/loop_state.h"
+#include "loop/recipe.h"
+#include "loop/roles.h"
+#include "model/tokenizer.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::loop {
+
+// A step's samples: the groups of every rollout round, in order.
+struct StepSamples {
+  std::vector<const data::Example*> examples;  // one per group
+  v1::GenerateResponse rollout;                // samples; generated_tokens summed
+  v1::VerifyResponse verdicts;                 // results in sample order; each part's stats
+  double verify_overlap_seconds = 0;           // verification while the rollout ran
+};
+
+class Driver {
+ public:
+  // Writes checkpoint `state` (the run's checkpoint format); `state` lists
+  // what the loop carries, the callee adds the learner's files.
+  using CheckpointWriter = std::function<absl::Status(const LoopState& state)>;
+
+  // Everything passed in must outlive the driver. Progress lines go to
+  // `progress` (may be null), artifacts (the reference weights) to
+  // `out_dir`. The recipe is job.algorithm's in `registry` (null: the
+  // built-ins).
+  Driver(const v1::JobConfig& job, Roles roles, const model::Tokenizer* tokenizer, data::Split data,
+         ledger::Ledger* ledger, std::string out_dir, std::ostream* progress,
+         const RecipeRegistry* registry = nullptr);
+  ~Driver();
+
+  // Continue a run from a checkpoint instead of starting it (call before
+  // Run). The caller restores the learner, the global RNG and the ledger.
+  void ResumeFrom(const LoopState& state) { resume_ = state; }
+  // Checked before every step: true stops the run with Cancelled.
+  void SetStopRequested(std::function<bool()> stop) { stop_requested_ = std::move(stop); }
+  // With runtime.checkpoint_every > 0, called after every that many steps.
+  void SetCheckpointWriter(CheckpointWriter writer) { write_checkpoint_ = std::move(writer); }
+
+  // Runs the whole job; the first failure stops it and is returned with
+  // the stage and step where it happened.
+  [[nodiscard]] absl::Status Run();
+
+  // The per-step metrics of the steps this run took (after a resume: only
+  // the resumed steps; the ledger carries the whole run's totals).
+  const std::vector<ledger::StepMetrics>& history() const { return history_; }
+  const ledger::EvalMetrics& eval_before() const { return eval_before_; }
+  const ledger::EvalMetrics& eval_after() const { return eval_after_; }
+  // The recipe's headline (REQUIRES: Run succeeded).
+  std::string Headline() const;
+
+  // ---- For recipes.
+  const v1::JobConfig& job() const { return job_; }
+  const Roles& roles() const { return roles_; }
+  const model::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const data::Split& data() const { return data_; }
+  ledger::Ledger& ledger() const { return *ledger_; }
+  const std::string& out_dir() const { return out_dir_; }
+  // Writes `line` to the progress stream, if any, and flushes it.
+  void Print(const std::string& line) const;
+  // The SFT examples (the first sft.num_examples of the split) as one
+  // reproducible stream.
+  data::PromptStream& sft_stream() { return sft_stream_; }
+  // Seconds the steps after `step` (of `steps`) take at the mean so far.
+  double Eta(int64_t step, int64_t steps) const;
+
+  // A rolling-out recipe's Prepare: weights synced, the SFT warm-up
+  // (job.sft), weights synced again, the reference taken when there is one.
+  [[nodiscard]] absl::Status PrepareRollouts();
+  // Greedy decoding of the held-out prompts, scored by the verifier.
+  [[nodiscard]] absl::StatusOr<ledger::EvalMetrics> EvaluateRollouts(const std::string& label);
+  // One rollout round of `step`: draws `prompts` prompts from the RL
+  // stream, samples `group` responses to each and verifies them while they
+  // are generated, and appends them to *out. Adds the round's rollout and
+  // verify seconds to *seconds (may be null).
+  [[nodiscard]] absl::Status SampleRound(int64_t step, int round, int64_t prompts, int64_t group,
+                                         StepSamples* out, double* seconds);
+  // A step's first rollout round (SampleRound, round 0), counted in
+  // `counts`: prompts, responses per prompt, samples, generated tokens and
+  // the verification that overlapped the rollout.
+  [[nodiscard]] absl::StatusOr<StepSamples> SampleStep(int64_t step, int64_t prompts, int64_t group,
+                                                       ledger::StepCounts& counts);
+  // Writes the learner's weights to OUT/reference.safetensors and loads
+  // them into the reference.
+  [[nodiscard]] absl::Status TakeReference();
+
+ private:
+  absl::Status WarmUp();
+  absl::Status SyncWeights();
+  absl::Status Resume();
+  absl::Status RunStep(int64_t step);
+  absl::Status CheckpointAfter(int64_t steps_done);
+
+  const v1::JobConfig job_;
+  const Roles roles_;
+  const model::Tokenizer* tokenizer_;
+  const data::Split data_;
+  const RecipeRegistry& registry_;
+  // SFT examples and RL prompts, each its own reproducible stream.
+  data::PromptStream sft_stream_;
+  data::PromptStream train_stream_;
+  ledger::Ledger* ledger_;
+  const std::string out_dir_;
+  std::ostream* progress_;
+  const RecipeSpec* spec_ = nullptr;
+  std::unique_ptr<Recipe> recipe_;
+  std::vector<ledger::StepMetrics> history_;
+  ledger::EvalMetrics eval_before_;
+  ledger::EvalMetrics eval_after_;
+  // Newest version the actor holds; -1 before the first sync.
+  int64_t published_version_ = -1;
+  std::optional<LoopState> resume_;
+  std::function<bool()> stop_requested_;
+  CheckpointWriter write_checkpoint_;
+};
+
+}  // namespace trellis::loop
+
+#endif  // TRELLIS_LOOP_DRIVER_H_

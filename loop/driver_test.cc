@@ -1,0 +1,163 @@
+// The driver and the built-in recipes against fake roles (no model): what
+// each recipe hands the learner, and the run's shape around it.
+
+#include "loop/driver.h"
+
+#include <memory>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "loop/recipes/builtin.h"
+#include "loop/testing/fake_roles.h"
+
+namespace trellis::loop {
+namespace {
+
+using ::testing::HasSubstr;
+
+data::Split Arithmetic() {
+  data::Split split;
+  for (uint64_t i = 0; i < 6; ++i) {
+    data::Example ex;
+    ex.id = i;
+    ex.prompt = std::to_string(i) + "+1=";
+    ex.answer = std::to_string(i + 1);
+    (i < 4 ? split.train : split.eval).push_back(ex);
+  }
+  return split;
+}
+
+// Two steps of two prompts (pairs, examples), four responses each.
+v1::JobConfig Job(const std::string& algorithm) {
+  v1::JobConfig job;
+  job.set_algorithm(algorithm);
+  job.mutable_sft()->set_steps(algorithm == "sft" ? 2 : 0);  // no warm-up otherwise
+  job.mutable_sft()->set_batch_size(2);
+  job.mutable_grpo()->set_steps(2);
+  job.mutable_grpo()->set_prompts_per_step(2);
+  job.mutable_grpo()->set_responses_per_prompt(4);
+  job.mutable_dpo()->set_steps(2);
+  job.mutable_dpo()->set_batch_size(2);
+  job.mutable_dpo()->set_responses_per_prompt(4);
+  job.mutable_reward_model()->set_steps(2);
+  job.mutable_reward_model()->set_batch_size(2);
+  return job;
+}
+
+struct FakeRun {
+  explicit FakeRun(const v1::JobConfig& job, const RecipeRegistry* registry = nullptr)
+      : tokenizer(model::NewCharTokenizer()),
+        driver(job, fakes.roles(), tokenizer.get(), Arithmetic(), &ledger, "/tmp/out", &progress,
+               registry) {}
+  testing::FakeRoles fakes;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+  ledger::Ledger ledger;
+  std::ostringstream progress;
+  Driver driver;
+};
+
+TEST(DriverTest, GrpoTrainsOnItsEstimatorsAdvantages) {
+  FakeRun run(Job("grpo"));
+  ASSERT_TRUE(run.driver.Run().ok());
+  const auto& batches = run.fakes.learner.train_batches;
+  ASSERT_EQ(batches.size(), 2u);
+  for (const v1::TrainBatch& batch : batches) {
+    ASSERT_EQ(batch.samples_size(), 8);
+    for (int g = 0; g < 2; ++g) {
+      double sum = 0;
+      for (int i = 4 * g; i < 4 * g + 4; ++i) {
+        const v1::TrainSample& s = batch.samples(i);
+        EXPECT_EQ(s.reward(), i % 2 == 0 ? 1 : 0);
+        EXPECT_EQ(s.advantage() > 0, s.reward() > 0);
+        EXPECT_EQ(s.ref_logprobs_size(), 2);  // grpo.kl_coef 0.01 by default
+        sum += s.advantage();
+      }
+      EXPECT_NEAR(sum, 0, 1e-5);
+    }
+  }
+  // The reference was taken before the run; weights synced after each step.
+  EXPECT_EQ(run.fakes.reference.loaded,
+            std::vector<std::string>({"/tmp/out/reference.safetensors"}));
+  EXPECT_EQ(run.fakes.actor.policy_version(), 2);
+  EXPECT_EQ(run.driver.history().size(), 2u);
+  EXPECT_THAT(run.progress.str(), HasSubstr("step    2/2  reward 0.500  acc 0.500"));
+  EXPECT_THAT(run.driver.Headline(), HasSubstr("held-out accuracy (greedy)"));
+}
+
+TEST(DriverTest, PpoLeavesTheAdvantageToTheLearner) {
+  v1::JobConfig job = Job("ppo");
+  job.mutable_ppo()->set_reward("reward_model");
+  FakeRun run(job);
+  ASSERT_TRUE(run.driver.Run().ok());
+  ASSERT_EQ(run.fakes.learner.train_batches.size(), 2u);
+  for (const v1::TrainSample& s : run.fakes.learner.train_batches[0].samples()) {
+    EXPECT_EQ(s.advantage(), 0);  // unset: the learner computes its own
+    EXPECT_EQ(s.reward(), 2);     // the reward model's score
+  }
+  EXPECT_EQ(run.driver.history()[0].effective_sample_rate, 1);
+}
+
+TEST(DriverTest, OnlineDpoTrainsOnAPairPerPrompt) {
+  FakeRun run(Job("online_dpo"));
+  ASSERT_TRUE(run.driver.Run().ok());
+  ASSERT_EQ(run.fakes.learner.preference_batches.size(), 2u);
+  const v1::PreferenceBatch& batch = run.fakes.learner.preference_batches[0];
+  ASSERT_EQ(batch.pairs_size(), 2);
+  EXPECT_EQ(batch.pairs(0).ref_chosen_logprob(), -2);  // two tokens at -1
+  EXPECT_TRUE(run.fakes.learner.train_batches.empty());
+}
+
+TEST(DriverTest, RecipesOnFixedDataNeverRollOut) {
+  for (const char* algorithm : {"sft", "dpo", "reward_model"}) {
+    FakeRun run(Job(algorithm));
+    ASSERT_TRUE(run.driver.Run().ok()) << algorithm;
+    EXPECT_EQ(run.fakes.actor.requests, 0) << algorithm;
+    EXPECT_EQ(run.fakes.learner.publishes, 0) << algorithm;
+    EXPECT_EQ(run.fakes.learner.sft_batches.size() + run.fakes.learner.preference_batches.size(),
+              2u)
+        << algorithm;
+    EXPECT_EQ(run.driver.history().size(), 2u) << algorithm;
+  }
+}
+
+TEST(DriverTest, EveryBuiltinRecipeRunsItsStepsAgainstFakeRoles) {
+  for (const std::string& name : BuiltinRecipes().names()) {
+    FakeRun run(Job(name));
+    ASSERT_TRUE(run.driver.Run().ok()) << name;
+    EXPECT_EQ(run.driver.history().size(), static_cast<size_t>(RecipeSteps(Job(name)))) << name;
+    EXPECT_EQ(run.fakes.learner.policy_version(), 2) << name;
+    EXPECT_FALSE(run.driver.Headline().empty()) << name;
+  }
+}
+
+TEST(DriverTest, CancelStopsBeforeTheNextStep) {
+  FakeRun run(Job("grpo"));
+  run.driver.SetStopRequested([&run] { return run.driver.history().size() == 1; });
+  const absl::Status s = run.driver.Run();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(s.message(), HasSubstr("cancelled before step 1"));
+}
+
+TEST(DriverTest, CheckpointsEveryNStepsThroughTheWriter) {
+  v1::JobConfig job = Job("grpo");
+  job.mutable_runtime()->set_checkpoint_every(1);
+  FakeRun run(job);
+  std::vector<int64_t> written;
+  run.driver.SetCheckpointWriter([&written](const LoopState& state) {
+    written.push_back(state.next_step);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(run.driver.Run().ok());
+  EXPECT_EQ(written, std::vector<int64_t>({1, 2}));
+}
+
+TEST(DriverTest, AnUnknownAlgorithmNamesTheRecipes) {
+  FakeRun run(Job("kto"));
+  const absl::Status s = run.driver.Run();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("algorithm: must be one of grpo, ppo, sft, dpo, online_dpo"));
+}
+
+}  // namespace
+}  // namespace trellis::loop

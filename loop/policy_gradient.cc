@@ -1,0 +1,116 @@
+#include "loop/policy_gradient.h"
+
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "loop/batch.h"
+#include "loop/loop_util.h"
+#include "loop/recipes/dapo.h"
+
+namespace trellis::loop {
+namespace {
+
+using ledger::Stage;
+
+// One record per verifier per rollout round (dynamic sampling runs
+// several); the step's drops go on each verifier's first.
+void RecordVerifiers(const google::protobuf::RepeatedPtrField<v1::VerifierStats>& stats,
+                     int64_t dropped, ledger::Ledger& ledger) {
+  std::set<std::string> named;
+  for (const v1::VerifierStats& vs : stats) {
+    v1::VerifierStats recorded = vs;
+    recorded.set_dropped(named.insert(vs.verifier()).second ? dropped : 0);
+    ledger.RecordVerifier(recorded);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> PolicyGradientRecipe::Rewards(const StepSamples& drawn) {
+  std::vector<float> rewards;
+  for (const v1::VerifyResult& r : drawn.verdicts.results()) rewards.push_back(r.reward());
+  return rewards;
+}
+
+absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts) {
+  const v1::GrpoConfig& grpo = driver_.job().grpo();
+  const Roles& roles = driver_.roles();
+  ledger::Ledger& ledger = driver_.ledger();
+  const int64_t group = grpo.responses_per_prompt();
+  absl::StatusOr<StepSamples> sampled =
+      driver_.SampleStep(step, grpo.prompts_per_step(), group, counts);
+  if (!sampled.ok()) return sampled.status();
+  StepSamples& drawn = *sampled;
+  std::optional<RewardSummary> all_rewards;
+  if (grpo.dapo().dynamic_sampling()) {
+    absl::StatusOr<RewardSummary> r = SampleUsefulGroups(driver_, step, &drawn, counts);
+    if (!r.ok()) return r.status();
+    all_rewards = *r;
+  }
+  counts.prompts += counts.prompts_extra;
+
+  absl::StatusOr<v1::LogProbResponse> ref;
+  const bool use_kl = grpo.kl_coef() > 0 && roles.reference != nullptr;
+  if (use_kl) {
+    v1::LogProbRequest scored;
+    *scored.mutable_samples() = drawn.rollout.samples();
+    auto span = ledger.Begin(Stage::kReference, "reference-0");
+    ref = roles.reference->LogProbs(scored);
+    if (!ref.ok()) return At(ref.status(), "reference");
+  }
+  absl::StatusOr<std::vector<float>> rewards = Rewards(drawn);
+  if (!rewards.ok()) return rewards.status();
+
+  v1::TrainBatch batch;
+  {
+    auto span = ledger.Begin(Stage::kAdvantage, "scheduler");
+    BatchInput in;
+    in.samples = &drawn.rollout.samples();
+    in.verdicts = &drawn.verdicts;
+    in.group = group;
+    in.rewards = *std::move(rewards);
+    in.dropped = DroppedSamples(drawn.verdicts, DropsTimeouts(driver_.job()));
+    absl::StatusOr<std::optional<learner::GroupAdvantages>> adv =
+        Advantages(in.rewards, in.dropped);
+    if (!adv.ok()) return At(adv.status(), "advantages");
+    if (adv->has_value()) in.advantages = &**adv;
+    if (use_kl) in.reference = &*ref;
+    in.overlong_filtering = grpo.dapo().overlong_filtering();
+    batch = AssembleBatch(in, &counts);
+    RecordVerifiers(drawn.verdicts.stats(), counts.samples_dropped, ledger);
+  }
+  if (all_rewards.has_value()) {
+    // Dynamic sampling trains on groups with mixed rewards only; report the
+    // policy's reward over everything it sampled.
+    counts.mean_reward = all_rewards->mean_reward;
+    counts.accuracy = all_rewards->accuracy;
+  }
+
+  absl::StatusOr<v1::TrainStats> stats = v1::TrainStats();
+  const bool left_out =
+      counts.samples_dropped > 0 || counts.samples_overlong > 0 || grpo.dapo().dynamic_sampling();
+  if (batch.samples_size() > 0 || !left_out) {
+    auto span = ledger.Begin(Stage::kUpdate, "learner-0");
+    stats = roles.learner->TrainStep(batch);
+  }  // else every sample was left out (dropped, filtered): no update this step
+  if (!stats.ok()) return At(stats.status(), "update");
+  RecordUpdate(*stats, &counts);
+  return absl::OkStatus();
+}
+
+std::string PolicyGradientRecipe::Progress(int64_t step, const ledger::StepCounts& counts,
+                                           const ledger::StepMetrics& metrics) const {
+  const v1::GrpoConfig& grpo = driver_.job().grpo();
+  return absl::StrFormat(
+      "step %4d/%d  reward %.3f  acc %.3f  effective %.2f  kl %.4f  step %.2fs  eta %.0fs%s\n",
+      step + 1, grpo.steps(), counts.mean_reward, counts.accuracy, metrics.effective_sample_rate,
+      counts.kl, metrics.step_seconds, driver_.Eta(step, grpo.steps()),
+      grpo.dapo().dynamic_sampling()
+          ? absl::StrFormat("  rounds %d", 1 + counts.sampling_rounds_extra)
+          : "");
+}
+
+}  // namespace trellis::loop

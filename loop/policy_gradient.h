@@ -1,0 +1,43 @@
+#ifndef TRELLIS_LOOP_POLICY_GRADIENT_H_
+#define TRELLIS_LOOP_POLICY_GRADIENT_H_
+
+// The step the policy-gradient recipes share (grpo and its estimators,
+// ppo; either with DAPO's dynamic sampling and overlong filtering,
+// grpo.dapo):
+//
+//   rollout round(s) with streaming verification -> reference log-probs
+//   (grpo.kl_coef > 0) -> Rewards -> drop policy -> Advantages ->
+//   AssembleBatch (loop/batch.h) -> update
+//
+// A recipe brings its rewards and its advantages.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "learner/advantages.h"
+#include "loop/rollout_recipe.h"
+
+namespace trellis::loop {
+
+class PolicyGradientRecipe : public RolloutRecipe {
+ public:
+  using RolloutRecipe::RolloutRecipe;
+
+  [[nodiscard]] absl::Status Step(int64_t step, ledger::StepCounts& counts) final;
+  std::string Progress(int64_t step, const ledger::StepCounts& counts,
+                       const ledger::StepMetrics& metrics) const final;
+
+ protected:
+  // The reward each sample of `drawn` trains on: the verifier's.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<float>> Rewards(const StepSamples& drawn);
+  // Per-sample advantages of `rewards` without the `dropped` samples (the
+  // recipe may widen `dropped` to whole groups); nullopt when the learner
+  // computes its own from the rewards.
+  [[nodiscard]] virtual absl::StatusOr<std::optional<learner::GroupAdvantages>> Advantages(
+      const std::vector<float>& rewards, std::vector<bool>& dropped) const = 0;
+};
+
+}  // namespace trellis::loop
+
+#endif  // TRELLIS_LOOP_POLICY_GRADIENT_H_

@@ -1,0 +1,79 @@
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "loop/recipe.h"
+
+namespace trellis::loop {
+
+absl::Status RecipeRegistry::Register(const std::string& name, RecipeSpec spec) {
+  if (name.empty()) return absl::InvalidArgumentError("recipe name is empty");
+  if (!spec.steps || !spec.needs_reference || !spec.create) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("recipe \"", name, "\": steps, needs_reference and create are required"));
+  }
+  for (const auto& [taken, unused] : specs_) {
+    if (taken == name) {
+      return absl::AlreadyExistsError(absl::StrCat("recipe \"", name, "\" is already registered"));
+    }
+  }
+  specs_.emplace_back(name, std::move(spec));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const RecipeSpec*> RecipeRegistry::Find(std::string_view name) const {
+  for (const auto& [registered, spec] : specs_) {
+    if (registered == name) return &spec;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("algorithm: must be one of ",
+                                                 absl::StrJoin(names(), ", "), ", found \"",
+                                                 std::string(name), "\""));
+}
+
+std::vector<std::string> RecipeRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, spec] : specs_) out.push_back(name);
+  return out;
+}
+
+const RecipeRegistry& BuiltinRecipes() {
+  static const RecipeRegistry* const registry = [] {
+    auto* r = new RecipeRegistry;
+    // The built-ins' names are distinct and their specs complete.
+    if (!RegisterBuiltinRecipes(*r).ok()) std::abort();
+    return r;
+  }();
+  return *registry;
+}
+
+namespace {
+
+// The job's spec. REQUIRES: CheckRecipe(job) passed.
+const RecipeSpec& SpecOf(const v1::JobConfig& job) {
+  absl::StatusOr<const RecipeSpec*> spec = BuiltinRecipes().Find(job.algorithm());
+  if (!spec.ok()) std::abort();
+  return **spec;
+}
+
+}  // namespace
+
+absl::Status CheckRecipe(const v1::JobConfig& job) {
+  return BuiltinRecipes().Find(job.algorithm()).status();
+}
+
+bool NeedsReference(const v1::JobConfig& job) { return SpecOf(job).needs_reference(job); }
+
+int64_t RecipeSteps(const v1::JobConfig& job) { return SpecOf(job).steps(job); }
+
+bool RollsOut(const v1::JobConfig& job) { return SpecOf(job).rolls_out; }
+
+int WorkersNeeded(const v1::JobConfig& job, std::string_view role) {
+  const v1::DeploymentConfig& d = job.deployment();
+  if (role == "learner") return d.learner().count();
+  if (role == "reference") return NeedsReference(job) ? d.reference().count() : 0;
+  if (role == "actor") return RollsOut(job) ? d.actor().count() : 0;
+  if (role == "verifier") return RollsOut(job) ? d.verifier().count() : 0;
+  return 0;
+}
+
+}  // namespace trellis::loop
