@@ -80,9 +80,9 @@ absl::StatusOr<v1::TrainStats> LocalLearner::EvalPreference(const v1::Preference
 
 absl::StatusOr<v1::WeightSyncStats> LocalLearner::PublishWeights() {
   if (transport_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        options_.worker_id, ": no weight transport (rank ", engine_->group().rank(), " of ",
-        engine_->group().size(), " learners; rank 0 publishes)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(options_.worker_id, ": no weight transport (rank ", engine_->group().rank(),
+                     " of ", engine_->group().size(), " learners; rank 0 publishes)"));
   }
   // Under LoRA only the adapters change, and actors build the same base:
   // they get the adapters and the base's fingerprint, to refuse adapters
