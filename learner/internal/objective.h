@@ -38,8 +38,9 @@ namespace trellis::learner::internal {
 class UpdateEngine;
 
 // The optimizer phases of a learner, each with its own optimizer state and
-// step count (phases.h).
+// step count (phases.h; PhaseName's table follows this order).
 enum class PhaseId { kSft, kRl, kCritic, kPreference };
+inline constexpr int kPhaseCount = 4;
 
 // The batch of one LearnerWorker call; BatchKind is its index.
 enum class BatchKind { kSft, kTrain, kPreference };

@@ -9,15 +9,8 @@ namespace trellis::learner::internal {
 namespace {
 
 const char* BatchKindName(BatchKind kind) {
-  switch (kind) {
-    case BatchKind::kSft:
-      return "SFT";
-    case BatchKind::kTrain:
-      return "train";
-    case BatchKind::kPreference:
-      return "preference";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"SFT", "train", "preference"};
+  return kNames[static_cast<int>(kind)];
 }
 
 std::string KeyName(const ObjectiveKey& key) {

@@ -5,17 +5,8 @@
 namespace trellis::learner::internal {
 
 const char* PhaseName(PhaseId id) {
-  switch (id) {
-    case PhaseId::kSft:
-      return "sft";
-    case PhaseId::kRl:
-      return "rl";
-    case PhaseId::kCritic:
-      return "critic";
-    case PhaseId::kPreference:
-      return "preference";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"sft", "rl", "critic", "preference"};
+  return kNames[static_cast<int>(id)];
 }
 
 const v1::OptimizerConfig& PhaseOptimizer(const v1::JobConfig& job, PhaseId id) {

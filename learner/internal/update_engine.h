@@ -95,7 +95,7 @@ class UpdateEngine {
   LearnerModels* const models_;
   std::unique_ptr<DataParallelGroup> group_;
   ledger::Ledger* const ledger_;
-  std::array<Phase, 4> phases_;
+  std::array<Phase, kPhaseCount> phases_;
   UpdatePeak peak_;
   int64_t version_ = 0;
 };
