@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "learner/internal/local_learner.h"
 #include "learner/internal/optimizer.h"
+#include "learner/internal/phases.h"
 #include "model/lora.h"
 #include "weightsync/fingerprint.h"
 
@@ -79,33 +80,23 @@ absl::Status NotThisModel(const absl::Status& s, const std::string& path) {
 absl::Status LocalLearner::SaveNamed(const std::string& path, const model::NamedTensors& named) {
   model::NamedTensors weights;
   for (const auto& [name, tensor] : named) weights.emplace_back(name, tensor.detach());
-  return model::SaveSafetensors(path, weights, {{"policy_version", absl::StrCat(version_)}});
-}
-
-model::NamedTensors LocalLearner::WithMasters(model::NamedTensors live) const {
-  for (auto& [name, tensor] : live) {
-    if (torch::Tensor master = masters_.Find(tensor); master.defined()) tensor = master;
-  }
-  return live;
-}
-
-void LocalLearner::LoadMasters(const model::NamedTensors& live, const model::NamedTensors& loaded) {
-  if (!bf16_) return;
-  std::map<std::string, torch::Tensor> by_name(loaded.begin(), loaded.end());
-  for (const auto& [name, tensor] : live) masters_.Load(tensor, by_name.at(name));
+  return model::SaveSafetensors(path, weights,
+                                {{"policy_version", absl::StrCat(engine_->version())}});
 }
 
 absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
-  const bool writes_weights = group_->rank() == 0;
+  DataParallelGroup& group = engine_->group();
+  const bool writes_weights = group.rank() == 0;
   if (writes_weights) {
-    if (absl::Status s =
-            SaveNamed(dir + "/weights.safetensors", WithMasters(model_->NamedWeights()));
+    if (absl::Status s = SaveNamed(dir + "/weights.safetensors",
+                                   models_->WithMasters(models_->policy()->NamedWeights()));
         !s.ok()) {
       return s;
     }
   }
-  if (writes_weights && HasCritic()) {
-    if (absl::Status s = SaveNamed(dir + "/critic.safetensors", WithMasters(CriticWeights()));
+  if (writes_weights && models_->has_critic()) {
+    if (absl::Status s =
+            SaveNamed(dir + "/critic.safetensors", models_->WithMasters(models_->CriticWeights()));
         !s.ok()) {
       return s;
     }
@@ -113,29 +104,33 @@ absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
   model::NamedTensors state;
   std::map<std::string, std::string> meta = {
       {"format", kOptimizerFormat},
-      {"policy_version", absl::StrCat(version_)},
-      {"learner_ranks", absl::StrCat(group_->size())},
+      {"policy_version", absl::StrCat(engine_->version())},
+      {"learner_ranks", absl::StrCat(group.size())},
       {"zero_stage", absl::StrCat(job_.memory().zero_stage())}};
   try {
-    for (auto& [phase, name] : Phases()) {
-      meta[name + "_steps"] = absl::StrCat(phase->steps);
-      meta[name + "_optimizer"] = phase->optimizer ? "1" : "0";
-      meta[name + "_rule"] = PhaseConfig(name).name();
-      if (phase->optimizer) {
-        AppendOptimizerState(*phase->optimizer, PhaseConfig(name), name + "/", &state);
+    for (PhaseId id : CheckpointPhases(*models_)) {
+      const std::string name(PhaseName(id));
+      const Phase& phase = engine_->phase(id);
+      meta[name + "_steps"] = absl::StrCat(phase.steps);
+      meta[name + "_optimizer"] = phase.optimizer ? "1" : "0";
+      meta[name + "_rule"] = PhaseOptimizer(job_, id).name();
+      if (phase.optimizer) {
+        AppendOptimizerState(*phase.optimizer, PhaseOptimizer(job_, id), name + "/", &state);
       }
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(
         options_.worker_id, ": gathering optimizer state: ", e.what_without_backtrace()));
   }
-  return model::SaveSafetensors(OptimizerPath(dir, group_->rank()), state, meta);
+  return model::SaveSafetensors(OptimizerPath(dir, group.rank()), state, meta);
 }
 
 absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
+  DataParallelGroup& group = engine_->group();
+  const bool has_critic = models_->has_critic();
   const std::string weights_path = dir + "/weights.safetensors";
   const std::string critic_path = dir + "/critic.safetensors";
-  const std::string opt_path = OptimizerPath(dir, group_->rank());
+  const std::string opt_path = OptimizerPath(dir, group.rank());
   std::map<std::string, std::string> meta;
   absl::StatusOr<model::NamedTensors> opt = model::LoadSafetensors(opt_path, &meta);
   if (!opt.ok()) return opt.status();
@@ -145,7 +140,7 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   }
   // Checkpoints written before learner groups existed are one rank's.
   for (const auto& [key, want] :
-       {std::pair<std::string, int64_t>{"learner_ranks", group_->size()},
+       {std::pair<std::string, int64_t>{"learner_ranks", group.size()},
         std::pair<std::string, int64_t>{"zero_stage", job_.memory().zero_stage()}}) {
     if (meta.count(key) == 0) meta[key] = key == "learner_ranks" ? "1" : "0";
     absl::StatusOr<int64_t> saved = MetaInt(meta, key, opt_path);
@@ -162,7 +157,7 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   if (!weights.ok()) return weights.status();
   if (absl::Status s = CheckSameBase(*weights, weights_path); !s.ok()) return s;
   model::NamedTensors critic_weights;
-  if (HasCritic()) {
+  if (has_critic) {
     absl::StatusOr<model::NamedTensors> c = LoadPart(critic_path, *version, opt_path);
     if (!c.ok()) return c.status();
     critic_weights = *std::move(c);
@@ -170,8 +165,10 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   // Build fresh optimizers and fill them (nothing live changes), then load
   // the weights, and swap the optimizers in only when everything loaded.
   std::map<std::string, torch::Tensor> tensors(opt->begin(), opt->end());
-  std::vector<std::pair<Phase, std::string>> fresh;
-  for (auto& [phase, name] : Phases()) {
+  std::vector<std::pair<Phase, PhaseId>> fresh;
+  for (PhaseId id : CheckpointPhases(*models_)) {
+    const std::string name(PhaseName(id));
+    const v1::OptimizerConfig& config = PhaseOptimizer(job_, id);
     Phase restored;
     absl::StatusOr<int64_t> steps = MetaInt(meta, name + "_steps", opt_path);
     if (!steps.ok()) return steps.status();
@@ -181,16 +178,16 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
     // Checkpoints written before OptimizerConfig.name existed are AdamW's.
     const auto rule = meta.find(name + "_rule");
     const std::string saved_rule = rule == meta.end() ? "adamw" : rule->second;
-    if (*present != 0 && saved_rule != PhaseConfig(name).name()) {
+    if (*present != 0 && saved_rule != config.name()) {
       return absl::FailedPreconditionError(
           absl::StrCat(opt_path, ": the ", name, " optimizer was saved as \"", saved_rule,
-                       "\" but the job's is \"", PhaseConfig(name).name(), "\""));
+                       "\" but the job's is \"", config.name(), "\""));
     }
     if (*present != 0) {
       try {
-        EnsureOptimizer(restored, PhaseParams(name), PhaseConfig(name));
-        if (absl::Status s = LoadOptimizerState(tensors, PhaseConfig(name), name + "/", opt_path,
-                                                *restored.optimizer);
+        engine_->EnsureOptimizer(restored, id);
+        if (absl::Status s =
+                LoadOptimizerState(tensors, config, name + "/", opt_path, *restored.optimizer);
             !s.ok()) {
           return s;
         }
@@ -199,60 +196,40 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
                                                 " optimizer: ", e.what_without_backtrace()));
       }
     }
-    fresh.emplace_back(std::move(restored), name);
+    fresh.emplace_back(std::move(restored), id);
   }
   // Each LoadWeights checks everything before it copies; a policy that does
   // not fit puts the critic back as it was.
   const model::NamedTensors critic_before =
-      HasCritic() ? Snapshot(CriticWeights()) : model::NamedTensors();
-  if (HasCritic()) {
-    if (absl::Status s = LoadCritic(critic_weights); !s.ok()) return NotThisModel(s, critic_path);
+      has_critic ? Snapshot(models_->CriticWeights()) : model::NamedTensors();
+  if (has_critic) {
+    if (absl::Status s = models_->LoadCritic(critic_weights); !s.ok()) {
+      return NotThisModel(s, critic_path);
+    }
   }
-  if (absl::Status s = model_->LoadWeights(*weights); !s.ok()) {
-    if (HasCritic()) (void)LoadCritic(critic_before);
+  if (absl::Status s = models_->policy()->LoadWeights(*weights); !s.ok()) {
+    if (has_critic) (void)models_->LoadCritic(critic_before);
     return NotThisModel(s, weights_path);
   }
-  LoadMasters(TrainedWeights(), *weights);
-  if (HasCritic()) LoadMasters(CriticWeights(), critic_weights);
-  for (auto& [restored, name] : fresh) *PhaseNamed(name) = std::move(restored);
-  version_ = *version;
+  models_->LoadMasters(models_->TrainedWeights(), *weights);
+  if (has_critic) models_->LoadMasters(models_->CriticWeights(), critic_weights);
+  for (auto& [restored, id] : fresh) engine_->phase(id) = std::move(restored);
+  engine_->set_version(*version);
   return absl::OkStatus();
 }
 
 absl::Status LocalLearner::CheckSameBase(const model::NamedTensors& weights,
                                          const std::string& path) const {
-  if (!model_->has_adapters()) return absl::OkStatus();
+  if (!models_->policy()->has_adapters()) return absl::OkStatus();
   model::NamedTensors base;
   for (const auto& [name, tensor] : weights) {
     if (!model::IsAdapterName(name)) base.emplace_back(name, tensor);
   }
-  if (weightsync::Fingerprint(base) == base_fingerprint_) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      path, ": its frozen base is not the one this job builds (runtime.seed, "
-      "model.init_checkpoint); LoRA trains adapters over an unchanged base"));
-}
-
-std::vector<std::pair<Phase*, std::string>> LocalLearner::Phases() {
-  std::vector<std::pair<Phase*, std::string>> phases = {{&sft_, "sft"}, {&rl_, "rl"}};
-  if (!critic_.is_empty()) phases.emplace_back(&critic_phase_, "critic");
-  return phases;
-}
-
-Phase* LocalLearner::PhaseNamed(const std::string& name) {
-  return name == "sft" ? &sft_ : name == "rl" ? &rl_ : &critic_phase_;
-}
-
-std::vector<torch::Tensor> LocalLearner::PhaseParams(const std::string& name) {
-  if (name == "critic") return critic_->parameters();
-  std::vector<torch::Tensor> params = TrainedParams();
-  if (name == "rl" && value_head_) params.push_back(value_head_->weight);
-  return params;
-}
-
-const v1::OptimizerConfig& LocalLearner::PhaseConfig(const std::string& name) const {
-  return name == "sft"  ? job_.sft().optimizer()
-         : name == "rl" ? job_.grpo().optimizer()
-                        : job_.ppo().critic_optimizer();
+  if (weightsync::Fingerprint(base) == models_->base_fingerprint()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(path,
+                   ": its frozen base is not the one this job builds (runtime.seed, "
+                   "model.init_checkpoint); LoRA trains adapters over an unchanged base"));
 }
 
 }  // namespace trellis::learner::internal

@@ -1,0 +1,82 @@
+#include "learner/internal/policy_gradient_objective.h"
+
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "learner/objectives.h"
+
+namespace trellis::learner::internal {
+
+PolicyGradientObjective::PolicyGradientObjective(const ObjectiveInput& in, bool kl_in_loss)
+    : in_(in), batch_(*std::get<const v1::TrainBatch*>(in.batch)), kl_in_loss_(kl_in_loss) {}
+
+absl::Status PolicyGradientObjective::Check() {
+  const bool use_ref = in_.job->grpo().kl_coef() > 0;
+  for (int i = 0; i < batch_.samples_size(); ++i) {
+    const v1::TrainSample& s = batch_.samples(i);
+    const int n = s.response_tokens_size();
+    if (n == 0 || s.old_logprobs_size() != n || (use_ref && s.ref_logprobs_size() != n)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(in_.worker_id, ": train sample ", i, " has ", n, " response tokens, ",
+                       s.old_logprobs_size(), " old log-probs and ", s.ref_logprobs_size(),
+                       " reference log-probs; expected equal, non-zero",
+                       use_ref ? "" : " (reference log-probs may be empty: kl_coef is 0)"));
+    }
+    total_tokens_ += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<model::TokenBatch> PolicyGradientObjective::Tokens(int64_t begin,
+                                                                  int64_t end) const {
+  std::vector<model::SequencePair> pairs;
+  for (int64_t i = begin; i < end; ++i) {
+    pairs.push_back({batch_.samples(i).prompt_tokens(), batch_.samples(i).response_tokens()});
+  }
+  return in_.Tokens(pairs);
+}
+
+absl::StatusOr<MicroResult> PolicyGradientObjective::Loss(int64_t begin, int64_t end) {
+  absl::StatusOr<model::TokenBatch> tb = Tokens(begin, end);
+  if (!tb.ok()) return tb.status();
+  std::vector<float> advantages;
+  for (int64_t i = begin; i < end; ++i) advantages.push_back(batch_.samples(i).advantage());
+  const torch::Tensor logp = model::TargetLogProbs(in_.models->policy(), *tb, temperature());
+  return PolicyTerm(*tb, logp, torch::tensor(advantages, torch::kFloat32), begin, end);
+}
+
+MicroResult PolicyGradientObjective::PolicyTerm(const model::TokenBatch& tb,
+                                                const torch::Tensor& logp,
+                                                const torch::Tensor& advantages, int64_t begin,
+                                                int64_t end) const {
+  const auto& grpo = in_.job->grpo();
+  std::vector<absl::Span<const float>> old_rows, ref_rows;
+  for (int64_t i = begin; i < end; ++i) {
+    old_rows.emplace_back(batch_.samples(i).old_logprobs());
+    ref_rows.emplace_back(batch_.samples(i).ref_logprobs());
+  }
+  const torch::Tensor old_logp = model::PlaceResponseValues(old_rows, tb);
+  const torch::Tensor ref_logp =
+      kl_in_loss_ ? model::PlaceResponseValues(ref_rows, tb) : torch::Tensor();
+  // grpo.dapo.clip_eps_{low,high}: 0 takes grpo.clip_eps.
+  const double clip_low =
+      grpo.dapo().clip_eps_low() > 0 ? grpo.dapo().clip_eps_low() : grpo.clip_eps();
+  const double clip_high =
+      grpo.dapo().clip_eps_high() > 0 ? grpo.dapo().clip_eps_high() : grpo.clip_eps();
+  const double normalizer =
+      LossNormalizer(grpo.loss_aggregation(), total_tokens_, batch_.samples_size());
+  PolicyLoss loss =
+      ClippedPolicyLoss(logp, old_logp, ref_logp, advantages, tb.response_mask, clip_low, clip_high,
+                        kl_in_loss_ ? grpo.kl_coef() : 0, grpo.loss_aggregation(), normalizer);
+  return MicroResult{loss.loss, loss.kl_sum, loss.clipped_tokens, loss.tokens};
+}
+
+absl::StatusOr<std::unique_ptr<Objective>> NewPolicyGradientObjective(const ObjectiveInput& in) {
+  auto objective = std::make_unique<PolicyGradientObjective>(in, in.job->grpo().kl_coef() > 0);
+  if (absl::Status s = objective->Check(); !s.ok()) return s;
+  return objective;
+}
+
+}  // namespace trellis::learner::internal

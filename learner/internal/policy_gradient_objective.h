@@ -1,0 +1,54 @@
+#ifndef TRELLIS_LEARNER_INTERNAL_POLICY_GRADIENT_OBJECTIVE_H_
+#define TRELLIS_LEARNER_INTERNAL_POLICY_GRADIENT_OBJECTIVE_H_
+
+// The GRPO family's objective on a TrainBatch: the clipped surrogate
+// (DAPO's asymmetric clip), the k3 KL penalty to the reference, token or
+// sequence aggregation (ClippedPolicyLoss, objectives.h), with one
+// advantage per sample. PPO (ppo_objective.cc) derives from it with
+// per-token advantages and a value loss.
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "learner/internal/objective.h"
+#include "model/token_batch.h"
+
+namespace trellis::learner::internal {
+
+class PolicyGradientObjective : public Objective {
+ public:
+  // `kl_in_loss`: the KL penalty is in the loss (grpo.kl_coef > 0 and,
+  // under PPO, ppo.kl_mode loss). REQUIRES: input.batch is a TrainBatch.
+  PolicyGradientObjective(const ObjectiveInput& in, bool kl_in_loss);
+
+  // InvalidArgument naming the first sample without response tokens or
+  // whose old (and, with grpo.kl_coef > 0, reference) log-probs do not
+  // match its response.
+  [[nodiscard]] absl::Status Check();
+
+  PhaseId phase() const override { return PhaseId::kRl; }
+  int64_t rows() const override { return batch_.samples_size(); }
+  absl::StatusOr<MicroResult> Loss(int64_t begin, int64_t end) override;
+
+ protected:
+  // Samples [begin, end) as a token batch.
+  absl::StatusOr<model::TokenBatch> Tokens(int64_t begin, int64_t end) const;
+  // The clipped surrogate and KL of samples [begin, end) in `tb`, given
+  // their log-probs and advantages ([B], one per sample, or [B, T]).
+  MicroResult PolicyTerm(const model::TokenBatch& tb, const torch::Tensor& logp,
+                         const torch::Tensor& advantages, int64_t begin, int64_t end) const;
+  double temperature() const { return in_.job->sampling().temperature(); }
+
+  const ObjectiveInput in_;
+  const v1::TrainBatch& batch_;
+  // Response tokens of the whole batch (set by Check).
+  double total_tokens_ = 0;
+
+ private:
+  const bool kl_in_loss_;
+};
+
+}  // namespace trellis::learner::internal
+
+#endif  // TRELLIS_LEARNER_INTERNAL_POLICY_GRADIENT_OBJECTIVE_H_

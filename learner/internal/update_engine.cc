@@ -1,0 +1,281 @@
+#include "learner/internal/update_engine.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "learner/internal/optimizer.h"
+#include "ledger/memory_tracker.h"
+#include "model/lora.h"
+
+namespace trellis::learner::internal {
+namespace {
+
+using ledger::Object;
+using ledger::Stage;
+
+// A step's sums over its micro-batches, and the stats they give.
+struct MicroSums {
+  double loss = 0, kl = 0, clipped = 0, tokens = 0, exact_rows = 0;
+  double value_loss = 0, value_clipped = 0;
+  double margin = 0, ranked_right = 0, chosen_reward = 0, rejected_reward = 0;
+  int32_t micro_batches = 0;
+
+  void Add(const MicroResult& r) {
+    loss += r.loss.item<double>();
+    kl += r.kl_sum;
+    clipped += r.clipped_tokens;
+    tokens += r.tokens;
+    exact_rows += r.exact_rows;
+    value_loss += r.value_loss;
+    value_clipped += r.value_clipped;
+    margin += r.margin_sum;
+    ranked_right += r.ranked_right;
+    chosen_reward += r.chosen_reward_sum;
+    rejected_reward += r.rejected_reward_sum;
+    ++micro_batches;
+  }
+
+  // Every rank's sums added up: the whole batch's.
+  absl::Status SumOver(DataParallelGroup& group) {
+    double* const fields[] = {
+        &loss,          &kl,     &clipped,      &tokens,        &exact_rows,     &value_loss,
+        &value_clipped, &margin, &ranked_right, &chosen_reward, &rejected_reward};
+    std::vector<double> values;
+    for (double* f : fields) values.push_back(*f);
+    values.push_back(micro_batches);
+    if (absl::Status s = group.AllReduceSum(values); !s.ok()) return s;
+    for (size_t i = 0; i < std::size(fields); ++i) *fields[i] = values[i];
+    micro_batches = static_cast<int32_t>(values.back());
+    return absl::OkStatus();
+  }
+
+  // `rows`: the batch's rows (pairs for a preference batch).
+  void Fill(int64_t rows, v1::TrainStats* stats) const {
+    stats->set_loss(loss);
+    stats->set_micro_batches(micro_batches);
+    stats->set_kl(tokens > 0 ? kl / tokens : 0);
+    stats->set_clip_fraction(tokens > 0 ? clipped / tokens : 0);
+    stats->set_trained_tokens(static_cast<int64_t>(tokens));
+    stats->set_sequence_accuracy(exact_rows / rows);
+    stats->set_value_loss(value_loss);
+    stats->set_value_clip_fraction(tokens > 0 ? value_clipped / tokens : 0);
+    stats->set_reward_margin(margin / rows);
+    stats->set_preference_accuracy(ranked_right / rows);
+    stats->set_chosen_reward(chosen_reward / rows);
+    stats->set_rejected_reward(rejected_reward / rows);
+  }
+};
+
+}  // namespace
+
+void UpdateEngine::UpdatePeak::Observe(int64_t peak, int64_t base, int64_t saved, int64_t after) {
+  if (peak <= bytes) return;
+  bytes = peak;
+  workspace = std::max<int64_t>(0, peak - base - saved - std::max<int64_t>(0, after - base));
+}
+
+UpdateEngine::UpdateEngine(const v1::JobConfig& job, std::string worker_id, LearnerModels* models,
+                           std::unique_ptr<DataParallelGroup> group, ledger::Ledger* ledger)
+    : job_(job),
+      worker_id_(std::move(worker_id)),
+      models_(models),
+      group_(std::move(group)),
+      ledger_(ledger) {}
+
+void UpdateEngine::EnsureOptimizer(Phase& phase, PhaseId id) {
+  if (phase.optimizer != nullptr) return;
+  phase.params = TrainableSet(PhaseParams(*models_, id), models_->masters(), group_.get(),
+                              job_.memory().zero_stage() == 1);
+  phase.optimizer = NewOptimizer(phase.params.owned_params(), PhaseOptimizer(job_, id));
+}
+
+absl::StatusOr<v1::TrainStats> UpdateEngine::Step(Objective& objective) {
+  const PhaseId id = objective.phase();
+  absl::StatusOr<v1::TrainStats> stats =
+      Update(id, objective.rows(),
+             [&objective](int64_t begin, int64_t end) { return objective.Loss(begin, end); });
+  if (!stats.ok()) return stats;
+  if (absl::Status s = objective.Complete(*this, &*stats); !s.ok()) return s;
+  return Finish(id, *std::move(stats), objective.buffer_bytes());
+}
+
+absl::StatusOr<MicroResult> UpdateEngine::RunMicro(const MicroFn& micro, int64_t begin,
+                                                   int64_t end) {
+  absl::StatusOr<MicroResult> r = micro(begin, end);
+  if (!r.ok()) return AtRows(r.status(), worker_id_, begin, end);
+  return r;
+}
+
+absl::StatusOr<v1::TrainStats> UpdateEngine::Measure(Objective& objective) {
+  const int64_t rows = objective.rows();
+  if (rows == 0) return absl::InvalidArgumentError(absl::StrCat(worker_id_, ": empty batch"));
+  const int64_t micro_rows = MicroBatchRows(job_);
+  MicroSums sums;
+  try {
+    torch::NoGradGuard no_grad;
+    for (int64_t begin = 0; begin < rows; begin += micro_rows) {
+      absl::StatusOr<MicroResult> r =
+          RunMicro([&objective](int64_t b, int64_t e) { return objective.Loss(b, e); }, begin,
+                   std::min(rows, begin + micro_rows));
+      if (!r.ok()) return r.status();
+      sums.Add(*r);
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(worker_id_, ": evaluation at version ", version_, ": ",
+                                            e.what_without_backtrace()));
+  }
+  v1::TrainStats stats;
+  sums.Fill(rows, &stats);
+  stats.set_policy_version(version_);
+  return stats;
+}
+
+absl::StatusOr<v1::TrainStats> UpdateEngine::Update(PhaseId id, int64_t rows,
+                                                    const MicroFn& micro) {
+  Phase& phase = this->phase(id);
+  EnsureOptimizer(phase, id);
+  const v1::OptimizerConfig& config = PhaseOptimizer(job_, id);
+  torch::optim::Optimizer& optimizer = *phase.optimizer;
+  if (rows == 0) return absl::InvalidArgumentError(absl::StrCat(worker_id_, ": empty batch"));
+  const int64_t micro_rows = MicroBatchRows(job_);
+  ledger::MemoryTracker& tracker = ledger::MemoryTracker::Get();
+  v1::TrainStats stats;
+  MicroSums sums;
+  int64_t activation_bytes = 0;
+  std::optional<ledger::PeakWindow> window;
+  const double recompute_before = models_->RecomputeSeconds();
+  try {
+    phase.params.ZeroGrad();
+    // This rank's rows; the loss normalizer is the whole batch's, so the
+    // gradients summed over the ranks are the batch's.
+    const auto [first, last] = RankRows(rows, group_->rank(), group_->size());
+    for (int64_t begin = first; begin < last; begin += micro_rows) {
+      const int64_t live_before = tracker.live_bytes();
+      window.emplace();
+      absl::StatusOr<MicroResult> r = RunMicro(micro, begin, std::min(last, begin + micro_rows));
+      if (!r.ok()) return r.status();
+      // What the forward pass keeps alive for backward.
+      const int64_t saved = tracker.live_bytes() - live_before;
+      activation_bytes = std::max(activation_bytes, saved);
+      r->loss.backward();
+      peak_.Observe(window->peak_bytes(), live_before, saved, tracker.live_bytes());
+      window.reset();
+      sums.Add(*r);
+    }
+    const int64_t live_before_step = tracker.live_bytes();
+    window.emplace();
+    const double max_norm = config.max_grad_norm() > 0 ? config.max_grad_norm() : 1e30;
+    if (models_->masters() != nullptr) {
+      int64_t model_gradients = 0;
+      for (const torch::Tensor& p : phase.params.model_params()) {
+        if (p.grad().defined()) model_gradients += p.grad().nbytes();
+      }
+      peak_.model_gradients = std::max(peak_.model_gradients, model_gradients);
+    }
+    absl::StatusOr<double> norm = phase.params.PrepareGradients(max_norm);
+    if (!norm.ok()) return norm.status();
+    stats.set_grad_norm(*norm);
+    const double warmup = config.warmup_steps();
+    const double lr = config.lr() * (warmup > 0 ? std::min(1.0, (phase.steps + 1) / warmup) : 1.0);
+    SetLearningRate(optimizer, lr);
+    optimizer.step();
+    if (absl::Status s = phase.params.AfterStep(); !s.ok()) return s;
+    peak_.Observe(window->peak_bytes(), live_before_step, 0, tracker.live_bytes());
+    window.reset();
+    ++phase.steps;
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(worker_id_, ": update at version ", version_, ": ",
+                                            e.what_without_backtrace()));
+  }
+  if (absl::Status s = sums.SumOver(*group_); !s.ok()) return s;
+  sums.Fill(rows, &stats);
+  stats.set_activation_bytes(activation_bytes);
+  stats.set_recompute_seconds(models_->RecomputeSeconds() - recompute_before);
+  return stats;
+}
+
+UpdateEngine::Resident UpdateEngine::PolicyBytes() const {
+  // Under LoRA the parameters are the frozen base, the adapters their own
+  // object; only the adapters have gradients.
+  Resident r;
+  for (const auto& [name, p] : models_->policy()->NamedWeights()) {
+    (model::IsAdapterName(name) ? r.adapters : r.parameters) += p.nbytes();
+    // With bf16 the gradients the step used are the masters'.
+    for (const torch::Tensor& t : {p, models_->master_copies().Find(p)}) {
+      if (t.defined() && t.grad().defined()) r.gradients += t.grad().nbytes();
+    }
+  }
+  return r;
+}
+
+v1::TrainStats UpdateEngine::Finish(PhaseId id, v1::TrainStats stats, int64_t buffer_bytes) {
+  ++version_;
+  const Resident resident = PolicyBytes();
+  stats.set_policy_version(version_);
+  stats.set_parameter_bytes(resident.parameters);
+  stats.set_adapter_bytes(resident.adapters);
+  stats.set_gradient_bytes(resident.gradients);
+  stats.set_master_weight_bytes(models_->master_copies().bytes());
+  stats.set_optimizer_state_bytes(OptimizerStateBytes(*phase(id).optimizer));
+  const Traffic traffic = group_->TakeTraffic();
+  stats.set_communication_bytes(traffic.bytes);
+  stats.set_communication_seconds(traffic.seconds);
+  if (ledger_ != nullptr) {
+    RecordObjects(id == PhaseId::kSft ? Stage::kSft : Stage::kUpdate, resident,
+                  stats.activation_bytes(), buffer_bytes);
+  }
+  return stats;
+}
+
+void UpdateEngine::RecordObjects(Stage stage, const Resident& resident, int64_t activation_bytes,
+                                 int64_t buffer_bytes) {
+  const std::string& id = worker_id_;
+  // Every policy phase's optimizer stays resident (checkpoints hold them
+  // all), so the object is their sum.
+  int64_t optimizer_bytes = 0;
+  for (PhaseId p : kPolicyPhases) {
+    if (phase(p).optimizer) optimizer_bytes += OptimizerStateBytes(*phase(p).optimizer);
+  }
+  ledger_->RecordObject(id, Object::kParameters, resident.parameters, stage);
+  if (resident.adapters > 0) ledger_->RecordObject(id, Object::kAdapters, resident.adapters, stage);
+  ledger_->RecordObject(id, Object::kGradients, resident.gradients, stage);
+  ledger_->RecordObject(id, Object::kOptimizerState, optimizer_bytes, stage);
+  if (models_->masters() != nullptr) {
+    ledger_->RecordObject(id, Object::kMasterWeights, models_->master_copies().bytes(), stage);
+  }
+  // The group's largest flat bucket.
+  if (group_->buffer_bytes() > 0) {
+    ledger_->RecordObject(id, Object::kCommunication, group_->buffer_bytes(), stage);
+  }
+  // Transients at the update's peak, then freed: they count only in the
+  // span of this update (attribution.h).
+  ledger_->RecordObject(id, Object::kActivations, activation_bytes, stage);
+  ledger_->RecordObject(id, Object::kWorkspace, peak_.workspace, stage);
+  if (peak_.model_gradients > 0) {
+    ledger_->RecordObject(id, Object::kGradients, resident.gradients + peak_.model_gradients,
+                          stage);
+    ledger_->RecordObject(id, Object::kGradients, resident.gradients, stage);
+  }
+  ledger_->RecordObject(id, Object::kActivations, 0, stage);
+  ledger_->RecordObject(id, Object::kWorkspace, 0, stage);
+  peak_ = UpdatePeak{};
+  if (models_->has_critic()) ledger_->RecordObject(id, Object::kCritic, CriticBytes(), stage);
+  if (buffer_bytes > 0) ledger_->RecordObject(id, Object::kRolloutBuffer, buffer_bytes, stage);
+}
+
+int64_t UpdateEngine::CriticBytes() {
+  int64_t bytes = 0;
+  for (const auto& [name, p] : models_->CriticWeights()) {
+    bytes += p.nbytes();
+    if (p.grad().defined()) bytes += p.grad().nbytes();
+  }
+  if (Phase& critic = phase(PhaseId::kCritic); critic.optimizer) {
+    bytes += OptimizerStateBytes(*critic.optimizer);
+  }
+  return bytes;
+}
+
+}  // namespace trellis::learner::internal
