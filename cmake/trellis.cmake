@@ -8,15 +8,20 @@
 
 # One precompiled header for every target that includes LibTorch: the
 # torch headers cost ~20 s per translation unit on this machine otherwise.
+# GCC uses a PCH only where the macros match. Every target that links gRPC
+# gets -pthread from it (re2::re2), which defines _REENTRANT; so the PCH and
+# every torch target are compiled -pthread, gRPC or not (-Winvalid-pch,
+# which CMake adds, names any translation unit that still misses the PCH).
 add_library(trellis_torch_pch STATIC ${CMAKE_CURRENT_LIST_DIR}/torch_pch.cc)
 target_link_libraries(trellis_torch_pch PUBLIC ${TORCH_LIBRARIES})
-target_compile_options(trellis_torch_pch PUBLIC ${TORCH_CXX_FLAGS})
+target_compile_options(trellis_torch_pch PUBLIC ${TORCH_CXX_FLAGS} -pthread)
 target_precompile_headers(trellis_torch_pch PRIVATE <torch/torch.h>)
 
 function(_trellis_use_torch target visibility)
   target_link_libraries(${target} ${visibility} ${TORCH_LIBRARIES})
   target_include_directories(${target} ${visibility} ${TORCH_INCLUDE_DIRS})
   target_precompile_headers(${target} REUSE_FROM trellis_torch_pch)
+  target_compile_options(${target} PRIVATE -pthread)
   # The shared PCH is compiled as library code (-fPIC); GCC ignores it in a
   # target compiled -fPIE (executables), so compile those -fPIC as well.
   get_target_property(type ${target} TYPE)

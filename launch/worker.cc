@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "actor/actor_service.h"
 #include "learner/learner_service.h"
+#include "launch/ledger_forwarder.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
 #include "model/tokenizer.h"
@@ -114,20 +115,16 @@ absl::StatusOr<std::unique_ptr<weightsync::Transport>> MakeTransport(
       "(expected gloo or grpc)"));
 }
 
-// Sends every ledger object record of this worker to the scheduler.
-ledger::Ledger::ObjectForward ForwardTo(v1::Scheduler::Stub* stub, std::string worker_id,
-                                        std::ostream* log) {
-  return [stub, worker_id, log](std::string_view, ledger::Object object, int64_t bytes,
-                                ledger::Stage stage) {
-    v1::LedgerReport report;
-    report.set_worker_id(worker_id);
-    v1::ObjectRecord* o = report.add_records()->mutable_object();
+// Hands every ledger object record of this worker to `forwarder`.
+ledger::Ledger::ObjectForward ForwardTo(LedgerForwarder* forwarder) {
+  return [forwarder](std::string_view, ledger::Object object, int64_t bytes,
+                     ledger::Stage stage) {
+    v1::LedgerRecord record;
+    v1::ObjectRecord* o = record.mutable_object();
     o->set_object(std::string(ledger::ObjectName(object)));
     o->set_bytes(bytes);
     o->set_stage(std::string(ledger::StageName(stage)));
-    absl::StatusOr<v1::Empty> sent = rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, report,
-                                               absl::Seconds(5), "scheduler ReportLedger");
-    if (!sent.ok()) *log << worker_id << ": ledger record lost: " << sent.status() << std::endl;
+    forwarder->Add(std::move(record));
   };
 }
 
@@ -215,8 +212,18 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
 
   roles::SetThreads(job);
   ledger::MemoryTracker::Install();
+  // Declared before the ledger: it outlives the ledger's forwarding.
+  LedgerForwarder forwarder(id, [&scheduler, &id, &log](const v1::LedgerReport& report) {
+    absl::StatusOr<v1::Empty> sent = rpc::Call(*scheduler, &v1::Scheduler::Stub::ReportLedger,
+                                               report, absl::Seconds(5), "scheduler ReportLedger");
+    if (!sent.ok()) {
+      log << id << ": " << report.records_size() << " ledger records lost: " << sent.status()
+          << std::endl;
+    }
+    return sent.status();
+  });
   ledger::Ledger ledger;
-  ledger.ForwardObjects(ForwardTo(scheduler.get(), id, &log));
+  ledger.ForwardObjects(ForwardTo(&forwarder));
   // Declared after the ledger: it detaches from it when it goes.
   std::unique_ptr<web::WatchServer> metrics;
   if (!options.metrics.empty()) {
@@ -309,10 +316,12 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   v1::HeartbeatRequest beat;
   beat.set_worker_id(id);
   while (true) {
+    beat.set_ledger_step(forwarder.delivered_step());
     absl::StatusOr<v1::HeartbeatResponse> reply = rpc::Call(
         *scheduler, &v1::Scheduler::Stub::Heartbeat, beat, interval, "scheduler Heartbeat");
     if (reply.ok()) {
       last_ok = absl::Now();
+      forwarder.StepAdvanced(reply->step());
       if (reply->shutdown()) break;
     } else if (absl::IsFailedPrecondition(reply.status()) || absl::IsNotFound(reply.status())) {
       result = reply.status();  // Declared dead: our work went elsewhere.
@@ -331,6 +340,12 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   actor_service.Bind(nullptr, 0);
   learner_service.Bind(nullptr, 0);
   reference_service.Bind(nullptr, 0);
+  // What is still buffered goes before the worker stops.
+  ledger.ForwardObjects(nullptr);
+  const LedgerForwarder::Counts counts = forwarder.Close();
+  log << id << ": ledger records: " << counts.recorded << " made, " << counts.sent << " sent in "
+      << counts.calls << " calls, " << counts.dropped << " dropped, " << counts.lost << " lost"
+      << std::endl;
   return result;
 }
 

@@ -5,7 +5,8 @@
 // starts the role's gRPC service, registers with the scheduler (role,
 // address, capabilities), receives its assignment (the job, its id, the
 // weight transport), builds the role's engine, serves it, sends
-// heartbeats, and forwards its ledger records to the scheduler. Returns
+// heartbeats, and forwards its ledger records to the scheduler in batches
+// off the step's path (ledger_forwarder.h). Returns
 // when the scheduler says the job is over (OK), or when the scheduler has
 // been unreachable past the heartbeat timeout (Unavailable).
 

@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
 #include "loop/recipe.h"
@@ -44,10 +46,33 @@ std::pair<v1::JobConfig, WorkerRegistry*> SchedulerService::WaitForJob() {
 
 void SchedulerService::AttachLedger(ledger::Ledger* ledger) {
   absl::MutexLock lock(&mu_);
+  if (ledger == nullptr && ledger_ != nullptr && registry_ != nullptr) DrainLedgerLocked();
   ledger_ = ledger;
   if (ledger == nullptr) return;
   for (const v1::LedgerReport& report : pending_) Record(*ledger, report);
   pending_.clear();
+}
+
+void SchedulerService::DrainLedgerLocked() {
+  // A step past the last: every worker sends what it holds and says so in
+  // its next heartbeat. A worker that dies meanwhile is waited for no longer
+  // than a few heartbeats.
+  drain_step_ = StepLocked() + 1;
+  const std::vector<std::string> live = registry_->LiveIds();
+  const auto drained = [this, &live]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const std::string& id : live) {
+      auto it = ledger_steps_.find(id);
+      if (it == ledger_steps_.end() || it->second < drain_step_) return false;
+    }
+    return true;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&drained),
+                       4 * absl::Milliseconds(job_->deployment().heartbeat_interval_ms()));
+}
+
+int64_t SchedulerService::StepLocked() const {
+  if (drain_step_ >= 0) return drain_step_;
+  return ledger_ == nullptr ? 0 : std::max<int64_t>(0, ledger_->current_step());
 }
 
 void SchedulerService::SetState(const std::string& state, const std::string& error) {
@@ -126,6 +151,8 @@ grpc::Status SchedulerService::Heartbeat(grpc::ServerContext*, const v1::Heartbe
   {
     absl::MutexLock lock(&mu_);
     response->set_shutdown(shutdown_);
+    response->set_step(StepLocked());
+    ledger_steps_[request->worker_id()] = request->ledger_step();
     registry = registry_.get();
   }
   if (registry == nullptr) return rpc::ToGrpc(absl::FailedPreconditionError("no job yet"));
@@ -137,6 +164,7 @@ grpc::Status SchedulerService::ReportLedger(grpc::ServerContext*, const v1::Ledg
   if (request->worker_id().empty()) {
     return rpc::ToGrpc(absl::InvalidArgumentError("worker_id: required"));
   }
+  // All or none: a batch is checked whole, then recorded in its order.
   for (int i = 0; i < request->records_size(); ++i) {
     const v1::LedgerRecord& r = request->records(i);
     if (!r.has_object()) {

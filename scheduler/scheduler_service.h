@@ -5,6 +5,7 @@
 // wait for their assignment, send heartbeats and their ledger records;
 // clients submit, watch and cancel the job. One job per scheduler.
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,7 +32,10 @@ class SchedulerService final : public v1::Scheduler::Service {
   std::pair<v1::JobConfig, WorkerRegistry*> WaitForJob();
 
   // Where forwarded ledger records go once the run's ledger is open
-  // (records that arrive earlier are kept and replayed).
+  // (records that arrive earlier are kept and replayed). Detaching (null)
+  // first drains the workers: heartbeat replies name a step past the last,
+  // and it waits until every live worker's heartbeat says its records for
+  // it are sent (four heartbeat intervals at most).
   void AttachLedger(ledger::Ledger* ledger);
   void SetState(const std::string& state, const std::string& error = "");
   // Heartbeat replies tell workers to exit from now on.
@@ -53,6 +57,9 @@ class SchedulerService final : public v1::Scheduler::Service {
 
  private:
   v1::JobStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The step heartbeat replies name (workers send their records once it grows).
+  int64_t StepLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DrainLedgerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckJobId(const v1::JobStatusRequest& request) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -62,6 +69,10 @@ class SchedulerService final : public v1::Scheduler::Service {
   std::unique_ptr<WorkerRegistry> registry_ ABSL_GUARDED_BY(mu_);
   ledger::Ledger* ledger_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::vector<v1::LedgerReport> pending_ ABSL_GUARDED_BY(mu_);
+  // Each worker's ledger_step from its latest heartbeat.
+  std::map<std::string, int64_t> ledger_steps_ ABSL_GUARDED_BY(mu_);
+  // Set once the run's ledger is being detached (the drain's step).
+  int64_t drain_step_ ABSL_GUARDED_BY(mu_) = -1;
   std::string state_ ABSL_GUARDED_BY(mu_) = "pending";
   std::string error_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

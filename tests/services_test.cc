@@ -6,8 +6,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "actor/actor_service.h"
+#include "launch/ledger_forwarder.h"
 #include "learner/learner_service.h"
+#include "ledger/ledger.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
 #include "reference/reference_service.h"
@@ -176,6 +179,41 @@ TEST_F(ServicesTest, SchedulerRefusesUnknownJobsAndMalformedReports) {
                                                  known, absl::Seconds(5), "scheduler");
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_EQ(good->state(), "placing");
+}
+
+
+// A worker's batched records reach the scheduler's ledger over gRPC, each
+// once and in the order the worker made them, in one call.
+TEST_F(ServicesTest, SchedulerRecordsAForwardedBatchInOrder) {
+  ledger::Ledger ledger;
+  std::vector<std::string> objects;
+  ledger.ObserveRecords([&objects](std::string_view line) {
+    if (line.find(R"("type":"object")") != std::string_view::npos) objects.emplace_back(line);
+  });
+  scheduler_service_.AttachLedger(&ledger);
+  auto stub = v1::Scheduler::NewStub(channel_);
+  launch::LedgerForwarder forwarder("actor-0", [&stub](const v1::LedgerReport& report) {
+    return StatusOf(rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, report,
+                              absl::Seconds(5), "scheduler"));
+  });
+  const std::vector<std::string> names = {"kv_cache", "workspace", "kv_cache", "parameters"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    v1::LedgerRecord record;
+    record.mutable_object()->set_object(names[i]);
+    record.mutable_object()->set_bytes(static_cast<int64_t>(10 + i));
+    record.mutable_object()->set_stage("rollout");
+    forwarder.Add(std::move(record));
+  }
+  const launch::LedgerForwarder::Counts counts = forwarder.Close();
+  // No worker has registered: detaching has no one to wait for.
+  scheduler_service_.AttachLedger(nullptr);
+  EXPECT_EQ(counts.calls, 1);
+  EXPECT_EQ(counts.sent, 4);
+  ASSERT_EQ(objects.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_THAT(objects[i], HasSubstr(absl::StrCat(R"("bytes":)", 10 + i)));
+    EXPECT_THAT(objects[i], HasSubstr(absl::StrCat(R"("object":")", names[i], R"(","role":"actor-0")")));
+  }
 }
 
 

@@ -1,0 +1,79 @@
+#include "launch/ledger_forwarder.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace trellis::launch {
+
+LedgerForwarder::LedgerForwarder(std::string worker_id, Send send, Options options)
+    : worker_id_(std::move(worker_id)), send_(std::move(send)), options_(options) {
+  flusher_ = std::thread([this] { Flush(); });
+}
+
+LedgerForwarder::~LedgerForwarder() { Close(); }
+
+void LedgerForwarder::Add(v1::LedgerRecord record) {
+  absl::MutexLock lock(&mu_);
+  counts_.recorded += 1;
+  if (closing_ || static_cast<int64_t>(buffer_.size()) >= options_.capacity) {
+    counts_.dropped += 1;
+    return;
+  }
+  buffer_.push_back(std::move(record));
+}
+
+void LedgerForwarder::StepAdvanced(int64_t step) {
+  absl::MutexLock lock(&mu_);
+  step_ = std::max(step_, step);
+}
+
+int64_t LedgerForwarder::delivered_step() const {
+  absl::MutexLock lock(&mu_);
+  return delivered_step_;
+}
+
+LedgerForwarder::Counts LedgerForwarder::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  if (flusher_.joinable()) flusher_.join();
+  return counts();
+}
+
+LedgerForwarder::Counts LedgerForwarder::counts() const {
+  absl::MutexLock lock(&mu_);
+  return counts_;
+}
+
+void LedgerForwarder::Flush() {
+  const auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return closing_ || step_ > delivered_step_ ||
+           static_cast<int64_t>(buffer_.size()) >= options_.flush_at;
+  };
+  while (true) {
+    v1::LedgerReport report;
+    report.set_worker_id(worker_id_);
+    int64_t step = 0;
+    bool last = false;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&due));
+      for (v1::LedgerRecord& r : buffer_) *report.add_records() = std::move(r);
+      buffer_.clear();
+      step = step_;
+      last = closing_;
+    }
+    // Outside the lock: Add() and StepAdvanced() never wait for the call.
+    absl::Status sent = report.records().empty() ? absl::OkStatus() : send_(report);
+    absl::MutexLock lock(&mu_);
+    if (!report.records().empty()) {
+      counts_.calls += 1;
+      (sent.ok() ? counts_.sent : counts_.lost) += report.records_size();
+    }
+    delivered_step_ = std::max(delivered_step_, step);
+    if (last) return;
+  }
+}
+
+}  // namespace trellis::launch
