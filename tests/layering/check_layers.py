@@ -44,7 +44,7 @@ LAYERS = [
     # 11: tools that measure and explain jobs.
     ["trellis_tools"],
     # 12: process bootstrap.
-    ["trellis_launch"],
+    ["trellis_launch", "trellis_ledger_forwarder"],
 ]
 # Libraries that must not link gRPC at all.
 CORE = ["trellis_model", "trellis_data", "trellis_config", "trellis_ledger", "trellis_learner",
