@@ -9,8 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/sampling.h"
+#include "actor/torch_guard.h"
 #include "ledger/memory_tracker.h"
 #include "model/policy.h"
+#include "model/torch_status.h"
 #include "model/transformer.h"
 #include "weightsync/fingerprint.h"
 
@@ -249,20 +251,26 @@ class LocalActor : public RolloutWorker {
 absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
     const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
     weightsync::Transport* transport, ledger::Ledger* ledger, LocalActorOptions options) {
-  model::Transformer policy{nullptr};
-  if (options.lora.rank() > 0) {
-    absl::StatusOr<model::Transformer> built =
-        model::NewPolicy(model, options.lora, tokenizer->vocab_size(), options.seed);
-    if (!built.ok()) {
-      return absl::Status(built.status().code(),
-                          absl::StrCat(options.worker_id, ": ", built.status().message()));
-    }
-    policy = *std::move(built);
-  } else {
-    policy = model::Transformer(model, tokenizer->vocab_size());
-  }
-  return std::unique_ptr<RolloutWorker>(std::make_unique<LocalActor>(
-      std::move(policy), tokenizer, transport, ledger, std::move(options)));
+  const std::string id = options.worker_id;
+  absl::StatusOr<std::unique_ptr<RolloutWorker>> actor =
+      model::TorchEdge(id).Call("build", [&]() -> absl::StatusOr<std::unique_ptr<RolloutWorker>> {
+        model::Transformer policy{nullptr};
+        if (options.lora.rank() > 0) {
+          absl::StatusOr<model::Transformer> built =
+              model::NewPolicy(model, options.lora, tokenizer->vocab_size(), options.seed);
+          if (!built.ok()) {
+            return absl::Status(built.status().code(),
+                                absl::StrCat(options.worker_id, ": ", built.status().message()));
+          }
+          policy = *std::move(built);
+        } else {
+          policy = model::Transformer(model, tokenizer->vocab_size());
+        }
+        return std::make_unique<LocalActor>(std::move(policy), tokenizer, transport, ledger,
+                                            std::move(options));
+      });
+  if (!actor.ok()) return actor.status();
+  return GuardTorchErrors(*std::move(actor), id);
 }
 
 }  // namespace trellis::actor
