@@ -54,8 +54,8 @@ absl::StatusOr<BoundLearner> MakeGroup(const v1::JobConfig& job,
   constexpr int kRanks = 2;
   absl::StatusOr<int> port = weightsync::PickFreeTcpPort("127.0.0.1");
   if (!port.ok()) return port.status();
-  std::vector<absl::StatusOr<std::unique_ptr<LearnerWorker>>> ranks(
-      kRanks, absl::UnknownError("not built"));
+  std::vector<absl::StatusOr<std::unique_ptr<LearnerWorker>>> ranks;
+  for (int r = 0; r < kRanks; ++r) ranks.emplace_back(absl::UnknownError("not built"));
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {

@@ -57,6 +57,7 @@ class LearnerConformanceTest : public ::testing::TestWithParam<LearnerFactory> {
 
   LearnerWorker& learner() { return *bound_.worker; }
   weightsync::Transport& transport() { return *transport_; }
+  const model::Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
   std::vector<int32_t> Ids(const std::string& text) const;

@@ -50,8 +50,10 @@ void ReferenceConformanceTest::Load() {
 v1::Sample ReferenceConformanceTest::Sample(const std::string& response) const {
   v1::Sample s;
   s.add_prompt_tokens(tokenizer_->bos_id());
-  for (int32_t id : *tokenizer_->Encode("1+2=")) s.add_prompt_tokens(id);
-  for (int32_t id : *tokenizer_->Encode(response)) s.add_response_tokens(id);
+  const std::vector<int32_t> prompt = *tokenizer_->Encode("1+2=");
+  const std::vector<int32_t> tokens = *tokenizer_->Encode(response);
+  s.mutable_prompt_tokens()->Add(prompt.begin(), prompt.end());
+  s.mutable_response_tokens()->Add(tokens.begin(), tokens.end());
   return s;
 }
 
