@@ -246,29 +246,34 @@ class LocalActor : public RolloutWorker {
   int64_t version_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
+// NewLocalActor's engine, before the LibTorch edge.
+absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(
+    const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
+    weightsync::Transport* transport, ledger::Ledger* ledger, LocalActorOptions options) {
+  model::Transformer policy{nullptr};
+  if (options.lora.rank() > 0) {
+    absl::StatusOr<model::Transformer> built =
+        model::NewPolicy(model, options.lora, tokenizer->vocab_size(), options.seed);
+    if (!built.ok()) {
+      return absl::Status(built.status().code(),
+                          absl::StrCat(options.worker_id, ": ", built.status().message()));
+    }
+    policy = *std::move(built);
+  } else {
+    policy = model::Transformer(model, tokenizer->vocab_size());
+  }
+  return std::unique_ptr<RolloutWorker>(std::make_unique<LocalActor>(
+      std::move(policy), tokenizer, transport, ledger, std::move(options)));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
     const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
     weightsync::Transport* transport, ledger::Ledger* ledger, LocalActorOptions options) {
   const std::string id = options.worker_id;
-  absl::StatusOr<std::unique_ptr<RolloutWorker>> actor =
-      model::TorchEdge(id).Call("build", [&]() -> absl::StatusOr<std::unique_ptr<RolloutWorker>> {
-        model::Transformer policy{nullptr};
-        if (options.lora.rank() > 0) {
-          absl::StatusOr<model::Transformer> built =
-              model::NewPolicy(model, options.lora, tokenizer->vocab_size(), options.seed);
-          if (!built.ok()) {
-            return absl::Status(built.status().code(),
-                                absl::StrCat(options.worker_id, ": ", built.status().message()));
-          }
-          policy = *std::move(built);
-        } else {
-          policy = model::Transformer(model, tokenizer->vocab_size());
-        }
-        return std::make_unique<LocalActor>(std::move(policy), tokenizer, transport, ledger,
-                                            std::move(options));
-      });
+  absl::StatusOr<std::unique_ptr<RolloutWorker>> actor = model::TorchEdge(id).Call(
+      "build", [&] { return BuildLocalActor(model, tokenizer, transport, ledger, options); });
   if (!actor.ok()) return actor.status();
   return GuardTorchErrors(*std::move(actor), id);
 }
