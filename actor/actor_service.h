@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "actor/rollout_worker.h"
+#include "model/torch_status.h"
 #include "rpc/bound_worker.h"
 #include "trellis/v1/services.grpc.pb.h"
 
@@ -19,7 +20,8 @@ namespace trellis::actor {
 class ActorService final : public v1::Actor::Service {
  public:
   // Token ids of requests are checked against `vocab_size`.
-  explicit ActorService(std::string worker_id) : worker_(std::move(worker_id)) {}
+  explicit ActorService(std::string worker_id)
+      : worker_(std::move(worker_id), model::StatusFromException) {}
   void Bind(RolloutWorker* worker, int64_t vocab_size);
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,

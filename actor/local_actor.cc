@@ -9,8 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/sampling.h"
+#include "actor/torch_guard.h"
 #include "ledger/memory_tracker.h"
 #include "model/policy.h"
+#include "model/torch_status.h"
 #include "model/transformer.h"
 #include "weightsync/fingerprint.h"
 
@@ -244,9 +246,8 @@ class LocalActor : public RolloutWorker {
   int64_t version_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
+// NewLocalActor's engine, before the LibTorch edge.
+absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(
     const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
     weightsync::Transport* transport, ledger::Ledger* ledger, LocalActorOptions options) {
   model::Transformer policy{nullptr};
@@ -263,6 +264,18 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
   }
   return std::unique_ptr<RolloutWorker>(std::make_unique<LocalActor>(
       std::move(policy), tokenizer, transport, ledger, std::move(options)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
+    const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
+    weightsync::Transport* transport, ledger::Ledger* ledger, LocalActorOptions options) {
+  const std::string id = options.worker_id;
+  absl::StatusOr<std::unique_ptr<RolloutWorker>> actor = model::TorchEdge(id).Call(
+      "build", [&] { return BuildLocalActor(model, tokenizer, transport, ledger, options); });
+  if (!actor.ok()) return actor.status();
+  return GuardTorchErrors(*std::move(actor), id);
 }
 
 }  // namespace trellis::actor

@@ -8,8 +8,10 @@
 #include "ledger/memory_tracker.h"
 #include "model/safetensors.h"
 #include "model/token_batch.h"
+#include "model/torch_status.h"
 #include "model/transformer.h"
 #include "reference/reference_worker.h"
+#include "reference/torch_guard.h"
 
 namespace trellis::reference {
 namespace {
@@ -169,9 +171,11 @@ class LocalReference : public ReferenceWorker {
 
 absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(
     const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger) {
+  const std::string id = "reference-0";
   auto reference = std::make_unique<LocalReference>(job, tokenizer, ledger);
-  if (absl::Status s = reference->Init(job); !s.ok()) return s;
-  return std::unique_ptr<ReferenceWorker>(std::move(reference));
+  absl::Status init = model::TorchEdge(id).Call("build", [&] { return reference->Init(job); });
+  if (!init.ok()) return init;
+  return GuardTorchErrors(std::move(reference), id);
 }
 
 }  // namespace trellis::reference

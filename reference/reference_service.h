@@ -12,6 +12,7 @@
 
 #include "absl/time/time.h"
 #include "reference/reference_worker.h"
+#include "model/torch_status.h"
 #include "rpc/bound_worker.h"
 #include "trellis/v1/services.grpc.pb.h"
 
@@ -19,7 +20,8 @@ namespace trellis::reference {
 
 class ReferenceService final : public v1::Reference::Service {
  public:
-  explicit ReferenceService(std::string worker_id) : worker_(std::move(worker_id)) {}
+  explicit ReferenceService(std::string worker_id)
+      : worker_(std::move(worker_id), model::StatusFromException) {}
   // Token ids of requests are checked against `vocab_size`.
   void Bind(ReferenceWorker* worker, int64_t vocab_size);
 

@@ -10,6 +10,8 @@
 #include "config/job_config.h"
 #include "loop/recipe.h"
 #include "learner/local_learner.h"
+#include "learner/torch_guard.h"
+#include "model/torch_status.h"
 
 namespace trellis::roles {
 
@@ -34,7 +36,10 @@ absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
   options.vocab_size = VocabSize(job, tokenizer);
   options.pad_id = tokenizer.pad_id();
   options.seed = job.runtime().seed();
-  return learner::NewLocalLearner(job, options, transport, ledger);
+  absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> made = model::TorchEdge(worker_id).Call(
+      "build", [&] { return learner::NewLocalLearner(job, options, transport, ledger); });
+  if (!made.ok()) return made.status();
+  return learner::GuardTorchErrors(*std::move(made), worker_id);
 }
 
 absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(

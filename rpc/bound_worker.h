@@ -16,15 +16,22 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "rpc/status.h"
 
 namespace trellis::rpc {
 
+// How an exception thrown by a worker becomes a status; `where` names the
+// role. The role services pass model::StatusFromException, the conversion
+// their engines' own entry points use.
+using ExceptionToStatus = absl::Status (*)(std::exception_ptr error, absl::string_view where);
+
 template <typename Worker>
 class BoundWorker {
  public:
-  explicit BoundWorker(std::string role) : role_(std::move(role)) {}
+  BoundWorker(std::string role, ExceptionToStatus to_status)
+      : role_(std::move(role)), to_status_(to_status) {}
 
   // `worker` must outlive this object, or be unbound (nullptr) first.
   void Bind(Worker* worker) {
@@ -54,13 +61,14 @@ class BoundWorker {
     }
     try {
       return fn(*worker_);
-    } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat(role_, ": ", e.what()));
+    } catch (...) {
+      return to_status_(std::current_exception(), role_);
     }
   }
 
  private:
   const std::string role_;
+  const ExceptionToStatus to_status_;
   absl::Mutex mu_;
   Worker* worker_ ABSL_GUARDED_BY(mu_) = nullptr;
 };

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
 #include "actor/actor_service.h"
+#include "actor/torch_guard.h"
 #include "launch/ledger_forwarder.h"
 #include "learner/learner_service.h"
 #include "ledger/ledger.h"
@@ -277,6 +278,48 @@ TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
   absl::Status no_rm = StatusOf(plain_client->Scores(request));
   EXPECT_EQ(no_rm.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(no_rm.message()), HasSubstr("ppo.reward"));
+}
+
+// An engine that lets LibTorch errors escape (as one without the edge of
+// model/torch_status.h would): a failed check from Generate, an out of
+// memory from SyncWeights.
+class ThrowingActor final : public actor::RolloutWorker {
+ public:
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest&) override {
+    torch::ones({2}).view({3});
+    return v1::GenerateResponse();
+  }
+  absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t) override {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "device full");
+    return v1::WeightSyncStats();
+  }
+  int64_t policy_version() const override { return -1; }
+};
+
+// The service turns what escapes an engine into the status the engines'
+// own edge (actor::GuardTorchErrors) gives: a launched run fails as an
+// embedded one does.
+TEST(ServiceEdgeTest, LibTorchErrorsGetTheCodeTheEmbeddedEdgeGives) {
+  ThrowingActor raw;
+  actor::ActorService service{"actor-9"};
+  service.Bind(&raw, 100);
+  absl::StatusOr<std::unique_ptr<rpc::Server>> server =
+      rpc::Server::Start("127.0.0.1:0", {&service});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto launched = actor::NewGrpcActorClient(rpc::NewChannel((*server)->address()), "actor-9",
+                                            absl::Seconds(30));
+  std::unique_ptr<actor::RolloutWorker> embedded =
+      actor::GuardTorchErrors(std::make_unique<ThrowingActor>(), "actor-9");
+
+  for (actor::RolloutWorker* worker : {launched.get(), embedded.get()}) {
+    absl::Status check = StatusOf(worker->Generate(v1::GenerateRequest()));
+    EXPECT_EQ(check.code(), absl::StatusCode::kInternal) << check;
+    EXPECT_THAT(std::string(check.message()), HasSubstr("actor-9"));
+    EXPECT_THAT(std::string(check.message()), HasSubstr("shape '[3]' is invalid"));
+    absl::Status oom = StatusOf(worker->SyncWeights(1));
+    EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted) << oom;
+    EXPECT_THAT(std::string(oom.message()), HasSubstr("out of memory: device full"));
+  }
 }
 
 }  // namespace
