@@ -119,10 +119,11 @@ class ObjectiveRegistry {
   // AlreadyExists when `key` is registered.
   [[nodiscard]] absl::Status Register(ObjectiveKey key, ObjectiveFactory factory);
   // The objective `recipe` trains input.batch with: its own, else every
-  // recipe's; NotFound naming the batch kind and the recipe when neither
-  // is registered.
-  [[nodiscard]] absl::StatusOr<std::unique_ptr<Objective>> New(config::Recipe recipe,
-                                                               const ObjectiveInput& input) const;
+  // recipe's (a plug-in recipe that config::Recipe does not name, nullopt,
+  // gets every recipe's); NotFound naming the batch kind and the recipe when
+  // neither is registered.
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<Objective>> New(
+      std::optional<config::Recipe> recipe, const ObjectiveInput& input) const;
 
  private:
   std::map<std::pair<BatchKind, std::optional<config::Recipe>>, ObjectiveFactory> factories_;

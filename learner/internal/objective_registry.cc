@@ -42,7 +42,7 @@ absl::Status ObjectiveRegistry::Register(ObjectiveKey key, ObjectiveFactory fact
 }
 
 absl::StatusOr<std::unique_ptr<Objective>> ObjectiveRegistry::New(
-    config::Recipe recipe, const ObjectiveInput& input) const {
+    std::optional<config::Recipe> recipe, const ObjectiveInput& input) const {
   const BatchKind kind = KindOf(input.batch);
   auto it = factories_.find({kind, recipe});
   if (it == factories_.end()) it = factories_.find({kind, std::nullopt});
