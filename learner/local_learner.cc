@@ -76,7 +76,7 @@ void LocalLearner::UpdatePeak::Observe(int64_t peak, int64_t base, int64_t saved
 }
 
 LocalLearner::LocalLearner(const v1::JobConfig& job, const LocalLearnerOptions& options,
-                           weightsync::Transport* transport, ledger::Ledger* ledger)
+                           weightsync::Publisher* transport, ledger::Ledger* ledger)
     : job_(job),
       reward_model_(config::RecipeOf(job) == config::Recipe::kRewardModel),
       bf16_(job.memory().precision() == "bf16"),
@@ -560,7 +560,7 @@ v1::TrainStats LocalLearner::Finish(Phase& phase, Stage stage, v1::TrainStats st
 
 absl::StatusOr<std::unique_ptr<LearnerWorker>> NewLocalLearner(const v1::JobConfig& job,
                                                                const LocalLearnerOptions& options,
-                                                               weightsync::Transport* transport,
+                                                               weightsync::Publisher* transport,
                                                                ledger::Ledger* ledger) {
   auto learner = std::make_unique<internal::LocalLearner>(job, options, transport, ledger);
   if (absl::Status s = learner->Init(); !s.ok()) return s;

@@ -90,7 +90,7 @@ struct PpoTargets {
 class LocalLearner : public LearnerWorker {
  public:
   LocalLearner(const v1::JobConfig& job, const LocalLearnerOptions& options,
-               weightsync::Transport* transport, ledger::Ledger* ledger);
+               weightsync::Publisher* transport, ledger::Ledger* ledger);
 
   // Builds the models (and loads model.init_checkpoint).
   absl::Status Init();
@@ -206,7 +206,7 @@ class LocalLearner : public LearnerWorker {
   const bool bf16_;
   const LocalLearnerOptions options_;
   UpdatePeak peak_;
-  weightsync::Transport* transport_;
+  weightsync::Publisher* transport_;
   ledger::Ledger* ledger_;
   model::Transformer model_{nullptr};
   // PPO: a separate critic, or a value head on the policy's trunk.
