@@ -42,15 +42,19 @@ TEST(TcpStoreTest, ClientsReachTheHostedStore) {
 TEST(GlooPairTest, TwoRanksExchangeAndAMissingPeerTimesOut) {
   absl::StatusOr<int> port = PickFreeTcpPort("127.0.0.1");
   ASSERT_TRUE(port.ok()) << port.status();
-  auto store = ConnectStore("127.0.0.1", *port, /*server=*/true, absl::Seconds(10));
-  ASSERT_TRUE(store.ok()) << store.status();
+  // Each rank its own store client, as in two processes; rank 0 hosts.
+  auto host = ConnectStore("127.0.0.1", *port, /*server=*/true, absl::Seconds(10));
+  ASSERT_TRUE(host.ok()) << host.status();
+  auto client = ConnectStore("127.0.0.1", *port, /*server=*/false, absl::Seconds(10));
+  ASSERT_TRUE(client.ok()) << client.status();
+  const std::vector<c10::intrusive_ptr<c10d::TCPStore>> stores{*host, *client};
   std::vector<c10::intrusive_ptr<GlooGroup>> groups(2);
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.emplace_back([&, rank] {
       absl::StatusOr<std::shared_ptr<GlooDevice>> device = NewGlooDevice("127.0.0.1", "");
       ASSERT_TRUE(device.ok()) << device.status();
-      auto group = JoinGlooGroup(*store, "test", rank, 2, *device, absl::Seconds(10));
+      auto group = JoinGlooGroup(stores[rank], "test", rank, 2, *device, absl::Seconds(10));
       ASSERT_TRUE(group.ok()) << group.status();
       groups[rank] = *group;
     });

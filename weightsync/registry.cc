@@ -32,7 +32,7 @@ absl::Status TransportRegistry::Register(const std::string& name, PublisherFacto
 }
 
 absl::StatusOr<const TransportRegistry::Factories*> TransportRegistry::Find(
-    std::string_view name) const {
+    absl::string_view name) const {
   auto it = transports_.find(absl::AsciiStrToLower(name));
   if (it == transports_.end()) {
     const std::vector<std::string> known = Names();
@@ -44,14 +44,14 @@ absl::StatusOr<const TransportRegistry::Factories*> TransportRegistry::Find(
 }
 
 absl::StatusOr<std::unique_ptr<Publisher>> TransportRegistry::NewPublisher(
-    std::string_view name, const TransportOptions& options) const {
+    absl::string_view name, const TransportOptions& options) const {
   absl::StatusOr<const Factories*> found = Find(name);
   if (!found.ok()) return found.status();
   return (*found)->publisher(options);
 }
 
 absl::StatusOr<std::unique_ptr<Receiver>> TransportRegistry::NewReceiver(
-    std::string_view name, const TransportOptions& options) const {
+    absl::string_view name, const TransportOptions& options) const {
   absl::StatusOr<const Factories*> found = Find(name);
   if (!found.ok()) return found.status();
   return (*found)->receiver(options);

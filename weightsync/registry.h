@@ -12,11 +12,11 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "weightsync/transport.h"
 
 namespace trellis::weightsync {
@@ -39,9 +39,9 @@ class TransportRegistry {
   // NotFound naming the registered transports when there is none, else
   // what the transport's factory returns. Thread-safe.
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Publisher>> NewPublisher(
-      std::string_view name, const TransportOptions& options) const;
+      absl::string_view name, const TransportOptions& options) const;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Receiver>> NewReceiver(
-      std::string_view name, const TransportOptions& options) const;
+      absl::string_view name, const TransportOptions& options) const;
 
   // The registered names, sorted.
   std::vector<std::string> Names() const;
@@ -51,7 +51,7 @@ class TransportRegistry {
     PublisherFactory publisher;
     ReceiverFactory receiver;
   };
-  absl::StatusOr<const Factories*> Find(std::string_view name) const;
+  absl::StatusOr<const Factories*> Find(absl::string_view name) const;
 
   std::map<std::string, Factories> transports_;
 };
