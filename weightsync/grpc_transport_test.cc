@@ -125,7 +125,7 @@ TEST(GrpcTransportTest, PublisherNeverStartedIsDeadlineExceeded) {
   ASSERT_TRUE(r.ok());
   NamedTensors d = Zeros();
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<v1::WeightSyncStats> got = r->Receive(1, d, absl::Milliseconds(500));
+  absl::StatusOr<v1::WeightSyncStats> got = (*r)->Receive(1, d, absl::Milliseconds(500));
   EXPECT_LE(SecondsSince(start), 1.5);
   EXPECT_EQ(got.status().code(), StatusCode::kDeadlineExceeded) << got.status();
   EXPECT_NE(got.status().message().find(">= 1"), std::string::npos);
