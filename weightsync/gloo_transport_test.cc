@@ -49,11 +49,7 @@ absl::StatusOr<TransportEnds> MakeGloo(const TransportOptions& base) {
   if (absl::Status s = RegisterBuiltinTransports(registry); !s.ok()) return s;
   TransportOptions options = FreshOptions();
   options.bucket_bytes = base.bucket_bytes;
-  absl::StatusOr<std::unique_ptr<Publisher>> publisher = registry.NewPublisher("gloo", options);
-  if (!publisher.ok()) return publisher.status();
-  absl::StatusOr<std::unique_ptr<Receiver>> receiver = registry.NewReceiver("gloo", options);
-  if (!receiver.ok()) return receiver.status();
-  return TransportEnds{*std::move(publisher), *std::move(receiver)};
+  return conformance::MakeByName(registry, "gloo", options);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gloo, TransportConformanceTest,
@@ -82,16 +78,21 @@ TEST(GlooTransportTest, PublisherNeverStartedIsAnErrorByTheDeadline) {
       << got.status();
 }
 
+// A publisher serving two receiver slots, and a receiver in each.
+struct TwoSlots {
+  TransportOptions options = FreshOptions(2);
+  std::unique_ptr<Publisher> publisher = StartPublisher(options);
+  std::unique_ptr<Receiver> r0 = ReceiverAt(options, 0);
+  std::unique_ptr<Receiver> r1 = ReceiverAt(options, 1);
+};
+
 TEST(GlooTransportTest, TwoReceiversBothGetTheVersion) {
-  TransportOptions ep = FreshOptions(2);
-  auto publisher = StartPublisher(ep);
-  ASSERT_NE(publisher, nullptr);
-  auto r0 = ReceiverAt(ep, 0);
-  auto r1 = ReceiverAt(ep, 1);
-  ASSERT_TRUE(publisher->Publish(3, Weights(3)).ok());
+  TwoSlots t;
+  ASSERT_NE(t.publisher, nullptr);
+  ASSERT_TRUE(t.publisher->Publish(3, Weights(3)).ok());
   NamedTensors d0 = Zeros(), d1 = Zeros();
-  auto f0 = std::async(std::launch::async, [&] { return r0->Receive(3, d0, absl::Seconds(10)); });
-  auto f1 = std::async(std::launch::async, [&] { return r1->Receive(3, d1, absl::Seconds(10)); });
+  auto f0 = std::async(std::launch::async, [&] { return t.r0->Receive(3, d0, absl::Seconds(10)); });
+  auto f1 = std::async(std::launch::async, [&] { return t.r1->Receive(3, d1, absl::Seconds(10)); });
   absl::StatusOr<v1::WeightSyncStats> g0 = f0.get(), g1 = f1.get();
   ASSERT_TRUE(g0.ok()) << g0.status();
   ASSERT_TRUE(g1.ok()) << g1.status();
@@ -104,28 +105,25 @@ TEST(GlooTransportTest, TwoReceiversBothGetTheVersion) {
 }
 
 TEST(GlooTransportTest, PublisherKeepsServingAfterAReceiverWentAway) {
-  TransportOptions ep = FreshOptions(2);
-  auto publisher = StartPublisher(ep);
-  ASSERT_NE(publisher, nullptr);
-  auto gone = ReceiverAt(ep, 0);
-  auto stays = ReceiverAt(ep, 1);
-  ASSERT_TRUE(publisher->Publish(1, Weights(1)).ok());
+  TwoSlots t;  // r0 goes, r1 stays.
+  ASSERT_NE(t.publisher, nullptr);
+  ASSERT_TRUE(t.publisher->Publish(1, Weights(1)).ok());
   NamedTensors d = Zeros();
-  ASSERT_TRUE(gone->Receive(1, d, absl::Seconds(10)).ok());
-  ASSERT_TRUE(stays->Receive(1, d, absl::Seconds(10)).ok());
+  ASSERT_TRUE(t.r0->Receive(1, d, absl::Seconds(10)).ok());
+  ASSERT_TRUE(t.r1->Receive(1, d, absl::Seconds(10)).ok());
   // Receiver 0 leaves mid-wait: its request is pending on the publisher.
   auto abandoned = std::async(std::launch::async, [&] {
     NamedTensors mine = Zeros();
-    return gone->Receive(5, mine, absl::Milliseconds(300));
+    return t.r0->Receive(5, mine, absl::Milliseconds(300));
   });
   EXPECT_EQ(abandoned.get().status().code(), StatusCode::kDeadlineExceeded);
-  gone.reset();
-  ASSERT_TRUE(publisher->Publish(2, Weights(2)).ok());
-  absl::StatusOr<v1::WeightSyncStats> got = stays->Receive(2, d, absl::Seconds(10));
+  t.r0.reset();
+  ASSERT_TRUE(t.publisher->Publish(2, Weights(2)).ok());
+  absl::StatusOr<v1::WeightSyncStats> got = t.r1->Receive(2, d, absl::Seconds(10));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->version(), 2);
   // A receiver that comes back into slot 0 is served again.
-  auto back = ReceiverAt(ep, 0);
+  auto back = ReceiverAt(t.options, 0);
   NamedTensors d0 = Zeros();
   got = back->Receive(2, d0, absl::Seconds(10));
   ASSERT_TRUE(got.ok()) << got.status();

@@ -20,23 +20,18 @@ absl::StatusOr<TransportEnds> MakeInProcess(const TransportOptions& options) {
 }
 
 // The same ends, made by name as the role factories make them.
-absl::StatusOr<TransportEnds> MakeByName(const TransportOptions& options) {
+absl::StatusOr<TransportEnds> MakeInProcessByName(const TransportOptions& options) {
   TransportRegistry registry;
   if (absl::Status s = RegisterBuiltinTransports(registry); !s.ok()) return s;
-  absl::StatusOr<std::unique_ptr<Publisher>> publisher =
-      registry.NewPublisher("inprocess", options);
-  if (!publisher.ok()) return publisher.status();
-  absl::StatusOr<std::unique_ptr<Receiver>> receiver = registry.NewReceiver("inprocess", options);
-  if (!receiver.ok()) return receiver.status();
-  return TransportEnds{*std::move(publisher), *std::move(receiver)};
+  return conformance::MakeByName(registry, "inprocess", options);
 }
 
-INSTANTIATE_TEST_SUITE_P(InProcess, TransportConformanceTest,
-                         ::testing::Values(TransportFactory{"inprocess", MakeInProcess,
-                                                            conformance::CorruptStaged},
-                                           TransportFactory{"inprocess_by_name", MakeByName,
-                                                            conformance::CorruptStaged}),
-                         conformance::TransportFactoryName);
+INSTANTIATE_TEST_SUITE_P(
+    InProcess, TransportConformanceTest,
+    ::testing::Values(TransportFactory{"inprocess", MakeInProcess, conformance::CorruptStaged},
+                      TransportFactory{"inprocess_by_name", MakeInProcessByName,
+                                       conformance::CorruptStaged}),
+    conformance::TransportFactoryName);
 
 // Beyond the conformance suite: what is particular to this transport.
 

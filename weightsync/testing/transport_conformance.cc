@@ -88,6 +88,15 @@ std::future<absl::StatusOr<v1::WeightSyncStats>> PublishAsync(
 
 }  // namespace
 
+absl::StatusOr<TransportEnds> MakeByName(const TransportRegistry& registry,
+                                         absl::string_view name, const TransportOptions& options) {
+  absl::StatusOr<std::unique_ptr<Publisher>> publisher = registry.NewPublisher(name, options);
+  if (!publisher.ok()) return publisher.status();
+  absl::StatusOr<std::unique_ptr<Receiver>> receiver = registry.NewReceiver(name, options);
+  if (!receiver.ok()) return receiver.status();
+  return TransportEnds{*std::move(publisher), *std::move(receiver)};
+}
+
 absl::Status CorruptStaged(TransportEnds& ends, int bucket) {
   return internal::CorruptBucketForTesting(*ends.publisher, bucket, 17);
 }

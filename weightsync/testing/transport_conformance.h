@@ -18,7 +18,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
+#include "weightsync/registry.h"
 #include "weightsync/transport.h"
 
 namespace trellis::weightsync::conformance {
@@ -43,16 +45,19 @@ struct TransportFactory {
   std::function<std::string()> unavailable;
 };
 
+// Both ends of transport `name` from `registry`, as the role factories make
+// them.
+absl::StatusOr<TransportEnds> MakeByName(const TransportRegistry& registry, absl::string_view name,
+                                         const TransportOptions& options);
+
 // `corrupt` for every publisher that stages its versions
 // (internal/inprocess_testing.h).
 absl::Status CorruptStaged(TransportEnds& ends, int bucket);
 
 // For INSTANTIATE_TEST_SUITE_P: names each instance after its factory.
-std::string TransportFactoryName(
-    const ::testing::TestParamInfo<TransportFactory>& info);
+std::string TransportFactoryName(const ::testing::TestParamInfo<TransportFactory>& info);
 
-class TransportConformanceTest
-    : public ::testing::TestWithParam<TransportFactory> {
+class TransportConformanceTest : public ::testing::TestWithParam<TransportFactory> {
  protected:
   void SetUp() override;
   // Fails the test (and returns empty ends) if the factory fails.
