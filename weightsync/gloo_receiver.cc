@@ -188,12 +188,7 @@ class GlooReceiver final : public PullReceiver {
 namespace trellis::weightsync {
 
 absl::StatusOr<std::unique_ptr<Receiver>> NewGlooReceiver(const TransportOptions& options) {
-  if (absl::Status s = internal::CheckSlotOptions(internal::gloo::kName, options,
-                                                  /*publisher=*/false);
-      !s.ok()) {
-    return s;
-  }
-  return std::make_unique<internal::gloo::GlooReceiver>(options);
+  return internal::NewSlotReceiver<internal::gloo::GlooReceiver>(internal::gloo::kName, options);
 }
 
 }  // namespace trellis::weightsync

@@ -155,12 +155,7 @@ class NcclReceiver final : public PullReceiver {
 namespace trellis::weightsync {
 
 absl::StatusOr<std::unique_ptr<Receiver>> NewNcclReceiver(const TransportOptions& options) {
-  if (absl::Status s = internal::CheckSlotOptions(internal::nccl::kName, options,
-                                                  /*publisher=*/false);
-      !s.ok()) {
-    return s;
-  }
-  return std::make_unique<internal::nccl::NcclReceiver>(options);
+  return internal::NewSlotReceiver<internal::nccl::NcclReceiver>(internal::nccl::kName, options);
 }
 
 }  // namespace trellis::weightsync

@@ -5,15 +5,17 @@
 // publisher (gloo, nccl) share: the check of their options, the state the
 // serving threads share, and the Publisher that owns them.
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
 #include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "weightsync/internal/staging.h"
@@ -27,6 +29,17 @@ namespace trellis::weightsync::internal {
 // 0..num_receivers-1.
 [[nodiscard]] absl::Status CheckSlotOptions(const std::string& transport,
                                             const TransportOptions& options, bool publisher);
+
+// A receiver of slot transport `transport`: R(options), once
+// CheckSlotOptions passes for a receiver.
+template <typename R>
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Receiver>> NewSlotReceiver(
+    const std::string& transport, const TransportOptions& options) {
+  if (absl::Status s = CheckSlotOptions(transport, options, /*publisher=*/false); !s.ok()) {
+    return s;
+  }
+  return std::unique_ptr<Receiver>(std::make_unique<R>(options));
+}
 
 // What a sender's serving threads share with it. Each thread decrements
 // live_threads (under mu) as it ends.
