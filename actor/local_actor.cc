@@ -22,10 +22,10 @@ namespace {
 class LocalActor : public RolloutWorker {
  public:
   LocalActor(model::Transformer model, const model::Tokenizer* tokenizer,
-             weightsync::Transport* transport, ledger::Ledger* ledger,
+             weightsync::Receiver* receiver, ledger::Ledger* ledger,
              LocalActorOptions options)
       : tokenizer_(tokenizer),
-        transport_(transport),
+        receiver_(receiver),
         ledger_(ledger),
         options_(std::move(options)),
         model_(std::move(model)) {
@@ -179,7 +179,7 @@ class LocalActor : public RolloutWorker {
       return current;
     }
     absl::StatusOr<v1::WeightSyncStats> stats =
-        transport_->Receive(version, weights_, options_.sync_timeout);
+        receiver_->Receive(version, weights_, options_.sync_timeout);
     if (!stats.ok()) {
       return absl::Status(stats.status().code(),
                           absl::StrCat(options_.worker_id, ": weight sync to version ",
@@ -231,7 +231,7 @@ class LocalActor : public RolloutWorker {
   }
 
   const model::Tokenizer* tokenizer_;
-  weightsync::Transport* transport_;
+  weightsync::Receiver* receiver_;
   ledger::Ledger* ledger_;
   const LocalActorOptions options_;
   mutable absl::Mutex mu_;
@@ -249,7 +249,7 @@ class LocalActor : public RolloutWorker {
 // NewLocalActor's engine, before the LibTorch edge.
 absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(
     const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
-    weightsync::Transport* transport, ledger::Ledger* ledger, LocalActorOptions options) {
+    weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options) {
   model::Transformer policy{nullptr};
   if (options.lora.rank() > 0) {
     absl::StatusOr<model::Transformer> built =
@@ -263,17 +263,17 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(
     policy = model::Transformer(model, tokenizer->vocab_size());
   }
   return std::unique_ptr<RolloutWorker>(std::make_unique<LocalActor>(
-      std::move(policy), tokenizer, transport, ledger, std::move(options)));
+      std::move(policy), tokenizer, receiver, ledger, std::move(options)));
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
     const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
-    weightsync::Transport* transport, ledger::Ledger* ledger, LocalActorOptions options) {
+    weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options) {
   const std::string id = options.worker_id;
   absl::StatusOr<std::unique_ptr<RolloutWorker>> actor = model::TorchEdge(id).Call(
-      "build", [&] { return BuildLocalActor(model, tokenizer, transport, ledger, options); });
+      "build", [&] { return BuildLocalActor(model, tokenizer, receiver, ledger, options); });
   if (!actor.ok()) return actor.status();
   return GuardTorchErrors(*std::move(actor), id);
 }

@@ -27,13 +27,13 @@ struct LocalActorOptions {
 };
 
 // An in-process actor: its own copy of the policy, batched sampling with a
-// KV cache, weights received from `transport`. Records its KV cache in
-// `ledger`. The tokenizer, transport and ledger must outlive the actor.
+// KV cache, weights received from `receiver`. Records its KV cache in
+// `ledger`. The tokenizer, receiver and ledger must outlive the actor.
 // The weights start unset: call SyncWeights before Generate. Fails when
 // the model cannot be built (under LoRA: its model.init_checkpoint).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
     const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
-    weightsync::Transport* transport, ledger::Ledger* ledger, LocalActorOptions options = {});
+    weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options = {});
 
 }  // namespace trellis::actor
 

@@ -4,7 +4,7 @@
 #include "model/token_batch.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
-#include "weightsync/transport.h"
+#include "weightsync/inprocess_transport.h"
 
 namespace trellis::actor {
 namespace {
@@ -21,10 +21,11 @@ class LocalActorTest : public testing::Test {
     tokenizer_ = model::NewCharTokenizer();
     torch::manual_seed(1);
     policy_ = model::Transformer(config_, tokenizer_->vocab_size());
-    transport_ = weightsync::NewInProcessTransport();
-    ASSERT_TRUE(transport_->Publish(0, policy_->NamedWeights()).ok());
+    publisher_ = weightsync::NewInProcessPublisher();
+    receiver_ = publisher_->NewReceiver();
+    ASSERT_TRUE(publisher_->Publish(0, policy_->NamedWeights()).ok());
     absl::StatusOr<std::unique_ptr<RolloutWorker>> actor =
-        NewLocalActor(config_, tokenizer_.get(), transport_.get(), nullptr);
+        NewLocalActor(config_, tokenizer_.get(), receiver_.get(), nullptr);
     ASSERT_TRUE(actor.ok()) << actor.status();
     actor_ = *std::move(actor);
     ASSERT_TRUE(actor_->SyncWeights(0).ok());
@@ -52,7 +53,8 @@ class LocalActorTest : public testing::Test {
   v1::ModelConfig config_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
   model::Transformer policy_{nullptr};
-  std::unique_ptr<weightsync::Transport> transport_;
+  std::unique_ptr<weightsync::InProcessPublisher> publisher_;
+  std::unique_ptr<weightsync::Receiver> receiver_;
   std::unique_ptr<RolloutWorker> actor_;
 };
 
@@ -130,7 +132,7 @@ TEST_F(LocalActorTest, TakesNewWeightsOnlyThroughSync) {
     for (auto& p : policy_->parameters()) p.mul_(1.5);
   }
   auto unchanged = actor_->Generate(Request(2, 5));
-  ASSERT_TRUE(transport_->Publish(1, policy_->NamedWeights()).ok());
+  ASSERT_TRUE(publisher_->Publish(1, policy_->NamedWeights()).ok());
   ASSERT_TRUE(actor_->SyncWeights(1).ok());
   EXPECT_EQ(actor_->policy_version(), 1);
   auto after = actor_->Generate(Request(2, 5));

@@ -29,10 +29,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "comm/tcp_store.h"
+#include "rpc/channel.h"
 #include "rpc/server.h"
-#include "weightsync/gloo_transport.h"
 #include "weightsync/grpc_transport.h"
-#include "weightsync/transport.h"
+#include "weightsync/registry.h"
 
 ABSL_FLAG(int64_t, max_mb, 1000, "largest size to run, in MB (1e6 bytes)");
 ABSL_FLAG(int, reps, 5, "timed repetitions per size and transport");
@@ -140,7 +141,7 @@ struct Result {
   double publish_s = 0;     // median Publish wall time
 };
 
-Result Run(Transport& sender, Transport& receiver, Tcp& tcp, int64_t bytes,
+Result Run(Publisher& sender, Receiver& receiver, Tcp& tcp, int64_t bytes,
            int reps) {
   Result r;
   std::vector<double> recv_s, transfer_s, publish_s, tcp_s, ratio;
@@ -203,46 +204,48 @@ int Main() {
   std::printf("%-8s %-10s %12s %13s %11s %11s %9s\n", "size", "transport",
               "receive GB/s", "transfer GB/s", "publish s", "TCP GB/s",
               "recv/TCP");
+  // Every transport by name; grpc's publisher serves on this server.
+  std::unique_ptr<WeightStreamHost> host = NewWeightStreamHost();
+  absl::StatusOr<std::unique_ptr<rpc::Server>> server =
+      rpc::Server::Start("127.0.0.1:0", {host->service()});
+  if (!server.ok()) {
+    std::fprintf(stderr, "grpc: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<rpc::HostPort> grpc_address = rpc::SplitHostPort((*server)->address());
+  TransportRegistry registry;
+  if (absl::Status s = RegisterBuiltinTransports(registry); !s.ok()) return 1;
+  if (absl::Status s = RegisterGrpcTransport(registry, host.get()); !s.ok()) return 1;
   for (int64_t bytes : sizes) {
     Tcp tcp(bytes);
-    auto row = [&](const char* name, const Result& r) {
+    for (const char* name : {"inprocess", "gloo", "grpc"}) {
+      if (!only.empty() && only != name) continue;
+      TransportOptions ends = options;
+      if (std::string(name) == "gloo") {
+        absl::StatusOr<int> port = comm::PickFreeTcpPort("127.0.0.1");
+        ends.port = port.ok() ? *port : 0;
+      } else if (std::string(name) == "grpc" && grpc_address.ok()) {
+        ends.host = grpc_address->host;
+        ends.port = grpc_address->port;
+      }
+      absl::StatusOr<std::unique_ptr<Publisher>> publisher = registry.NewPublisher(name, ends);
+      if (!publisher.ok()) {
+        std::fprintf(stderr, "%s: %s\n", name, publisher.status().ToString().c_str());
+        return 1;
+      }
+      absl::StatusOr<std::unique_ptr<Receiver>> receiver = registry.NewReceiver(name, ends);
+      if (!receiver.ok()) {
+        std::fprintf(stderr, "%s: %s\n", name, receiver.status().ToString().c_str());
+        return 1;
+      }
+      const Result r = Run(**publisher, **receiver, tcp, bytes, reps);
       std::printf("%-8s %-10s %12.2f %13.2f %11.3f %11.2f %8.0f%%\n",
-                  absl::StrFormat("%dMB", bytes / 1'000'000).c_str(), name,
-                  r.gbps, r.transfer_gbps, r.publish_s, r.tcp_gbps,
-                  100 * r.ratio);
+                  absl::StrFormat("%dMB", bytes / 1'000'000).c_str(), name, r.gbps,
+                  r.transfer_gbps, r.publish_s, r.tcp_gbps, 100 * r.ratio);
       std::fflush(stdout);
-    };
-    if (only.empty() || only == "inprocess") {
-      auto t = NewInProcessTransport(options);
-      row("inprocess", Run(*t, *t, tcp, bytes, reps));
-    }
-    if (only.empty() || only == "gloo") {
-      absl::StatusOr<int> port = PickFreeTcpPort("127.0.0.1");
-      GlooEndpoint ep;
-      ep.port = port.ok() ? *port : 0;
-      auto sender = NewGlooSender(ep, options);
-      ep.receiver_index = 0;
-      auto receiver = NewGlooReceiver(ep, options);
-      if (!sender.ok() || !receiver.ok()) {
-        std::fprintf(stderr, "gloo: %s %s\n",
-                     sender.status().ToString().c_str(),
-                     receiver.status().ToString().c_str());
-        return 1;
-      }
-      row("gloo", Run(**sender, **receiver, tcp, bytes, reps));
-    }
-    if (only.empty() || only == "grpc") {
-      std::unique_ptr<GrpcSender> sender = NewGrpcSender(options);
-      auto server = rpc::Server::Start("127.0.0.1:0", {sender->service()});
-      if (!server.ok()) {
-        std::fprintf(stderr, "grpc: %s\n", server.status().ToString().c_str());
-        return 1;
-      }
-      auto receiver = NewGrpcReceiver((*server)->address(), options);
-      row("grpc", Run(*sender, **receiver, tcp, bytes, reps));
-      (*server)->Shutdown(absl::Milliseconds(100));
     }
   }
+  (*server)->Shutdown(absl::Milliseconds(100));
   return 0;
 }
 

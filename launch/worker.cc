@@ -18,6 +18,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/actor_service.h"
+#include "comm/tcp_store.h"
+#include "config/job_config.h"
 #include "learner/learner_service.h"
 #include "launch/ledger_forwarder.h"
 #include "ledger/ledger.h"
@@ -30,9 +32,9 @@
 #include "roles/local_roles.h"
 #include "trellis/v1/scheduler.grpc.pb.h"
 #include "verifier/verifier_service.h"
-#include "weightsync/gloo_transport.h"
-#include "weightsync/grpc_transport.h"
 #include "web/watch_server.h"
+#include "weightsync/grpc_transport.h"
+#include "weightsync/registry.h"
 
 namespace trellis::launch {
 namespace {
@@ -84,35 +86,35 @@ v1::Capabilities Capabilities() {
   return caps;
 }
 
-// The worker's end of the weight transport. The learner's gRPC sender was
-// made before its server started (its service is on that server); it is
-// used when the job asks for "grpc". `own_host` is the host this worker
-// advertises: an actor's gloo device binds it, so that the learner reaches
-// it over the same network as the worker's service.
-absl::StatusOr<std::unique_ptr<weightsync::Transport>> MakeTransport(
-    const v1::TransportAssignment& t, bool sender, const std::string& own_host, int gloo_port,
-    std::unique_ptr<weightsync::GrpcSender>& grpc_sender) {
+// What makes this worker's end of the weight transport from its
+// assignment. `publisher_port` is the port a publisher binds (gloo: its
+// TCPStore); `own_host` is the host this worker advertises: an actor's gloo
+// device binds it, so that the learner reaches it over the same network as
+// the worker's service.
+absl::StatusOr<weightsync::TransportOptions> TransportOptionsOf(const v1::TransportAssignment& t,
+                                                                bool publisher,
+                                                                const std::string& own_host,
+                                                                int publisher_port) {
+  absl::StatusOr<rpc::HostPort> learner = rpc::SplitHostPort(t.address());
+  if (!learner.ok()) return learner.status();
   weightsync::TransportOptions options;
   options.bucket_bytes = t.bucket_bytes();
-  if (t.kind() == "grpc") {
-    if (sender) return std::unique_ptr<weightsync::Transport>(std::move(grpc_sender));
-    return weightsync::NewGrpcReceiver(t.address(), options);
-  }
-  if (t.kind() == "gloo") {
-    absl::StatusOr<rpc::HostPort> learner = rpc::SplitHostPort(t.address());
-    if (!learner.ok()) return learner.status();
-    weightsync::GlooEndpoint endpoint;
-    endpoint.host = learner->host;
-    endpoint.port = sender ? gloo_port : learner->port;
-    endpoint.num_receivers = t.num_receivers();
-    endpoint.receiver_index = sender ? -1 : t.receiver_index();
-    if (!sender) endpoint.local_host = own_host;
-    return sender ? weightsync::NewGlooSender(endpoint, options)
-                  : weightsync::NewGlooReceiver(endpoint, options);
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "deployment.weight_transport: '", t.kind(), "' is not available to launched jobs here "
-      "(expected gloo or grpc)"));
+  options.host = learner->host;
+  options.port = publisher ? publisher_port : learner->port;
+  options.num_receivers = t.num_receivers();
+  options.receiver_index = t.receiver_index();
+  if (!publisher) options.local_host = own_host;
+  return options;
+}
+
+// The transports a launched worker offers: the built-ins and grpc, whose
+// publisher is the WeightStream host on the learner's server (null
+// elsewhere).
+absl::StatusOr<weightsync::TransportRegistry> Transports(weightsync::WeightStreamHost* host) {
+  weightsync::TransportRegistry registry;
+  if (absl::Status s = weightsync::RegisterBuiltinTransports(registry); !s.ok()) return s;
+  if (absl::Status s = weightsync::RegisterGrpcTransport(registry, host); !s.ok()) return s;
+  return registry;
 }
 
 // Hands every ledger object record of this worker to `forwarder`.
@@ -149,13 +151,13 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   std::unique_ptr<v1::Verifier::Service> verifier_service;
   // The learner also serves its weights over gRPC, for jobs that ask for
   // the grpc transport.
-  std::unique_ptr<weightsync::GrpcSender> grpc_sender;
+  std::unique_ptr<weightsync::WeightStreamHost> weight_stream;
   std::vector<grpc::Service*> services;
   switch (options.role) {
     case v1::ACTOR: services = {&actor_service}; break;
     case v1::LEARNER:
-      grpc_sender = weightsync::NewGrpcSender();
-      services = {&learner_service, grpc_sender->service()};
+      weight_stream = weightsync::NewWeightStreamHost();
+      services = {&learner_service, weight_stream->service()};
       break;
     case v1::REFERENCE: services = {&reference_service}; break;
     case v1::VERIFIER:
@@ -182,13 +184,13 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   if (options.role == v1::LEARNER) {
     transport_port = options.transport_port;
     if (transport_port == 0) {
-      absl::StatusOr<int> port = weightsync::PickFreeTcpPort(host);
+      absl::StatusOr<int> port = comm::PickFreeTcpPort(host);
       if (!port.ok()) return port.status();
       transport_port = *port;
     }
     request.set_transport_address(absl::StrCat(host, ":", transport_port));
     // The store of the learner group, should this learner be its rank 0.
-    absl::StatusOr<int> port = weightsync::PickFreeTcpPort(host);
+    absl::StatusOr<int> port = comm::PickFreeTcpPort(host);
     if (!port.ok()) return port.status();
     group_port = *port;
     request.set_group_address(absl::StrCat(host, ":", group_port));
@@ -242,7 +244,8 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   }
   std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
   const int64_t vocab = roles::VocabSize(job, *tokenizer);
-  std::unique_ptr<weightsync::Transport> transport;
+  std::unique_ptr<weightsync::Publisher> publisher;
+  std::unique_ptr<weightsync::Receiver> receiver;
   std::unique_ptr<learner::LearnerWorker> learner;
   std::unique_ptr<actor::RolloutWorker> actor;
   std::unique_ptr<reference::ReferenceWorker> reference;
@@ -252,19 +255,31 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   const bool publishes = options.role == v1::LEARNER && group.rank() == 0 &&
                          loop::WorkersNeeded(job, "actor") > 0;
   if (options.role == v1::ACTOR || publishes) {
-    absl::StatusOr<std::unique_ptr<weightsync::Transport>> t =
-        MakeTransport(assignment->transport(), options.role == v1::LEARNER, host,
-                      transport_port, grpc_sender);
-    if (!t.ok()) return t.status();
-    transport = *std::move(t);
+    const v1::TransportAssignment& t = assignment->transport();
+    absl::StatusOr<weightsync::TransportRegistry> transports = Transports(weight_stream.get());
+    if (!transports.ok()) return transports.status();
+    absl::StatusOr<weightsync::TransportOptions> ends =
+        TransportOptionsOf(t, publishes, host, transport_port);
+    if (!ends.ok()) return ends.status();
+    if (publishes) {
+      absl::StatusOr<std::unique_ptr<weightsync::Publisher>> p =
+          transports->NewPublisher(t.kind(), *ends);
+      if (!p.ok()) return p.status();
+      publisher = *std::move(p);
+    } else {
+      absl::StatusOr<std::unique_ptr<weightsync::Receiver>> r =
+          transports->NewReceiver(t.kind(), *ends);
+      if (!r.ok()) return r.status();
+      receiver = *std::move(r);
+    }
   }
-  // Whatever happens from here, the server stops before the transport goes
-  // (the learner's gRPC sender serves on it).
+  // Whatever happens from here, the server stops before the publisher goes
+  // (the learner's WeightStream host serves it).
   absl::Cleanup stop_server = [&server] { (*server)->Shutdown(absl::Seconds(1)); };
   switch (options.role) {
     case v1::ACTOR: {
       absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> a =
-          roles::MakeLocalActor(job, tokenizer.get(), transport.get(), &ledger, id);
+          roles::MakeLocalActor(job, tokenizer.get(), receiver.get(), &ledger, id);
       if (!a.ok()) return a.status();
       actor = *std::move(a);
       actor_service.Bind(actor.get(), vocab);
@@ -282,7 +297,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
         member.store_port = store->port;
       }
       absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> l =
-          roles::MakeLocalLearner(job, *tokenizer, transport.get(), &ledger, id, member);
+          roles::MakeLocalLearner(job, *tokenizer, publisher.get(), &ledger, id, member);
       if (!l.ok()) return l.status();
       learner = *std::move(l);
       learner_service.Bind(learner.get(), vocab);

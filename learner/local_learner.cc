@@ -16,7 +16,7 @@ namespace trellis::learner {
 namespace internal {
 
 LocalLearner::LocalLearner(const v1::JobConfig& job, const LocalLearnerOptions& options,
-                           weightsync::Transport* transport, ledger::Ledger* ledger)
+                           weightsync::Publisher* transport, ledger::Ledger* ledger)
     : job_(job), options_(options), transport_(transport), ledger_(ledger) {}
 
 absl::Status LocalLearner::Init() {
@@ -109,7 +109,7 @@ absl::Status LocalLearner::SaveWeights(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<LearnerWorker>> NewLocalLearner(const v1::JobConfig& job,
                                                                const LocalLearnerOptions& options,
-                                                               weightsync::Transport* transport,
+                                                               weightsync::Publisher* transport,
                                                                ledger::Ledger* ledger) {
   auto learner = std::make_unique<internal::LocalLearner>(job, options, transport, ledger);
   if (absl::Status s = learner->Init(); !s.ok()) return s;

@@ -27,12 +27,13 @@ struct LocalLearnerOptions {
 
 // An in-process learner: the policy, AdamW (decoupled weight decay, none
 // on norms and biases) per phase (SFT, GRPO), global-norm clipping, and
-// micro-batched updates. Publishes weights through `transport`; records
-// parameters, gradients, optimizer state and activations in `ledger` (may
-// be null). The transport and ledger must outlive the learner.
+// micro-batched updates. Publishes weights through `transport` (the weight
+// transport's publishing end; may be null where nothing is published);
+// records parameters, gradients, optimizer state and activations in
+// `ledger` (may be null). The transport and ledger must outlive the learner.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<LearnerWorker>> NewLocalLearner(
     const v1::JobConfig& job, const LocalLearnerOptions& options,
-    weightsync::Transport* transport, ledger::Ledger* ledger);
+    weightsync::Publisher* transport, ledger::Ledger* ledger);
 
 }  // namespace trellis::learner
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "comm/tcp_store.h"
 #include "gtest/gtest.h"
 #include "learner/objectives.h"
 #include "ledger/ledger.h"
@@ -14,7 +15,6 @@
 #include "model/safetensors.h"
 #include "model/token_batch.h"
 #include "model/transformer.h"
-#include "weightsync/gloo_transport.h"
 
 namespace trellis::learner {
 namespace {
@@ -437,7 +437,7 @@ GroupRun RunGroup(const v1::JobConfig& job, int ranks, const std::vector<v1::Tra
   const std::string checkpoint = dir + "/ckpt" + std::to_string(ranks);
   std::filesystem::create_directories(checkpoint);
   std::atomic<int> saved{0};
-  absl::StatusOr<int> port = weightsync::PickFreeTcpPort("127.0.0.1");
+  absl::StatusOr<int> port = comm::PickFreeTcpPort("127.0.0.1");
   EXPECT_TRUE(port.ok()) << port.status();
   GroupRun run;
   run.stats.resize(ranks);

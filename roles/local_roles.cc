@@ -28,7 +28,7 @@ void SetThreads(const v1::JobConfig& job) {
 
 absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
     const v1::JobConfig& job, const model::Tokenizer& tokenizer,
-    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id,
+    weightsync::Publisher* publisher, ledger::Ledger* ledger, const std::string& worker_id,
     const learner::GroupMember& group) {
   learner::LocalLearnerOptions options;
   options.worker_id = worker_id;
@@ -37,19 +37,19 @@ absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
   options.pad_id = tokenizer.pad_id();
   options.seed = job.runtime().seed();
   absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> made = model::TorchEdge(worker_id).Call(
-      "build", [&] { return learner::NewLocalLearner(job, options, transport, ledger); });
+      "build", [&] { return learner::NewLocalLearner(job, options, publisher, ledger); });
   if (!made.ok()) return made.status();
   return learner::GuardTorchErrors(*std::move(made), worker_id);
 }
 
 absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
     const v1::JobConfig& job, const model::Tokenizer* tokenizer,
-    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id) {
+    weightsync::Receiver* receiver, ledger::Ledger* ledger, const std::string& worker_id) {
   actor::LocalActorOptions options;
   options.worker_id = worker_id;
   options.lora = job.memory().lora();
   options.seed = job.runtime().seed();
-  return actor::NewLocalActor(job.model(), tokenizer, transport, ledger, options);
+  return actor::NewLocalActor(job.model(), tokenizer, receiver, ledger, options);
 }
 
 absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(

@@ -29,15 +29,15 @@ int64_t VocabSize(const v1::JobConfig& job, const model::Tokenizer& tokenizer);
 void SetThreads(const v1::JobConfig& job);
 
 // `group`: the learner's rank in its data-parallel group (none by default);
-// `transport` may be null on ranks other than 0, which publish nothing.
+// `publisher` may be null on ranks other than 0, which publish nothing.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
     const v1::JobConfig& job, const model::Tokenizer& tokenizer,
-    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id,
+    weightsync::Publisher* publisher, ledger::Ledger* ledger, const std::string& worker_id,
     const learner::GroupMember& group = {});
 
 [[nodiscard]] absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
     const v1::JobConfig& job, const model::Tokenizer* tokenizer,
-    weightsync::Transport* transport, ledger::Ledger* ledger, const std::string& worker_id);
+    weightsync::Receiver* receiver, ledger::Ledger* ledger, const std::string& worker_id);
 
 // Null when the job does not need the reference (loop::NeedsReference).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(

@@ -5,7 +5,7 @@
 #include "run/checkpoint.h"
 #include "run/job_runner.h"
 #include "roles/local_roles.h"
-#include "weightsync/transport.h"
+#include "weightsync/inprocess_transport.h"
 
 namespace trellis::run {
 namespace {
@@ -20,13 +20,14 @@ class LocalRoleSet final : public RoleSet {
     absl::StatusOr<std::unique_ptr<verifier::Verifier>> verifier = roles::MakeVerifier(job);
     if (!verifier.ok()) return verifier.status();
     set->verifier_ = verifier::NewLocalVerifierClient(*std::move(verifier));
-    set->transport_ = weightsync::NewInProcessTransport();
+    set->publisher_ = weightsync::NewInProcessPublisher();
+    set->receiver_ = set->publisher_->NewReceiver();
     absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> learner =
-        roles::MakeLocalLearner(job, *tokenizer, set->transport_.get(), ledger, "learner-0");
+        roles::MakeLocalLearner(job, *tokenizer, set->publisher_.get(), ledger, "learner-0");
     if (!learner.ok()) return learner.status();
     set->learner_ = *std::move(learner);
     absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> actor =
-        roles::MakeLocalActor(job, tokenizer, set->transport_.get(), ledger, "actor-0");
+        roles::MakeLocalActor(job, tokenizer, set->receiver_.get(), ledger, "actor-0");
     if (!actor.ok()) return actor.status();
     set->actor_ = *std::move(actor);
     absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> reference =
@@ -48,7 +49,8 @@ class LocalRoleSet final : public RoleSet {
 
  private:
   std::unique_ptr<verifier::VerifierClient> verifier_;
-  std::unique_ptr<weightsync::Transport> transport_;
+  std::unique_ptr<weightsync::InProcessPublisher> publisher_;
+  std::unique_ptr<weightsync::Receiver> receiver_;
   std::unique_ptr<learner::LearnerWorker> learner_;
   std::unique_ptr<actor::RolloutWorker> actor_;
   std::unique_ptr<reference::ReferenceWorker> reference_;

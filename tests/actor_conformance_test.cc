@@ -21,7 +21,7 @@ absl::StatusOr<BoundActor> MakeLocal(const ActorSetup& setup) {
   LocalActorOptions options;
   options.worker_id = setup.worker_id;
   absl::StatusOr<std::unique_ptr<RolloutWorker>> actor =
-      NewLocalActor(setup.model, setup.tokenizer, setup.transport, nullptr, options);
+      NewLocalActor(setup.model, setup.tokenizer, setup.receiver, nullptr, options);
   if (!actor.ok()) return actor.status();
   return BoundActor{nullptr, *std::move(actor)};
 }

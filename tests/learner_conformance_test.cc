@@ -16,7 +16,7 @@
 #include "scheduler/learner_group.h"
 #include "roles/local_roles.h"
 #include "tests/job_shapes.h"
-#include "weightsync/gloo_transport.h"
+#include "comm/tcp_store.h"
 
 namespace trellis::learner::conformance {
 namespace {
@@ -27,16 +27,16 @@ const model::Tokenizer& CharTokenizer() {
 }
 
 absl::StatusOr<BoundLearner> MakeLocal(const v1::JobConfig& job,
-                                       weightsync::Transport* transport) {
+                                       weightsync::Publisher* publisher) {
   absl::StatusOr<std::unique_ptr<LearnerWorker>> learner =
-      roles::MakeLocalLearner(job, CharTokenizer(), transport, nullptr, "learner-0");
+      roles::MakeLocalLearner(job, CharTokenizer(), publisher, nullptr, "learner-0");
   if (!learner.ok()) return learner.status();
   return BoundLearner{nullptr, *std::move(learner)};
 }
 
 absl::StatusOr<BoundLearner> MakeGrpc(const v1::JobConfig& job,
-                                      weightsync::Transport* transport) {
-  absl::StatusOr<BoundLearner> engine = MakeLocal(job, transport);
+                                      weightsync::Publisher* publisher) {
+  absl::StatusOr<BoundLearner> engine = MakeLocal(job, publisher);
   if (!engine.ok()) return engine.status();
   std::shared_ptr<LearnerWorker> worker = std::move(engine->worker);
   auto service = std::make_shared<LearnerService>("learner-0");
@@ -50,9 +50,9 @@ absl::StatusOr<BoundLearner> MakeGrpc(const v1::JobConfig& job,
 
 // Two ranks joined on a free loopback port; rank 0 publishes.
 absl::StatusOr<BoundLearner> MakeGroup(const v1::JobConfig& job,
-                                       weightsync::Transport* transport) {
+                                       weightsync::Publisher* publisher) {
   constexpr int kRanks = 2;
-  absl::StatusOr<int> port = weightsync::PickFreeTcpPort("127.0.0.1");
+  absl::StatusOr<int> port = comm::PickFreeTcpPort("127.0.0.1");
   if (!port.ok()) return port.status();
   std::vector<absl::StatusOr<std::unique_ptr<LearnerWorker>>> ranks;
   for (int r = 0; r < kRanks; ++r) ranks.emplace_back(absl::UnknownError("not built"));
@@ -60,7 +60,7 @@ absl::StatusOr<BoundLearner> MakeGroup(const v1::JobConfig& job,
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
       GroupMember member{r, kRanks, "127.0.0.1", *port, ""};
-      ranks[r] = roles::MakeLocalLearner(job, CharTokenizer(), r == 0 ? transport : nullptr,
+      ranks[r] = roles::MakeLocalLearner(job, CharTokenizer(), r == 0 ? publisher : nullptr,
                                              nullptr, "learner-" + std::to_string(r), member);
     });
   }

@@ -27,7 +27,7 @@
 #include "model/tokenizer.h"
 #include "model/transformer.h"
 #include "weightsync/fingerprint.h"
-#include "weightsync/transport.h"
+#include "weightsync/inprocess_transport.h"
 
 namespace trellis {
 namespace {
@@ -88,23 +88,23 @@ class LoraTest : public testing::Test {
   }
 
   std::unique_ptr<learner::LearnerWorker> Learner(const v1::JobConfig& job,
-                                                  weightsync::Transport* transport,
+                                                  weightsync::Publisher* publisher,
                                                   ledger::Ledger* ledger = nullptr) {
     learner::LocalLearnerOptions options;
     options.vocab_size = tokenizer_->vocab_size();
     options.pad_id = tokenizer_->pad_id();
     options.seed = kSeed;
-    auto learner = learner::NewLocalLearner(job, options, transport, ledger);
+    auto learner = learner::NewLocalLearner(job, options, publisher, ledger);
     EXPECT_TRUE(learner.ok()) << learner.status();
     return learner.ok() ? *std::move(learner) : nullptr;
   }
 
   std::unique_ptr<actor::RolloutWorker> Actor(const v1::JobConfig& job, uint64_t seed,
-                                              weightsync::Transport* transport) {
+                                              weightsync::Receiver* receiver) {
     actor::LocalActorOptions options;
     options.lora = job.memory().lora();
     options.seed = seed;
-    auto actor = actor::NewLocalActor(job.model(), tokenizer_.get(), transport, nullptr, options);
+    auto actor = actor::NewLocalActor(job.model(), tokenizer_.get(), receiver, nullptr, options);
     EXPECT_TRUE(actor.ok()) << actor.status();
     return actor.ok() ? *std::move(actor) : nullptr;
   }
@@ -220,9 +220,10 @@ TEST_F(LoraTest, CheckpointResumesExactly) {
 // gives the sampled tokens the same log-probs.
 TEST_F(LoraTest, ActorSamplesWithTheMergedPolicy) {
   const v1::JobConfig job = Job(4);
-  auto transport = weightsync::NewInProcessTransport();
-  auto learner = Learner(job, transport.get());
-  auto actor = Actor(job, kSeed, transport.get());
+  auto publisher = weightsync::NewInProcessPublisher();
+  auto receiver = publisher->NewReceiver();
+  auto learner = Learner(job, publisher.get());
+  auto actor = Actor(job, kSeed, receiver.get());
   ASSERT_NE(learner, nullptr);
   ASSERT_NE(actor, nullptr);
   Train(*learner, 3);
@@ -289,9 +290,10 @@ TEST_F(LoraTest, ActorSamplesWithTheMergedPolicy) {
 
 TEST_F(LoraTest, ActorRefusesAdaptersOfAnotherBase) {
   const v1::JobConfig job = Job(4);
-  auto transport = weightsync::NewInProcessTransport();
-  auto learner = Learner(job, transport.get());
-  auto actor = Actor(job, kSeed + 1, transport.get());  // another base
+  auto publisher = weightsync::NewInProcessPublisher();
+  auto receiver = publisher->NewReceiver();
+  auto learner = Learner(job, publisher.get());
+  auto actor = Actor(job, kSeed + 1, receiver.get());  // another base
   ASSERT_NE(learner, nullptr);
   ASSERT_NE(actor, nullptr);
   absl::StatusOr<v1::WeightSyncStats> sent = learner->PublishWeights();
@@ -314,9 +316,10 @@ TEST_F(LoraTest, InitCheckpointIsTheBase) {
   ASSERT_TRUE(model::SaveSafetensors(init, pretrained->NamedWeights()).ok());
   job.mutable_model()->set_init_checkpoint(init);
 
-  auto transport = weightsync::NewInProcessTransport();
-  auto learner = Learner(job, transport.get());
-  auto actor = Actor(job, kSeed + 1, transport.get());  // the seed no longer decides the base
+  auto publisher = weightsync::NewInProcessPublisher();
+  auto receiver = publisher->NewReceiver();
+  auto learner = Learner(job, publisher.get());
+  auto actor = Actor(job, kSeed + 1, receiver.get());  // the seed no longer decides the base
   ASSERT_NE(learner, nullptr);
   ASSERT_NE(actor, nullptr);
   absl::StatusOr<v1::WeightSyncStats> sent = learner->PublishWeights();
@@ -326,7 +329,7 @@ TEST_F(LoraTest, InitCheckpointIsTheBase) {
   job.mutable_model()->set_init_checkpoint((dir_ / "missing.safetensors").string());
   actor::LocalActorOptions options;
   options.lora = job.memory().lora();
-  auto missing = actor::NewLocalActor(job.model(), tokenizer_.get(), transport.get(), nullptr,
+  auto missing = actor::NewLocalActor(job.model(), tokenizer_.get(), receiver.get(), nullptr,
                                       options);
   EXPECT_FALSE(missing.ok());
   EXPECT_THAT(missing.status().message(), HasSubstr("missing.safetensors"));

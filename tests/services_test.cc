@@ -21,7 +21,7 @@
 #include "roles/local_roles.h"
 #include "scheduler/scheduler_service.h"
 #include "tests/tiny_job.h"
-#include "weightsync/transport.h"
+#include "weightsync/inprocess_transport.h"
 
 namespace trellis {
 namespace {
@@ -38,13 +38,14 @@ class ServicesTest : public ::testing::Test {
   void SetUp() override {
     job_ = testing_util::TinyJob();
     tokenizer_ = model::NewCharTokenizer();
-    transport_ = weightsync::NewInProcessTransport();
+    publisher_ = weightsync::NewInProcessPublisher();
+    receiver_ = publisher_->NewReceiver();
     absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> learner =
-        roles::MakeLocalLearner(job_, *tokenizer_, transport_.get(), nullptr, "learner-0");
+        roles::MakeLocalLearner(job_, *tokenizer_, publisher_.get(), nullptr, "learner-0");
     ASSERT_TRUE(learner.ok()) << learner.status();
     learner_ = *std::move(learner);
     absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> actor =
-        roles::MakeLocalActor(job_, tokenizer_.get(), transport_.get(), nullptr, "actor-0");
+        roles::MakeLocalActor(job_, tokenizer_.get(), receiver_.get(), nullptr, "actor-0");
     ASSERT_TRUE(actor.ok()) << actor.status();
     actor_ = *std::move(actor);
     const int64_t vocab = roles::VocabSize(job_, *tokenizer_);
@@ -70,7 +71,8 @@ class ServicesTest : public ::testing::Test {
 
   v1::JobConfig job_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
-  std::unique_ptr<weightsync::Transport> transport_;
+  std::unique_ptr<weightsync::InProcessPublisher> publisher_;
+  std::unique_ptr<weightsync::Receiver> receiver_;
   std::unique_ptr<learner::LearnerWorker> learner_;
   std::unique_ptr<actor::RolloutWorker> actor_;
   learner::LearnerService learner_service_{"learner-0"};

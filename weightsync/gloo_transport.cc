@@ -13,11 +13,8 @@
 #include "weightsync/gloo_transport.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -28,42 +25,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "comm/gloo_pair.h"
+#include "comm/tcp_store.h"
 #include "trellis/v1/weights.pb.h"
 #include "weightsync/internal/bucket_set.h"
-#include "weightsync/internal/checksum.h"
+#include "weightsync/internal/gloo_protocol.h"
 #include "weightsync/internal/staging.h"
 #include "weightsync/internal/threaded_sender.h"
-#include "weightsync/internal/tcp_store.h"
-#include "weightsync/internal/gloo_pair.h"
 #include "weightsync/internal/wire.h"
 
-
-namespace trellis::weightsync {
+// In the protocol's namespace (internal/gloo_protocol.h), for its names.
+namespace trellis::weightsync::internal::gloo {
 namespace {
 
+using comm::GlooGroup;
+using comm::WaitWork;
 
-using internal::BucketSet;
-using internal::Stopwatch;
-using internal::gloo::PG;
-using internal::ConnectStore;
-using internal::ToMs;
-using internal::WaitForListener;
-using internal::gloo::kTagRequest;
-using internal::gloo::kTagPreamble;
-using internal::gloo::kTagBody;
-using internal::gloo::kTagBucket0;
-using internal::gloo::kSliceBytes;
-using internal::gloo::kStopGrace;
-using internal::gloo::GenerationKey;
-using internal::gloo::WaitWork;
-using internal::gloo::ConnectPair;
-using internal::gloo::CheckEndpoint;
-
-// ---------------------------------------------------------------- sender
-
-struct SenderState : internal::SenderCore {
-  SenderState(GlooEndpoint ep, TransportOptions options)
-      : SenderCore("weightsync gloo", options.bucket_bytes), endpoint(std::move(ep)) {}
+struct SenderState : SenderCore {
+  explicit SenderState(const TransportOptions& options)
+      : SenderCore(kName, options.bucket_bytes), options(options) {}
 
   struct Slot {
     int64_t generation = 0;  // The receiver connection being served.
@@ -80,14 +60,13 @@ struct SenderState : internal::SenderCore {
     for (Slot& slot : slots) Abort(slot);
   }
 
-  const GlooEndpoint endpoint;
-  c10::intrusive_ptr<c10d::TCPStore> server;
-  std::shared_ptr<::gloo::transport::Device> device;
+  const TransportOptions options;
+  std::shared_ptr<comm::GlooDevice> device;
   std::vector<Slot> slots ABSL_GUARDED_BY(mu);
 };
 
 // Answers one request on `pg`. Any error means the pair is unusable.
-absl::Status ServeOne(SenderState& st, int k, PG& pg) {
+absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
   at::Tensor request = at::zeros({2}, at::kLong);
   {
     std::vector<at::Tensor> v{request};
@@ -163,7 +142,7 @@ absl::Status ServeOne(SenderState& st, int k, PG& pg) {
   }
   // A live receiver drains at loopback or network speed; allow 50 MB/s.
   const absl::Duration send_timeout =
-      std::max(st.endpoint.connect_timeout, absl::Seconds(10)) +
+      std::max(st.options.connect_timeout, absl::Seconds(10)) +
       absl::Seconds(static_cast<double>(bytes) / 50e6);
   const absl::Time send_deadline = absl::Now() + send_timeout;
   absl::Status status;
@@ -182,9 +161,8 @@ absl::Status ServeOne(SenderState& st, int k, PG& pg) {
 }
 
 void ServeSlot(std::shared_ptr<SenderState> st, int k) {
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-      ConnectStore(st->endpoint.host, st->endpoint.port, /*server=*/false,
-                   st->endpoint.connect_timeout);
+  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store = comm::ConnectStore(
+      st->options.host, st->options.port, /*server=*/false, st->options.connect_timeout);
   int64_t served = 0;
   while (store.ok() && !st->stopping) {
     int64_t generation = 0;
@@ -202,9 +180,9 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
       absl::MutexLock lock(&st->mu);
       st->slots[k].generation = generation;
     }
-    absl::StatusOr<c10::intrusive_ptr<PG>> pg =
-        ConnectPair(*store, st->device, k, generation, /*rank=*/0,
-                    st->endpoint.connect_timeout);
+    absl::StatusOr<c10::intrusive_ptr<GlooGroup>> pg =
+        comm::JoinGlooGroup(*store, PairPrefix(k, generation), /*rank=*/0, /*size=*/2,
+                            st->device, st->options.connect_timeout);
     if (!pg.ok()) continue;  // The receiver retries with a new generation.
     while (!st->stopping && ServeOne(*st, k, **pg).ok()) {
     }
@@ -216,10 +194,9 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
 // Aborts a slot's pending request when its receiver has reconnected (the
 // old connection may be dead without the socket telling us).
 void Monitor(std::shared_ptr<SenderState> st) {
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-      ConnectStore(st->endpoint.host, st->endpoint.port, /*server=*/false,
-                   st->endpoint.connect_timeout);
-  const int n = st->endpoint.num_receivers;
+  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store = comm::ConnectStore(
+      st->options.host, st->options.port, /*server=*/false, st->options.connect_timeout);
+  const int n = st->options.num_receivers;
   while (store.ok() && !st->stopping) {
     for (int k = 0; k < n && !st->stopping; ++k) {
       int64_t generation = 0;
@@ -238,31 +215,15 @@ void Monitor(std::shared_ptr<SenderState> st) {
   --st->live_threads;
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Transport>> NewGlooSender(
-    const GlooEndpoint& endpoint, TransportOptions options) {
-  if (absl::Status s = CheckEndpoint(endpoint); !s.ok()) return s;
-  if (absl::Status s = internal::CheckReceiverIndex("weightsync gloo", /*sender=*/true,
-                                                 endpoint.receiver_index,
-                                                 endpoint.num_receivers);
-      !s.ok()) {
-    return s;
-  }
-  auto st = std::make_shared<SenderState>(endpoint, options);
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> server =
-      ConnectStore(endpoint.host, endpoint.port, /*server=*/true,
-                   endpoint.connect_timeout);
-  if (!server.ok()) return server.status();
-  st->server = *std::move(server);
-  try {
-    st->device = PG::createDeviceForHostname(endpoint.host);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("weightsync gloo: no gloo device for ", endpoint.host,
-                     ": ", e.what()));
-  }
-  const int n = endpoint.num_receivers;
+absl::StatusOr<std::unique_ptr<Publisher>> StartPublisher(const TransportOptions& options) {
+  auto st = std::make_shared<SenderState>(options);
+  if (absl::Status s = HostStore(kName, options, *st); !s.ok()) return s;
+  // The device binds the store's address: receivers reach both alike.
+  absl::StatusOr<std::shared_ptr<comm::GlooDevice>> device =
+      comm::NewGlooDevice(options.host, options.host);
+  if (!device.ok()) return device.status();
+  st->device = *std::move(device);
+  const int n = options.num_receivers;
   {
     absl::MutexLock lock(&st->mu);
     st->slots.resize(n);
@@ -271,12 +232,16 @@ absl::StatusOr<std::unique_ptr<Transport>> NewGlooSender(
   std::vector<std::thread> threads;
   for (int k = 0; k < n; ++k) threads.emplace_back(ServeSlot, st, k);
   threads.emplace_back(Monitor, st);
-  return std::make_unique<internal::ThreadedSender>(std::move(st), std::move(threads),
-                                                    "weightsync gloo", kStopGrace);
+  return std::make_unique<ThreadedSender>(std::move(st), std::move(threads), kStopGrace);
 }
 
-absl::StatusOr<int> PickFreeTcpPort(const std::string& host) {
-  return internal::FreeTcpPort(host);
+}  // namespace
+}  // namespace trellis::weightsync::internal::gloo
+
+namespace trellis::weightsync {
+
+absl::StatusOr<std::unique_ptr<Publisher>> NewGlooPublisher(const TransportOptions& options) {
+  return internal::gloo::StartPublisher(options);
 }
 
 }  // namespace trellis::weightsync

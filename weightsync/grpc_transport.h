@@ -5,10 +5,10 @@
 // fallback where gloo cannot connect (a firewall that passes only the
 // learner's gRPC port, say). Pull-based like every transport: Publish packs,
 // checksums and stages the newest version; a receiver's Receive calls
-// Fetch(min_version) and the sender streams the newest staged version >=
-// it: a header (manifest, bucket sizes, checksums), then the buckets' bytes
-// in chunks of at most 4 MiB. The receiver checksums each bucket as its
-// last chunk lands and loads all-or-nothing.
+// Fetch(min_version) and the publisher's server streams the newest staged
+// version >= it: a header (manifest, bucket sizes, checksums), then the
+// buckets' bytes in chunks of at most 4 MiB. The receiver checksums each
+// bucket as its last chunk lands and loads all-or-nothing.
 //
 // Lives in trellis::weightsync_grpc so that trellis::weightsync builds
 // without gRPC. Publish reports gather = packing, transfer = checksumming
@@ -16,10 +16,9 @@
 // last bucket verified, load = copying into dst.
 
 #include <memory>
-#include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "weightsync/transport.h"
 
 namespace grpc {
@@ -28,23 +27,42 @@ class Service;
 
 namespace trellis::weightsync {
 
-// The sending end. Add service() to a server (rpc::Server::Start) that the
-// receivers can reach. Receive returns Unimplemented. REQUIRES: the server
-// is shut down before the sender is destroyed (the service is the
-// sender's); destroying the sender ends the sender's waits first.
-class GrpcSender : public Transport {
+class TransportRegistry;
+
+// The WeightStream service a process's server carries (the learner serves
+// it beside its own service, before it knows which transport the job
+// uses). It serves the versions of the publisher it handed out; while it
+// has none, a Fetch waits for one until its deadline. Thread-safe.
+// REQUIRES: it outlives the server and its publisher.
+class WeightStreamHost {
  public:
+  virtual ~WeightStreamHost() = default;
+
+  // For the server's service list.
   virtual grpc::Service* service() = 0;
+
+  // The publisher whose versions this service serves; reads
+  // options.bucket_bytes. FailedPrecondition while an earlier one is live.
+  // Destroying it ends the Fetch calls waiting on it (Unavailable).
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Publisher>> NewPublisher(
+      const TransportOptions& options) = 0;
 };
 
-std::unique_ptr<GrpcSender> NewGrpcSender(TransportOptions options = {});
+std::unique_ptr<WeightStreamHost> NewWeightStreamHost();
 
-// The receiving end, dialing the sender's server at "host:port". Receive
-// waits up to `timeout` (for the sender to come up, too) and answers
-// DeadlineExceeded by timeout + ~0.3 s whatever the sender does; a sender
-// that died mid-stream gives Unavailable. Publish returns Unimplemented.
-[[nodiscard]] absl::StatusOr<std::unique_ptr<Transport>> NewGrpcReceiver(
-    const std::string& address, TransportOptions options = {});
+// The receiving end, dialing the server at options.host:options.port.
+// Receive waits up to `timeout` (for the publisher to come up, too) and
+// answers DeadlineExceeded by timeout + ~0.3 s whatever the publisher does;
+// a publisher that died mid-stream gives Unavailable. InvalidArgument for
+// an empty host or a port outside 1..65535.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Receiver>> NewGrpcReceiver(
+    const TransportOptions& options);
+
+// Registers "grpc": publishers come from `host` (null, for a process whose
+// server carries no WeightStream service: FailedPrecondition), receivers
+// from NewGrpcReceiver.
+[[nodiscard]] absl::Status RegisterGrpcTransport(TransportRegistry& registry,
+                                                 WeightStreamHost* host);
 
 }  // namespace trellis::weightsync
 

@@ -7,13 +7,10 @@
 
 #include "weightsync/nccl_transport.h"
 
-#include <ATen/ATen.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <thread>
@@ -23,40 +20,29 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "comm/nccl_pair.h"
+#include "comm/tcp_store.h"
 #include "trellis/v1/weights.pb.h"
 #include "weightsync/internal/bucket_set.h"
+#include "weightsync/internal/nccl_protocol.h"
 #include "weightsync/internal/staging.h"
 #include "weightsync/internal/threaded_sender.h"
-#include "weightsync/internal/tcp_store.h"
-#include "weightsync/internal/nccl_pair.h"
 #include "weightsync/internal/wire.h"
+#include "weightsync/registry.h"
 
-
-namespace trellis::weightsync {
+// In the protocol's namespace (internal/nccl_protocol.h), for its names.
+namespace trellis::weightsync::internal::nccl {
 namespace {
 
+using comm::CudaStatus;
+using comm::DeviceBytes;
+using comm::NcclComm;
 
-using internal::BucketSet;
-using internal::Stopwatch;
-using internal::ToMs;
-using internal::nccl::kStopGrace;
-using internal::nccl::kPoll;
-using internal::nccl::CudaStatus;
-using internal::nccl::Key;
-using internal::nccl::Int64s;
-using internal::nccl::Int64At;
-using internal::nccl::DeviceBytes;
-using internal::nccl::Comm;
-using internal::nccl::CheckEndpoint;
+struct SenderState : SenderCore {
+  explicit SenderState(const TransportOptions& options)
+      : SenderCore(kName, options.bucket_bytes), options(options) {}
 
-// ---------------------------------------------------------------- sender
-
-struct SenderState : internal::SenderCore {
-  SenderState(NcclEndpoint ep, TransportOptions options)
-      : SenderCore("weightsync nccl", options.bucket_bytes), endpoint(std::move(ep)) {}
-
-  const NcclEndpoint endpoint;
-  c10::intrusive_ptr<c10d::TCPStore> server;
+  const TransportOptions options;
 };
 
 // The device copy of the version being served, kept while it is newest.
@@ -103,7 +89,7 @@ struct DeviceSet {
 // Serves one receiver connection (generation `gen`) until it fails, the
 // receiver reconnects or the sender stops.
 void ServeConnection(SenderState& st, c10d::TCPStore& store, int k,
-                     int64_t gen, Comm& comm, DeviceSet& device) {
+                     int64_t gen, NcclComm& comm, DeviceSet& device) {
   for (int64_t seq = 1; !st.stopping; ++seq) {
     const std::string req_key = Key(k, gen, absl::StrCat("req/", seq));
     while (!store.check({req_key})) {
@@ -122,7 +108,7 @@ void ServeConnection(SenderState& st, c10d::TCPStore& store, int k,
       }
     }
     if (set.ok()) {
-      internal::EncodeHeader(**set).SerializeToString(&body);
+      EncodeHeader(**set).SerializeToString(&body);
     } else {
       // Closing (Cancelled here) is Unavailable to the receiver.
       code = static_cast<int64_t>(absl::IsCancelled(set.status())
@@ -139,7 +125,7 @@ void ServeConnection(SenderState& st, c10d::TCPStore& store, int k,
     }
     const double bytes = static_cast<double>((*set)->payload_bytes());
     const absl::Time deadline =
-        absl::Now() + std::max(st.endpoint.connect_timeout, absl::Seconds(10)) +
+        absl::Now() + std::max(st.options.connect_timeout, absl::Seconds(10)) +
         absl::Seconds(bytes / 1e9);
     if (!comm.Transfer(/*send=*/true, device.ptr, device.n, deadline).ok()) {
       return;
@@ -148,14 +134,13 @@ void ServeConnection(SenderState& st, c10d::TCPStore& store, int k,
 }
 
 void ServeSlot(std::shared_ptr<SenderState> st, int k) {
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-      internal::ConnectStore(st->endpoint.host, st->endpoint.port,
-                             /*server=*/false, st->endpoint.connect_timeout);
+  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store = comm::ConnectStore(
+      st->options.host, st->options.port, /*server=*/false, st->options.connect_timeout);
   DeviceSet device;
   int64_t served = 0;
   try {
     while (store.ok() && !st->stopping &&
-           cudaSetDevice(st->endpoint.cuda_device) == cudaSuccess) {
+           cudaSetDevice(st->options.cuda_device) == cudaSuccess) {
       const int64_t gen = (*store)->add(Key(k, "generation"), 0);
       if (gen <= served) {
         st->SleepUnlessStopping(absl::Milliseconds(5));
@@ -167,9 +152,9 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
       (*store)->set(Key(k, gen, "id"),
                     std::vector<uint8_t>(id.internal,
                                          id.internal + sizeof(id.internal)));
-      absl::StatusOr<std::unique_ptr<Comm>> comm =
-          Comm::Init(id, 0, st->endpoint.cuda_device,
-                     absl::Now() + st->endpoint.connect_timeout);
+      absl::StatusOr<std::unique_ptr<NcclComm>> comm =
+          NcclComm::Init(id, 0, st->options.cuda_device,
+                     absl::Now() + st->options.connect_timeout);
       if (!comm.ok()) continue;  // The receiver retries.
       ServeConnection(*st, **store, k, gen, **comm, device);
     }
@@ -180,7 +165,23 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
   --st->live_threads;
 }
 
+absl::StatusOr<std::unique_ptr<Publisher>> StartPublisher(const TransportOptions& options) {
+  auto st = std::make_shared<SenderState>(options);
+  if (absl::Status s = HostStore(kName, options, *st); !s.ok()) return s;
+  const int n = options.num_receivers;
+  {
+    absl::MutexLock lock(&st->mu);
+    st->live_threads = n;
+  }
+  std::vector<std::thread> threads;
+  for (int k = 0; k < n; ++k) threads.emplace_back(ServeSlot, st, k);
+  return std::make_unique<ThreadedSender>(std::move(st), std::move(threads), kStopGrace);
+}
+
 }  // namespace
+}  // namespace trellis::weightsync::internal::nccl
+
+namespace trellis::weightsync {
 
 absl::Status NcclAvailable() {
   int count = 0;
@@ -195,30 +196,12 @@ absl::Status NcclAvailable() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Transport>> NewNcclSender(
-    const NcclEndpoint& endpoint, TransportOptions options) {
-  if (absl::Status s = CheckEndpoint(endpoint); !s.ok()) return s;
-  if (absl::Status s = internal::CheckReceiverIndex("weightsync nccl", /*sender=*/true,
-                                                 endpoint.receiver_index,
-                                                 endpoint.num_receivers);
-      !s.ok()) {
-    return s;
-  }
-  auto st = std::make_shared<SenderState>(endpoint, options);
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> server =
-      internal::ConnectStore(endpoint.host, endpoint.port, /*server=*/true,
-                             endpoint.connect_timeout);
-  if (!server.ok()) return server.status();
-  st->server = *std::move(server);
-  const int n = endpoint.num_receivers;
-  {
-    absl::MutexLock lock(&st->mu);
-    st->live_threads = n;
-  }
-  std::vector<std::thread> threads;
-  for (int k = 0; k < n; ++k) threads.emplace_back(ServeSlot, st, k);
-  return std::make_unique<internal::ThreadedSender>(std::move(st), std::move(threads),
-                                                    "weightsync nccl", kStopGrace);
+absl::StatusOr<std::unique_ptr<Publisher>> NewNcclPublisher(const TransportOptions& options) {
+  return internal::nccl::StartPublisher(options);
+}
+
+absl::Status RegisterNcclTransport(TransportRegistry& registry) {
+  return registry.Register("nccl", NewNcclPublisher, NewNcclReceiver);
 }
 
 }  // namespace trellis::weightsync

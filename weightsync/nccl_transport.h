@@ -5,19 +5,19 @@
 // built as trellis::weightsync_nccl when CMake finds CUDA and NCCL
 // (TRELLIS_WITH_NCCL).
 //
-// The same shape as the gloo transport (gloo_transport.h): one sender
+// The same shape as the gloo transport (gloo_transport.h): one publisher
 // hosting a c10d::TCPStore, `num_receivers` slots, each slot its own
-// two-rank NCCL communicator (rank 0 the sender), so a dead receiver never
-// holds up another. The sender's slot thread creates the ncclUniqueId when
-// a receiver (re)connects and publishes it through the store; requests
-// (min_version, wait) and answers (a v1::WeightsHeader, or an error) travel
-// through the store too, and the buckets go over NCCL from device buffers
-// on a dedicated stream. Communicators are non-blocking and every wait
-// polls against a deadline; a communicator that misses one is aborted
-// (ncclCommAbort), never waited on forever.
+// two-rank NCCL communicator (rank 0 the publisher), so a dead receiver
+// never holds up another. The publisher's slot thread creates the
+// ncclUniqueId when a receiver (re)connects and publishes it through the
+// store; requests (min_version, wait) and answers (a v1::WeightsHeader, or
+// an error) travel through the store too, and the buckets go over NCCL from
+// device buffers on a dedicated stream. Communicators are non-blocking and
+// every wait polls against a deadline; a communicator that misses one is
+// aborted (ncclCommAbort), never waited on forever.
 //
 // The Debian LibTorch is CPU-only, so the staged buckets live in host
-// memory: the sender copies a version to the device once (cached per
+// memory: the publisher copies a version to the device once (cached per
 // version), the receiver copies what arrived back to host buckets, checks
 // them and loads `dst` (any device LibTorch has) all-or-nothing. Stats:
 // Publish gather = packing, transfer = checksumming and staging; Receive
@@ -25,33 +25,29 @@
 // verified, load = copying into dst.
 
 #include <memory>
-#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "weightsync/transport.h"
 
 namespace trellis::weightsync {
 
-struct NcclEndpoint {
-  std::string host = "127.0.0.1";  // The sender's store.
-  int port = 0;                    // Required (PickFreeTcpPort).
-  int num_receivers = 1;
-  int receiver_index = -1;  // 0..num_receivers-1 on a receiver; -1: sender.
-  int cuda_device = 0;      // This process's GPU.
-  absl::Duration connect_timeout = absl::Seconds(30);
-};
+class TransportRegistry;
 
 // OK when CUDA reports a usable device; otherwise FailedPrecondition
 // saying why (no device, no driver). Tests skip on it.
 [[nodiscard]] absl::Status NcclAvailable();
 
-[[nodiscard]] absl::StatusOr<std::unique_ptr<Transport>> NewNcclSender(
-    const NcclEndpoint& endpoint, TransportOptions options = {});
+// Read bucket_bytes, host, port, num_receivers, connect_timeout and
+// cuda_device; a receiver, receiver_index too. InvalidArgument naming a
+// bad field.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Publisher>> NewNcclPublisher(
+    const TransportOptions& options);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Receiver>> NewNcclReceiver(
+    const TransportOptions& options);
 
-[[nodiscard]] absl::StatusOr<std::unique_ptr<Transport>> NewNcclReceiver(
-    const NcclEndpoint& endpoint, TransportOptions options = {});
+// Registers "nccl" (the two constructors above).
+[[nodiscard]] absl::Status RegisterNcclTransport(TransportRegistry& registry);
 
 }  // namespace trellis::weightsync
 

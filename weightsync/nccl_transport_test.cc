@@ -8,9 +8,9 @@
 
 #include <chrono>
 
+#include "comm/tcp_store.h"
 #include "gtest/gtest.h"
-#include "weightsync/gloo_transport.h"  // PickFreeTcpPort
-#include "weightsync/internal/inprocess_testing.h"
+#include "weightsync/registry.h"
 #include "weightsync/testing/transport_conformance.h"
 
 namespace trellis::weightsync {
@@ -18,8 +18,8 @@ namespace {
 
 using ::absl::StatusCode;
 using conformance::TransportConformanceTest;
+using conformance::TransportEnds;
 using conformance::TransportFactory;
-using conformance::TransportPair;
 
 // NCCL puts each rank of a communicator on its own GPU, so a sender and a
 // receiver in one process need two.
@@ -36,65 +36,57 @@ std::string WhyNot() {
   return "";
 }
 
-NcclEndpoint FreshEndpoint() {
-  absl::StatusOr<int> port = PickFreeTcpPort("127.0.0.1");
-  NcclEndpoint ep;
-  ep.port = port.ok() ? *port : 0;
-  ep.connect_timeout = absl::Seconds(20);
-  return ep;
+TransportOptions FreshOptions() {
+  absl::StatusOr<int> port = comm::PickFreeTcpPort("127.0.0.1");
+  TransportOptions options;
+  options.port = port.ok() ? *port : 0;
+  options.connect_timeout = absl::Seconds(20);
+  return options;
 }
 
-absl::StatusOr<TransportPair> MakeNccl(const TransportOptions& options) {
-  NcclEndpoint ep = FreshEndpoint();
-  ep.cuda_device = 0;
-  absl::StatusOr<std::unique_ptr<Transport>> sender = NewNcclSender(ep, options);
-  if (!sender.ok()) return sender.status();
-  ep.receiver_index = 0;
-  ep.cuda_device = 1;
-  absl::StatusOr<std::unique_ptr<Transport>> receiver =
-      NewNcclReceiver(ep, options);
+// Both ends by name, as the role factories make them: the publisher on GPU
+// 0, the receiver on GPU 1.
+absl::StatusOr<TransportEnds> MakeNccl(const TransportOptions& base) {
+  TransportRegistry registry;
+  if (absl::Status s = RegisterNcclTransport(registry); !s.ok()) return s;
+  TransportOptions options = FreshOptions();
+  options.bucket_bytes = base.bucket_bytes;
+  options.cuda_device = 0;
+  absl::StatusOr<std::unique_ptr<Publisher>> publisher = registry.NewPublisher("nccl", options);
+  if (!publisher.ok()) return publisher.status();
+  options.cuda_device = 1;
+  absl::StatusOr<std::unique_ptr<Receiver>> receiver = registry.NewReceiver("nccl", options);
   if (!receiver.ok()) return receiver.status();
-  return TransportPair{std::shared_ptr<Transport>(*std::move(sender)),
-                       std::shared_ptr<Transport>(*std::move(receiver))};
+  return TransportEnds{*std::move(publisher), *std::move(receiver)};
 }
 
-absl::Status CorruptNccl(TransportPair& pair, int bucket) {
-  return internal::CorruptBucketForTesting(*pair.sender, bucket, 17);
-}
+INSTANTIATE_TEST_SUITE_P(Nccl, TransportConformanceTest,
+                         ::testing::Values(TransportFactory{"nccl", MakeNccl,
+                                                            conformance::CorruptStaged, WhyNot}),
+                         conformance::TransportFactoryName);
 
-INSTANTIATE_TEST_SUITE_P(
-    Nccl, TransportConformanceTest,
-    ::testing::Values(TransportFactory{"nccl", MakeNccl, CorruptNccl, WhyNot}),
-    conformance::TransportFactoryName);
-
-TEST(NcclTransportTest, SenderNeverStartedIsAnErrorByTheDeadline) {
+TEST(NcclTransportTest, PublisherNeverStartedIsAnErrorByTheDeadline) {
   if (std::string why = WhyNot(); !why.empty()) GTEST_SKIP() << why;
-  NcclEndpoint ep = FreshEndpoint();
-  ep.receiver_index = 0;
-  ep.cuda_device = 1;
-  auto receiver = NewNcclReceiver(ep);
+  TransportOptions options = FreshOptions();
+  options.cuda_device = 1;
+  auto receiver = NewNcclReceiver(options);
   ASSERT_TRUE(receiver.ok());
   NamedTensors dst = {{"w", torch::zeros({4})}};
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<v1::WeightSyncStats> got =
-      (*receiver)->Receive(1, dst, absl::Seconds(1));
-  EXPECT_LE(std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                          start)
-                .count(),
-            2.0);
+  absl::StatusOr<v1::WeightSyncStats> got = (*receiver)->Receive(1, dst, absl::Seconds(1));
+  EXPECT_LE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
   EXPECT_TRUE(got.status().code() == StatusCode::kDeadlineExceeded ||
               got.status().code() == StatusCode::kUnavailable)
       << got.status();
 }
 
-TEST(NcclTransportTest, BadEndpointsAreInvalidArgument) {
+TEST(NcclTransportTest, BadOptionsAreInvalidArgument) {
   // Needs no GPU.
-  NcclEndpoint ep;
-  EXPECT_EQ(NewNcclSender(ep).status().code(), StatusCode::kInvalidArgument);
-  ep.port = 5000;
-  ep.receiver_index = 3;
-  EXPECT_EQ(NewNcclReceiver(ep).status().code(),
-            StatusCode::kInvalidArgument);
+  TransportOptions options;
+  EXPECT_EQ(NewNcclPublisher(options).status().code(), StatusCode::kInvalidArgument);
+  options.port = 5000;
+  options.receiver_index = 3;
+  EXPECT_EQ(NewNcclReceiver(options).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(NcclTransportTest, AvailabilityIsReported) {

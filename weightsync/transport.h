@@ -1,17 +1,19 @@
 #ifndef TRELLIS_WEIGHTSYNC_TRANSPORT_H_
 #define TRELLIS_WEIGHTSYNC_TRANSPORT_H_
 
-// Moves a versioned set of named tensors from the learner to the actors.
-// Every transfer is bucketed, versioned, checksummed and applied atomically
-// on the receiver; every wait has a deadline.
+// Moves a versioned set of named tensors from the learner (the publisher)
+// to the actors (the receivers). Every transfer is bucketed, versioned,
+// checksummed and applied atomically on the receiver; every wait has a
+// deadline. Each transport has a publishing and a receiving end, made by
+// its own constructors or by name from a registry (registry.h).
+
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -22,37 +24,58 @@ namespace trellis::weightsync {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
+// What makes either end of any transport; each transport reads the fields
+// it names.
 struct TransportOptions {
   // Tensors are packed into flat buckets of at most this many bytes (a
   // tensor larger than a bucket gets a bucket of its own).
   int64_t bucket_bytes = 64 << 20;
+  // The publisher's address. gloo, nccl: its TCPStore, which the publisher
+  // binds and the receivers reach (port required: comm::PickFreeTcpPort).
+  // grpc: the server carrying the publisher's WeightStream service
+  // (receivers). inprocess: names the publisher within its registry.
+  std::string host = "127.0.0.1";
+  int port = 0;
+  // gloo, nccl: the receiver slots a publisher serves, and a receiver's
+  // slot in 0..num_receivers-1.
+  int num_receivers = 1;
+  int receiver_index = 0;
+  // gloo, nccl: bounds connecting to the store and each slot's rendezvous.
+  absl::Duration connect_timeout = absl::Seconds(30);
+  // gloo receivers: the address this end's gloo device binds (the
+  // publisher connects to it). Empty: `host` when that is a loopback
+  // address, else this machine's hostname as resolved by gloo.
+  std::string local_host;
+  // nccl: this process's GPU.
+  int cuda_device = 0;
 };
 
-class Transport {
+class Publisher {
  public:
-  virtual ~Transport() = default;
+  virtual ~Publisher() = default;
 
-  // Sender side: publishes `tensors` as `version` (which must exceed the
-  // last published one). Fills gather/transfer seconds, bytes and buckets.
+  // Publishes `tensors` as `version` (which must exceed the last published
+  // one; FailedPrecondition otherwise, InvalidArgument for an empty or
+  // duplicate name or an undefined tensor). Fills gather/transfer seconds,
+  // bytes and buckets. May be called from any thread.
   [[nodiscard]] virtual absl::StatusOr<v1::WeightSyncStats> Publish(
       int64_t version, const NamedTensors& tensors) = 0;
-
-  // Receiver side: waits up to `timeout` for a version >= `min_version`,
-  // verifies it, and copies it into `dst` (matched by name and shape) all
-  // at once: on any error `dst` is unchanged. Returns DeadlineExceeded when
-  // nothing arrives in time, DataLoss on a checksum mismatch,
-  // FailedPrecondition on a name or shape mismatch.
-  [[nodiscard]] virtual absl::StatusOr<v1::WeightSyncStats> Receive(
-      int64_t min_version, const NamedTensors& dst, absl::Duration timeout) = 0;
 };
 
-// Colocated learner and actors in one process: buckets are copied through
-// shared memory. Only the newest version is kept, so a receiver always gets
-// the newest (>= min_version). Publish reports gather = packing, transfer =
-// checksumming and swapping the buckets in; Receive reports transfer =
-// verifying checksums, load = copying into dst. Thread-safe; any number of
-// receivers. Fault injection for tests: internal/inprocess_testing.h.
-std::unique_ptr<Transport> NewInProcessTransport(TransportOptions options = {});
+class Receiver {
+ public:
+  virtual ~Receiver() = default;
+
+  // Waits up to `timeout` for a version >= `min_version`, verifies it, and
+  // copies it into `dst` (matched by name and shape) all at once: on any
+  // error `dst` is unchanged. Returns DeadlineExceeded when nothing arrives
+  // in time (naming `min_version`), Unavailable when the publisher is gone,
+  // DataLoss on a checksum mismatch, FailedPrecondition on a name or shape
+  // mismatch. Calls are serialized.
+  [[nodiscard]] virtual absl::StatusOr<v1::WeightSyncStats> Receive(int64_t min_version,
+                                                                    const NamedTensors& dst,
+                                                                    absl::Duration timeout) = 0;
+};
 
 }  // namespace trellis::weightsync
 

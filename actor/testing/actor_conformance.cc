@@ -42,8 +42,9 @@ std::string ActorFactoryName(const ::testing::TestParamInfo<ActorFactory>& info)
 
 void ActorConformanceTest::SetUp() {
   tokenizer_ = model::NewCharTokenizer();
-  transport_ = weightsync::NewInProcessTransport();
-  setup_ = {model::testing::SmallConfig(), tokenizer_.get(), transport_.get(), "actor-0"};
+  publisher_ = weightsync::NewInProcessPublisher();
+  receiver_ = publisher_->NewReceiver();
+  setup_ = {model::testing::SmallConfig(), tokenizer_.get(), receiver_.get(), "actor-0"};
   absl::StatusOr<BoundActor> bound = GetParam().make(setup_);
   ASSERT_TRUE(bound.ok()) << bound.status();
   bound_ = *std::move(bound);
@@ -53,7 +54,7 @@ void ActorConformanceTest::Publish(int64_t version) {
   torch::manual_seed(100 + version);
   model::Transformer policy(setup_.model, tokenizer_->vocab_size());
   absl::StatusOr<v1::WeightSyncStats> published =
-      transport_->Publish(version, policy->NamedWeights());
+      publisher_->Publish(version, policy->NamedWeights());
   ASSERT_TRUE(published.ok()) << published.status();
 }
 

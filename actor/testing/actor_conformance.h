@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 #include "model/tokenizer.h"
 #include "trellis/v1/job.pb.h"
-#include "weightsync/transport.h"
+#include "weightsync/inprocess_transport.h"
 
 namespace trellis::actor::conformance {
 
@@ -28,7 +28,7 @@ namespace trellis::actor::conformance {
 struct ActorSetup {
   v1::ModelConfig model;  // model::testing::SmallConfig()
   const model::Tokenizer* tokenizer = nullptr;
-  weightsync::Transport* transport = nullptr;  // where the suite publishes
+  weightsync::Receiver* receiver = nullptr;  // what the suite publishes reaches it here
   std::string worker_id;
 };
 
@@ -63,7 +63,8 @@ class ActorConformanceTest : public ::testing::TestWithParam<ActorFactory> {
  private:
   ActorSetup setup_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
-  std::unique_ptr<weightsync::Transport> transport_;
+  std::unique_ptr<weightsync::InProcessPublisher> publisher_;
+  std::unique_ptr<weightsync::Receiver> receiver_;
   BoundActor bound_;
 };
 

@@ -9,13 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "weightsync/internal/gloo_pair.h"
-#include "weightsync/internal/tcp_store.h"
+#include "comm/gloo_pair.h"
+#include "comm/tcp_store.h"
 
 namespace trellis::learner::internal {
 namespace {
 
-using weightsync::internal::gloo::PG;
+using PG = comm::GlooGroup;
 
 // A group of one: every collective is the identity and moves nothing.
 class SoloGroup final : public DataParallelGroup {
@@ -133,7 +133,7 @@ class GlooGroup final : public DataParallelGroup {
       return absl::UnavailableError(absl::StrCat(options_.worker_id, ": ", what, ": ", e.what()));
     }
     for (size_t i = 0; i < works.size(); ++i) {
-      if (absl::Status s = weightsync::internal::gloo::WaitWork(works[i], options_.timeout, what);
+      if (absl::Status s = comm::WaitWork(works[i], options_.timeout, what);
           !s.ok()) {
         return absl::Status(s.code(), absl::StrCat(options_.worker_id, " (rank ", options_.member.rank,
                                                    " of ", options_.member.size, "): ", s.message()));
@@ -187,33 +187,27 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(
                    m.store_port, " (rank ", m.rank, " of ", m.size, "): ");
   const bool host = m.rank == 0;
   if (!host) {
-    if (absl::Status s = weightsync::internal::WaitForListener(m.store_host, m.store_port,
-                                                               absl::Now() + options.timeout);
+    if (absl::Status s =
+            comm::WaitForListener(m.store_host, m.store_port, absl::Now() + options.timeout);
         !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(where, s.message()));
     }
   }
   absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-      weightsync::internal::ConnectStore(m.store_host, m.store_port, host, options.timeout);
+      comm::ConnectStore(m.store_host, m.store_port, host, options.timeout);
   if (!store.ok()) {
     return absl::Status(store.status().code(), absl::StrCat(where, store.status().message()));
   }
-  try {
-    std::string local = m.local_host;
-    if (local.empty() && weightsync::internal::gloo::IsLoopback(m.store_host)) {
-      local = m.store_host;
-    }
-    auto pg_options = PG::Options::create(weightsync::internal::ToMs(options.timeout));
-    pg_options->devices = {local.empty() ? PG::createDefaultDevice()
-                                         : PG::createDeviceForHostname(local)};
-    pg_options->threads = 1;
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("learner-group", *store);
-    auto pg = c10::make_intrusive<PG>(prefixed, m.rank, m.size, pg_options);
-    return std::unique_ptr<DataParallelGroup>(
-        std::make_unique<GlooGroup>(options, *std::move(store), std::move(pg)));
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(where, e.what()));
+  absl::StatusOr<std::shared_ptr<comm::GlooDevice>> device =
+      comm::NewGlooDevice(m.store_host, m.local_host);
+  if (!device.ok()) {
+    return absl::Status(device.status().code(), absl::StrCat(where, device.status().message()));
   }
+  absl::StatusOr<c10::intrusive_ptr<PG>> pg =
+      comm::JoinGlooGroup(*store, "learner-group", m.rank, m.size, *device, options.timeout);
+  if (!pg.ok()) return absl::Status(pg.status().code(), absl::StrCat(where, pg.status().message()));
+  return std::unique_ptr<DataParallelGroup>(
+      std::make_unique<GlooGroup>(options, *std::move(store), *std::move(pg)));
 }
 
 std::pair<int64_t, int64_t> RankRows(int64_t rows, int rank, int ranks) {

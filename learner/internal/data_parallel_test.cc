@@ -3,8 +3,8 @@
 #include <functional>
 #include <thread>
 
+#include "comm/tcp_store.h"
 #include "gtest/gtest.h"
-#include "weightsync/gloo_transport.h"
 
 namespace trellis::learner::internal {
 namespace {
@@ -12,7 +12,7 @@ namespace {
 // Runs body(group) on `size` ranks, each a thread joined to one Gloo group
 // on a free loopback port.
 void OnRanks(int size, int64_t bucket_bytes, const std::function<void(DataParallelGroup&)>& body) {
-  absl::StatusOr<int> port = weightsync::PickFreeTcpPort("127.0.0.1");
+  absl::StatusOr<int> port = comm::PickFreeTcpPort("127.0.0.1");
   ASSERT_TRUE(port.ok()) << port.status();
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
@@ -113,7 +113,7 @@ TEST(DataParallelGroupTest, JoinRefusesBadOptionsNamingThem) {
 }
 
 TEST(DataParallelGroupTest, JoinGivesUpWhenRankZeroNeverComes) {
-  absl::StatusOr<int> port = weightsync::PickFreeTcpPort("127.0.0.1");
+  absl::StatusOr<int> port = comm::PickFreeTcpPort("127.0.0.1");
   ASSERT_TRUE(port.ok());
   GroupOptions o;
   o.member = {1, 2, "127.0.0.1", *port, ""};

@@ -29,7 +29,7 @@ namespace trellis::learner::internal {
 class LocalLearner : public LearnerWorker {
  public:
   LocalLearner(const v1::JobConfig& job, const LocalLearnerOptions& options,
-               weightsync::Transport* transport, ledger::Ledger* ledger);
+               weightsync::Publisher* transport, ledger::Ledger* ledger);
 
   // Builds the models (and loads model.init_checkpoint), joins the learner
   // group and registers the built-in objectives.
@@ -62,7 +62,7 @@ class LocalLearner : public LearnerWorker {
 
   const v1::JobConfig job_;
   const LocalLearnerOptions options_;
-  weightsync::Transport* transport_;
+  weightsync::Publisher* transport_;
   ledger::Ledger* ledger_;
   ObjectiveRegistry objectives_;
   std::unique_ptr<LearnerModels> models_;

@@ -56,8 +56,9 @@ std::string LearnerFactoryName(const ::testing::TestParamInfo<LearnerFactory>& i
 
 void LearnerConformanceTest::SetUp() {
   tokenizer_ = model::NewCharTokenizer();
-  transport_ = weightsync::NewInProcessTransport();
-  absl::StatusOr<BoundLearner> bound = GetParam().make(GetParam().job, transport_.get());
+  publisher_ = weightsync::NewInProcessPublisher();
+  receiver_ = publisher_->NewReceiver();
+  absl::StatusOr<BoundLearner> bound = GetParam().make(GetParam().job, publisher_.get());
   ASSERT_TRUE(bound.ok()) << bound.status();
   bound_ = *std::move(bound);
 }
@@ -175,7 +176,7 @@ TEST_P(LearnerConformanceTest, PublishesAndSavesTheCurrentWeights) {
   EXPECT_EQ(published->version(), 1);
   model::Transformer received(GetParam().job.model(), tokenizer().vocab_size());
   absl::StatusOr<v1::WeightSyncStats> got =
-      transport().Receive(1, received->NamedWeights(), absl::Seconds(30));
+      receiver().Receive(1, received->NamedWeights(), absl::Seconds(30));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->version(), 1);
 

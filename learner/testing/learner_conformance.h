@@ -19,7 +19,7 @@
 #include "learner/learner_worker.h"
 #include "model/tokenizer.h"
 #include "trellis/v1/job.pb.h"
-#include "weightsync/transport.h"
+#include "weightsync/inprocess_transport.h"
 
 namespace trellis::learner::conformance {
 
@@ -36,9 +36,9 @@ struct LearnerFactory {
   // character tokenizer's (model.vocab_size 0).
   v1::JobConfig job;
   // A fresh learner for `job` (worker id "learner-0") publishing to
-  // `transport`, which outlives it.
+  // `publisher`, which outlives it.
   std::function<absl::StatusOr<BoundLearner>(const v1::JobConfig& job,
-                                             weightsync::Transport* transport)>
+                                             weightsync::Publisher* publisher)>
       make;
 };
 
@@ -56,14 +56,15 @@ class LearnerConformanceTest : public ::testing::TestWithParam<LearnerFactory> {
   std::string TempPath(const std::string& name) const;
 
   LearnerWorker& learner() { return *bound_.worker; }
-  weightsync::Transport& transport() { return *transport_; }
+  weightsync::Receiver& receiver() { return *receiver_; }
   const model::Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
   std::vector<int32_t> Ids(const std::string& text) const;
 
   std::unique_ptr<model::Tokenizer> tokenizer_;
-  std::unique_ptr<weightsync::Transport> transport_;
+  std::unique_ptr<weightsync::InProcessPublisher> publisher_;
+  std::unique_ptr<weightsync::Receiver> receiver_;
   BoundLearner bound_;
 };
 

@@ -13,14 +13,12 @@ namespace trellis::weightsync::internal {
 // Flips every bit of one byte of bucket `bucket` of the newest published
 // version, in place, as a receiver will read it (its stored checksum is
 // left alone). `byte` is taken modulo the bucket's size.
-// REQUIRES: `transport` is the sending end of a transport that stages its
-// newest version (in-process, gloo, grpc, nccl: internal/staging.h) and no
-// transfer of that version is running concurrently. Returns
-// FailedPrecondition when nothing is published, OutOfRange for a bucket
-// that does not exist or is empty, InvalidArgument for a receive-only end
-// or another transport.
-[[nodiscard]] absl::Status CorruptBucketForTesting(Transport& transport,
-                                                   int bucket,
+// REQUIRES: `publisher` stages its newest version (in-process, gloo, grpc,
+// nccl: internal/staging.h) and no transfer of that version is running
+// concurrently. Returns FailedPrecondition when nothing is published,
+// OutOfRange for a bucket that does not exist or is empty, InvalidArgument
+// for another publisher.
+[[nodiscard]] absl::Status CorruptBucketForTesting(Publisher& publisher, int bucket,
                                                    int64_t byte = 0);
 
 }  // namespace trellis::weightsync::internal

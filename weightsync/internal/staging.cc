@@ -122,13 +122,11 @@ absl::Status VersionStage::CheckVersionLocked(int64_t version) const {
   return absl::OkStatus();
 }
 
-absl::Status CorruptBucketForTesting(Transport& transport, int bucket,
-                                     int64_t byte) {
-  auto* staged = dynamic_cast<StagedSender*>(&transport);
+absl::Status CorruptBucketForTesting(Publisher& publisher, int bucket, int64_t byte) {
+  auto* staged = dynamic_cast<StagedSender*>(&publisher);
   if (staged == nullptr || staged->stage() == nullptr) {
     return absl::InvalidArgumentError(
-        "CorruptBucketForTesting: not the sending end of a weightsync "
-        "transport");
+        "CorruptBucketForTesting: not a publisher that stages its versions");
   }
   return staged->stage()->Corrupt(bucket, byte < 0 ? 0 : byte);
 }

@@ -87,9 +87,9 @@ class VersionStage {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Mixed into every transport whose sender holds a VersionStage, so that
-// the fault-injection hook (inprocess_testing.h) reaches it through a
-// dynamic_cast from Transport.
+// Mixed into every publisher that holds a VersionStage, so that the
+// fault-injection hook (inprocess_testing.h) reaches it through a
+// dynamic_cast from Publisher.
 class StagedSender {
  public:
   virtual ~StagedSender() = default;

@@ -3,34 +3,58 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/tcp_store.h"
 
 namespace trellis::weightsync::internal {
 
-absl::Status CheckReceiverIndex(const std::string& transport, bool sender,
-                                int receiver_index, int num_receivers) {
-  if (sender && receiver_index != -1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        transport, ": a sender has receiver_index -1, got ", receiver_index));
+absl::Status CheckSlotOptions(const std::string& transport, const TransportOptions& options,
+                              bool publisher) {
+  if (options.port <= 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(transport, ": port must be in 1..65535, got ",
+                                                   options.port,
+                                                   " (comm::PickFreeTcpPort finds one)"));
   }
-  if (!sender && (receiver_index < 0 || receiver_index >= num_receivers)) {
+  if (options.num_receivers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(transport, ": num_receivers must be >= 1, got ", options.num_receivers));
+  }
+  if (options.connect_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(transport,
+                                                   ": connect_timeout must be positive, got ",
+                                                   absl::FormatDuration(options.connect_timeout)));
+  }
+  if (!publisher &&
+      (options.receiver_index < 0 || options.receiver_index >= options.num_receivers)) {
     return absl::InvalidArgumentError(absl::StrCat(transport, ": receiver_index must be in 0..",
-                                                   num_receivers - 1, ", got ", receiver_index));
+                                                   options.num_receivers - 1, ", got ",
+                                                   options.receiver_index));
   }
+  return absl::OkStatus();
+}
+
+absl::Status HostStore(const std::string& transport, const TransportOptions& options,
+                       SenderCore& core) {
+  if (absl::Status s = CheckSlotOptions(transport, options, /*publisher=*/true); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
+      comm::ConnectStore(options.host, options.port, /*server=*/true, options.connect_timeout);
+  if (!store.ok()) return store.status();
+  core.store = *std::move(store);
   return absl::OkStatus();
 }
 
 bool SenderCore::SleepUnlessStopping(absl::Duration d) {
   absl::MutexLock lock(&mu);
-  mu.AwaitWithTimeout(
-      absl::Condition(+[](std::atomic<bool>* s) { return s->load(); }, &stopping), d);
+  mu.AwaitWithTimeout(absl::Condition(
+                          +[](std::atomic<bool>* s) { return s->load(); }, &stopping),
+                      d);
   return !stopping;
 }
 
-ThreadedSender::ThreadedSender(std::shared_ptr<SenderCore> core,
-                               std::vector<std::thread> threads, std::string name,
+ThreadedSender::ThreadedSender(std::shared_ptr<SenderCore> core, std::vector<std::thread> threads,
                                absl::Duration grace)
-    : core_(std::move(core)), threads_(std::move(threads)), name_(std::move(name)),
-      grace_(grace) {}
+    : core_(std::move(core)), threads_(std::move(threads)), grace_(grace) {}
 
 ThreadedSender::~ThreadedSender() {
   core_->stopping = true;
@@ -51,11 +75,6 @@ ThreadedSender::~ThreadedSender() {
 absl::StatusOr<v1::WeightSyncStats> ThreadedSender::Publish(int64_t version,
                                                             const NamedTensors& tensors) {
   return core_->stage.Stage(version, tensors);
-}
-
-absl::StatusOr<v1::WeightSyncStats> ThreadedSender::Receive(int64_t, const NamedTensors&,
-                                                            absl::Duration) {
-  return absl::UnimplementedError(absl::StrCat(name_, ": Receive on the sending end"));
 }
 
 }  // namespace trellis::weightsync::internal

@@ -1,9 +1,11 @@
 #ifndef TRELLIS_WEIGHTSYNC_INTERNAL_THREADED_SENDER_H_
 #define TRELLIS_WEIGHTSYNC_INTERNAL_THREADED_SENDER_H_
 
-// What the transports whose receivers are served by threads of the sender
-// (gloo, nccl) share: the endpoint's role check, the state the serving
-// threads share, and the sending Transport that owns them.
+// What the transports whose receivers are served by threads of the
+// publisher (gloo, nccl) share: the check of their options, the state the
+// serving threads share, and the Publisher that owns them.
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <atomic>
 #include <memory>
@@ -13,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "weightsync/internal/staging.h"
@@ -20,11 +23,23 @@
 
 namespace trellis::weightsync::internal {
 
-// An endpoint's receiver_index for its end: -1 on the sender, in
-// 0..num_receivers-1 on a receiver. InvalidArgument naming `transport`
-// ("weightsync gloo") otherwise.
-[[nodiscard]] absl::Status CheckReceiverIndex(const std::string& transport, bool sender,
-                                              int receiver_index, int num_receivers);
+// InvalidArgument naming `transport` ("weightsync gloo") and the field
+// unless `options` has a port in 1..65535, num_receivers >= 1, a positive
+// connect_timeout and, on a receiver (not `publisher`), a receiver_index in
+// 0..num_receivers-1.
+[[nodiscard]] absl::Status CheckSlotOptions(const std::string& transport,
+                                            const TransportOptions& options, bool publisher);
+
+// A receiver of slot transport `transport`: R(options), once
+// CheckSlotOptions passes for a receiver.
+template <typename R>
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Receiver>> NewSlotReceiver(
+    const std::string& transport, const TransportOptions& options) {
+  if (absl::Status s = CheckSlotOptions(transport, options, /*publisher=*/false); !s.ok()) {
+    return s;
+  }
+  return std::unique_ptr<Receiver>(std::make_unique<R>(options));
+}
 
 // What a sender's serving threads share with it. Each thread decrements
 // live_threads (under mu) as it ends.
@@ -40,34 +55,38 @@ struct SenderCore {
   bool SleepUnlessStopping(absl::Duration d);
 
   VersionStage stage;
+  // The rendezvous store the publisher hosts (HostStore), kept while the
+  // threads run.
+  c10::intrusive_ptr<c10d::TCPStore> store;
   std::atomic<bool> stopping{false};
   absl::Mutex mu;
   int live_threads ABSL_GUARDED_BY(mu) = 0;
 };
 
-// Publish stages the version for the threads to serve; Receive is refused.
-// Destruction sets `stopping`, closes the stage, aborts what is pending and
-// waits up to `grace` for the threads; threads still stuck then (in a
-// rendezvous, ended by its connect timeout) are detached: each holds its
-// own reference to the core.
-class ThreadedSender final : public Transport, public StagedSender {
+// What every threaded publisher does first: checks `options`
+// (CheckSlotOptions) and hosts the TCPStore at options.host:options.port
+// into core.store. Unavailable if it cannot be bound.
+[[nodiscard]] absl::Status HostStore(const std::string& transport, const TransportOptions& options,
+                                     SenderCore& core);
+
+// Publish stages the version for the threads to serve. Destruction sets `stopping`, closes the
+// stage, aborts what is pending and waits up to `grace` for the threads; threads still stuck then
+// (in a rendezvous, ended by its connect timeout) are detached: each holds its own reference to the
+// core.
+class ThreadedSender final : public Publisher, public StagedSender {
  public:
-  // `name` names the transport in errors ("weightsync gloo").
   // REQUIRES: core->live_threads counts `threads`.
   ThreadedSender(std::shared_ptr<SenderCore> core, std::vector<std::thread> threads,
-                 std::string name, absl::Duration grace);
+                 absl::Duration grace);
   ~ThreadedSender() override;
 
   absl::StatusOr<v1::WeightSyncStats> Publish(int64_t version,
                                               const NamedTensors& tensors) override;
-  absl::StatusOr<v1::WeightSyncStats> Receive(int64_t, const NamedTensors&,
-                                              absl::Duration) override;
   VersionStage* stage() override { return &core_->stage; }
 
  private:
   std::shared_ptr<SenderCore> core_;
   std::vector<std::thread> threads_;
-  const std::string name_;
   const absl::Duration grace_;
 };
 

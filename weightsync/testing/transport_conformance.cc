@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "weightsync/internal/inprocess_testing.h"
 
 namespace trellis::weightsync::conformance {
 namespace {
@@ -79,13 +80,26 @@ int64_t PayloadBytes(const NamedTensors& t) {
 // Publishes on another thread, for transports whose Publish waits for a
 // receiver.
 std::future<absl::StatusOr<v1::WeightSyncStats>> PublishAsync(
-    Transport& sender, int64_t version, NamedTensors tensors) {
-  return std::async(std::launch::async, [&sender, version, tensors] {
-    return sender.Publish(version, tensors);
+    Publisher& publisher, int64_t version, NamedTensors tensors) {
+  return std::async(std::launch::async, [&publisher, version, tensors] {
+    return publisher.Publish(version, tensors);
   });
 }
 
 }  // namespace
+
+absl::StatusOr<TransportEnds> MakeByName(const TransportRegistry& registry,
+                                         absl::string_view name, const TransportOptions& options) {
+  absl::StatusOr<std::unique_ptr<Publisher>> publisher = registry.NewPublisher(name, options);
+  if (!publisher.ok()) return publisher.status();
+  absl::StatusOr<std::unique_ptr<Receiver>> receiver = registry.NewReceiver(name, options);
+  if (!receiver.ok()) return receiver.status();
+  return TransportEnds{*std::move(publisher), *std::move(receiver)};
+}
+
+absl::Status CorruptStaged(TransportEnds& ends, int bucket) {
+  return internal::CorruptBucketForTesting(*ends.publisher, bucket, 17);
+}
 
 std::string TransportFactoryName(
     const ::testing::TestParamInfo<TransportFactory>& info) {
@@ -99,19 +113,19 @@ void TransportConformanceTest::SetUp() {
   }
 }
 
-TransportPair TransportConformanceTest::Make(int64_t bucket_bytes) {
+TransportEnds TransportConformanceTest::Make(int64_t bucket_bytes) {
   TransportOptions options;
   options.bucket_bytes = bucket_bytes;
-  absl::StatusOr<TransportPair> pair = GetParam().make(options);
-  EXPECT_TRUE(pair.ok()) << pair.status();
-  return pair.ok() ? *std::move(pair) : TransportPair{};
+  absl::StatusOr<TransportEnds> ends = GetParam().make(options);
+  EXPECT_TRUE(ends.ok()) << ends.status();
+  return ends.ok() ? *std::move(ends) : TransportEnds{};
 }
 
 TEST_P(TransportConformanceTest, RoundTripsMixedDtypesAcrossBuckets) {
-  TransportPair t = Make(kBucketBytes);
-  ASSERT_NE(t.sender, nullptr);
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
   const NamedTensors src = MakeWeights(1);
-  auto published = PublishAsync(*t.sender, 1, src);
+  auto published = PublishAsync(*t.publisher, 1, src);
   NamedTensors dst = MakeReceiver(src);
   absl::StatusOr<v1::WeightSyncStats> got =
       t.receiver->Receive(1, dst, absl::Seconds(30));
@@ -134,17 +148,17 @@ TEST_P(TransportConformanceTest, RoundTripsMixedDtypesAcrossBuckets) {
 }
 
 TEST_P(TransportConformanceTest, VersionsMustIncrease) {
-  TransportPair t = Make(kBucketBytes);
-  ASSERT_NE(t.sender, nullptr);
-  auto first = PublishAsync(*t.sender, 2, MakeWeights(2));
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
+  auto first = PublishAsync(*t.publisher, 2, MakeWeights(2));
   NamedTensors dst = MakeReceiver(MakeWeights(2));
   ASSERT_TRUE(t.receiver->Receive(2, dst, absl::Seconds(30)).ok());
   ASSERT_TRUE(first.get().ok());
-  EXPECT_EQ(t.sender->Publish(2, MakeWeights(2)).status().code(),
+  EXPECT_EQ(t.publisher->Publish(2, MakeWeights(2)).status().code(),
             StatusCode::kFailedPrecondition);
-  EXPECT_EQ(t.sender->Publish(1, MakeWeights(1)).status().code(),
+  EXPECT_EQ(t.publisher->Publish(1, MakeWeights(1)).status().code(),
             StatusCode::kFailedPrecondition);
-  auto third = PublishAsync(*t.sender, 3, MakeWeights(3));
+  auto third = PublishAsync(*t.publisher, 3, MakeWeights(3));
   absl::StatusOr<v1::WeightSyncStats> got =
       t.receiver->Receive(3, dst, absl::Seconds(30));
   ASSERT_TRUE(got.ok()) << got.status();
@@ -153,21 +167,21 @@ TEST_P(TransportConformanceTest, VersionsMustIncrease) {
 }
 
 TEST_P(TransportConformanceTest, BadPublishInputIsInvalidArgument) {
-  TransportPair t = Make(kBucketBytes);
-  ASSERT_NE(t.sender, nullptr);
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
   NamedTensors twice = MakeWeights(1);
   twice.push_back(twice.front());
-  EXPECT_EQ(t.sender->Publish(1, twice).status().code(),
+  EXPECT_EQ(t.publisher->Publish(1, twice).status().code(),
             StatusCode::kInvalidArgument);
   NamedTensors undefined = MakeWeights(1);
   undefined.emplace_back("ghost", at::Tensor());
-  EXPECT_EQ(t.sender->Publish(1, undefined).status().code(),
+  EXPECT_EQ(t.publisher->Publish(1, undefined).status().code(),
             StatusCode::kInvalidArgument);
 }
 
 TEST_P(TransportConformanceTest, ReceiveTimesOutNamingTheVersion) {
-  TransportPair t = Make(kBucketBytes);
-  ASSERT_NE(t.sender, nullptr);
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
   NamedTensors dst = MakeReceiver(MakeWeights(1));
   const NamedTensors before = Clone(dst);
   const auto start = std::chrono::steady_clock::now();
@@ -184,9 +198,9 @@ TEST_P(TransportConformanceTest, ReceiveTimesOutNamingTheVersion) {
 }
 
 TEST_P(TransportConformanceTest, OlderVersionDoesNotSatisfyAWait) {
-  TransportPair t = Make(kBucketBytes);
-  ASSERT_NE(t.sender, nullptr);
-  auto first = PublishAsync(*t.sender, 1, MakeWeights(1));
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
+  auto first = PublishAsync(*t.publisher, 1, MakeWeights(1));
   NamedTensors dst = MakeReceiver(MakeWeights(1));
   ASSERT_TRUE(t.receiver->Receive(1, dst, absl::Seconds(30)).ok());
   ASSERT_TRUE(first.get().ok());
@@ -199,9 +213,9 @@ TEST_P(TransportConformanceTest, OlderVersionDoesNotSatisfyAWait) {
 
 TEST_P(TransportConformanceTest, CorruptBucketIsDataLossAndLeavesDstAlone) {
   if (!GetParam().corrupt) GTEST_SKIP() << "transport cannot inject corruption";
-  TransportPair t = Make(kBucketBytes);
-  ASSERT_NE(t.sender, nullptr);
-  ASSERT_TRUE(t.sender->Publish(1, MakeWeights(1)).ok());
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
+  ASSERT_TRUE(t.publisher->Publish(1, MakeWeights(1)).ok());
   ASSERT_TRUE(GetParam().corrupt(t, 1).ok());
   NamedTensors dst = MakeReceiver(MakeWeights(1));
   const NamedTensors before = Clone(dst);
@@ -214,10 +228,10 @@ TEST_P(TransportConformanceTest, CorruptBucketIsDataLossAndLeavesDstAlone) {
 }
 
 TEST_P(TransportConformanceTest, MismatchIsFailedPreconditionAndAllOrNothing) {
-  TransportPair t = Make(kBucketBytes);
-  ASSERT_NE(t.sender, nullptr);
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
   const NamedTensors src = MakeWeights(1);
-  auto published = PublishAsync(*t.sender, 1, src);
+  auto published = PublishAsync(*t.publisher, 1, src);
 
   struct Case {
     std::string what;
@@ -251,11 +265,11 @@ TEST_P(TransportConformanceTest, MismatchIsFailedPreconditionAndAllOrNothing) {
 }
 
 TEST_P(TransportConformanceTest, ReceiverSeesTheNewestVersion) {
-  TransportPair t = Make(kBucketBytes);
-  ASSERT_NE(t.sender, nullptr);
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
   auto publisher = std::async(std::launch::async, [&t] {
     for (int64_t v = 1; v <= 3; ++v) {
-      if (absl::Status s = t.sender->Publish(v, MakeWeights(v)).status();
+      if (absl::Status s = t.publisher->Publish(v, MakeWeights(v)).status();
           !s.ok()) {
         return s;
       }
@@ -279,12 +293,12 @@ TEST_P(TransportConformanceTest, ReceiverSeesTheNewestVersion) {
 // (LoadInto with adopt): tensors that received an earlier version keep it
 // while later versions arrive into other tensors.
 TEST_P(TransportConformanceTest, EarlierDstKeepsItsVersion) {
-  TransportPair t = Make(kBucketBytes);
-  ASSERT_NE(t.sender, nullptr);
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
   NamedTensors first = MakeReceiver(MakeWeights(1));
   NamedTensors later = MakeReceiver(MakeWeights(1));
   for (int64_t v = 1; v <= 4; ++v) {
-    ASSERT_TRUE(t.sender->Publish(v, MakeWeights(v)).ok());
+    ASSERT_TRUE(t.publisher->Publish(v, MakeWeights(v)).ok());
     absl::StatusOr<v1::WeightSyncStats> got =
         t.receiver->Receive(v, v == 1 ? first : later, absl::Seconds(30));
     ASSERT_TRUE(got.ok()) << got.status();
@@ -295,15 +309,15 @@ TEST_P(TransportConformanceTest, EarlierDstKeepsItsVersion) {
   for (auto& [name, tensor] : later) {
     if (tensor.numel() > 0 && tensor.scalar_type() == torch::kFloat) tensor.fill_(-5);
   }
-  ASSERT_TRUE(t.sender->Publish(5, MakeWeights(5)).ok());
+  ASSERT_TRUE(t.publisher->Publish(5, MakeWeights(5)).ok());
   ASSERT_TRUE(t.receiver->Receive(5, later, absl::Seconds(30)).ok());
   EXPECT_TRUE(SameValues(later, MakeWeights(5)));
   EXPECT_TRUE(SameValues(first, MakeWeights(1)));
 }
 
 TEST_P(TransportConformanceTest, WaitingReceiverGetsALaterPublish) {
-  TransportPair t = Make(kBucketBytes);
-  ASSERT_NE(t.sender, nullptr);
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
   NamedTensors dst = MakeReceiver(MakeWeights(5));
   std::thread receiver_thread;
   absl::StatusOr<v1::WeightSyncStats> got;
@@ -311,7 +325,7 @@ TEST_P(TransportConformanceTest, WaitingReceiverGetsALaterPublish) {
       [&] { got = t.receiver->Receive(5, dst, absl::Seconds(30)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::thread publisher_thread([&t] {
-    EXPECT_TRUE(t.sender->Publish(5, MakeWeights(5)).ok());
+    EXPECT_TRUE(t.publisher->Publish(5, MakeWeights(5)).ok());
   });
   publisher_thread.join();
   receiver_thread.join();
@@ -321,12 +335,12 @@ TEST_P(TransportConformanceTest, WaitingReceiverGetsALaterPublish) {
 }
 
 TEST_P(TransportConformanceTest, EveryReceiveIsOneWholeVersion) {
-  TransportPair t = Make(kBucketBytes);
-  ASSERT_NE(t.sender, nullptr);
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
   constexpr int64_t kVersions = 30;
   std::thread publisher([&t] {
     for (int64_t v = 1; v <= kVersions; ++v) {
-      EXPECT_TRUE(t.sender->Publish(v, MakeWeights(v)).ok()) << v;
+      EXPECT_TRUE(t.publisher->Publish(v, MakeWeights(v)).ok()) << v;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   });
@@ -345,6 +359,22 @@ TEST_P(TransportConformanceTest, EveryReceiveIsOneWholeVersion) {
   }
   publisher.join();
   EXPECT_LE(receives, kVersions);
+}
+
+// A receiver outlives its publisher: it keeps what it received, and its
+// next wait ends by the deadline with the publisher named gone or late.
+TEST_P(TransportConformanceTest, PublisherGoneIsAnErrorByTheDeadline) {
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
+  ASSERT_TRUE(t.publisher->Publish(1, MakeWeights(1)).ok());
+  NamedTensors dst = MakeReceiver(MakeWeights(1));
+  ASSERT_TRUE(t.receiver->Receive(1, dst, absl::Seconds(30)).ok());
+  t.publisher.reset();
+  absl::StatusOr<v1::WeightSyncStats> got = t.receiver->Receive(2, dst, absl::Seconds(1));
+  EXPECT_TRUE(got.status().code() == StatusCode::kUnavailable ||
+              got.status().code() == StatusCode::kDeadlineExceeded)
+      << got.status();
+  EXPECT_TRUE(SameValues(dst, MakeWeights(1)));
 }
 
 }  // namespace trellis::weightsync::conformance

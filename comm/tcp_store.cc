@@ -1,4 +1,4 @@
-#include "weightsync/internal/tcp_store.h"
+#include "comm/tcp_store.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -14,24 +14,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
-namespace trellis::weightsync::internal {
+namespace trellis::comm {
 
 std::chrono::milliseconds ToMs(absl::Duration d) {
-  return std::chrono::milliseconds(
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
+  return std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
 }
 
-absl::Status WaitForListener(const std::string& host, int port,
-                             absl::Time deadline) {
+absl::Status WaitForListener(const std::string& host, int port, absl::Time deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
-  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
-      rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
+  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
   }
   std::string error = "no address";
   while (true) {
@@ -50,12 +46,13 @@ absl::Status WaitForListener(const std::string& host, int port,
     absl::SleepFor(absl::Milliseconds(20));
   }
   freeaddrinfo(found);
-  return absl::DeadlineExceededError(absl::StrCat(
-      "nothing listens at ", host, ":", port, " (", error, ")"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("nothing listens at ", host, ":", port, " (", error, ")"));
 }
 
-absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> ConnectStore(
-    const std::string& host, int port, bool server, absl::Duration timeout) {
+absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> ConnectStore(const std::string& host, int port,
+                                                                bool server,
+                                                                absl::Duration timeout) {
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(port);
   opts.isServer = server;
@@ -64,22 +61,21 @@ absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> ConnectStore(
   try {
     return c10::make_intrusive<c10d::TCPStore>(host, opts);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("weightsync: ", server ? "hosting" : "reaching",
-                     " the rendezvous store at ", host, ":", port,
-                     ": ", e.what()));
+    return absl::UnavailableError(absl::StrCat("comm: ", server ? "hosting" : "reaching",
+                                               " the rendezvous store at ", host, ":", port, ": ",
+                                               e.what()));
   }
 }
 
-absl::StatusOr<int> FreeTcpPort(const std::string& host) {
+absl::StatusOr<int> PickFreeTcpPort(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
   if (int rc = getaddrinfo(host.c_str(), "0", &hints, &found); rc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PickFreeTcpPort: cannot resolve ", host, ": ", gai_strerror(rc)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("PickFreeTcpPort: cannot resolve ", host, ": ", gai_strerror(rc)));
   }
   std::string error = "no address";
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
@@ -91,10 +87,9 @@ absl::StatusOr<int> FreeTcpPort(const std::string& host) {
         getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
       close(fd);
       freeaddrinfo(found);
-      const int port =
-          addr.ss_family == AF_INET6
-              ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-              : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+      const int port = addr.ss_family == AF_INET6
+                           ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                           : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
       return port;
     }
     error = std::strerror(errno);
@@ -105,4 +100,4 @@ absl::StatusOr<int> FreeTcpPort(const std::string& host) {
       absl::StrCat("PickFreeTcpPort: cannot bind on ", host, ": ", error));
 }
 
-}  // namespace trellis::weightsync::internal
+}  // namespace trellis::comm

@@ -1,0 +1,153 @@
+#ifndef TRELLIS_COMM_NCCL_PAIR_H_
+#define TRELLIS_COMM_NCCL_PAIR_H_
+
+// Two-rank NCCL communicators for point-to-point transfers between GPUs
+// (the NCCL weight transport, weightsync/nccl_transport.h): CUDA/NCCL
+// status conversion, device buffers, and a non-blocking communicator whose
+// every wait has a deadline. Built only with CUDA and NCCL.
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace trellis::comm {
+
+inline absl::Status CudaStatus(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("nccl: ", what, ": ", cudaGetErrorString(e)));
+}
+
+inline absl::Status NcclStatus(ncclResult_t r, const char* what) {
+  if (r == ncclSuccess || r == ncclInProgress) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("nccl: ", what, ": ", ncclGetErrorString(r)));
+}
+
+// Device memory that only grows.
+class DeviceBytes {
+ public:
+  DeviceBytes() = default;
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  ~DeviceBytes() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  absl::Status Reserve(size_t n) {
+    if (n <= size_) return absl::OkStatus();
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+    if (absl::Status s = CudaStatus(cudaMalloc(&ptr_, n), "cudaMalloc"); !s.ok()) {
+      return s;
+    }
+    size_ = n;
+    return absl::OkStatus();
+  }
+  void* data() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A two-rank, non-blocking communicator and its stream. Destruction
+// aborts, which never waits on the peer.
+class NcclComm {
+ public:
+  static absl::StatusOr<std::unique_ptr<NcclComm>> Init(const ncclUniqueId& id, int rank,
+                                                        int device, absl::Time deadline) {
+    auto c = std::unique_ptr<NcclComm>(new NcclComm());
+    if (absl::Status s = CudaStatus(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = CudaStatus(cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking),
+                                    "cudaStreamCreate");
+        !s.ok()) {
+      return s;
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    if (absl::Status s = NcclStatus(ncclCommInitRankConfig(&c->comm_, 2, id, rank, &config),
+                                    "ncclCommInitRankConfig");
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = c->WaitReady(deadline, "connecting"); !s.ok()) {
+      return s;
+    }
+    return c;
+  }
+
+  ~NcclComm() {
+    if (comm_ != nullptr) ncclCommAbort(comm_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  // Sends (rank 0) or receives (rank 1) `n[i]` bytes at `ptr[i]`, all in
+  // one group, and waits for the stream until `deadline`.
+  absl::Status Transfer(bool send, const std::vector<void*>& ptr, const std::vector<size_t>& n,
+                        absl::Time deadline) {
+    const int peer = send ? 1 : 0;
+    absl::Status s = NcclStatus(ncclGroupStart(), "ncclGroupStart");
+    for (size_t i = 0; s.ok() && i < ptr.size(); ++i) {
+      if (n[i] == 0) continue;
+      s = send ? NcclStatus(ncclSend(ptr[i], n[i], ncclUint8, peer, comm_, stream_), "ncclSend")
+               : NcclStatus(ncclRecv(ptr[i], n[i], ncclUint8, peer, comm_, stream_), "ncclRecv");
+    }
+    absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+    if (!s.ok()) return s;
+    if (!end.ok()) return end;
+    if (absl::Status r = WaitReady(deadline, "posting"); !r.ok()) return r;
+    while (true) {
+      const cudaError_t e = cudaStreamQuery(stream_);
+      if (e == cudaSuccess) return absl::OkStatus();
+      if (e != cudaErrorNotReady) return CudaStatus(e, "cudaStreamQuery");
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        return NcclStatus(async, send ? "sending" : "receiving");
+      }
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("nccl: ", send ? "sending" : "receiving", " did not finish in time"));
+      }
+      absl::SleepFor(absl::Microseconds(100));
+    }
+  }
+
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  NcclComm() = default;
+
+  absl::Status WaitReady(absl::Time deadline, const char* what) {
+    while (true) {
+      ncclResult_t state = ncclSuccess;
+      if (absl::Status s =
+              NcclStatus(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
+          !s.ok()) {
+        return s;
+      }
+      if (state == ncclSuccess) return absl::OkStatus();
+      if (state != ncclInProgress) return NcclStatus(state, what);
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("nccl: ", what, " timed out"));
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace trellis::comm
+
+#endif  // TRELLIS_COMM_NCCL_PAIR_H_

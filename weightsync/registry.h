@@ -1,0 +1,67 @@
+#ifndef TRELLIS_WEIGHTSYNC_REGISTRY_H_
+#define TRELLIS_WEIGHTSYNC_REGISTRY_H_
+
+// Weight transports by name: each registered transport makes its
+// publishing and its receiving end from one TransportOptions. Built-ins
+// register through explicit calls from where their libraries are linked:
+// RegisterBuiltinTransports (inprocess, gloo: trellis::weightsync),
+// RegisterGrpcTransport (grpc_transport.h, trellis::weightsync_grpc),
+// RegisterNcclTransport (nccl_transport.h, trellis::weightsync_nccl).
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "weightsync/transport.h"
+
+namespace trellis::weightsync {
+
+class TransportRegistry {
+ public:
+  using PublisherFactory =
+      std::function<absl::StatusOr<std::unique_ptr<Publisher>>(const TransportOptions&)>;
+  using ReceiverFactory =
+      std::function<absl::StatusOr<std::unique_ptr<Receiver>>(const TransportOptions&)>;
+
+  // Registers transport `name`: lowercase letters, digits and '_'
+  // (InvalidArgument otherwise, or for a null factory); AlreadyExists when
+  // it is taken. REQUIRES: not concurrent with any other call.
+  [[nodiscard]] absl::Status Register(const std::string& name, PublisherFactory publisher,
+                                      ReceiverFactory receiver);
+
+  // The ends of transport `name`, matched ignoring case (so both a config
+  // string, "gloo", and a proto enum value's name, "GLOO", find it):
+  // NotFound naming the registered transports when there is none, else
+  // what the transport's factory returns. Thread-safe.
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<Publisher>> NewPublisher(
+      absl::string_view name, const TransportOptions& options) const;
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<Receiver>> NewReceiver(
+      absl::string_view name, const TransportOptions& options) const;
+
+  // The registered names, sorted.
+  std::vector<std::string> Names() const;
+
+ private:
+  struct Factories {
+    PublisherFactory publisher;
+    ReceiverFactory receiver;
+  };
+  absl::StatusOr<const Factories*> Find(absl::string_view name) const;
+
+  std::map<std::string, Factories> transports_;
+};
+
+// "inprocess" (inprocess_transport.h): a receiver reads the live publisher
+// made by this registry at the same host and port (FailedPrecondition when
+// there is none; AlreadyExists for a second live publisher there).
+// "gloo" (gloo_transport.h).
+[[nodiscard]] absl::Status RegisterBuiltinTransports(TransportRegistry& registry);
+
+}  // namespace trellis::weightsync
+
+#endif  // TRELLIS_WEIGHTSYNC_REGISTRY_H_
