@@ -315,8 +315,13 @@ TEST(LaunchWatchTest, LaunchedJobMetricsLabelEveryWorker) {
         if (address.empty()) address = Slurp(root / "run" / "http.addr");
         if (address.empty()) return false;
         text = Get(address, "/metrics");
+        // Workers forward their ledger records batched, at most once a step
+        // (launch/ledger_forwarder.h): the learner's load-time objects
+        // arrive within a step or two of it.
         return text.find("trellis_steps_total 0\n") == std::string::npos &&
-               text.find("trellis_steps_total ") != std::string::npos;
+               text.find("trellis_steps_total ") != std::string::npos &&
+               text.find("trellis_memory_bytes{role=\"learner-0\",object=\"parameters\"}") !=
+                   std::string::npos;
       },
       120);
   ::kill(launcher, SIGINT);
