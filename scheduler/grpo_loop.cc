@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "config/job_config.h"
 #include "config/recipe.h"
+#include "env/run_dir.h"
 #include "learner/advantages.h"
 #include "scheduler/dynamic_sampling.h"
 #include "scheduler/loop_util.h"
@@ -111,7 +112,7 @@ absl::Status GrpoLoop::WarmUp() {
 absl::Status GrpoLoop::TakeReference() {
   if (roles_.reference == nullptr) return absl::OkStatus();
   return scheduler::TakeReference(*roles_.learner, *roles_.reference, *ledger_,
-                                  out_dir_ + "/reference.safetensors");
+                                  env::RunDir(out_dir_).Reference());
 }
 
 absl::StatusOr<ledger::EvalMetrics> GrpoLoop::Evaluate(const std::string& label) {
@@ -473,7 +474,9 @@ absl::Status GrpoLoop::CheckpointAfter(int64_t steps_done) {
   state.train_position = train_stream_.position();
   state.eval_before = eval_before_;
   state.ledger_state = ledger_->ExportState();
-  return WriteCheckpoint(out_dir_, state, [this](const std::string& dir) {
+  // Never a checkpoint whose ledger.jsonl lacks records of its steps.
+  if (absl::Status s = ledger_->status(); !s.ok()) return s;
+  return WriteCheckpoint(ledger_->env(), out_dir_, state, [this](const std::string& dir) {
     return roles_.learner->SaveCheckpoint(dir);
   });
 }
@@ -493,7 +496,7 @@ absl::Status GrpoLoop::Run() {
     if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "resumed weight sync");
     if (roles_.reference != nullptr) {
       auto span = ledger_->Begin(Stage::kCheckpoint, "reference-0");
-      if (absl::Status s = roles_.reference->Load(out_dir_ + "/reference.safetensors");
+      if (absl::Status s = roles_.reference->Load(env::RunDir(out_dir_).Reference());
           !s.ok()) {
         return At(s, "resume: loading the reference");
       }

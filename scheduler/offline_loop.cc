@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "config/recipe.h"
+#include "env/run_dir.h"
 #include "scheduler/loop_util.h"
 
 namespace trellis::scheduler {
@@ -281,7 +282,7 @@ absl::Status OfflineLoop::RunPairs() {
   if (absl::Status s = LoadPairs(); !s.ok()) return s;
   if (!reward_model_) {
     if (absl::Status s = TakeReference(*roles_.learner, *roles_.reference, *ledger_,
-                                       out_dir_ + "/reference.safetensors");
+                                       env::RunDir(out_dir_).Reference());
         !s.ok()) {
       return s;
     }

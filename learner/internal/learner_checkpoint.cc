@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "env/run_dir.h"
 #include "learner/internal/local_learner.h"
 #include "learner/internal/optimizer.h"
 #include "model/lora.h"
@@ -25,8 +26,7 @@ constexpr char kOptimizerFormat[] = "trellis.adamw.v1";
 
 // This rank's optimizer file in checkpoint `dir`.
 std::string OptimizerPath(const std::string& dir, int rank) {
-  return rank == 0 ? dir + "/optimizer.safetensors"
-                   : absl::StrCat(dir, "/optimizer.rank", rank, ".safetensors");
+  return env::CheckpointDir(dir).Optimizer(rank);
 }
 
 // An integer field of a safetensors file's metadata.
@@ -99,13 +99,13 @@ absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
   const bool writes_weights = group_->rank() == 0;
   if (writes_weights) {
     if (absl::Status s =
-            SaveNamed(dir + "/weights.safetensors", WithMasters(model_->NamedWeights()));
+            SaveNamed(env::CheckpointDir(dir).Weights(), WithMasters(model_->NamedWeights()));
         !s.ok()) {
       return s;
     }
   }
   if (writes_weights && HasCritic()) {
-    if (absl::Status s = SaveNamed(dir + "/critic.safetensors", WithMasters(CriticWeights()));
+    if (absl::Status s = SaveNamed(env::CheckpointDir(dir).Critic(), WithMasters(CriticWeights()));
         !s.ok()) {
       return s;
     }
@@ -133,8 +133,8 @@ absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
 }
 
 absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
-  const std::string weights_path = dir + "/weights.safetensors";
-  const std::string critic_path = dir + "/critic.safetensors";
+  const std::string weights_path = env::CheckpointDir(dir).Weights();
+  const std::string critic_path = env::CheckpointDir(dir).Critic();
   const std::string opt_path = OptimizerPath(dir, group_->rank());
   std::map<std::string, std::string> meta;
   absl::StatusOr<model::NamedTensors> opt = model::LoadSafetensors(opt_path, &meta);
