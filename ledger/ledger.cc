@@ -133,16 +133,7 @@ Ledger::Ledger(env::Env* env) : impl_(new Impl(env)) {}
 Ledger::~Ledger() { delete impl_; }
 
 absl::Status Ledger::Open(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<env::AppendableFile>> out =
-      impl_->env->OpenAppendable(path, /*truncate=*/true);
-  if (!out.ok()) {
-    return absl::Status(out.status().code(), absl::StrCat("ledger: ", out.status().message()));
-  }
-  absl::MutexLock lock(&impl_->mu);
-  impl_->out = *std::move(out);
-  impl_->records = 0;
-  impl_->write_status = absl::OkStatus();
-  return absl::OkStatus();
+  return impl_->OpenFile(path, /*truncate=*/true, /*kept=*/0);
 }
 
 absl::Status Ledger::status() const {

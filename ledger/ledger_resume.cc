@@ -79,8 +79,7 @@ StepCounts CountsFromJson(const json& j) {
 absl::Status Ledger::OpenForResume(const std::string& path, int64_t last_step,
                                    int64_t* dropped) {
   absl::StatusOr<std::string> text = impl_->env->ReadFile(path);
-  if (!text.ok()) return absl::Status(text.status().code(),
-                                      absl::StrCat("ledger: ", text.status().message()));
+  if (!text.ok()) return internal::InLedger(text.status());
   std::vector<absl::string_view> lines = absl::StrSplit(*text, '\n');
   if (!lines.empty() && lines.back().empty()) lines.pop_back();
   std::string kept;
@@ -107,17 +106,9 @@ absl::Status Ledger::OpenForResume(const std::string& path, int64_t last_step,
     ++kept_records;
   }
   if (absl::Status s = impl_->env->WriteFileAtomically(path, kept); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("ledger: ", s.message()));
+    return internal::InLedger(s);
   }
-  absl::StatusOr<std::unique_ptr<env::AppendableFile>> out =
-      impl_->env->OpenAppendable(path, /*truncate=*/false);
-  if (!out.ok()) {
-    return absl::Status(out.status().code(), absl::StrCat("ledger: ", out.status().message()));
-  }
-  absl::MutexLock lock(&impl_->mu);
-  impl_->out = *std::move(out);
-  impl_->records = kept_records;
-  impl_->write_status = absl::OkStatus();
+  if (absl::Status s = impl_->OpenFile(path, /*truncate=*/false, kept_records); !s.ok()) return s;
   if (dropped != nullptr) *dropped = removed;
   return absl::OkStatus();
 }

@@ -43,6 +43,12 @@ struct ObjectEvent {
   Stage stage = Stage::kLoad;
 };
 
+// `s` with "ledger: " before its message.
+inline absl::Status InLedger(const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("ledger: ", s.message()));
+}
+
 // The stage recorded as memory.peak_stage when the run's peak was seen by
 // the step's window but inside no span.
 inline constexpr char kNoStage[] = "none";
@@ -53,6 +59,19 @@ struct Ledger::Impl {
   explicit Impl(env::Env* env) : env(env), t0(now()) { step_begin = t0; }
 
   double now() const { return env->MonotonicSeconds(); }
+
+  // Writes records to `path` from now on (emptied first with `truncate`),
+  // which holds `kept` records already.
+  absl::Status OpenFile(const std::string& path, bool truncate, int64_t kept)
+      ABSL_LOCKS_EXCLUDED(mu) {
+    absl::StatusOr<std::unique_ptr<env::AppendableFile>> file = env->OpenAppendable(path, truncate);
+    if (!file.ok()) return internal::InLedger(file.status());
+    absl::MutexLock lock(&mu);
+    out = *std::move(file);
+    records = kept;
+    write_status = absl::OkStatus();
+    return absl::OkStatus();
+  }
 
   // REQUIRES: mu held. Appends one line to ledger.jsonl, if open, whole or
   // not at all; after a failed write nothing more is written (write_status
