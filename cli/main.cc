@@ -40,6 +40,7 @@
 #include "absl/strings/numbers.h"
 #include "config/job_config.h"
 #include "loop/recipe.h"
+#include "env/run_dir.h"
 #include "launch/launcher.h"
 #include "launch/worker.h"
 #include "roles/local_roles.h"
@@ -212,7 +213,7 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
   if (resume && command == "run") {
     std::cout << "trellis run: resuming " << flags["--resume"] << std::endl;
     std::optional<trellis::v1::JobConfig> job =
-        LoadJob(command, flags["--resume"] + "/job.yaml", "");
+        LoadJob(command, trellis::env::RunDir(flags["--resume"]).JobYaml(), "");
     if (!job.has_value()) return 2;
     absl::StatusOr<std::unique_ptr<trellis::web::WatchServer>> watch = trellis::web::StartRunWatch(
         flags["--http"], flags["--resume"], job->name(), job->algorithm(), std::cout);
@@ -221,7 +222,7 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
                                                                    Observer(watch->get())));
   }
   std::optional<trellis::v1::JobConfig> job =
-      resume ? LoadJob(command, flags["--resume"] + "/job.yaml", "")
+      resume ? LoadJob(command, trellis::env::RunDir(flags["--resume"]).JobYaml(), "")
              : LoadJob(command, positional.empty() ? "" : positional[0], flags["--seed"],
                        flags["--override"]);
   if (!job.has_value()) return 2;

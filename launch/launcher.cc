@@ -16,7 +16,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "data/text_file.h"
+#include "env/env.h"
+#include "env/run_dir.h"
 #include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
 #include "config/job_config.h"
@@ -148,15 +149,13 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
           "); trellis launch starts processes on this host only"));
     }
   }
-  const std::string dir = out_dir + "/launch";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-  const std::string job_path = dir + "/job.yaml";
-  const std::string address_file = dir + "/scheduler.addr";
-  std::filesystem::remove(address_file, ec);
-  if (absl::Status s = data::WriteTextFileAtomically(job_path, config::ResolvedJobYaml(job));
-      !s.ok()) {
+  env::Env* const env = env::Env::Default();
+  const env::RunDir run(out_dir);
+  if (absl::Status s = env->CreateDir(run.Launch()); !s.ok()) return s;
+  const std::string job_path = run.LaunchJobYaml();
+  const std::string address_file = run.LaunchSchedulerAddress();
+  if (absl::Status s = env->RemoveAll(address_file); !s.ok()) return s;
+  if (absl::Status s = env->WriteFileAtomically(job_path, config::ResolvedJobYaml(job)); !s.ok()) {
     return s;
   }
 
@@ -212,7 +211,7 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
   if (status.ok()) {
     std::string table;
     for (auto& c : children) absl::StrAppend(&table, c->name, "\t", c->pid, "\n");
-    status = data::WriteTextFileAtomically(dir + "/processes.tsv", table);
+    status = env->WriteFileAtomically(run.LaunchProcesses(), table);
   }
 
   // Until the scheduler ends the job, a signal arrives, or a role that

@@ -1,9 +1,6 @@
 #include "ledger/ledger.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstdio>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -131,24 +128,20 @@ double Ledger::Span::End() {
 
 // -------------------------------------------------------------- Ledger
 
-Ledger::Ledger(std::function<double()> now) : impl_(new Impl(std::move(now))) {}
+Ledger::Ledger(env::Env* env) : impl_(new Impl(env)) {}
 
 Ledger::~Ledger() { delete impl_; }
 
 absl::Status Ledger::Open(const std::string& path) {
-  absl::MutexLock lock(&impl_->mu);
-  if (impl_->out.is_open()) impl_->out.close();
-  impl_->out.clear();
-  impl_->out.open(path, std::ios::out | std::ios::trunc);
-  if (!impl_->out.is_open()) {
-    return absl::ErrnoToStatus(errno,
-                               absl::StrCat("ledger: cannot open ", path));
-  }
-  impl_->out_path = path;
-  impl_->records = 0;
-  impl_->write_status = absl::OkStatus();
-  return absl::OkStatus();
+  return impl_->OpenFile(path, /*truncate=*/true, /*kept=*/0);
 }
+
+absl::Status Ledger::status() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->write_status;
+}
+
+env::Env* Ledger::env() const { return impl_->env; }
 
 int64_t Ledger::current_step() const {
   absl::MutexLock lock(&impl_->mu);
@@ -410,23 +403,8 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
     j["final_step"] = d.last_step;
   }
 
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::out | std::ios::trunc);
-    if (!f.is_open()) {
-      return absl::ErrnoToStatus(errno,
-                                 absl::StrCat("summary: cannot open ", tmp));
-    }
-    f << j.dump(2) << '\n';
-    f.flush();
-    if (!f) {
-      return absl::ErrnoToStatus(errno,
-                                 absl::StrCat("summary: writing ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::ErrnoToStatus(
-        errno, absl::StrCat("summary: renaming ", tmp, " to ", path));
+  if (absl::Status s = impl_->env->WriteFileAtomically(path, j.dump(2) + "\n"); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("summary: ", s.message()));
   }
   // The summary is complete; still say that ledger.jsonl is not.
   return write_status;

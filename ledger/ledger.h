@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "env/env.h"
 #include "ledger/attribution.h"
 #include "trellis/v1/rollout.pb.h"
 
@@ -172,16 +173,27 @@ struct EvalMetrics {
 
 class Ledger {
  public:
-  // `now` returns seconds on a monotonic clock (default: steady_clock); it
-  // may be called from any thread. Tests inject a fake.
-  explicit Ledger(std::function<double()> now = nullptr);
+  // Times spans with env->MonotonicSeconds() and writes its files through
+  // `env` (tests inject env::testing::FakeEnv). REQUIRES: `env` outlives
+  // the ledger.
+  explicit Ledger(env::Env* env = env::Env::Default());
   ~Ledger();
   Ledger(const Ledger&) = delete;
   Ledger& operator=(const Ledger&) = delete;
 
-  // Writes records to `path` (truncated first). Without Open the ledger
-  // still aggregates; nothing is written.
+  // Writes records to `path` (truncated first), each line whole or not at
+  // all. Without Open the ledger still aggregates; nothing is written.
   [[nodiscard]] absl::Status Open(const std::string& path);
+
+  // The first failed write to ledger.jsonl (the disk is full, ...), naming
+  // the file; OK while every record was written. After a failure the
+  // ledger writes no more records (the file ends with the last whole one)
+  // and a run must stop: check after each step.
+  [[nodiscard]] absl::Status status() const;
+
+  // The Env the ledger times and writes with: the run's Env, which the
+  // loop's checkpoints use too.
+  env::Env* env() const;
 
   // Resumes a run's ledger at `path`: keeps the records whose "step" is at
   // most `last_step` (set-up records have step -1), drops the later ones (a

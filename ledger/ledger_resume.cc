@@ -1,13 +1,12 @@
 // Resuming a run's ledger: the kept prefix of ledger.jsonl and the run
 // totals carried in a checkpoint.
 
-#include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "ledger/internal/ledger_impl.h"
 #include "ledger/internal/metrics.h"
 
@@ -79,16 +78,12 @@ StepCounts CountsFromJson(const json& j) {
 
 absl::Status Ledger::OpenForResume(const std::string& path, int64_t last_step,
                                    int64_t* dropped) {
-  std::vector<std::string> lines;
-  {
-    std::ifstream in(path, std::ios::binary);
-    if (!in.is_open()) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("ledger: cannot open ", path));
-    }
-    std::string line;
-    while (std::getline(in, line)) lines.push_back(std::move(line));
-  }
-  std::vector<const std::string*> kept;
+  absl::StatusOr<std::string> text = impl_->env->ReadFile(path);
+  if (!text.ok()) return internal::InLedger(text.status());
+  std::vector<absl::string_view> lines = absl::StrSplit(*text, '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  std::string kept;
+  int64_t kept_records = 0;
   int64_t removed = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     json record = json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
@@ -107,28 +102,13 @@ absl::Status Ledger::OpenForResume(const std::string& path, int64_t last_step,
       ++removed;
       continue;
     }
-    kept.push_back(&lines[i]);
+    absl::StrAppend(&kept, lines[i], "\n");
+    ++kept_records;
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::out | std::ios::trunc | std::ios::binary);
-    for (const std::string* line : kept) out << *line << '\n';
-    out.flush();
-    if (!out) return absl::ErrnoToStatus(errno, absl::StrCat("ledger: writing ", tmp));
+  if (absl::Status s = impl_->env->WriteFileAtomically(path, kept); !s.ok()) {
+    return internal::InLedger(s);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("ledger: renaming ", tmp, " to ", path));
-  }
-  absl::MutexLock lock(&impl_->mu);
-  if (impl_->out.is_open()) impl_->out.close();
-  impl_->out.clear();
-  impl_->out.open(path, std::ios::out | std::ios::app);
-  if (!impl_->out.is_open()) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("ledger: cannot open ", path));
-  }
-  impl_->out_path = path;
-  impl_->records = static_cast<int64_t>(kept.size());
-  impl_->write_status = absl::OkStatus();
+  if (absl::Status s = impl_->OpenFile(path, /*truncate=*/false, kept_records); !s.ok()) return s;
   if (dropped != nullptr) *dropped = removed;
   return absl::OkStatus();
 }
@@ -166,7 +146,7 @@ std::string Ledger::ExportState() const {
 }
 
 absl::Status Ledger::ImportState(const std::string& state) {
-  Impl restored(impl_->now);
+  Impl restored(impl_->env);
   std::string field = "(the text)";
   try {
     const json j = json::parse(state);

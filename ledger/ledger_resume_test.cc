@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gmock/gmock.h"
+#include "env/testing/fake_env.h"
 #include "gtest/gtest.h"
 #include "ledger/ledger.h"
 #include "ledger/testing/jsonl.h"
@@ -17,15 +18,16 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
+using env::testing::FakeEnv;
 using testing_util::ReadJsonLines;
 
 // Three steps of a run with a fake clock: 1 s of rollout each.
-void RunSteps(Ledger& ledger, double& now, int64_t first, int64_t last) {
+void RunSteps(Ledger& ledger, FakeEnv& clock, int64_t first, int64_t last) {
   for (int64_t step = first; step <= last; ++step) {
     ledger.BeginStep(step);
     {
       auto span = ledger.Begin(Stage::kRollout, "actor-0");
-      now += 1;
+      clock.Advance(absl::Seconds(1));
     }
     StepCounts counts;
     counts.step = step;
@@ -37,22 +39,22 @@ void RunSteps(Ledger& ledger, double& now, int64_t first, int64_t last) {
 
 TEST(LedgerResumeTest, DropsRecordsPastTheStepAndTornLastLine) {
   const std::string path = ::testing::TempDir() + "/resume_ledger.jsonl";
-  double now = 0;
+  FakeEnv clock;
   {
-    Ledger ledger([&] { return now; });
+    Ledger ledger(&clock);
     ASSERT_TRUE(ledger.Open(path).ok());
     ledger.RecordEval("before", EvalMetrics{4, 0.5, 0.5});
-    RunSteps(ledger, now, 0, 2);
+    RunSteps(ledger, clock, 0, 2);
   }
   {
     std::ofstream torn(path, std::ios::app);
     torn << "{\"type\":\"span\",\"st";
   }
-  Ledger ledger([&] { return now; });
+  Ledger ledger(&clock);
   int64_t dropped = 0;
   ASSERT_TRUE(ledger.OpenForResume(path, 1, &dropped).ok());
   EXPECT_EQ(dropped, 3);  // step 2's span and step record, the torn line
-  RunSteps(ledger, now, 2, 2);
+  RunSteps(ledger, clock, 2, 2);
   std::vector<int64_t> steps;
   for (const json& r : ReadJsonLines(path)) {
     EXPECT_LE(r["step"].get<int64_t>(), 2);
@@ -74,16 +76,16 @@ TEST(LedgerResumeTest, BrokenRecordBeforeTheLastLineIsDataLoss) {
 }
 
 TEST(LedgerResumeTest, ImportedTotalsContinueTheRun) {
-  double now = 0;
-  Ledger first([&] { return now; });
+  FakeEnv clock;
+  Ledger first(&clock);
   first.RecordEval("before", EvalMetrics{4, 0.5, 0.5});
   first.RecordObject("learner-0", Object::kParameters, 1000, Stage::kUpdate);
-  RunSteps(first, now, 0, 1);
+  RunSteps(first, clock, 0, 1);
   const std::string state = first.ExportState();
 
-  Ledger second([&] { return now; });
+  Ledger second(&clock);
   ASSERT_TRUE(second.ImportState(state).ok());
-  RunSteps(second, now, 2, 2);
+  RunSteps(second, clock, 2, 2);
   EXPECT_DOUBLE_EQ(second.stage_seconds(Stage::kRollout), 3.0);
   EXPECT_EQ(second.object_peak_bytes(Object::kParameters), 1000);
   const std::string path = ::testing::TempDir() + "/resume_summary.json";

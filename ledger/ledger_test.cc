@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "env/testing/fake_env.h"
 #include "gtest/gtest.h"
 #include "ledger/memory_tracker.h"
 
@@ -34,15 +35,18 @@ json ReadJson(const std::string& path) {
 // A clock the test moves by hand.
 class LedgerTest : public ::testing::Test {
  protected:
-  double now_ = 100.0;
-  Ledger ledger_{[this] { return now_; }};
+  // Moves the fake clock by `seconds`.
+  void Tick(double seconds) { clock_.Advance(absl::Seconds(seconds)); }
+
+  env::testing::FakeEnv clock_;
+  Ledger ledger_{&clock_};
 };
 
 TEST_F(LedgerTest, SpanMeasuresInjectedClockAndEndIsIdempotent) {
   Ledger::Span span = ledger_.Begin(Stage::kRollout, "actor");
-  now_ += 2.5;
+  Tick(2.5);
   EXPECT_DOUBLE_EQ(span.End(), 2.5);
-  now_ += 10;
+  Tick(10);
   EXPECT_DOUBLE_EQ(span.End(), 2.5);
   EXPECT_DOUBLE_EQ(ledger_.stage_seconds(Stage::kRollout), 2.5);
 }
@@ -51,23 +55,23 @@ TEST_F(LedgerTest, SpanEndsAtScopeExitAndMovedFromSpanIsInert) {
   {
     Ledger::Span a = ledger_.Begin(Stage::kUpdate, "learner");
     Ledger::Span b = std::move(a);
-    now_ += 1.0;
+    Tick(1.0);
   }
   EXPECT_DOUBLE_EQ(ledger_.stage_seconds(Stage::kUpdate), 1.0);
 }
 
 TEST_F(LedgerTest, EndStepDerivesMetrics) {
   ledger_.BeginStep(3);
-  { auto s = ledger_.Begin(Stage::kRollout, "actor"); now_ += 6; }
-  { auto s = ledger_.Begin(Stage::kVerify, "verifier"); now_ += 1.5; }
-  { auto s = ledger_.Begin(Stage::kUpdate, "learner"); now_ += 2; }
+  { auto s = ledger_.Begin(Stage::kRollout, "actor"); Tick(6); }
+  { auto s = ledger_.Begin(Stage::kVerify, "verifier"); Tick(1.5); }
+  { auto s = ledger_.Begin(Stage::kUpdate, "learner"); Tick(2); }
   v1::WeightSyncStats h;
   h.set_bytes(4000);
   h.set_gather_seconds(0.1);
   h.set_transfer_seconds(0.2);
   h.set_load_seconds(0.2);
   ledger_.RecordHandoff("learner", h);
-  now_ += 0.5;  // Unspanned time still counts toward the step's wall time.
+  Tick(0.5);  // Unspanned time still counts toward the step's wall time.
   StepCounts c;
   c.step = 3;
   c.samples_generated = 16;
@@ -100,7 +104,7 @@ TEST_F(LedgerTest, JsonlLinesParseAndCarryTheSchema) {
   const std::string path = TempPath("ledger_test.jsonl");
   ASSERT_TRUE(ledger_.Open(path).ok());
   ledger_.BeginStep(0);
-  { auto s = ledger_.Begin(Stage::kRollout, "actor"); now_ += 1; }
+  { auto s = ledger_.Begin(Stage::kRollout, "actor"); Tick(1); }
   ledger_.RecordObject("learner", Object::kParameters, 1000, Stage::kLoad);
   v1::WeightSyncStats h;
   h.set_version(1);
@@ -194,7 +198,7 @@ TEST_F(LedgerTest, VerifierRecordsAndTheirTotalsPerVerifier) {
   EXPECT_EQ(summary["verifiers"]["numeric"]["items"], 8);
 
   // The totals survive a checkpoint.
-  Ledger resumed([this] { return now_; });
+  Ledger resumed(&clock_);
   ASSERT_TRUE(resumed.ImportState(ledger_.ExportState()).ok());
   resumed.RecordVerifier(other);
   ASSERT_TRUE(resumed.WriteSummary(summary_path).ok());
@@ -210,12 +214,34 @@ TEST_F(LedgerTest, OpenFailureNamesThePath) {
             std::string_view::npos);
 }
 
+TEST_F(LedgerTest, AFullDiskStopsTheFileAtTheLastWholeRecord) {
+  const std::string path = TempPath("full_disk_ledger.jsonl");
+  ASSERT_TRUE(ledger_.Open(path).ok());
+  ledger_.RecordEval("before", EvalMetrics{8, 0.25, 0.1});
+  ASSERT_TRUE(ledger_.status().ok());
+  clock_.SetDiskBudget(20);  // less than one record
+  ledger_.RecordEval("after", EvalMetrics{8, 0.5, 0.2});
+  const absl::Status s = ledger_.status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find(path), std::string_view::npos) << s;
+  EXPECT_NE(s.message().find("after 1 records"), std::string_view::npos) << s;
+  // Space again: still nothing after the failure, and the file is whole.
+  clock_.SetDiskBudget(env::testing::FakeEnv::kUnlimited);
+  ledger_.RecordEval("later", EvalMetrics{8, 0.5, 0.2});
+  const std::vector<json> records = ReadJsonLines(path);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["label"], "before");
+  // The summary is written, and still reports the failure.
+  EXPECT_EQ(ledger_.WriteSummary(TempPath("full_disk_summary.json")).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
 TEST_F(LedgerTest, SummaryHasTheRequiredKeys) {
   ledger_.RecordEval("before", EvalMetrics{8, 0.25, 0.1});
   for (int step = 0; step < 2; ++step) {
     ledger_.BeginStep(step);
-    { auto s = ledger_.Begin(Stage::kRollout, "actor"); now_ += 4; }
-    { auto s = ledger_.Begin(Stage::kUpdate, "learner"); now_ += 2; }
+    { auto s = ledger_.Begin(Stage::kRollout, "actor"); Tick(4); }
+    { auto s = ledger_.Begin(Stage::kUpdate, "learner"); Tick(2); }
     StepCounts c;
     c.step = step;
     c.samples_generated = 10;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gmock/gmock.h"
+#include "env/testing/fake_env.h"
 #include "gtest/gtest.h"
 #include "ledger/ledger.h"
 
@@ -33,12 +34,12 @@ class RunViewTest : public ::testing::Test {
     {
       auto span = ledger_.Begin(Stage::kRollout, "actor-0");
       ledger_.RecordObject("actor-0", Object::kKvCache, 4096, Stage::kRollout);
-      now_ += 3;
+      Tick(3);
     }
     ledger_.RecordObject("actor-0", Object::kKvCache, 0, Stage::kRollout);
     {
       auto span = ledger_.Begin(Stage::kVerify, "verifier-0");
-      now_ += 1;
+      Tick(1);
     }
     v1::VerifierStats verifier;
     verifier.set_verifier("numeric");
@@ -49,7 +50,7 @@ class RunViewTest : public ::testing::Test {
       auto span = ledger_.Begin(Stage::kUpdate, "learner-0");
       ledger_.RecordObject("learner-0", Object::kParameters, 1000, Stage::kUpdate);
       ledger_.RecordObject("learner-0", Object::kOptimizerState, 2000, Stage::kUpdate);
-      now_ += 2;
+      Tick(2);
     }
     v1::WeightSyncStats handoff;
     handoff.set_bytes(1000);
@@ -68,9 +69,12 @@ class RunViewTest : public ::testing::Test {
     ledger_.EndStep(counts);
   }
 
-  double now_ = 10.0;
+  // Moves the fake clock by `seconds`.
+  void Tick(double seconds) { clock_.Advance(absl::Seconds(seconds)); }
+
+  env::testing::FakeEnv clock_;
   RunView view_;
-  Ledger ledger_{[this] { return now_; }};
+  Ledger ledger_{&clock_};
 };
 
 TEST_F(RunViewTest, ViewHasStepTableTimelineAndMemorySeries) {

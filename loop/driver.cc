@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "env/run_dir.h"
 #include "loop/loop_util.h"
 #include "loop/streaming_verify.h"
 
@@ -111,7 +112,7 @@ absl::Status Driver::WarmUp() {
 }
 
 absl::Status Driver::TakeReference() {
-  const std::string path = out_dir_ + "/reference.safetensors";
+  const std::string path = env::RunDir(out_dir_).Reference();
   auto span = ledger_->Begin(Stage::kCheckpoint, "learner-0");
   if (absl::Status s = roles_.learner->SaveWeights(path); !s.ok()) {
     return At(s, "saving the reference weights");
@@ -255,7 +256,7 @@ absl::Status Driver::Resume() {
   if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "resumed weight sync");
   if (roles_.reference == nullptr) return absl::OkStatus();
   auto span = ledger_->Begin(Stage::kCheckpoint, "reference-0");
-  return At(roles_.reference->Load(out_dir_ + "/reference.safetensors"),
+  return At(roles_.reference->Load(env::RunDir(out_dir_).Reference()),
             "resume: loading the reference");
 }
 

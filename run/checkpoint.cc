@@ -1,17 +1,8 @@
 #include "run/checkpoint.h"
 
-#include "data/text_file.h"
-
 #include <ATen/CPUGeneratorImpl.h>
-#include <fcntl.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,17 +12,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "env/run_dir.h"
 #include "model/safetensors.h"
 
 namespace trellis::run {
 namespace {
 
-namespace fs = std::filesystem;
+using env::CheckpointDir;
+using env::RunDir;
 using nlohmann::json;
-
-constexpr char kRngFile[] = "rng.safetensors";
-constexpr char kStateFile[] = "state.json";
-constexpr char kReferenceFile[] = "reference.safetensors";
 
 struct FileDigest {
   int64_t bytes = 0;
@@ -40,39 +29,28 @@ struct FileDigest {
 
 // Size and FNV-1a-64 of a file's contents (detects truncation and
 // corruption; not a defence against tampering).
-absl::StatusOr<FileDigest> Digest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in.is_open()) return absl::DataLossError(absl::StrCat(path, ": missing or unreadable"));
+absl::StatusOr<FileDigest> Digest(env::Env* env, const std::string& path) {
+  absl::StatusOr<std::unique_ptr<env::SequentialFile>> in = env->OpenSequential(path);
+  if (!in.ok()) return absl::DataLossError(absl::StrCat(path, ": missing or unreadable"));
   uint64_t h = 0xcbf29ce484222325ULL;
   FileDigest d;
   std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), buf.size());
-    const std::streamsize n = in.gcount();
-    for (std::streamsize i = 0; i < n; ++i) {
+  while (true) {
+    absl::StatusOr<size_t> n = (*in)->Read(buf.data(), buf.size());
+    if (!n.ok()) return absl::DataLossError(n.status().message());
+    if (*n == 0) break;
+    for (size_t i = 0; i < *n; ++i) {
       h ^= static_cast<unsigned char>(buf[i]);
       h *= 0x100000001b3ULL;
     }
-    d.bytes += n;
+    d.bytes += static_cast<int64_t>(*n);
   }
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
   d.fnv1a64 = absl::StrFormat("%016x", h);
   return d;
 }
 
-absl::Status FsyncPath(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("checkpoint: cannot open ", path));
-  const bool ok = ::fsync(fd) == 0;
-  const int error = errno;
-  ::close(fd);
-  if (!ok) return absl::ErrnoToStatus(error, absl::StrCat("checkpoint: fsync ", path));
-  return absl::OkStatus();
-}
-
-// Writes `text` to path via path.tmp + fsync + rename.
-absl::Status WriteAtomically(const std::string& path, const std::string& text) {
-  absl::Status s = data::WriteTextFileAtomically(path, text);
+// `s` with "checkpoint: " before its message.
+absl::Status InCheckpoint(const absl::Status& s) {
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat("checkpoint: ", s.message()));
 }
@@ -80,11 +58,12 @@ absl::Status WriteAtomically(const std::string& path, const std::string& text) {
 json DigestJson(const FileDigest& d) { return {{"bytes", d.bytes}, {"fnv1a64", d.fnv1a64}}; }
 
 // Checks `path` against a {"bytes", "fnv1a64"} entry; `part` names it.
-absl::Status CheckFile(const std::string& path, const json& expected, const std::string& part) {
-  if (!fs::exists(path)) {
+absl::Status CheckFile(env::Env* env, const std::string& path, const json& expected,
+                       const std::string& part) {
+  if (!env->Exists(path)) {
     return absl::DataLossError(absl::StrCat("checkpoint part ", part, ": ", path, " is missing"));
   }
-  absl::StatusOr<FileDigest> got = Digest(path);
+  absl::StatusOr<FileDigest> got = Digest(env, path);
   if (!got.ok()) return got.status();
   const int64_t bytes = expected.at("bytes").get<int64_t>();
   if (got->bytes != bytes) {
@@ -108,18 +87,15 @@ json EvalJson(const ledger::EvalMetrics& e) {
 }  // namespace
 
 absl::Status WriteCheckpoint(
-    const std::string& run_dir, const LoopState& state,
+    env::Env* env, const std::string& run_dir, const LoopState& state,
     const std::function<absl::Status(const std::string& dir)>& write_learner) {
-  const std::string root = run_dir + "/checkpoints";
-  const std::string name = absl::StrCat("step_", state.next_step);
-  const std::string tmp = absl::StrCat(root, "/.tmp_", name);
-  const std::string final_dir = absl::StrCat(root, "/", name);
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) return absl::InternalError(absl::StrCat("checkpoint: cannot create ", tmp, ": ",
-                                                  ec.message()));
-  if (absl::Status s = write_learner(tmp); !s.ok()) {
+  const RunDir run(run_dir);
+  const std::string name = RunDir::CheckpointName(state.next_step);
+  const CheckpointDir tmp = run.CheckpointInProgress(state.next_step);
+  const std::string final_dir = run.Checkpoint(state.next_step).path();
+  if (absl::Status s = env->RemoveAll(tmp.path()); !s.ok()) return InCheckpoint(s);
+  if (absl::Status s = env->CreateDir(tmp.path()); !s.ok()) return InCheckpoint(s);
+  if (absl::Status s = write_learner(tmp.path()); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("checkpoint ", name, ": ", s.message()));
   }
   try {
@@ -129,7 +105,7 @@ absl::Status WriteCheckpoint(
       std::lock_guard<std::mutex> lock(gen.mutex());
       rng = gen.get_state();
     }
-    if (absl::Status s = model::SaveSafetensors(tmp + "/" + kRngFile, {{"cpu", rng}}); !s.ok()) {
+    if (absl::Status s = model::SaveSafetensors(tmp.Rng(), {{"cpu", rng}}); !s.ok()) {
       return s;
     }
   } catch (const c10::Error& e) {
@@ -147,47 +123,46 @@ absl::Status WriteCheckpoint(
   j["eval_before"] = EvalJson(state.eval_before);
   j["ledger"] = json::parse(state.ledger_state.empty() ? "null" : state.ledger_state);
   json files = json::object();
-  for (const auto& entry : fs::directory_iterator(tmp)) {
-    const std::string file = entry.path().filename().string();
-    absl::StatusOr<FileDigest> d = Digest(entry.path().string());
+  absl::StatusOr<std::vector<std::string>> names = env->ListDir(tmp.path());
+  if (!names.ok()) return InCheckpoint(names.status());
+  for (const std::string& file : *names) {
+    absl::StatusOr<FileDigest> d = Digest(env, tmp.File(file));
     if (!d.ok()) return d.status();
     files[file] = DigestJson(*d);
-    if (absl::Status s = FsyncPath(entry.path().string(), false); !s.ok()) return s;
+    if (absl::Status s = env->Sync(tmp.File(file)); !s.ok()) return InCheckpoint(s);
   }
   j["files"] = files;
   json run_files = json::object();
-  const std::string reference = run_dir + "/" + kReferenceFile;
-  if (fs::exists(reference)) {
-    absl::StatusOr<FileDigest> d = Digest(reference);
+  if (env->Exists(run.Reference())) {
+    absl::StatusOr<FileDigest> d = Digest(env, run.Reference());
     if (!d.ok()) return d.status();
-    run_files[kReferenceFile] = DigestJson(*d);
+    run_files[RunDir::kReference] = DigestJson(*d);
   }
   j["run_files"] = run_files;
-  if (absl::Status s = WriteAtomically(tmp + "/" + kStateFile, j.dump(2) + "\n"); !s.ok()) {
-    return s;
+  if (absl::Status s = env->WriteFileAtomically(tmp.State(), j.dump(2) + "\n"); !s.ok()) {
+    return InCheckpoint(s);
   }
-  if (absl::Status s = FsyncPath(tmp, true); !s.ok()) return s;
-  fs::remove_all(final_dir, ec);
-  if (std::rename(tmp.c_str(), final_dir.c_str()) != 0) {
-    return absl::ErrnoToStatus(errno,
-                               absl::StrCat("checkpoint: renaming ", tmp, " to ", final_dir));
+  if (absl::Status s = env->Sync(tmp.path()); !s.ok()) return InCheckpoint(s);
+  if (absl::Status s = env->RemoveAll(final_dir); !s.ok()) return InCheckpoint(s);
+  if (absl::Status s = env->Rename(tmp.path(), final_dir); !s.ok()) return InCheckpoint(s);
+  if (absl::Status s = env->Sync(run.Checkpoints()); !s.ok()) return InCheckpoint(s);
+  if (absl::Status s = env->WriteFileAtomically(run.LatestCheckpoint(), name + "\n"); !s.ok()) {
+    return InCheckpoint(s);
   }
-  if (absl::Status s = FsyncPath(root, true); !s.ok()) return s;
-  if (absl::Status s = WriteAtomically(root + "/latest", name + "\n"); !s.ok()) return s;
-  return FsyncPath(root, true);
+  return InCheckpoint(env->Sync(run.Checkpoints()));
 }
 
-absl::StatusOr<Checkpoint> ReadLatestCheckpoint(const std::string& run_dir) {
-  const std::string root = run_dir + "/checkpoints";
-  const std::string latest_path = root + "/latest";
-  std::ifstream latest(latest_path);
-  if (!latest.is_open()) {
+absl::StatusOr<Checkpoint> ReadLatestCheckpoint(env::Env* env, const std::string& run_dir) {
+  const RunDir run(run_dir);
+  const std::string latest_path = run.LatestCheckpoint();
+  if (!env->Exists(latest_path)) {
     return absl::NotFoundError(absl::StrCat(
         "no checkpoint to resume from: ", latest_path,
         " does not exist (was runtime.checkpoint_every set, and did the run reach it?)"));
   }
-  std::string line;
-  std::getline(latest, line);
+  absl::StatusOr<std::string> latest = env->ReadFile(latest_path);
+  if (!latest.ok()) return absl::DataLossError(latest.status().message());
+  const std::string line(absl::StripSuffix(*latest, "\n"));
   absl::string_view name = line;
   int64_t named_step = 0;
   if (!absl::ConsumePrefix(&name, "step_") || !absl::SimpleAtoi(name, &named_step)) {
@@ -195,18 +170,17 @@ absl::StatusOr<Checkpoint> ReadLatestCheckpoint(const std::string& run_dir) {
                                             ": expected \"step_<N>\", found \"", line, "\""));
   }
   Checkpoint ckpt;
-  ckpt.dir = absl::StrCat(root, "/step_", named_step);
-  const std::string state_path = ckpt.dir + "/" + kStateFile;
-  std::ifstream in(state_path);
-  if (!in.is_open()) {
+  const CheckpointDir dir = run.Checkpoint(named_step);
+  ckpt.dir = dir.path();
+  const std::string state_path = dir.State();
+  absl::StatusOr<std::string> text = env->ReadFile(state_path);
+  if (!text.ok()) {
     return absl::DataLossError(
         absl::StrCat("checkpoint part state.json: ", state_path, " is missing"));
   }
-  std::stringstream text;
-  text << in.rdbuf();
   std::string field = "(the text)";
   try {
-    const json j = json::parse(text.str());
+    const json j = json::parse(*text);
     field = "format";
     const int format = j.at(field).get<int>();
     if (format != kCheckpointFormat) {
@@ -237,18 +211,19 @@ absl::StatusOr<Checkpoint> ReadLatestCheckpoint(const std::string& run_dir) {
     field = "ledger";
     s.ledger_state = j.at(field).dump();
     field = "files";
-    for (const char* required : {"weights.safetensors", "optimizer.safetensors", kRngFile}) {
+    for (const char* required :
+         {CheckpointDir::kWeights, CheckpointDir::kOptimizer, CheckpointDir::kRng}) {
       if (!j.at(field).contains(required)) {
         return absl::DataLossError(absl::StrCat("checkpoint part ", required, ": ", state_path,
                                                 " does not list it"));
       }
     }
     for (const auto& [file, digest] : j.at(field).items()) {
-      if (absl::Status st = CheckFile(ckpt.dir + "/" + file, digest, file); !st.ok()) return st;
+      if (absl::Status st = CheckFile(env, dir.File(file), digest, file); !st.ok()) return st;
     }
     field = "run_files";
     for (const auto& [file, digest] : j.at(field).items()) {
-      if (absl::Status st = CheckFile(run_dir + "/" + file, digest, file); !st.ok()) return st;
+      if (absl::Status st = CheckFile(env, run.File(file), digest, file); !st.ok()) return st;
     }
   } catch (const json::exception& e) {
     return absl::DataLossError(absl::StrCat("checkpoint part state.json: ", state_path,
@@ -258,19 +233,19 @@ absl::StatusOr<Checkpoint> ReadLatestCheckpoint(const std::string& run_dir) {
 }
 
 absl::Status RestoreGlobalRng(const std::string& dir) {
-  const std::string path = dir + "/" + kRngFile;
+  const std::string path = CheckpointDir(dir).Rng();
   absl::StatusOr<model::NamedTensors> tensors = model::LoadSafetensors(path);
   if (!tensors.ok()) return tensors.status();
   if (tensors->size() != 1 || tensors->front().first != "cpu") {
     return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint part ", kRngFile, ": ", path, ": expected one tensor \"cpu\""));
+        absl::StrCat("checkpoint part ", CheckpointDir::kRng, ": ", path, ": expected one tensor \"cpu\""));
   }
   try {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(tensors->front().second);
   } catch (const c10::Error& e) {
-    return absl::FailedPreconditionError(absl::StrCat("checkpoint part ", kRngFile, ": ", path,
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint part ", CheckpointDir::kRng, ": ", path,
                                                       ": ", e.what_without_backtrace()));
   }
   return absl::OkStatus();

@@ -1,7 +1,8 @@
 #ifndef TRELLIS_RUN_CHECKPOINT_H_
 #define TRELLIS_RUN_CHECKPOINT_H_
 
-// Run checkpoints for exact resume. Layout of a run directory:
+// Run checkpoints for exact resume, written and read through an env::Env
+// (env/run_dir.h names the files). Layout of a run directory:
 //
 //   RUN/checkpoints/step_<N>/      after N GRPO steps
 //     weights.safetensors          the learner's (LearnerWorker::SaveCheckpoint)
@@ -23,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "env/env.h"
 #include "ledger/ledger.h"
 #include "loop/loop_state.h"
 
@@ -33,10 +35,12 @@ inline constexpr int kCheckpointFormat = 1;
 
 using loop::LoopState;
 
-// Writes RUN/checkpoints/step_<state.next_step> as above. `write_learner`
-// writes the learner's files into the directory it is given.
+// Writes RUN/checkpoints/step_<state.next_step> as above through `env`.
+// `write_learner` writes the learner's files into the directory it is
+// given. A failure (a full disk: ResourceExhausted naming the file) leaves
+// `latest` naming the previous checkpoint.
 [[nodiscard]] absl::Status WriteCheckpoint(
-    const std::string& run_dir, const LoopState& state,
+    env::Env* env, const std::string& run_dir, const LoopState& state,
     const std::function<absl::Status(const std::string& dir)>& write_learner);
 
 struct Checkpoint {
@@ -50,7 +54,8 @@ struct Checkpoint {
 // `latest`, DataLoss when a part is missing, truncated or altered, and
 // FailedPrecondition for another format version; the message names the
 // part and says why.
-[[nodiscard]] absl::StatusOr<Checkpoint> ReadLatestCheckpoint(const std::string& run_dir);
+[[nodiscard]] absl::StatusOr<Checkpoint> ReadLatestCheckpoint(env::Env* env,
+                                                             const std::string& run_dir);
 
 // Sets LibTorch's global CPU generator to the state in dir/rng.safetensors.
 [[nodiscard]] absl::Status RestoreGlobalRng(const std::string& dir);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
+#include "env/run_dir.h"
 #include "run/checkpoint.h"
 #include "run/job_runner.h"
 #include "roles/local_roles.h"
@@ -59,20 +60,22 @@ class LocalRoleSet final : public RoleSet {
 }  // namespace
 
 absl::Status RunEmbeddedJob(const v1::JobConfig& job, const std::string& out_dir,
-                            std::ostream& progress, LedgerObserver observe) {
-  return RunJob(job, out_dir, nullptr, LocalRoleSet::Bind, progress, std::move(observe));
+                            std::ostream& progress, LedgerObserver observe, env::Env* env) {
+  return RunJob(job, out_dir, nullptr, LocalRoleSet::Bind, progress, std::move(observe),
+                nullptr, env);
 }
 
 absl::Status ResumeEmbeddedJob(const std::string& run_dir, std::ostream& progress,
-                               LedgerObserver observe) {
-  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(run_dir + "/job.yaml");
+                               LedgerObserver observe, env::Env* env) {
+  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(env::RunDir(run_dir).JobYaml());
   if (!job.ok()) {
     return absl::Status(job.status().code(),
                         absl::StrCat("resume: ", job.status().message()));
   }
-  absl::StatusOr<Checkpoint> checkpoint = ReadLatestCheckpoint(run_dir);
+  absl::StatusOr<Checkpoint> checkpoint = ReadLatestCheckpoint(env, run_dir);
   if (!checkpoint.ok()) return checkpoint.status();
-  return RunJob(*job, run_dir, &*checkpoint, LocalRoleSet::Bind, progress, std::move(observe));
+  return RunJob(*job, run_dir, &*checkpoint, LocalRoleSet::Bind, progress, std::move(observe),
+                nullptr, env);
 }
 
 }  // namespace trellis::run

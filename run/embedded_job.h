@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "env/env.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::ledger {
@@ -33,11 +34,13 @@ using LedgerObserver = std::function<void(ledger::Ledger*)>;
 //   reference.safetensors, policy.safetensors   weights after warm-up / at the end
 // Progress lines and the final table go to `progress`.
 // With runtime.checkpoint_every > 0 it also writes out_dir/checkpoints/
-// (run/checkpoint.h). `observe` may be null.
+// (run/checkpoint.h). `observe` may be null. The run's files and the
+// ledger's clock go through `env` (RunJob).
 [[nodiscard]] absl::Status RunEmbeddedJob(const v1::JobConfig& job,
                                           const std::string& out_dir,
                                           std::ostream& progress,
-                                          LedgerObserver observe = nullptr);
+                                          LedgerObserver observe = nullptr,
+                                          env::Env* env = env::Env::Default());
 
 // Continues the run in `run_dir` (as RunEmbeddedJob left it, possibly
 // killed) from its newest checkpoint: the job from run_dir/job.yaml; the
@@ -54,7 +57,8 @@ using LedgerObserver = std::function<void(ledger::Ledger*)>;
 // the damage is visible in the checkpoint's own files.
 [[nodiscard]] absl::Status ResumeEmbeddedJob(const std::string& run_dir,
                                              std::ostream& progress,
-                                             LedgerObserver observe = nullptr);
+                                             LedgerObserver observe = nullptr,
+                                             env::Env* env = env::Env::Default());
 
 }  // namespace trellis::run
 

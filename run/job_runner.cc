@@ -1,15 +1,12 @@
 #include "run/job_runner.h"
 
-#include <filesystem>
-#include <fstream>
-
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "data/text_file.h"
 #include "absl/strings/str_format.h"
 #include "config/job_config.h"
 #include "config/recipe.h"
 #include "data/dataset.h"
+#include "env/run_dir.h"
 #include "ledger/memory_tracker.h"
 #include "loop/driver.h"
 #include "roles/local_roles.h"
@@ -65,25 +62,23 @@ void PrintTable(const ledger::Ledger& ledger, const std::string& headline, std::
 absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
                     const Checkpoint* resume, const RoleBinder& bind, std::ostream& progress,
                     std::function<void(ledger::Ledger*)> observe,
-                    std::function<bool()> stop_requested) {
+                    std::function<bool()> stop_requested, env::Env* env) {
   v1::JobConfig job = job_in;
   if (absl::Status s = config::ValidateJob(job); !s.ok()) return s;
   if (absl::Status s = loop::CheckRecipe(job); !s.ok()) return s;
   roles::SetThreads(job);
   ledger::MemoryTracker::Install();
 
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", out_dir, ": ", ec.message()));
+  const env::RunDir run(out_dir);
+  if (absl::Status s = env->CreateDir(out_dir); !s.ok()) return s;
   job.mutable_runtime()->set_out_dir(out_dir);
-  ledger::Ledger ledger;
+  ledger::Ledger ledger(env);
   if (resume == nullptr) {
-    if (absl::Status s =
-            data::WriteTextFileAtomically(out_dir + "/job.yaml", config::ResolvedJobYaml(job));
+    if (absl::Status s = env->WriteFileAtomically(run.JobYaml(), config::ResolvedJobYaml(job));
         !s.ok()) {
       return s;
     }
-    if (absl::Status s = ledger.Open(out_dir + "/ledger.jsonl"); !s.ok()) return s;
+    if (absl::Status s = ledger.Open(run.Ledger()); !s.ok()) return s;
   } else {
     const loop::LoopState& state = resume->state;
     if (state.seed != job.runtime().seed()) {
@@ -97,13 +92,13 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
                        " steps, but the job has grpo.steps ", job.grpo().steps()));
     }
     int64_t dropped = 0;
-    if (absl::Status s = ledger.OpenForResume(out_dir + "/ledger.jsonl", state.next_step - 1,
-                                              &dropped);
+    if (absl::Status s = ledger.OpenForResume(run.Ledger(), state.next_step - 1, &dropped);
         !s.ok()) {
       return s;
     }
     if (absl::Status s = ledger.ImportState(state.ledger_state); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(resume->dir, "/state.json: ", s.message()));
+      return absl::Status(s.code(), absl::StrCat(env::CheckpointDir(resume->dir).State(), ": ",
+                                                 s.message()));
     }
     // Set-up work of the resumed process counts toward the step it resumes at.
     ledger.BeginStep(state.next_step);
@@ -128,10 +123,23 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   absl::StatusOr<std::unique_ptr<RoleSet>> role_set = bind(job, tokenizer.get(), &ledger);
   if (!role_set.ok()) return role_set.status();
   const loop::Roles roles = (*role_set)->roles();
+  // A failed ledger write stops the run before its next step, and is the
+  // error the run ends with.
+  auto stop = [&ledger, stop_requested = std::move(stop_requested)] {
+    return !ledger.status().ok() || (stop_requested && stop_requested());
+  };
+  auto stopped = [&ledger](const absl::Status& s) {
+    const absl::Status cause = ledger.status();
+    if (cause.ok()) return s;
+    return absl::Status(cause.code(),
+                        absl::StrCat(cause.message(), "; the run stopped: ", s.message()));
+  };
   loop::Driver driver(job, roles, tokenizer.get(), *std::move(split), &ledger, out_dir, &progress);
-  driver.SetStopRequested(std::move(stop_requested));
-  driver.SetCheckpointWriter([&out_dir, &roles](const loop::LoopState& state) {
-    return WriteCheckpoint(out_dir, state, [&roles](const std::string& dir) {
+  driver.SetStopRequested(stop);
+  driver.SetCheckpointWriter([&ledger, &out_dir, &roles](const loop::LoopState& state) {
+    // Never a checkpoint whose ledger.jsonl lacks records of its steps.
+    if (absl::Status s = ledger.status(); !s.ok()) return s;
+    return WriteCheckpoint(ledger.env(), out_dir, state, [&roles](const std::string& dir) {
       return roles.learner->SaveCheckpoint(dir);
     });
   });
@@ -144,22 +152,22 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
     }
     driver.ResumeFrom(resume->state);
   }
-  if (absl::Status s = driver.Run(); !s.ok()) return s;
+  if (absl::Status s = driver.Run(); !s.ok()) return stopped(s);
   const std::string headline = driver.Headline();
 
   // A reward-model job's model is a reward model, not a policy.
-  const std::string weights =
-      config::RecipeOf(job) == config::Recipe::kRewardModel ? "reward_model.safetensors"
-                                                            : "policy.safetensors";
+  const bool reward_model = config::RecipeOf(job) == config::Recipe::kRewardModel;
+  const std::string weights = reward_model ? env::RunDir::kRewardModel : env::RunDir::kPolicy;
   {
     auto span = ledger.Begin(ledger::Stage::kCheckpoint, "learner-0");
-    if (absl::Status s = roles.learner->SaveWeights(out_dir + "/" + weights); !s.ok()) {
+    if (absl::Status s = roles.learner->SaveWeights(run.File(weights)); !s.ok()) {
       return s;
     }
   }
-  if (absl::Status s = ledger.WriteSummary(out_dir + "/summary.json"); !s.ok()) return s;
+  if (absl::Status s = ledger.WriteSummary(run.Summary()); !s.ok()) return s;
   PrintTable(ledger, headline, progress);
-  progress << "wrote " << out_dir << "/{summary.json,ledger.jsonl,job.yaml," << weights << "}\n";
+  progress << "wrote " << out_dir << "/{" << env::RunDir::kSummary << ","
+           << env::RunDir::kLedger << "," << env::RunDir::kJobYaml << "," << weights << "}\n";
   return absl::OkStatus();
 }
 

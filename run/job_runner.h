@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "data/dataset.h"
+#include "env/env.h"
 #include "ledger/ledger.h"
 #include "model/tokenizer.h"
 #include "loop/roles.h"
@@ -41,12 +42,16 @@ using RoleBinder = std::function<absl::StatusOr<std::unique_ptr<RoleSet>>(
 
 // Runs `job` into `out_dir`; continues from `resume` when it is not null.
 // `observe` (may be null) is called with the ledger once it is open and
-// `stop_requested` (may be null) is checked before every step.
+// `stop_requested` (may be null) is checked before every step. The run's
+// files (job.yaml, ledger.jsonl, checkpoints, summary.json) and the
+// ledger's clock go through `env`; a failed ledger write (a full disk)
+// stops the run before its next step with that error, naming the file.
 [[nodiscard]] absl::Status RunJob(const v1::JobConfig& job, const std::string& out_dir,
                                   const Checkpoint* resume, const RoleBinder& bind,
                                   std::ostream& progress,
                                   std::function<void(ledger::Ledger*)> observe = nullptr,
-                                  std::function<bool()> stop_requested = nullptr);
+                                  std::function<bool()> stop_requested = nullptr,
+                                  env::Env* env = env::Env::Default());
 
 }  // namespace trellis::run
 

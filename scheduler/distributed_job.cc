@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
-#include "data/text_file.h"
+#include "env/run_dir.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "actor/actor_service.h"
@@ -34,7 +34,7 @@ class RemoteRoleSet final : public run::RoleSet {
                                                        WorkerRegistry* registry,
                                                        absl::Duration register_timeout,
                                                        const std::string& workers_file,
-                                                       std::ostream* log) {
+                                                       env::Env* env, std::ostream* log) {
     if (absl::Status s = registry->WaitComplete(register_timeout, /*ready=*/true); !s.ok()) {
       return s;
     }
@@ -80,7 +80,7 @@ class RemoteRoleSet final : public run::RoleSet {
           absl::StrAppend(&table, w.id, "\t", w.request.address(), "\t", w.request.pid(), "\n");
         }
       }
-      if (absl::Status s = data::WriteTextFileAtomically(workers_file, table); !s.ok()) return s;
+      if (absl::Status s = env->WriteFileAtomically(workers_file, table); !s.ok()) return s;
     }
     return set;
   }
@@ -103,7 +103,7 @@ class RemoteRoleSet final : public run::RoleSet {
 absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& out_dir,
                    const run::Checkpoint* resume, const SchedulerOptions& options,
                    std::ostream& progress) {
-  SchedulerService service(options.register_timeout);
+  SchedulerService service(options.register_timeout, options.env);
   if (given_job.has_value()) {
     if (absl::Status s = service.SetJob(*given_job); !s.ok()) return s;
   }
@@ -114,7 +114,7 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   (*server)->SetServing(true);
   if (!options.address_file.empty()) {
     if (absl::Status s =
-            data::WriteTextFileAtomically(options.address_file, (*server)->address());
+            options.env->WriteFileAtomically(options.address_file, (*server)->address());
         !s.ok()) {
       return s;
     }
@@ -157,8 +157,8 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   service.SetState("running");
   run::RoleBinder bind = [&, registry = registry](const v1::JobConfig& j, const model::Tokenizer*,
                                              ledger::Ledger*) {
-    return RemoteRoleSet::Bind(j, registry, options.register_timeout, out + "/workers.tsv",
-                               &progress);
+    return RemoteRoleSet::Bind(j, registry, options.register_timeout,
+                               env::RunDir(out).Workers(), options.env, &progress);
   };
   absl::Status status = run::RunJob(
       job, out, resume, bind, progress,
@@ -166,7 +166,7 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
         service.AttachLedger(ledger);
         if (*watch != nullptr) (*watch)->Attach(ledger);
       },
-      [&] { return service.cancel_requested(); });
+      [&] { return service.cancel_requested(); }, options.env);
   service.SetState(status.ok()                ? "succeeded"
                    : absl::IsCancelled(status) ? "cancelled"
                                                : "failed",
@@ -189,11 +189,11 @@ absl::Status ServeScheduler(std::optional<v1::JobConfig> job, const std::string&
 
 absl::Status ResumeScheduler(const std::string& run_dir, const SchedulerOptions& options,
                              std::ostream& progress) {
-  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(run_dir + "/job.yaml");
+  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(env::RunDir(run_dir).JobYaml());
   if (!job.ok()) {
     return absl::Status(job.status().code(), absl::StrCat("resume: ", job.status().message()));
   }
-  absl::StatusOr<run::Checkpoint> checkpoint = run::ReadLatestCheckpoint(run_dir);
+  absl::StatusOr<run::Checkpoint> checkpoint = run::ReadLatestCheckpoint(options.env, run_dir);
   if (!checkpoint.ok()) return checkpoint.status();
   return Serve(*std::move(job), run_dir, &*checkpoint, options, progress);
 }

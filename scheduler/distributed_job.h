@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "env/env.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::scheduler {
@@ -30,6 +31,8 @@ struct SchedulerOptions {
   std::string http;
   // How long workers have to register once the job is known.
   absl::Duration register_timeout = absl::Minutes(5);
+  // The run's files and the registry's clock (RunJob, WorkerRegistry).
+  env::Env* env = env::Env::Default();
 };
 
 // Runs `job` (or the first one submitted, when it is empty) into `out_dir`

@@ -32,7 +32,7 @@ absl::Status SchedulerService::SetJob(const v1::JobConfig& job) {
         absl::StrCat("this scheduler already runs job '", job_->name(), "'"));
   }
   job_ = validated;
-  registry_ = std::make_unique<WorkerRegistry>(validated);
+  registry_ = std::make_unique<WorkerRegistry>(validated, env_);
   state_ = "placing";
   return absl::OkStatus();
 }

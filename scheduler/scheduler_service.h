@@ -22,8 +22,10 @@ namespace trellis::scheduler {
 
 class SchedulerService final : public v1::Scheduler::Service {
  public:
-  explicit SchedulerService(absl::Duration register_timeout)
-      : register_timeout_(register_timeout) {}
+  // The job's WorkerRegistry keeps time on `env`.
+  explicit SchedulerService(absl::Duration register_timeout,
+                            env::Env* env = env::Env::Default())
+      : register_timeout_(register_timeout), env_(env) {}
 
   // Sets the job (from the command line, or SubmitJob). InvalidArgument
   // when it does not validate; FailedPrecondition when one is set already.
@@ -64,6 +66,7 @@ class SchedulerService final : public v1::Scheduler::Service {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration register_timeout_;
+  env::Env* const env_;
   mutable absl::Mutex mu_;
   std::optional<v1::JobConfig> job_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<WorkerRegistry> registry_ ABSL_GUARDED_BY(mu_);

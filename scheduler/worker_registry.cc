@@ -17,8 +17,7 @@ std::string RoleName(v1::Role role) {
   }
 }
 
-WorkerRegistry::WorkerRegistry(const v1::JobConfig& job, std::function<absl::Time()> now)
-    : now_(std::move(now)) {
+WorkerRegistry::WorkerRegistry(const v1::JobConfig& job, env::Env* env) : env_(env) {
   for (v1::Role role : {v1::ACTOR, v1::LEARNER, v1::REFERENCE, v1::VERIFIER}) {
     expected_[role] = loop::WorkersNeeded(job, RoleName(role));
   }
@@ -66,7 +65,7 @@ absl::StatusOr<std::string> WorkerRegistry::Add(const v1::RegisterRequest& reque
   w.role = role;
   w.index = index;
   w.request = request;
-  w.last_seen = now_();
+  w.last_seen = env_->Now();
   return id;
 }
 
@@ -83,8 +82,11 @@ absl::Status WorkerRegistry::WaitComplete(absl::Duration timeout, bool ready) {
     }
     return true;
   };
+  const absl::Time deadline = env_->Now() + timeout;
   absl::MutexLock lock(&mu_);
-  if (mu_.AwaitWithTimeout(absl::Condition(&complete), timeout)) return absl::OkStatus();
+  if (env_->AwaitWithDeadline(mu_, absl::Condition(&complete), deadline)) {
+    return absl::OkStatus();
+  }
   std::vector<std::string> short_roles;
   std::map<v1::Role, int> have = count();
   for (const auto& [role, n] : expected_) {
@@ -105,14 +107,14 @@ absl::Status WorkerRegistry::Heartbeat(const std::string& id) {
     return absl::FailedPreconditionError(
         absl::StrCat(id, " was declared dead; its work went to other workers"));
   }
-  it->second.last_seen = now_();
+  it->second.last_seen = env_->Now();
   it->second.ready = true;
   return absl::OkStatus();
 }
 
 std::vector<WorkerInfo> WorkerRegistry::ExpireSilent(absl::Duration timeout) {
   std::vector<WorkerInfo> expired;
-  const absl::Time now = now_();
+  const absl::Time now = env_->Now();
   absl::MutexLock lock(&mu_);
   for (auto& [id, w] : workers_) {
     if (w.ready && !w.dead && now - w.last_seen > timeout) {

@@ -7,7 +7,6 @@
 //
 // Thread-safe.
 
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "env/env.h"
 #include "trellis/v1/job.pb.h"
 #include "trellis/v1/scheduler.pb.h"
 
@@ -37,9 +37,9 @@ std::string RoleName(v1::Role role);
 class WorkerRegistry {
  public:
   // Expects deployment.<role>.count workers of each role (the reference
-  // only when grpo.kl_coef > 0). `now` is injectable for tests.
-  explicit WorkerRegistry(const v1::JobConfig& job,
-                          std::function<absl::Time()> now = absl::Now);
+  // only when grpo.kl_coef > 0). Heartbeats, silence and WaitComplete's
+  // timeout are measured on env's clock. REQUIRES: `env` outlives this.
+  explicit WorkerRegistry(const v1::JobConfig& job, env::Env* env = env::Env::Default());
 
   // Admits a worker and returns its id. InvalidArgument for an unknown
   // role or missing address; FailedPrecondition when the role is full or
@@ -71,7 +71,7 @@ class WorkerRegistry {
   int Expected(v1::Role role) const;
 
  private:
-  const std::function<absl::Time()> now_;
+  env::Env* const env_;
   std::map<v1::Role, int> expected_;
   mutable absl::Mutex mu_;
   std::map<std::string, WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);

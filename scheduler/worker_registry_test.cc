@@ -1,5 +1,9 @@
 #include "scheduler/worker_registry.h"
 
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "env/testing/fake_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -7,6 +11,7 @@ namespace trellis::scheduler {
 namespace {
 
 using ::testing::HasSubstr;
+using env::testing::FakeEnv;
 
 v1::JobConfig Job(int actors) {
   v1::JobConfig job;
@@ -48,37 +53,84 @@ TEST(WorkerRegistryTest, BadRegistrationsAreRefusedWithTheField) {
 }
 
 TEST(WorkerRegistryTest, WaitCompleteNamesTheRolesStillShort) {
-  WorkerRegistry registry(Job(2));
+  FakeEnv env;
+  WorkerRegistry registry(Job(2), &env);
   ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
   ASSERT_TRUE(registry.Add(Request(v1::LEARNER)).ok());
-  absl::Status s = registry.WaitComplete(absl::Milliseconds(50));
+  absl::Status s = registry.WaitComplete(absl::ZeroDuration());
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(s.message(), HasSubstr("actor 1 of 2"));
   EXPECT_THAT(s.message(), HasSubstr("verifier 0 of 1"));
   ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
   ASSERT_TRUE(registry.Add(Request(v1::VERIFIER)).ok());
-  EXPECT_TRUE(registry.WaitComplete(absl::Milliseconds(50)).ok());
-  absl::Status serving = registry.WaitComplete(absl::Milliseconds(50), /*ready=*/true);
+  EXPECT_TRUE(registry.WaitComplete(absl::ZeroDuration()).ok());
+  absl::Status serving = registry.WaitComplete(absl::ZeroDuration(), /*ready=*/true);
   EXPECT_THAT(serving.message(), HasSubstr("did not start serving"));
   for (const char* id : {"actor-0", "actor-1", "learner-0", "verifier-0"}) {
     ASSERT_TRUE(registry.Heartbeat(id).ok());
   }
-  EXPECT_TRUE(registry.WaitComplete(absl::Milliseconds(50), /*ready=*/true).ok());
+  EXPECT_TRUE(registry.WaitComplete(absl::ZeroDuration(), /*ready=*/true).ok());
+}
+
+TEST(WorkerRegistryTest, WaitCompleteEndsWhenTheFakeClockPassesItsTimeout) {
+  FakeEnv env;
+  WorkerRegistry registry(Job(1), &env);
+  absl::Status status;
+  absl::Notification done;
+  std::thread waiter([&] {
+    status = registry.WaitComplete(absl::Minutes(5));
+    done.Notify();
+  });
+  env.BlockUntilWaiting(1);
+  env.Advance(absl::Minutes(5) - absl::Nanoseconds(1));
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+  env.Advance(absl::Nanoseconds(1));
+  done.WaitForNotification();
+  waiter.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(status.message(), HasSubstr("within 5m"));
+}
+
+TEST(WorkerRegistryTest, WaitCompleteReturnsWhenTheLastWorkerRegisters) {
+  FakeEnv env;
+  WorkerRegistry registry(Job(1), &env);
+  ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
+  ASSERT_TRUE(registry.Add(Request(v1::LEARNER)).ok());
+  std::thread late([&] { ASSERT_TRUE(registry.Add(Request(v1::VERIFIER)).ok()); });
+  EXPECT_TRUE(registry.WaitComplete(absl::Minutes(5)).ok());  // fake time never moves
+  late.join();
+}
+
+TEST(WorkerRegistryTest, AWorkerIsDeadExactlyAfterTheHeartbeatTimeout) {
+  FakeEnv env;
+  WorkerRegistry registry(Job(1), &env);
+  ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
+  ASSERT_TRUE(registry.Heartbeat("actor-0").ok());
+  const absl::Duration timeout = absl::Seconds(5);
+  env.Advance(timeout);
+  EXPECT_TRUE(registry.ExpireSilent(timeout).empty());  // silent for exactly the timeout
+  EXPECT_TRUE(registry.Alive("actor-0"));
+  env.Advance(absl::Nanoseconds(1));
+  std::vector<WorkerInfo> dead = registry.ExpireSilent(timeout);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].id, "actor-0");
+  EXPECT_EQ(dead[0].last_seen, absl::FromUnixSeconds(FakeEnv::kStartUnixSeconds));
+  EXPECT_FALSE(registry.Alive("actor-0"));
 }
 
 TEST(WorkerRegistryTest, SilentWorkersAreDeclaredDeadOnceAndStayDead) {
-  absl::Time now = absl::UnixEpoch();
-  WorkerRegistry registry(Job(2), [&] { return now; });
+  FakeEnv env;
+  WorkerRegistry registry(Job(2), &env);
   ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
   ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
   // Not serving yet: never expired for silence.
-  now += absl::Seconds(60);
+  env.Advance(absl::Seconds(60));
   EXPECT_TRUE(registry.ExpireSilent(absl::Seconds(5)).empty());
   ASSERT_TRUE(registry.Heartbeat("actor-0").ok());
   ASSERT_TRUE(registry.Heartbeat("actor-1").ok());
-  now += absl::Seconds(4);
+  env.Advance(absl::Seconds(4));
   ASSERT_TRUE(registry.Heartbeat("actor-0").ok());
-  now += absl::Seconds(2);
+  env.Advance(absl::Seconds(2));
   std::vector<WorkerInfo> dead = registry.ExpireSilent(absl::Seconds(5));
   ASSERT_EQ(dead.size(), 1u);
   EXPECT_EQ(dead[0].id, "actor-1");

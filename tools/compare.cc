@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "config/job_config.h"
+#include "env/run_dir.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "tools/planner.h"
 #include "tools/plan_job.h"
@@ -58,7 +59,8 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
                                  const CompareOptions& options, v1::JobConfig* job_out) {
   RunFacts r;
   r.dir = dir;
-  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(dir + "/job.yaml");
+  const env::RunDir run(dir);
+  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(run.JobYaml());
   if (!job.ok()) return job.status();
   *job_out = *job;
   if (baseline_job != nullptr) {
@@ -73,10 +75,10 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
       }
     }
   }
-  const std::string summary_path = dir + "/summary.json";
+  const std::string summary_path = run.Summary();
   json summary;
   if (absl::Status st = ReadJson(summary_path, &summary); !st.ok()) return st;
-  const std::string ledger_path = dir + "/ledger.jsonl";
+  const std::string ledger_path = run.Ledger();
   std::ifstream ledger(ledger_path);
   if (!ledger) return absl::NotFoundError(absl::StrCat(ledger_path, ": cannot open"));
   try {

@@ -8,7 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "config/job_config.h"
-#include "data/text_file.h"
+#include "env/env.h"
+#include "env/run_dir.h"
 #include "tools/planner.h"
 #include "tools/compare.h"
 #include "run/embedded_job.h"
@@ -41,7 +42,7 @@ absl::StatusOr<double> DoubleFlag(const std::map<std::string, std::string>& flag
 }
 
 absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
-  return data::WriteTextFileAtomically(path, j.dump(2) + "\n");
+  return env::Env::Default()->WriteFileAtomically(path, j.dump(2) + "\n");
 }
 
 absl::Status PlanCommand(const std::map<std::string, std::string>& flags,
@@ -82,7 +83,7 @@ absl::Status ProbeCommand(const std::map<std::string, std::string>& flags,
   absl::StatusOr<tools::ProbeResult> result = tools::RunProbe(*job, options);
   if (!result.ok()) return result.status();
   tools::PrintProbe(*result, out);
-  const std::string path = options.out_dir + "/probe.json";
+  const std::string path = env::RunDir(options.out_dir).Probe();
   out << "wrote " << path << "\n";
   return WriteJson(path, tools::ProbeJson(*result));
 }
@@ -102,7 +103,7 @@ absl::Status CompareCommand(const std::map<std::string, std::string>& flags,
   options.step_time_budget = *budget;
   // The baseline's learner shape, measured here: the runs' own machine when
   // compare runs where they ran.
-  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(positional[0] + "/job.yaml");
+  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(env::RunDir(positional[0]).JobYaml());
   if (!job.ok()) return job.status();
   absl::StatusOr<tools::PlanWorkload> workload = tools::JobWorkload(*job);
   if (!workload.ok()) return workload.status();
@@ -112,10 +113,11 @@ absl::Status CompareCommand(const std::map<std::string, std::string>& flags,
   absl::StatusOr<tools::Comparison> comparison = tools::CompareRuns(positional, options);
   if (!comparison.ok()) return comparison.status();
   tools::PrintComparison(*comparison, out);
-  const std::string md = positional[0] + "/compare.md";
-  const std::string js = positional[0] + "/compare.json";
+  const env::RunDir baseline(positional[0]);
+  const std::string md = baseline.CompareMarkdown();
+  const std::string js = baseline.CompareJson();
   const std::string markdown = tools::ComparisonMarkdown(*comparison);
-  if (absl::Status s = data::WriteTextFileAtomically(md, markdown); !s.ok()) return s;
+  if (absl::Status s = env::Env::Default()->WriteFileAtomically(md, markdown); !s.ok()) return s;
   out << "wrote " << md << " and " << js << "\n";
   return WriteJson(js, tools::ComparisonJson(*comparison));
 }

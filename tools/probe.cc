@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -13,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "config/job_config.h"
+#include "env/run_dir.h"
 #include "run/embedded_job.h"
 
 namespace trellis::tools {
@@ -93,14 +93,14 @@ absl::StatusOr<ProbeResult> RunProbe(const v1::JobConfig& job, const ProbeOption
     ProbeSetting run;
     run.value = value;
     run.dir = absl::StrCat(options.out_dir, "/", options.key, "=", value);
-    std::error_code ec;
-    std::filesystem::create_directories(run.dir, ec);
-    std::ofstream log(run.dir + "/progress.log");
+    const env::RunDir run_dir(run.dir);
+    if (absl::Status s = env::Env::Default()->CreateDir(run.dir); !s.ok()) return s;
+    std::ofstream log(run_dir.ProgressLog());
     if (absl::Status s = run::RunEmbeddedJob(setting, run.dir, log); !s.ok()) {
       return absl::Status(s.code(),
                           absl::StrCat("probe ", options.key, "=", value, ": ", s.message()));
     }
-    const std::string summary_path = run.dir + "/summary.json";
+    const std::string summary_path = run_dir.Summary();
     try {
       std::ifstream in(summary_path);
       const json summary = json::parse(in);

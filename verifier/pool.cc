@@ -97,7 +97,7 @@ class Pool : public Verifier {
       : inner_(std::move(inner)),
         config_(config),
         label_(VerifierLabel(config)),
-        now_(options.now ? std::move(options.now) : [] { return absl::Now(); }),
+        env_(options.env != nullptr ? options.env : env::Env::Default()),
         log_(options.log ? std::move(options.log)
                          : [](const std::string& line) { std::cerr << line << std::endl; }),
         cache_(static_cast<size_t>(std::max(0, config.cache_entries()))) {}
@@ -153,7 +153,7 @@ class Pool : public Verifier {
   const std::unique_ptr<Verifier> inner_;
   const v1::VerifierConfig config_;
   const std::string label_;
-  const std::function<absl::Time()> now_;
+  env::Env* const env_;
   const std::function<void(const std::string&)> log_;
   mutable ResultCache cache_;
 
@@ -170,14 +170,14 @@ std::string Pool::Admit() const {
   if (config_.breaker_window() <= 0) return "";
   absl::MutexLock lock(&mu_);
   if (state_ != State::kOpen) return "";
-  if (now_() < open_until_) return open_detail_;
+  if (env_->Now() < open_until_) return open_detail_;
   state_ = State::kHalfOpen;  // the pause is over: this item is the trial
   return "";
 }
 
 void Pool::Open(int64_t bad, int64_t of) const {
   state_ = State::kOpen;
-  open_until_ = now_() + absl::Milliseconds(config_.breaker_pause_ms());
+  open_until_ = env_->Now() + absl::Milliseconds(config_.breaker_pause_ms());
   open_detail_ = absl::StrCat("circuit open: ", label_, " failed ", bad, " of the last ", of,
                               " items; paused until ",
                               absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", open_until_,
@@ -243,13 +243,13 @@ void Pool::Dispatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& it
         ++tally.rejected;
         continue;
       }
-      const absl::Time start = absl::Now();
+      const absl::Time start = env_->Now();
       try {
         r = inner_->Verify(items[positions[k]]);
       } catch (const std::exception& e) {
         r = Result(v1::ERROR, config_.reward_wrong(), absl::StrCat("verifier threw: ", e.what()));
       }
-      const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      const double seconds = absl::ToDoubleSeconds(env_->Now() - start);
       const bool opened = Observe(Bad(r));
       absl::MutexLock lock(&mu);
       ++tally.calls;
@@ -277,7 +277,7 @@ void Pool::DispatchBatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem
   google::protobuf::RepeatedPtrField<v1::VerifyItem> batch;
   batch.Reserve(static_cast<int>(positions.size()));
   for (int p : positions) *batch.Add() = items[p];
-  const absl::Time start = absl::Now();
+  const absl::Time start = env_->Now();
   std::vector<v1::VerifyResult> got;
   std::string failure;
   try {
@@ -289,7 +289,7 @@ void Pool::DispatchBatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem
     failure = absl::StrCat("verifier returned ", got.size(), " results for ", positions.size(),
                            " items");
   }
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const double seconds = absl::ToDoubleSeconds(env_->Now() - start);
   ++tally.calls;
   for (size_t k = 0; k < positions.size(); ++k) {
     v1::VerifyResult& r = results[positions[k]];
@@ -302,7 +302,7 @@ void Pool::DispatchBatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem
 std::vector<v1::VerifyResult> Pool::VerifyBatchWithStats(
     const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items,
     v1::VerifierStats* stats) const {
-  const absl::Time start = absl::Now();
+  const absl::Time start = env_->Now();
   const int n = items.size();
   std::vector<v1::VerifyResult> results(n);
   Tally tally;
@@ -363,7 +363,7 @@ std::vector<v1::VerifyResult> Pool::VerifyBatchWithStats(
   stats->set_breaker_openings(stats->breaker_openings() + tally.openings);
   stats->set_breaker_rejected(stats->breaker_rejected() + tally.rejected);
   stats->set_calls(stats->calls() + tally.calls);
-  stats->set_wait_seconds(stats->wait_seconds() + absl::ToDoubleSeconds(absl::Now() - start));
+  stats->set_wait_seconds(stats->wait_seconds() + absl::ToDoubleSeconds(env_->Now() - start));
   stats->set_latency_p50_seconds(Quantile(tally.latencies, 0.50));
   stats->set_latency_p99_seconds(Quantile(tally.latencies, 0.99));
   return results;

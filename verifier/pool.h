@@ -35,15 +35,16 @@
 #include <memory>
 #include <string>
 
-#include "absl/time/time.h"
+#include "env/env.h"
 #include "trellis/v1/job.pb.h"
 #include "verifier/verifier.h"
 
 namespace trellis::verifier {
 
 struct PoolOptions {
-  // The breaker's clock (default absl::Now). Latencies use the real clock.
-  std::function<absl::Time()> now;
+  // The clock of the breaker's pause, the latencies and the wait seconds
+  // (default: env::Env::Default()). REQUIRES: outlives the pool.
+  env::Env* env = nullptr;
   // Where the breaker's log lines go (default: a line on stderr).
   std::function<void(const std::string& line)> log;
 };

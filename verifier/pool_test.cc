@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "env/testing/fake_env.h"
 #include "gtest/gtest.h"
 #include "verifier/verifier.h"
 
@@ -77,13 +78,6 @@ v1::VerifierConfig Config() {
   c.set_breaker_window(0);
   return c;
 }
-
-struct FakeClock {
-  absl::Time t = absl::FromUnixSeconds(1700000000);
-  std::function<absl::Time()> Fn() {
-    return [this] { return t; };
-  }
-};
 
 TEST(VerifierPool, CacheAnswersRepeatsWithoutCallingAndCountsHits) {
   std::atomic<int> calls{0};
@@ -196,7 +190,7 @@ TEST(VerifierPool, ConcurrentCallsKeepResultsInOrder) {
 
 TEST(VerifierPool, BreakerOpensPausesAndTriesAgain) {
   std::atomic<int> calls{0};
-  FakeClock clock;
+  env::testing::FakeEnv clock;
   std::vector<std::string> log;
   v1::VerifierConfig c = Config();
   c.set_breaker_window(4);
@@ -204,7 +198,7 @@ TEST(VerifierPool, BreakerOpensPausesAndTriesAgain) {
   c.set_breaker_pause_ms(1000);
   c.set_reward_wrong(-0.5);
   PoolOptions options;
-  options.now = clock.Fn();
+  options.env = &clock;
   options.log = [&log](const std::string& line) { log.push_back(line); };
   auto pool = NewVerifierPool(std::make_unique<FakeVerifier>(&calls), c, options);
 
@@ -230,13 +224,13 @@ TEST(VerifierPool, BreakerOpensPausesAndTriesAgain) {
   ASSERT_EQ(log.size(), 1u);
   EXPECT_NE(log[0].find("circuit open: fake failed 3 of the last 4 items"), std::string::npos);
   // Rejected items are not cached; during the pause nothing is called.
-  clock.t += absl::Milliseconds(999);
+  clock.Advance(absl::Milliseconds(999));
   (void)pool->VerifyBatch(Items({"3"}));
   EXPECT_EQ(calls.load(), 5);
   EXPECT_EQ(log.size(), 1u);  // one line per opening
 
   // Half-open: the trial fails, so it opens again at once.
-  clock.t += absl::Milliseconds(2);
+  clock.Advance(absl::Milliseconds(2));
   s.Clear();
   r = pool->VerifyBatchWithStats(Items({"error", "3"}), &s);
   EXPECT_EQ(calls.load(), 6);
@@ -245,7 +239,7 @@ TEST(VerifierPool, BreakerOpensPausesAndTriesAgain) {
   EXPECT_EQ(log.size(), 2u);
 
   // Half-open again: a good trial closes it with a fresh window.
-  clock.t += absl::Milliseconds(1001);
+  clock.Advance(absl::Milliseconds(1001));
   r = pool->VerifyBatch(Items({"3", "4", "error", "error"}));
   EXPECT_EQ(calls.load(), 9);  // the two "error"s are one item
   EXPECT_EQ(r[1].verdict(), v1::WRONG);
@@ -254,13 +248,13 @@ TEST(VerifierPool, BreakerOpensPausesAndTriesAgain) {
 
 TEST(VerifierPool, BreakerRejectsWholeBatchesOfABatchVerifier) {
   std::atomic<int> calls{0};
-  FakeClock clock;
+  env::testing::FakeEnv clock;
   v1::VerifierConfig c = Config();
   c.set_breaker_window(2);
   c.set_breaker_error_rate(0.4);
   c.set_breaker_pause_ms(50);
   PoolOptions options;
-  options.now = clock.Fn();
+  options.env = &clock;
   options.log = [](const std::string&) {};
   auto pool = NewVerifierPool(std::make_unique<FakeVerifier>(&calls, true), c, options);
   v1::VerifierStats s;

@@ -1,6 +1,5 @@
 #include "web/report.h"
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -8,7 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
-#include "data/text_file.h"
+#include "env/env.h"
+#include "env/run_dir.h"
 #include "ledger/run_view.h"
 #include "web/page.h"
 
@@ -33,30 +33,31 @@ absl::StatusOr<json> ReadJsonObject(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::string> WriteReport(const std::string& run_dir) {
-  const std::string summary_path = run_dir + "/summary.json";
-  if (!std::filesystem::exists(summary_path)) {
+  const env::RunDir run(run_dir);
+  const std::string summary_path = run.Summary();
+  if (!env::Env::Default()->Exists(summary_path)) {
     return absl::FailedPreconditionError(absl::StrCat(
         run_dir, ": no summary.json; a report needs a finished run (for a running job, "
                  "open its dashboard: --http)"));
   }
   absl::StatusOr<json> summary = ReadJsonObject(summary_path);
   if (!summary.ok()) return summary.status();
-  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(run_dir + "/job.yaml");
+  absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(run.JobYaml());
   if (!job.ok()) return job.status();
 
   ledger::RunView view;
-  if (absl::Status s = view.AddFile(run_dir + "/ledger.jsonl"); !s.ok()) return s;
+  if (absl::Status s = view.AddFile(run.Ledger()); !s.ok()) return s;
   json data = json::parse(view.ViewJson());
   data["summary"] = *std::move(summary);
   data["job"] = {{"name", job->name()}, {"algorithm", job->algorithm()}};
-  const std::string comparison_path = run_dir + "/compare.json";
-  if (std::filesystem::exists(comparison_path)) {
+  const std::string comparison_path = run.CompareJson();
+  if (env::Env::Default()->Exists(comparison_path)) {
     absl::StatusOr<json> comparison = ReadJsonObject(comparison_path);
     if (!comparison.ok()) return comparison.status();
     data["comparison"] = *std::move(comparison);
   }
-  const std::string path = run_dir + "/report.html";
-  if (absl::Status s = data::WriteTextFileAtomically(path, DashboardPage(data.dump()));
+  const std::string path = run.Report();
+  if (absl::Status s = env::Env::Default()->WriteFileAtomically(path, DashboardPage(data.dump()));
       !s.ok()) {
     return s;
   }

@@ -3,13 +3,13 @@
 #include <httplib.h>
 
 #include <chrono>
-#include <filesystem>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "data/text_file.h"
+#include "env/env.h"
+#include "env/run_dir.h"
 #include "rpc/channel.h"
 #include "web/page.h"
 
@@ -43,7 +43,8 @@ absl::StatusOr<std::unique_ptr<WatchServer>> WatchServer::Start(const Options& o
   std::unique_ptr<WatchServer> watch(
       new WatchServer(options, std::move(http), absl::StrCat(where->host, ":", port)));
   if (!options.address_file.empty()) {
-    if (absl::Status s = data::WriteTextFileAtomically(options.address_file, watch->address_);
+    if (absl::Status s =
+            env::Env::Default()->WriteFileAtomically(options.address_file, watch->address_);
         !s.ok()) {
       return s;
     }
@@ -152,12 +153,10 @@ absl::StatusOr<std::unique_ptr<WatchServer>> StartRunWatch(const std::string& li
                                                           const std::string& algorithm,
                                                           std::ostream& progress) {
   if (listen.empty()) return nullptr;
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", out_dir, ": ", ec.message()));
+  if (absl::Status s = env::Env::Default()->CreateDir(out_dir); !s.ok()) return s;
   WatchServer::Options options;
   options.listen = listen;
-  options.address_file = out_dir + "/http.addr";
+  options.address_file = env::RunDir(out_dir).HttpAddress();
   absl::StatusOr<std::unique_ptr<WatchServer>> watch = WatchServer::Start(options);
   if (!watch.ok()) return watch.status();
   (*watch)->SetJob(job_name, algorithm);

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "env/testing/fake_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -28,8 +29,8 @@ TEST(WatchServerTest, ServesMetricsDashboardAndViewOfTheAttachedLedger) {
   in >> written;
   EXPECT_EQ(written, (*watch)->address());
 
-  double now = 0;
-  ledger::Ledger ledger([&now] { return now; });
+  env::testing::FakeEnv clock;
+  ledger::Ledger ledger(&clock);
   (*watch)->Attach(&ledger);
   (*watch)->SetJob("tiny", "grpo");
   (*watch)->SetWorkers([] {
@@ -39,7 +40,7 @@ TEST(WatchServerTest, ServesMetricsDashboardAndViewOfTheAttachedLedger) {
   ledger.BeginStep(4);
   {
     auto span = ledger.Begin(ledger::Stage::kRollout, "actor-0");
-    now += 0.5;
+    clock.Advance(absl::Milliseconds(500));
   }
 
   httplib::Client client("http://" + (*watch)->address());

@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "env/run_dir.h"
 #include "learner/internal/local_learner.h"
 #include "learner/internal/optimizer.h"
 #include "learner/internal/phases.h"
@@ -26,8 +27,7 @@ constexpr char kOptimizerFormat[] = "trellis.adamw.v1";
 
 // This rank's optimizer file in checkpoint `dir`.
 std::string OptimizerPath(const std::string& dir, int rank) {
-  return rank == 0 ? dir + "/optimizer.safetensors"
-                   : absl::StrCat(dir, "/optimizer.rank", rank, ".safetensors");
+  return env::CheckpointDir(dir).Optimizer(rank);
 }
 
 // An integer field of a safetensors file's metadata.
@@ -88,15 +88,15 @@ absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
   DataParallelGroup& group = engine_->group();
   const bool writes_weights = group.rank() == 0;
   if (writes_weights) {
-    if (absl::Status s = SaveNamed(dir + "/weights.safetensors",
+    if (absl::Status s = SaveNamed(env::CheckpointDir(dir).Weights(),
                                    models_->WithMasters(models_->policy()->NamedWeights()));
         !s.ok()) {
       return s;
     }
   }
   if (writes_weights && models_->has_critic()) {
-    if (absl::Status s =
-            SaveNamed(dir + "/critic.safetensors", models_->WithMasters(models_->CriticWeights()));
+    if (absl::Status s = SaveNamed(env::CheckpointDir(dir).Critic(),
+                                   models_->WithMasters(models_->CriticWeights()));
         !s.ok()) {
       return s;
     }
@@ -128,8 +128,8 @@ absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
 absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   DataParallelGroup& group = engine_->group();
   const bool has_critic = models_->has_critic();
-  const std::string weights_path = dir + "/weights.safetensors";
-  const std::string critic_path = dir + "/critic.safetensors";
+  const std::string weights_path = env::CheckpointDir(dir).Weights();
+  const std::string critic_path = env::CheckpointDir(dir).Critic();
   const std::string opt_path = OptimizerPath(dir, group.rank());
   std::map<std::string, std::string> meta;
   absl::StatusOr<model::NamedTensors> opt = model::LoadSafetensors(opt_path, &meta);

@@ -6,9 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <chrono>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -22,17 +19,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "env/env.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
 
 namespace trellis::ledger {
 namespace internal {
-
-inline double SteadySeconds() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // The seconds and bytes gathered since the current step began.
 struct StepAccum {
@@ -51,6 +43,12 @@ struct ObjectEvent {
   Stage stage = Stage::kLoad;
 };
 
+// `s` with "ledger: " before its message.
+inline absl::Status InLedger(const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("ledger: ", s.message()));
+}
+
 // The stage recorded as memory.peak_stage when the run's peak was seen by
 // the step's window but inside no span.
 inline constexpr char kNoStage[] = "none";
@@ -58,25 +56,37 @@ inline constexpr char kNoStage[] = "none";
 }  // namespace internal
 
 struct Ledger::Impl {
-  explicit Impl(std::function<double()> clock)
-      : now(clock ? std::move(clock) : internal::SteadySeconds), t0(now()) {
-    step_begin = t0;
+  explicit Impl(env::Env* env) : env(env), t0(now()) { step_begin = t0; }
+
+  double now() const { return env->MonotonicSeconds(); }
+
+  // Writes records to `path` from now on (emptied first with `truncate`),
+  // which holds `kept` records already.
+  absl::Status OpenFile(const std::string& path, bool truncate, int64_t kept)
+      ABSL_LOCKS_EXCLUDED(mu) {
+    absl::StatusOr<std::unique_ptr<env::AppendableFile>> file = env->OpenAppendable(path, truncate);
+    if (!file.ok()) return internal::InLedger(file.status());
+    absl::MutexLock lock(&mu);
+    out = *std::move(file);
+    records = kept;
+    write_status = absl::OkStatus();
+    return absl::OkStatus();
   }
 
-  // REQUIRES: mu held. Appends one line to ledger.jsonl, if open.
-  // Hands it to the observer first, if any.
+  // REQUIRES: mu held. Appends one line to ledger.jsonl, if open, whole or
+  // not at all; after a failed write nothing more is written (write_status
+  // says why). Hands the line to the observer first, if any.
   void Write(const nlohmann::json& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    const bool to_file = out.is_open() && write_status.ok();
+    const bool to_file = out != nullptr && write_status.ok();
     if (!to_file && !observer) return;
-    const std::string line = record.dump();
+    std::string line = record.dump();
     if (observer) observer(line);
     if (!to_file) return;
-    out << line << '\n';
-    out.flush();
-    if (!out) {
-      write_status = absl::ErrnoToStatus(
-          errno, absl::StrCat("ledger: writing ", out_path, " failed after ",
-                              records, " records"));
+    line += '\n';
+    if (absl::Status s = out->Append(line); !s.ok()) {
+      write_status = absl::Status(
+          s.code(), absl::StrCat("ledger: ", s.message(), " (after ", records, " records)"));
+      return;
     }
     ++records;
   }
@@ -155,7 +165,7 @@ struct Ledger::Impl {
            {"live_bytes", live_bytes}});
   }
 
-  const std::function<double()> now;
+  env::Env* const env;
   // now() at the run's start; ImportState moves it back by the seconds
   // the run had before a resume.
   double t0;
@@ -164,8 +174,7 @@ struct Ledger::Impl {
   // Worker processes: where RecordObject also sends each object.
   Ledger::ObjectForward forward ABSL_GUARDED_BY(mu);
   Ledger::RecordObserver observer ABSL_GUARDED_BY(mu);
-  std::ofstream out ABSL_GUARDED_BY(mu);
-  std::string out_path ABSL_GUARDED_BY(mu);
+  std::unique_ptr<env::AppendableFile> out ABSL_GUARDED_BY(mu);
   int64_t records ABSL_GUARDED_BY(mu) = 0;
   absl::Status write_status ABSL_GUARDED_BY(mu);
 

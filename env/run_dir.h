@@ -1,0 +1,105 @@
+#ifndef TRELLIS_ENV_RUN_DIR_H_
+#define TRELLIS_ENV_RUN_DIR_H_
+
+// Every file name of a run directory, in one place. Layout:
+//
+//   RUN/job.yaml                 the job as resolved, every default filled in
+//   RUN/ledger.jsonl             every ledger record (ledger/README.md)
+//   RUN/summary.json             the run's summary
+//   RUN/reference.safetensors    the reference weights (after warm-up)
+//   RUN/policy.safetensors       the policy at the end (reward_model.safetensors
+//                                for a reward-model job)
+//   RUN/workers.tsv              a launched run's workers
+//   RUN/http.addr                the dashboard's address
+//   RUN/compare.md, compare.json `trellis compare`
+//   RUN/probe.json               `trellis probe`; RUN/<key>=<value>/ per probed run
+//   RUN/progress.log             a probed run's progress lines
+//   RUN/report.html              `trellis report`
+//   RUN/launch/                  `trellis launch`: job.yaml, scheduler.addr, processes.tsv
+//   RUN/checkpoints/step_<N>/    a checkpoint after N steps (CheckpointDir)
+//   RUN/checkpoints/.tmp_step_<N>/  one being written
+//   RUN/checkpoints/latest       "step_<N>\n": the newest complete checkpoint
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace trellis::env {
+
+// The files of one checkpoint directory (run/checkpoint.h).
+class CheckpointDir {
+ public:
+  static constexpr char kWeights[] = "weights.safetensors";
+  static constexpr char kOptimizer[] = "optimizer.safetensors";
+  static constexpr char kCritic[] = "critic.safetensors";
+  static constexpr char kRng[] = "rng.safetensors";
+  static constexpr char kState[] = "state.json";
+
+  explicit CheckpointDir(std::string path) : path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+  // `name` inside this directory.
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+  std::string Weights() const { return File(kWeights); }
+  std::string Critic() const { return File(kCritic); }
+  std::string Rng() const { return File(kRng); }
+  std::string State() const { return File(kState); }
+  // optimizer.safetensors of data-parallel rank 0, optimizer.rank<R>.safetensors
+  // of the others.
+  std::string Optimizer(int rank) const;
+
+ private:
+  std::string path_;
+};
+
+class RunDir {
+ public:
+  static constexpr char kJobYaml[] = "job.yaml";
+  static constexpr char kLedger[] = "ledger.jsonl";
+  static constexpr char kSummary[] = "summary.json";
+  static constexpr char kReference[] = "reference.safetensors";
+  static constexpr char kPolicy[] = "policy.safetensors";
+  static constexpr char kRewardModel[] = "reward_model.safetensors";
+  static constexpr char kCheckpoints[] = "checkpoints";
+
+  explicit RunDir(std::string path) : path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+  // `name` inside the run directory.
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+  std::string JobYaml() const { return File(kJobYaml); }
+  std::string Ledger() const { return File(kLedger); }
+  std::string Summary() const { return File(kSummary); }
+  std::string Reference() const { return File(kReference); }
+  std::string Policy() const { return File(kPolicy); }
+  std::string RewardModel() const { return File(kRewardModel); }
+  std::string Workers() const { return File("workers.tsv"); }
+  std::string HttpAddress() const { return File("http.addr"); }
+  std::string CompareMarkdown() const { return File("compare.md"); }
+  std::string CompareJson() const { return File("compare.json"); }
+  std::string Probe() const { return File("probe.json"); }
+  std::string ProgressLog() const { return File("progress.log"); }
+  std::string Report() const { return File("report.html"); }
+
+  // `trellis launch`'s directory and its files.
+  std::string Launch() const { return File("launch"); }
+  std::string LaunchJobYaml() const { return Launch() + "/" + kJobYaml; }
+  std::string LaunchSchedulerAddress() const { return Launch() + "/scheduler.addr"; }
+  std::string LaunchProcesses() const { return Launch() + "/processes.tsv"; }
+
+  // Checkpoints.
+  std::string Checkpoints() const { return File(kCheckpoints); }
+  std::string LatestCheckpoint() const { return Checkpoints() + "/latest"; }
+  // "step_<N>", what `latest` holds.
+  static std::string CheckpointName(int64_t step);
+  CheckpointDir Checkpoint(int64_t step) const;
+  // Where Checkpoint(step) is written before it is renamed into place.
+  CheckpointDir CheckpointInProgress(int64_t step) const;
+
+ private:
+  std::string path_;
+};
+
+}  // namespace trellis::env
+
+#endif  // TRELLIS_ENV_RUN_DIR_H_
