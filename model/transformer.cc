@@ -27,10 +27,6 @@ torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
 }
 
-std::string ShapeString(const torch::Tensor& t) {
-  return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
-}
-
 // Llama's rotate_half: the last dimension split into halves (x1, x2) becomes
 // (-x2, x1).
 torch::Tensor RotateHalf(const torch::Tensor& x) {
@@ -386,110 +382,5 @@ KVCache TransformerImpl::NewCache(int64_t batch, int64_t capacity) const {
   }
   return cache;
 }
-
-std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::NamedWeights() const {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const auto& p : named_parameters()) out.emplace_back(p.key(), p.value());
-  return out;
-}
-
-namespace {
-
-// Copies `weights` into `params` (name -> parameter), all or nothing.
-absl::Status LoadNamed(
-    std::map<std::string, torch::Tensor> params,
-    const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
-  std::set<std::string> seen;
-  for (const auto& [name, tensor] : weights) {
-    auto it = params.find(name);
-    if (it == params.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("LoadWeights: unknown tensor '", name, "'"));
-    }
-    if (!seen.insert(name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("LoadWeights: tensor '", name, "' given twice"));
-    }
-    if (!tensor.defined() || tensor.sizes() != it->second.sizes()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "LoadWeights: tensor '", name, "' expected shape ", ShapeString(it->second),
-          ", got ", tensor.defined() ? ShapeString(tensor) : "undefined"));
-    }
-    if (!tensor.is_floating_point()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "LoadWeights: tensor '", name, "' has non-floating dtype ",
-          std::string(c10::toString(tensor.scalar_type()))));
-    }
-  }
-  for (const auto& [name, param] : params) {
-    if (seen.count(name) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("LoadWeights: tensor '", name, "' is missing"));
-    }
-  }
-  try {
-    torch::NoGradGuard no_grad;
-    for (const auto& [name, tensor] : weights) params.at(name).copy_(tensor);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("LoadWeights: copy failed: ", e.what_without_backtrace()));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::AdapterWeights() const {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const auto& p : named_parameters()) {
-    if (IsAdapterName(p.key())) out.emplace_back(p.key(), p.value());
-  }
-  return out;
-}
-
-std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::BaseWeights() const {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const auto& p : named_parameters()) {
-    if (!IsAdapterName(p.key())) out.emplace_back(p.key(), p.value());
-  }
-  return out;
-}
-
-std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::MergedWeights() const {
-  std::map<std::string, torch::Tensor> merged;
-  for (const auto& m : named_modules()) {
-    const auto* linear = dynamic_cast<const LoraLinearImpl*>(m.value().get());
-    if (linear != nullptr && linear->has_adapter()) {
-      merged.emplace(m.key() + ".weight", linear->MergedWeight());
-    }
-  }
-  std::vector<std::pair<std::string, torch::Tensor>> out = BaseWeights();
-  for (auto& [name, tensor] : out) {
-    auto it = merged.find(name);
-    if (it != merged.end()) tensor = it->second;
-  }
-  return out;
-}
-
-bool TransformerImpl::has_adapters() const {
-  for (const auto& p : named_parameters()) {
-    if (IsAdapterName(p.key())) return true;
-  }
-  return false;
-}
-
-absl::Status TransformerImpl::LoadWeights(
-    const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
-  std::map<std::string, torch::Tensor> params;
-  for (const auto& p : named_parameters()) params.emplace(p.key(), p.value());
-  return LoadNamed(std::move(params), weights);
-}
-
-absl::Status TransformerImpl::LoadBaseWeights(
-    const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
-  const std::vector<std::pair<std::string, torch::Tensor>> base = BaseWeights();
-  return LoadNamed(std::map<std::string, torch::Tensor>(base.begin(), base.end()), weights);
-}
-
 
 }  // namespace trellis::model

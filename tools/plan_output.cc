@@ -1,0 +1,121 @@
+// The plan's machine rates (timed matrix products) and its output: the
+// table `trellis plan` prints and the JSON it writes. The formulas are in
+// planner.cc.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_format.h"
+#include "tools/planner.h"
+
+namespace trellis::tools {
+
+double MeasureMatmulRate(int64_t m, int64_t k, int64_t n) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor a = torch::randn({m, k});
+  const torch::Tensor b = torch::randn({k, n});
+  // Short timings (~5e7 FLOPs, at least 3 products), the best of 7.
+  const double flops = 2.0 * m * k * n;
+  const int reps = static_cast<int>(std::max(3.0, 5e7 / flops));
+  const double best = BestSeconds(
+      [&] {
+        for (int r = 0; r < reps; ++r) torch::mm(a, b);
+      },
+      7);
+  return flops * reps / best;
+}
+
+double BestSeconds(const std::function<void()>& f, int reps) {
+  f();
+  double best = 0;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = i == 0 ? s : std::min(best, s);
+  }
+  return std::max(best, 1e-9);
+}
+
+void PrintPlan(const Plan& plan, std::ostream& out) {
+  const auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+  out << absl::StrFormat("model: %d parameters (%d in matrix products)\n", plan.parameters,
+                         plan.matmul_parameters);
+  out << "\n== resident (every stage) ==\n";
+  for (const PlanLine& l : plan.resident) {
+    out << absl::StrFormat("  %-12s %-16s %10.2f MiB  %s\n", l.role, l.object, mib(l.bytes),
+                           l.formula);
+  }
+  out << absl::StrFormat("  %-29s %10.2f MiB\n", "resident total", mib(plan.resident_bytes));
+  for (const PlanStage& st : plan.stages) {
+    out << absl::StrFormat("\n== %s / %s: peak %.2f MiB ==\n", st.role, st.stage,
+                           mib(st.peak_bytes));
+    for (const PlanLine& l : st.transient) {
+      out << absl::StrFormat("  %-12s %-16s %10.2f MiB  %s\n", l.role, l.object, mib(l.bytes),
+                             l.formula);
+    }
+  }
+  out << absl::StrFormat("\nexpected peak: %.2f MiB (%d bytes), %s / %s\n", mib(plan.peak_bytes),
+                         plan.peak_bytes, plan.peak_role, plan.peak_stage);
+  const MachineRates& r = plan.rates;
+  out << absl::StrFormat(
+      "\n== step time (measured here: matrix product %.2f GFLOP/s; the job's model at its "
+      "shapes: train %.2f, forward %.2f, decode %.2f GFLOP/s, optimizer step %.4f s) ==\n",
+      r.matmul_flops_per_second / 1e9, r.train_flops_per_second / 1e9,
+      r.forward_flops_per_second / 1e9, r.decode_flops_per_second / 1e9,
+      r.optimizer_step_seconds);
+  for (const PlanTime& t : plan.step_time) {
+    out << absl::StrFormat("  %-10s %10.4f s  %.3g FLOP = %s\n", t.stage, t.seconds, t.flops,
+                           t.formula);
+  }
+  out << absl::StrFormat("  %-10s %10.4f s\n", "step", plan.step_seconds);
+  for (const std::string& note : plan.notes) out << "note: " << note << "\n";
+}
+
+nlohmann::json PlanJson(const Plan& plan) {
+  using nlohmann::json;
+  auto lines = [](const std::vector<PlanLine>& ls) {
+    json a = json::array();
+    for (const PlanLine& l : ls) {
+      a.push_back({{"role", l.role}, {"object", l.object}, {"bytes", l.bytes},
+                   {"formula", l.formula}});
+    }
+    return a;
+  };
+  json stages = json::array();
+  for (const PlanStage& st : plan.stages) {
+    stages.push_back({{"role", st.role}, {"stage", st.stage}, {"peak_bytes", st.peak_bytes},
+                      {"transient", lines(st.transient)}});
+  }
+  json time = json::array();
+  for (const PlanTime& t : plan.step_time) {
+    time.push_back({{"stage", t.stage}, {"flops", t.flops}, {"seconds", t.seconds},
+                    {"formula", t.formula}});
+  }
+  return {{"parameters", plan.parameters},
+          {"matmul_parameters", plan.matmul_parameters},
+          {"resident", lines(plan.resident)},
+          {"resident_bytes", plan.resident_bytes},
+          {"stages", stages},
+          {"peak_bytes", plan.peak_bytes},
+          {"peak_role", plan.peak_role},
+          {"peak_stage", plan.peak_stage},
+          {"rates",
+           {{"matmul_flops_per_second", plan.rates.matmul_flops_per_second},
+            {"train_flops_per_second", plan.rates.train_flops_per_second},
+            {"forward_flops_per_second", plan.rates.forward_flops_per_second},
+            {"decode_flops_per_second", plan.rates.decode_flops_per_second},
+            {"optimizer_step_seconds", plan.rates.optimizer_step_seconds}}},
+          {"step_time", time},
+          {"step_seconds", plan.step_seconds},
+          {"notes", plan.notes}};
+}
+
+}  // namespace trellis::tools
