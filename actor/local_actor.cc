@@ -260,6 +260,7 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(
     }
     policy = *std::move(built);
   } else {
+    const std::unique_lock<std::recursive_mutex> draws = model::LockInitialDraws();
     policy = model::Transformer(model, tokenizer->vocab_size());
   }
   return std::unique_ptr<RolloutWorker>(std::make_unique<LocalActor>(

@@ -7,11 +7,17 @@
 
 namespace trellis::model {
 
+std::unique_lock<std::recursive_mutex> LockInitialDraws() {
+  static std::recursive_mutex* draws = new std::recursive_mutex();
+  return std::unique_lock<std::recursive_mutex>(*draws);
+}
+
 absl::StatusOr<Transformer> NewPolicy(const trellis::v1::ModelConfig& config,
                                       const trellis::v1::LoraConfig& lora, int64_t vocab_size,
                                       uint64_t seed, Head head) {
   Transformer model{nullptr};
   try {
+    const std::unique_lock<std::recursive_mutex> draws = LockInitialDraws();
     torch::manual_seed(seed);
     model = Transformer(config, vocab_size, head, lora);
   } catch (const c10::Error& e) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "config/recipe.h"
 #include "ledger/memory_tracker.h"
+#include "model/policy.h"
 #include "model/safetensors.h"
 #include "model/token_batch.h"
 #include "model/torch_status.h"
@@ -32,6 +33,7 @@ absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config,
   // The model's random initialization, about to be overwritten, must not
   // move the global generator: a resumed run loads the reference after
   // restoring the generator, a straight run before its first step.
+  const std::unique_lock<std::recursive_mutex> draws = model::LockInitialDraws();
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   torch::Tensor generator_state;
   {

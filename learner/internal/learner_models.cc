@@ -30,6 +30,8 @@ absl::StatusOr<std::unique_ptr<LearnerModels>> LearnerModels::Build(const v1::Jo
   // A reward-model job trains a scalar-head model in the policy's place
   // (config refuses LoRA for it).
   const bool reward_model = config::RecipeOf(job) == config::Recipe::kRewardModel;
+  // The critic draws on from the policy's seeded stream.
+  const std::unique_lock<std::recursive_mutex> draws = model::LockInitialDraws();
   absl::StatusOr<model::Transformer> policy =
       model::NewPolicy(job.model(), job.memory().lora(), vocab_size, seed,
                        reward_model ? model::Head::kScalar : model::Head::kLanguageModel);

@@ -171,7 +171,10 @@ expect_every_step_ended() {
   local steps workers
   steps=$(wc -l <"$1/slurm/steps.tsv")
   workers=$(($(wc -l <"$1/slurm/placement.tsv") - 1))
-  [ "$steps" -eq $((workers + 1)) ] || fail "$steps steps ended, expected $((workers + 1))"
+  [ "$steps" -eq $((workers + 1)) ] || {
+    cat "$1.sbatch.out" "$1/slurm/steps.tsv"
+    fail "$steps steps ended, expected $((workers + 1))"
+  }
 }
 
 run="$dir/run"
