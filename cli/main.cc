@@ -378,8 +378,7 @@ int main(int argc, char** argv) {
     return ExitCode(command,
                     trellis::tools::RunMeasureCommand(command, flags, positional, std::cout));
   }
-  if (command == "verify") return trellis::tools::VerifyCommand(args, std::cout, std::cerr,
-                                                                trellis::verifier::RegisterRemoteVerifier);
+  if (command == "verify") return trellis::tools::VerifyCommand(args, std::cout, std::cerr);
   std::cerr << "trellis: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

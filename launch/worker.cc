@@ -312,7 +312,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       break;
     }
     case v1::VERIFIER: {
-      absl::StatusOr<std::unique_ptr<verifier::Verifier>> v = roles::MakeVerifier(job);
+      absl::StatusOr<std::unique_ptr<verifier::Verifier>> v = roles::MakeVerifier(job.verifier());
       if (!v.ok()) return v.status();
       deferred_verifier->Set(*std::move(v));
       break;

@@ -69,13 +69,14 @@ std::vector<VerifierKinds>& ExtraVerifierKinds() {
 
 void AddVerifierKinds(VerifierKinds kinds) { ExtraVerifierKinds().push_back(std::move(kinds)); }
 
-absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(const v1::JobConfig& job) {
+absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(
+    const v1::VerifierConfig& config) {
   verifier::VerifierRegistry registry;
   if (absl::Status s = verifier::RegisterBuiltinVerifiers(registry); !s.ok()) return s;
   for (const VerifierKinds& kinds : ExtraVerifierKinds()) {
     if (absl::Status s = kinds(registry); !s.ok()) return s;
   }
-  return registry.Create(job.verifier());
+  return registry.Create(config);
 }
 
 }  // namespace trellis::roles

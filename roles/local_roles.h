@@ -50,9 +50,10 @@ using VerifierKinds = std::function<absl::Status(verifier::VerifierRegistry&)>;
 // before any job starts; not thread-safe.
 void AddVerifierKinds(VerifierKinds kinds);
 
-// The job's verifier: a built-in, or a kind added by AddVerifierKinds.
+// The verifier `config` names: a built-in, or a kind added by
+// AddVerifierKinds.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(
-    const v1::JobConfig& job);
+    const v1::VerifierConfig& config);
 
 }  // namespace trellis::roles
 

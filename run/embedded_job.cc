@@ -18,7 +18,7 @@ class LocalRoleSet final : public RoleSet {
                                                        const model::Tokenizer* tokenizer,
                                                        ledger::Ledger* ledger) {
     auto set = std::make_unique<LocalRoleSet>();
-    absl::StatusOr<std::unique_ptr<verifier::Verifier>> verifier = roles::MakeVerifier(job);
+    absl::StatusOr<std::unique_ptr<verifier::Verifier>> verifier = roles::MakeVerifier(job.verifier());
     if (!verifier.ok()) return verifier.status();
     set->verifier_ = verifier::NewLocalVerifierClient(*std::move(verifier));
     set->publisher_ = weightsync::NewInProcessPublisher();

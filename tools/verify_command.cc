@@ -8,6 +8,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
 #include "nlohmann/json.hpp"
+#include "roles/local_roles.h"
 #include "verifier/verifier.h"
 
 namespace trellis::tools {
@@ -57,8 +58,7 @@ std::string SetField(v1::VerifierConfig& c, const std::string& kv) {
 
 }  // namespace
 
-int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-                  const std::function<absl::Status(verifier::VerifierRegistry&)>& register_more) {
+int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   v1::VerifierConfig config;
   config.clear_name();
   std::string path;
@@ -90,18 +90,7 @@ int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::
     err << "trellis verify: needs --verifier NAME and a DATA.jsonl\n" << kUsage;
     return 2;
   }
-  verifier::VerifierRegistry registry;
-  if (absl::Status s = verifier::RegisterBuiltinVerifiers(registry); !s.ok()) {
-    err << "trellis verify: " << s.message() << "\n";
-    return 1;
-  }
-  if (register_more) {
-    if (absl::Status s = register_more(registry); !s.ok()) {
-      err << "trellis verify: " << s.message() << "\n";
-      return 1;
-    }
-  }
-  absl::StatusOr<std::unique_ptr<verifier::Verifier>> verifier = registry.Create(config);
+  absl::StatusOr<std::unique_ptr<verifier::Verifier>> verifier = roles::MakeVerifier(config);
   if (!verifier.ok()) {
     err << "trellis verify: " << verifier.status().message() << "\n";
     return 2;

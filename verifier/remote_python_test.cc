@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "roles/local_roles.h"
 #include "rpc/server.h"
 #include "tools/verify_command.h"
 #include "verifier/internal/process.h"
@@ -96,21 +97,15 @@ TEST(RemotePythonTest, NumericExampleAgreesWithTheBuiltin) {
 TEST(RemotePythonTest, VerifyCommandScoresThroughRemote) {
   PythonVerifier py = Start({TRELLIS_SOURCE_DIR "/examples/verifiers/python_numeric.py"});
   ASSERT_FALSE(py.address.empty());
+  roles::AddVerifierKinds(RegisterRemoteVerifier);
   std::ostringstream out, err;
   EXPECT_EQ(tools::VerifyCommand({"--verifier", "remote", "--config", "address=" + py.address,
                            "--items", TRELLIS_SOURCE_DIR "/examples/verifiers/samples.jsonl"},
-                          out, err, RegisterRemoteVerifier),
+                          out, err),
             0)
       << err.str();
   EXPECT_THAT(out.str(), HasSubstr("CORRECT\t1"));
   EXPECT_THAT(out.str(), HasSubstr("WRONG\t1"));
-  // Without the hook "remote" is unknown.
-  std::ostringstream out2, err2;
-  EXPECT_EQ(tools::VerifyCommand({"--verifier", "remote", "--config", "address=" + py.address,
-                           TRELLIS_SOURCE_DIR "/examples/verifiers/samples.jsonl"},
-                          out2, err2),
-            2);
-  EXPECT_THAT(err2.str(), HasSubstr("unknown verifier \"remote\""));
 }
 
 TEST(RemotePythonTest, ScoreThatRaisesOrReturnsNanGivesErrorWithReason) {

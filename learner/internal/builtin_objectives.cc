@@ -1,25 +1,32 @@
-// The built-in objectives, each defined in the file named beside it and
-// registered by one line below: which batches it trains, under which recipe
-// (none: every recipe without its own for that batch kind).
+// The built-in objectives, one line each below: X(Factory, BatchKind,
+// recipe) declares `ObjectiveFactoryFn Factory`, defined in the objective's
+// own file, and registers it for that batch kind under that recipe
+// (std::nullopt: every recipe without its own for that batch kind). Adding
+// an objective: its file, and its line here.
 
 #include "learner/internal/objective.h"
 
+#define TRELLIS_LEARNER_BUILTIN_OBJECTIVES(X)                    \
+  X(NewSftObjective, kSft, std::nullopt)                         \
+  X(NewPolicyGradientObjective, kTrain, std::nullopt)            \
+  X(NewPpoObjective, kTrain, Recipe::kPpo)                       \
+  X(NewPreferenceObjective, kPreference, std::nullopt)           \
+  X(NewRewardModelObjective, kPreference, Recipe::kRewardModel)  \
+  /* an objective's line goes above */
+
 namespace trellis::learner::internal {
 
-ObjectiveFactoryFn NewSftObjective;             // sft_objective.cc
-ObjectiveFactoryFn NewPolicyGradientObjective;  // policy_gradient_objective.cc
-ObjectiveFactoryFn NewPpoObjective;             // ppo_objective.cc
-ObjectiveFactoryFn NewPreferenceObjective;      // preference_objective.cc
-ObjectiveFactoryFn NewRewardModelObjective;     // reward_model_objective.cc
+#define TRELLIS_LEARNER_DECLARE_OBJECTIVE(Factory, Kind, RecipeOrAll) ObjectiveFactoryFn Factory;
+TRELLIS_LEARNER_BUILTIN_OBJECTIVES(TRELLIS_LEARNER_DECLARE_OBJECTIVE)
+#undef TRELLIS_LEARNER_DECLARE_OBJECTIVE
 
 absl::Status RegisterBuiltinObjectives(ObjectiveRegistry& registry) {
   using config::Recipe;
   const std::pair<ObjectiveKey, ObjectiveFactoryFn*> builtins[] = {
-      {{BatchKind::kSft, std::nullopt}, &NewSftObjective},
-      {{BatchKind::kTrain, std::nullopt}, &NewPolicyGradientObjective},
-      {{BatchKind::kTrain, Recipe::kPpo}, &NewPpoObjective},
-      {{BatchKind::kPreference, std::nullopt}, &NewPreferenceObjective},
-      {{BatchKind::kPreference, Recipe::kRewardModel}, &NewRewardModelObjective},
+#define TRELLIS_LEARNER_OBJECTIVE_ENTRY(Factory, Kind, RecipeOrAll) \
+  {{BatchKind::Kind, RecipeOrAll}, &Factory},
+      TRELLIS_LEARNER_BUILTIN_OBJECTIVES(TRELLIS_LEARNER_OBJECTIVE_ENTRY)
+#undef TRELLIS_LEARNER_OBJECTIVE_ENTRY
   };
   for (const auto& [key, factory] : builtins) {
     if (absl::Status s = registry.Register(key, factory); !s.ok()) return s;
