@@ -6,7 +6,8 @@
 # it (with a deadline), and checks that the job COMPLETED and that its
 # outputs (per-step rewards, held-out accuracy, final weights) equal those
 # of `trellis launch` of the same job. Then a job whose learner cannot start
-# must end FAILED, the batch output naming the step, every step ended.
+# must end FAILED, the batch output naming the step, every step ended; and
+# a cancelled job must still record every step's end.
 #
 # The job: the default job (its model, data, two actors and every role)
 # with fewer steps (short_default.yaml, seed 1), so that each run takes
@@ -207,4 +208,21 @@ grep -q "learner-0 failed" "$broken.sbatch.out" ||
 expect_every_step_ended "$broken"
 grep -q "missing.safetensors" "$broken/slurm/learner-0.log" ||
   fail "learner-0's log does not say what is missing"
+
+# A job cancelled once every step runs: the batch job records every step as
+# it ends.
+cancelled="$dir/cancelled"
+submit "$job" "$cancelled"
+cancelled_id=${job_ids[-1]}
+for ((waited = 0; ; waited++)); do
+  started=$(cat "$cancelled.sbatch.out" 2>/dev/null | grep -c "started " || true)
+  [ "${started:-0}" -lt 6 ] || break
+  [ "$waited" -lt $((RUN_DEADLINE * 10)) ] || fail "job $cancelled_id did not start every step"
+  sleep 0.1
+done
+scancel "$cancelled_id"
+state=$(final_state "$cancelled_id")
+log "job $cancelled_id (cancelled): $state"
+[ "$state" = CANCELLED ] || { cat "$cancelled.sbatch.out"; fail "job $cancelled_id ended $state, expected CANCELLED"; }
+expect_every_step_ended "$cancelled"
 log "PASS"
