@@ -54,9 +54,33 @@ void CheckModel(const v1::ModelConfig& m, Checker& c) {
   c.Positive("model.rope_theta", m.rope_theta());
   c.Positive("model.rms_norm_eps", m.rms_norm_eps());
   c.NonNegative("model.init_std", m.init_std());
-  if (m.n_heads() <= 0 || m.d_model() <= 0) return;
+  c.NonNegative("model.head_dim", m.head_dim());
+  c.NonNegative("model.max_position_embeddings", m.max_position_embeddings());
+  if (m.max_position_embeddings() > 0) {
+    c.Require(m.max_seq_len() <= m.max_position_embeddings(), "model.max_seq_len",
+              absl::StrCat("<= model.max_position_embeddings (", m.max_position_embeddings(),
+                           ")"),
+              m.max_seq_len());
+  }
+  if (m.rope_scaling().type() == v1::ModelConfig::RopeScaling::LLAMA3) {
+    const v1::ModelConfig::RopeScaling& r = m.rope_scaling();
+    c.Positive("model.rope_scaling.factor", r.factor());
+    c.Positive("model.rope_scaling.low_freq_factor", r.low_freq_factor());
+    c.Require(r.high_freq_factor() > r.low_freq_factor(), "model.rope_scaling.high_freq_factor",
+              absl::StrCat("> low_freq_factor (", r.low_freq_factor(), ")"),
+              r.high_freq_factor());
+    c.Positive("model.rope_scaling.original_max_position_embeddings",
+               r.original_max_position_embeddings());
+  }
+  if (m.head_dim() > 0) {
+    c.Require(m.head_dim() % 2 == 0, "model.head_dim", "even for rotary embeddings",
+              m.head_dim());
+  }
+  if (m.n_heads() <= 0 || m.d_model() <= 0 || m.head_dim() != 0) return;
   c.Require(m.d_model() % m.n_heads() == 0, "model.d_model",
-            absl::StrCat("divisible by model.n_heads (", m.n_heads(), ")"), m.d_model());
+            absl::StrCat("divisible by model.n_heads (", m.n_heads(),
+                         ") unless model.head_dim is set"),
+            m.d_model());
   if (m.d_model() % m.n_heads() == 0) {
     const int head_dim = m.d_model() / m.n_heads();
     c.Require(head_dim % 2 == 0, "model.d_model",

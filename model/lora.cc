@@ -9,8 +9,8 @@
 
 namespace trellis::model {
 
-LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, int64_t rank, double alpha)
-    : torch::nn::LinearImpl(torch::nn::LinearOptions(in, out).bias(false)) {
+LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, int64_t rank, double alpha, bool bias)
+    : torch::nn::LinearImpl(torch::nn::LinearOptions(in, out).bias(bias)) {
   TORCH_CHECK(rank >= 0, "LoraLinear: rank must be >= 0, got ", rank);
   if (rank == 0) return;
   scale_ = alpha / static_cast<double>(rank);
@@ -23,7 +23,7 @@ LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, int64_t rank, double alp
 }
 
 torch::Tensor LoraLinearImpl::forward(const torch::Tensor& x) {
-  torch::Tensor y = torch::linear(x, weight);
+  torch::Tensor y = torch::linear(x, weight, bias);
   if (!has_adapter()) return y;
   return y + torch::linear(torch::linear(x, lora_A_), lora_B_) * scale_;
 }

@@ -1,8 +1,8 @@
 #ifndef TRELLIS_MODEL_LORA_H_
 #define TRELLIS_MODEL_LORA_H_
 
-// Low-rank adapters (LoRA, Hu et al. 2021) on the transformer's bias-free
-// projections (job.proto LoraConfig).
+// Low-rank adapters (LoRA, Hu et al. 2021) on the transformer's projections
+// (job.proto LoraConfig).
 
 #include <cstdint>
 #include <string_view>
@@ -13,17 +13,18 @@
 
 namespace trellis::model {
 
-// A bias-free projection y = x W^T that may carry a low-rank adapter:
-//   y = x W^T + (alpha / rank) * (x A^T) B^T
-// with A [rank, in] and B [out, rank]. W is created, named ("weight") and
-// drawn exactly as torch::nn::Linear's, so adding adapters to a model does
-// not change its base weights under the same seed. A and B are registered
+// A projection y = x W^T (+ b) that may carry a low-rank adapter:
+//   y = x W^T + b + (alpha / rank) * (x A^T) B^T
+// with A [rank, in] and B [out, rank]. W (and b) are created, named
+// ("weight", "bias") and drawn exactly as torch::nn::Linear's, so adding
+// adapters to a model does not change its base weights under the same seed. A and B are registered
 // as "lora_A.weight" and "lora_B.weight" (PEFT's names without an adapter
 // name) and start undrawn: call ResetAdapter.
 class LoraLinearImpl : public torch::nn::LinearImpl {
  public:
-  // rank 0: a plain projection without an adapter (alpha unused).
-  LoraLinearImpl(int64_t in, int64_t out, int64_t rank, double alpha);
+  // rank 0: a plain projection without an adapter (alpha unused). bias:
+  // whether b exists (Qwen2's query, key and value projections).
+  LoraLinearImpl(int64_t in, int64_t out, int64_t rank, double alpha, bool bias = false);
 
   torch::Tensor forward(const torch::Tensor& x);
 

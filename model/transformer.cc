@@ -14,9 +14,11 @@
 #include <torch/torch.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/lora.h"
+#include "model/rope.h"
 
 namespace trellis::model {
 namespace {
@@ -25,19 +27,6 @@ namespace F = torch::nn::functional;
 
 torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
-}
-
-// Llama's rotate_half: the last dimension split into halves (x1, x2) becomes
-// (-x2, x1).
-torch::Tensor RotateHalf(const torch::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-}
-
-// cos, sin: [B, 1, T, head_dim], broadcast over heads.
-torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& cos,
-                          const torch::Tensor& sin) {
-  return x * cos + RotateHalf(x) * sin;
 }
 
 }  // namespace
@@ -66,7 +55,10 @@ struct AttentionContext {
   int64_t past;            // cache length before this call
 };
 
-// One pre-norm decoder block: attention and SwiGLU MLP, each residual.
+// One pre-norm decoder block: attention and SwiGLU MLP, each residual. With
+// config.attention_bias the query, key and value projections have biases;
+// with config.qk_norm, queries and keys are RMS-normalized per head
+// ("self_attn.q_norm", "self_attn.k_norm") before the rotary embedding.
 struct TransformerImpl::Block : torch::nn::Module {
   Block(const trellis::v1::ModelConfig& c, const trellis::v1::LoraConfig& lora,
         int64_t head_dim, int64_t index)
@@ -75,17 +67,22 @@ struct TransformerImpl::Block : torch::nn::Module {
     const int64_t d = c.d_model();
     // Projection `name` of `parent`, with an adapter when LoRA targets it.
     auto projection = [&lora](torch::nn::Module& parent, const char* name, int64_t in,
-                              int64_t out) {
+                              int64_t out, bool bias = false) {
       const int64_t rank = IsLoraTarget(lora, name) ? lora.rank() : 0;
-      return parent.register_module(name, LoraLinear(in, out, rank, lora.alpha()));
+      return parent.register_module(name, LoraLinear(in, out, rank, lora.alpha(), bias));
     };
     input_layernorm = register_module(
         "input_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
     auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
-    q_proj = projection(*attn, "q_proj", d, n_heads * head_dim);
-    k_proj = projection(*attn, "k_proj", d, n_kv_heads * head_dim);
-    v_proj = projection(*attn, "v_proj", d, n_kv_heads * head_dim);
+    q_proj = projection(*attn, "q_proj", d, n_heads * head_dim, c.attention_bias());
+    k_proj = projection(*attn, "k_proj", d, n_kv_heads * head_dim, c.attention_bias());
+    v_proj = projection(*attn, "v_proj", d, n_kv_heads * head_dim, c.attention_bias());
     o_proj = projection(*attn, "o_proj", n_heads * head_dim, d);
+    if (c.qk_norm()) {
+      const double eps = c.rms_norm_eps();
+      q_norm = attn->register_module("q_norm", std::make_shared<RMSNorm>(head_dim, eps));
+      k_norm = attn->register_module("k_norm", std::make_shared<RMSNorm>(head_dim, eps));
+    }
     post_attention_layernorm = register_module(
         "post_attention_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
     auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
@@ -112,11 +109,15 @@ struct TransformerImpl::Block : torch::nn::Module {
   torch::Tensor Attend(const torch::Tensor& x, const AttentionContext& ctx) {
     const int64_t B = x.size(0), T = x.size(1);
     const int64_t G = n_heads / n_kv_heads;
-    torch::Tensor q = q_proj(x).view({B, T, n_heads, head_dim}).transpose(1, 2);
-    torch::Tensor k = k_proj(x).view({B, T, n_kv_heads, head_dim}).transpose(1, 2);
+    torch::Tensor q = q_proj(x).view({B, T, n_heads, head_dim});
+    torch::Tensor k = k_proj(x).view({B, T, n_kv_heads, head_dim});
     torch::Tensor v = v_proj(x).view({B, T, n_kv_heads, head_dim}).transpose(1, 2);
-    q = ApplyRotary(q, ctx.cos, ctx.sin);
-    k = ApplyRotary(k, ctx.cos, ctx.sin);
+    if (q_norm) {
+      q = q_norm->forward(q);
+      k = k_norm->forward(k);
+    }
+    q = ApplyRotary(q.transpose(1, 2), ctx.cos, ctx.sin);
+    k = ApplyRotary(k.transpose(1, 2), ctx.cos, ctx.sin);
     if (ctx.cache != nullptr) {
       torch::Tensor& keys = ctx.cache->keys[index];
       torch::Tensor& values = ctx.cache->values[index];
@@ -150,6 +151,7 @@ struct TransformerImpl::Block : torch::nn::Module {
 
   int64_t n_heads, n_kv_heads, head_dim, index;
   std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
+  std::shared_ptr<RMSNorm> q_norm, k_norm;  // null without config.qk_norm
   LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
   LoraLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
@@ -219,13 +221,14 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
                                  const trellis::v1::LoraConfig& lora)
     : config_(config), vocab_size_(vocab_size), head_(head) {
   TORCH_CHECK(vocab_size > 0, "Transformer: vocab_size must be > 0, got ", vocab_size);
-  TORCH_CHECK(config.n_heads() > 0 && config.d_model() % config.n_heads() == 0,
+  TORCH_CHECK(config.n_heads() > 0 &&
+                  (config.head_dim() > 0 || config.d_model() % config.n_heads() == 0),
               "Transformer: d_model ", config.d_model(), " is not a multiple of n_heads ",
               config.n_heads());
   TORCH_CHECK(config.n_kv_heads() > 0 && config.n_heads() % config.n_kv_heads() == 0,
               "Transformer: n_kv_heads ", config.n_kv_heads(), " does not divide n_heads ",
               config.n_heads());
-  head_dim_ = config.d_model() / config.n_heads();
+  head_dim_ = config.head_dim() > 0 ? config.head_dim() : config.d_model() / config.n_heads();
   TORCH_CHECK(head_dim_ % 2 == 0, "Transformer: head_dim ", head_dim_, " must be even");
 
   model_ = register_module("model", std::make_shared<torch::nn::Module>());
@@ -243,19 +246,17 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
   } else if (!config.tie_embeddings()) {
     lm_head_ = register_module("lm_head", NoBiasLinear(config.d_model(), vocab_size));
   }
-  inv_freq_ = register_buffer(
-      "inv_freq",
-      1.0 / torch::pow(static_cast<double>(config.rope_theta()),
-                       torch::arange(0, head_dim_, 2, torch::kFloat32) /
-                           static_cast<double>(head_dim_)));
+  inv_freq_ = register_buffer("inv_freq", RotaryInverseFrequencies(config, head_dim_));
 
   // Deterministic under torch::manual_seed: the base's parameters in
   // registration order, then the adapters'.
   torch::NoGradGuard no_grad;
   for (auto& p : named_parameters()) {
     if (IsAdapterName(p.key())) continue;
-    if (p.value().dim() == 1) {
-      p.value().fill_(1.0);  // RMSNorm scales (the only 1-D parameters)
+    if (absl::EndsWith(p.key(), ".bias")) {
+      p.value().zero_();
+    } else if (p.value().dim() == 1) {
+      p.value().fill_(1.0);  // RMSNorm scales
     } else {
       p.value().normal_(0.0, config.init_std());
     }

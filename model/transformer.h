@@ -1,14 +1,17 @@
 #ifndef TRELLIS_MODEL_TRANSFORMER_H_
 #define TRELLIS_MODEL_TRANSFORMER_H_
 
-// Decoder-only transformer of the Llama / Qwen2 family: token embedding,
-// pre-norm blocks (RMSNorm, rotary attention with grouped-query KV heads,
-// SwiGLU MLP), final RMSNorm, LM head. Parameter names follow the Hugging
-// Face Llama layout ("model.layers.0.self_attn.q_proj.weight", ...), so real
-// checkpoints map onto it by name. With LoRA (job.proto LoraConfig) the
-// target projections also carry adapters ("...q_proj.lora_A.weight",
-// "...q_proj.lora_B.weight"; model/lora.h) and every other weight, the
-// base, is frozen (requires_grad false).
+// Decoder-only transformer of the Llama / Qwen2 / Qwen3 / Mistral family:
+// token embedding, pre-norm blocks (RMSNorm, rotary attention with
+// grouped-query KV heads, SwiGLU MLP), final RMSNorm, LM head (or the tied
+// embedding). ModelConfig turns on the variants: an explicit head_dim,
+// query/key/value biases (attention_bias), per-head query/key norms
+// (qk_norm), rescaled rotary frequencies (rope_scaling). Parameter names
+// follow the Hugging Face layout ("model.layers.0.self_attn.q_proj.weight",
+// ...), so real checkpoints map onto it by name (model/hf_model.h). With
+// LoRA (job.proto LoraConfig) the target projections also carry adapters
+// ("...q_proj.lora_A.weight", "...q_proj.lora_B.weight"; model/lora.h) and
+// every other weight, the base, is frozen (requires_grad false).
 
 #include <cstdint>
 #include <memory>

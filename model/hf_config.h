@@ -1,0 +1,49 @@
+#ifndef TRELLIS_MODEL_HF_CONFIG_H_
+#define TRELLIS_MODEL_HF_CONFIG_H_
+
+// A Hugging Face config.json read into the model shape Trellis builds
+// (ModelConfig). Both layouts transformers writes are read: version 4's
+// (rope_theta and rope_scaling at the top, torch_dtype) and version 5's
+// (rope_parameters, dtype). What would change the model's function and is
+// not supported is refused, naming it and what is supported: another
+// architecture, activation or rope type, biases on every attention
+// projection or on the MLP, sliding-window attention that is switched on
+// (Qwen2/Qwen3), quantization. Mistral's sliding_window caps
+// max_position_embeddings: within the window, attention is full.
+
+#include <string>
+
+#include <c10/core/ScalarType.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::model {
+
+// config.json's "architectures" entry: LlamaForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM, MistralForCausalLM.
+enum class HfArchitecture { kLlama, kQwen2, kQwen3, kMistral };
+
+struct HfConfig {
+  HfArchitecture architecture = HfArchitecture::kLlama;
+  // vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, head_dim,
+  // rope_theta, rope_scaling, rms_norm_eps, tie_embeddings, attention_bias,
+  // qk_norm and max_position_embeddings as config.json gives them; the
+  // job's fields (max_seq_len, init_checkpoint, init_std) keep defaults.
+  trellis::v1::ModelConfig model;
+  // The stored weights' dtype: float32, bfloat16 or float16 (float32 when
+  // config.json names none).
+  c10::ScalarType dtype = c10::ScalarType::Float;
+};
+
+// Parses config.json's text; `source` (its path) starts every error.
+[[nodiscard]] absl::StatusOr<HfConfig> ParseHfConfig(absl::string_view json_text,
+                                                     absl::string_view source);
+
+// Reads and parses DIR/config.json.
+[[nodiscard]] absl::StatusOr<HfConfig> ReadHfConfig(const std::string& dir);
+
+}  // namespace trellis::model
+
+#endif  // TRELLIS_MODEL_HF_CONFIG_H_

@@ -1,0 +1,126 @@
+#include "model/hf_config.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::model {
+namespace {
+
+using ::testing::HasSubstr;
+using RopeScaling = trellis::v1::ModelConfig::RopeScaling;
+
+// A small Llama config.json; `extra` fields (", \"key\": value") follow,
+// replacing those of the same name.
+std::string Llama(const std::string& extra = "") {
+  return R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 64, "hidden_size": 32,
+             "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+             "max_position_embeddings": 128, "torch_dtype": "bfloat16")" +
+         extra + "}";
+}
+
+absl::Status ParseError(const std::string& text) {
+  absl::StatusOr<HfConfig> c = ParseHfConfig(text, "m/config.json");
+  EXPECT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  return c.status();
+}
+
+TEST(ParseHfConfig, ReadsTheShapeOfTransformers4Layout) {
+  absl::StatusOr<HfConfig> c = ParseHfConfig(Llama(), "m/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->architecture, HfArchitecture::kLlama);
+  EXPECT_EQ(c->dtype, c10::ScalarType::BFloat16);
+  const trellis::v1::ModelConfig& m = c->model;
+  EXPECT_EQ(m.vocab_size(), 64);
+  EXPECT_EQ(m.d_model(), 32);
+  EXPECT_EQ(m.d_ff(), 48);
+  EXPECT_EQ(m.n_layers(), 2);
+  EXPECT_EQ(m.n_heads(), 4);
+  EXPECT_EQ(m.n_kv_heads(), 2);
+  EXPECT_EQ(m.head_dim(), 0);
+  EXPECT_FLOAT_EQ(m.rope_theta(), 500000.0f);
+  EXPECT_FLOAT_EQ(m.rms_norm_eps(), 1e-5f);
+  EXPECT_EQ(m.max_position_embeddings(), 128);
+  EXPECT_FALSE(m.tie_embeddings());
+  EXPECT_FALSE(m.attention_bias());
+  EXPECT_FALSE(m.qk_norm());
+  EXPECT_EQ(m.rope_scaling().type(), RopeScaling::NONE);
+}
+
+TEST(ParseHfConfig, ReadsLlama3RopeScalingInEitherLayout) {
+  const std::string v4 = R"(, "rope_scaling": {"rope_type": "llama3", "factor": 32.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 8192})";
+  const std::string v5 = R"(, "rope_parameters": {"rope_type": "llama3", "factor": 32.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "rope_theta": 250000.0,
+      "original_max_position_embeddings": 8192})";
+  for (const std::string& extra : {v4, v5}) {
+    absl::StatusOr<HfConfig> c = ParseHfConfig(Llama(extra), "m/config.json");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const RopeScaling& s = c->model.rope_scaling();
+    EXPECT_EQ(s.type(), RopeScaling::LLAMA3);
+    EXPECT_FLOAT_EQ(s.factor(), 32.0f);
+    EXPECT_FLOAT_EQ(s.high_freq_factor(), 4.0f);
+    EXPECT_EQ(s.original_max_position_embeddings(), 8192);
+  }
+  EXPECT_FLOAT_EQ(ParseHfConfig(Llama(v5), "m")->model.rope_theta(), 250000.0f);
+}
+
+TEST(ParseHfConfig, UnsupportedArchitectureListsTheSupported) {
+  absl::Status s = ParseError(R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 8})");
+  EXPECT_THAT(s.message(), HasSubstr("m/config.json: architecture 'GPT2LMHeadModel' is not "
+                                     "supported; supported: LlamaForCausalLM, Qwen2ForCausalLM, "
+                                     "Qwen3ForCausalLM, MistralForCausalLM"));
+  EXPECT_THAT(ParseError(R"({"vocab_size": 8})").message(), HasSubstr("architectures:"));
+}
+
+TEST(ParseHfConfig, RefusesWhatWouldChangeTheFunction) {
+  EXPECT_THAT(ParseError(Llama(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4})"))
+                  .message(),
+              HasSubstr("rope_scaling: rope type 'yarn' is not supported; supported: default, "
+                        "llama3"));
+  EXPECT_THAT(ParseError(Llama(R"(, "hidden_act": "gelu")")).message(),
+              HasSubstr("hidden_act 'gelu' is not supported; supported: silu"));
+  EXPECT_THAT(ParseError(Llama(R"(, "mlp_bias": true)")).message(), HasSubstr("mlp_bias"));
+  EXPECT_THAT(ParseError(Llama(R"(, "attention_bias": true)")).message(),
+              HasSubstr("attention_bias true"));
+  EXPECT_THAT(ParseError(Llama(R"(, "quantization_config": {"bits": 4})")).message(),
+              HasSubstr("quantization_config is not supported"));
+  EXPECT_THAT(ParseError(Llama(R"(, "dtype": "float8_e4m3fn")")).message(),
+              HasSubstr("dtype 'float8_e4m3fn' is not supported"));
+  EXPECT_THAT(ParseError(Llama(R"(, "partial_rotary_factor": 0.5)")).message(),
+              HasSubstr("partial_rotary_factor"));
+  const std::string qwen2 = R"({"architectures": ["Qwen2ForCausalLM"], "vocab_size": 64,
+      "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "use_sliding_window": true})";
+  EXPECT_THAT(ParseError(qwen2).message(), HasSubstr("use_sliding_window true"));
+}
+
+TEST(ParseHfConfig, BadFieldsNameThemselves) {
+  EXPECT_THAT(ParseError(Llama(R"(, "num_hidden_layers": "two")")).message(),
+              HasSubstr("num_hidden_layers: expected a positive integer, found \"two\""));
+  EXPECT_THAT(ParseError(R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 8})")
+                  .message(),
+              HasSubstr("required field hidden_size is missing"));
+  EXPECT_THAT(ParseError(Llama(R"(, "num_key_value_heads": 3)")).message(),
+              HasSubstr("num_key_value_heads 3 does not divide num_attention_heads 4"));
+  EXPECT_THAT(ParseError("[1, 2]").message(), HasSubstr("not a JSON object"));
+}
+
+TEST(ParseHfConfig, MistralSlidingWindowCapsPositions) {
+  const std::string mistral = R"({"architectures": ["MistralForCausalLM"], "vocab_size": 64,
+      "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "max_position_embeddings": 32768, "sliding_window": 4096})";
+  absl::StatusOr<HfConfig> c = ParseHfConfig(mistral, "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.max_position_embeddings(), 4096);
+  EXPECT_EQ(c->model.n_kv_heads(), 4);
+}
+
+}  // namespace
+}  // namespace trellis::model

@@ -1,0 +1,159 @@
+// Trellis against transformers on the fixtures of tests/fixtures/hf
+// (scripts/make_hf_fixtures.sh): the same logits on a batch with a
+// left-padded row, the same greedy tokens, and the loader's errors.
+#include "model/hf_model.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/safetensors.h"
+
+namespace trellis::model {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string kFixtures = TRELLIS_SOURCE_DIR "/tests/fixtures/hf";
+
+std::map<std::string, torch::Tensor> Reference(const std::string& name) {
+  absl::StatusOr<NamedTensors> tensors =
+      LoadSafetensors(kFixtures + "/" + name + "/reference.safetensors");
+  EXPECT_TRUE(tensors.ok()) << tensors.status();
+  if (!tensors.ok()) return {};
+  return std::map<std::string, torch::Tensor>(tensors->begin(), tensors->end());
+}
+
+Transformer Load(const std::string& dir) {
+  absl::StatusOr<HfModel> hf = LoadHfModel(dir);
+  EXPECT_TRUE(hf.ok()) << hf.status();
+  if (!hf.ok()) return nullptr;
+  absl::StatusOr<Transformer> model = NewHfTransformer(*hf);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *model : nullptr;
+}
+
+class HfFixtureTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HfFixtureTest, LogitsMatchTransformers) {
+  Transformer model = Load(kFixtures + "/" + GetParam());
+  ASSERT_TRUE(model);
+  std::map<std::string, torch::Tensor> ref = Reference(GetParam());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor valid = ref["attention_mask"].to(torch::kBool);
+  const torch::Tensor logits = model->forward(ref["input_ids"], ref["position_ids"], valid);
+  ASSERT_EQ(logits.sizes(), ref["logits"].sizes());
+  // Padding positions are not compared (transformers' are arbitrary).
+  const torch::Tensor error = (logits - ref["logits"]).abs().masked_fill(
+      valid.logical_not().unsqueeze(-1), 0);
+  EXPECT_LT(error.max().item<float>(), 1e-4f);
+}
+
+TEST_P(HfFixtureTest, GreedyGenerationMatchesGenerate) {
+  Transformer model = Load(kFixtures + "/" + GetParam());
+  ASSERT_TRUE(model);
+  std::map<std::string, torch::Tensor> ref = Reference(GetParam());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor prompt = ref["prompt_ids"];
+  const int64_t new_tokens = ref["generated_ids"].size(1);
+  KVCache cache = model->NewCache(1, prompt.size(1) + new_tokens);
+  torch::Tensor logits =
+      model->forward(prompt, torch::arange(prompt.size(1)).unsqueeze(0), {}, &cache);
+  std::vector<int64_t> generated;
+  for (int64_t i = 0; i < new_tokens; ++i) {
+    const torch::Tensor next = logits.select(1, -1).argmax(-1, /*keepdim=*/true);
+    generated.push_back(next.item<int64_t>());
+    logits = model->forward(next, torch::full({1, 1}, cache.length, torch::kLong), {}, &cache);
+  }
+  const torch::Tensor want = ref["generated_ids"].flatten().contiguous();
+  EXPECT_EQ(generated, std::vector<int64_t>(want.data_ptr<int64_t>(),
+                                            want.data_ptr<int64_t>() + want.numel()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfFixtureTest,
+                         ::testing::Values("llama3_gqa", "llama_tied", "qwen2", "qwen3",
+                                           "mistral"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
+// Each fixture turns on the feature it is there for.
+TEST(HfFixtures, ConfigsHaveTheirFeatures) {
+  auto config = [](const std::string& name) {
+    absl::StatusOr<HfConfig> c = ReadHfConfig(kFixtures + "/" + name);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? c->model : trellis::v1::ModelConfig();
+  };
+  const trellis::v1::ModelConfig llama3 = config("llama3_gqa");
+  EXPECT_EQ(llama3.rope_scaling().type(), trellis::v1::ModelConfig::RopeScaling::LLAMA3);
+  EXPECT_EQ(llama3.rope_scaling().original_max_position_embeddings(), 64);
+  EXPECT_EQ(llama3.n_kv_heads(), 2);
+  EXPECT_FALSE(llama3.tie_embeddings());
+  EXPECT_TRUE(config("llama_tied").tie_embeddings());
+  EXPECT_TRUE(config("qwen2").attention_bias());
+  EXPECT_TRUE(config("qwen2").tie_embeddings());
+  EXPECT_TRUE(config("qwen3").qk_norm());
+  EXPECT_EQ(config("qwen3").head_dim(), 16);
+  EXPECT_EQ(config("mistral").max_position_embeddings(), 64);  // its sliding window
+}
+
+// A copy of fixture `name` in a fresh directory, less the files `skip`.
+std::string CopyFixture(const std::string& name, const std::string& skip = "") {
+  const std::string dir =
+      ::testing::TempDir() + "/hf_" + name + "_" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(kFixtures + "/" + name)) {
+    const std::string file = entry.path().filename().string();
+    if (file != skip) fs::copy(entry.path(), dir + "/" + file);
+  }
+  return dir;
+}
+
+TEST(HfModelErrors, MissingShardNamesIt) {
+  const std::string dir = CopyFixture("llama3_gqa", "model-00002-of-00002.safetensors");
+  absl::StatusOr<HfModel> model = LoadHfModel(dir);
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(model.status().message(), HasSubstr("shard model-00002-of-00002.safetensors"));
+  fs::remove_all(dir);
+}
+
+TEST(HfModelErrors, NoWeightsSaysWhatIsRead) {
+  const std::string dir = CopyFixture("qwen3", "model.safetensors");
+  absl::StatusOr<HfModel> model = LoadHfModel(dir);
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(model.status().message(),
+              HasSubstr("no model.safetensors or model.safetensors.index.json"));
+  fs::remove_all(dir);
+}
+
+TEST(HfModelErrors, ShapeMismatchNamesTheTensor) {
+  const std::string dir = CopyFixture("llama_tied");
+  std::ifstream in(dir + "/config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), {});
+  const std::string vocab = "\"vocab_size\": 128";
+  ASSERT_NE(config.find(vocab), std::string::npos);
+  config.replace(config.find(vocab), vocab.size(), "\"vocab_size\": 100");
+  std::ofstream(dir + "/config.json", std::ios::trunc) << config;
+  absl::StatusOr<HfModel> hf = LoadHfModel(dir);
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  absl::StatusOr<Transformer> model = NewHfTransformer(*hf);
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(),
+              HasSubstr("tensor 'model.embed_tokens.weight' expected shape [100, 32], got "
+                        "[128, 32]"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trellis::model
