@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "actor/rollout_worker.h"
+#include "config/worker_id.h"
 #include "ledger/ledger.h"
 #include "model/tokenizer.h"
 #include "trellis/v1/job.pb.h"
@@ -15,7 +16,7 @@
 namespace trellis::actor {
 
 struct LocalActorOptions {
-  std::string worker_id = "actor-0";
+  std::string worker_id = config::WorkerId(v1::ACTOR).ToString();
   // How long SyncWeights waits for the requested version.
   absl::Duration sync_timeout = absl::Seconds(60);
   // LoRA (job.memory.lora with rank > 0): the actor builds the frozen base

@@ -131,7 +131,50 @@ TEST(ParseJobYaml, BadEnumNamesAllowedValues) {
   absl::Status s = ParseError("grpo:\n  loss_aggregation: per_token\n");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("job.yaml:2: grpo.loss_aggregation: expected one of "
-                                     "TOKEN_MEAN, SEQUENCE_MEAN, found \"per_token\""));
+                                     "token_mean, sequence_mean, found \"per_token\""));
+  const std::pair<const char*, const char*> cases[] = {
+      {"grpo:\n  optimizer: {name: adam}\n",
+       "job.yaml:2: grpo.optimizer.name: expected one of adamw, sgd, found \"adam\""},
+      {"verifier:\n  sandbox: docker\n",
+       "job.yaml:2: verifier.sandbox: expected one of auto, bwrap, rlimits, found \"docker\""},
+      {"verifier:\n  timeout_policy: skip\n",
+       "job.yaml:2: verifier.timeout_policy: expected one of reward, drop, found \"skip\""},
+      {"grpo:\n  advantage_estimator: ppo\n",
+       "job.yaml:2: grpo.advantage_estimator: expected one of grpo, rloo, reinforce_pp, found "
+       "\"ppo\""},
+      {"ppo:\n  critic: joint\n", "ppo.critic: expected one of separate, shared, found \"joint\""},
+      {"ppo:\n  kl_mode: both\n", "ppo.kl_mode: expected one of reward, loss, found \"both\""},
+      {"ppo:\n  reward: human\n",
+       "ppo.reward: expected one of verifier, reward_model, found \"human\""},
+      {"memory:\n  precision: fp16\n",
+       "memory.precision: expected one of fp32, bf16, found \"fp16\""},
+      {"memory:\n  lora: {target_modules: [q_proj, qkv]}\n",
+       "job.yaml:2: memory.lora.target_modules[1]: expected one of q_proj, k_proj, v_proj, "
+       "o_proj, gate_proj, up_proj, down_proj, found \"qkv\""},
+      {"dpo:\n  loss: hinge\n", "dpo.loss: expected one of sigmoid, ipo, found \"hinge\""},
+      {"dpo:\n  reference_logprobs: never\n",
+       "dpo.reference_logprobs: expected one of cached, on_the_fly, found \"never\""},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    s = ParseError(yaml);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << yaml;
+    EXPECT_THAT(s.message(), HasSubstr(expected)) << yaml;
+  }
+}
+
+TEST(ParseJobYaml, ChoicesReadInAnyCaseAndQuoted) {
+  absl::StatusOr<v1::JobConfig> job = ParseJobYaml(
+      "grpo: {optimizer: {name: \"sgd\"}, advantage_estimator: REINFORCE_PP}\n"
+      "memory: {precision: Bf16, lora: {target_modules: [gate_proj, V_PROJ]}}\n"
+      "dpo: {reference_logprobs: on_the_fly}\n",
+      "job.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->grpo().optimizer().name(), v1::OptimizerConfig::SGD);
+  EXPECT_EQ(job->grpo().advantage_estimator(), v1::GrpoConfig::REINFORCE_PP);
+  EXPECT_EQ(job->memory().precision(), v1::MemoryConfig::BF16);
+  EXPECT_THAT(job->memory().lora().target_modules(),
+              ::testing::ElementsAre(v1::LoraConfig::GATE_PROJ, v1::LoraConfig::V_PROJ));
+  EXPECT_EQ(job->dpo().reference_logprobs(), v1::DpoConfig::ON_THE_FLY);
 }
 
 TEST(ParseJobYaml, DuplicateFieldAndBadSyntax) {
@@ -163,8 +206,6 @@ TEST(ValidateJob, EachRuleNamesItsField) {
        "model.rope_scaling.high_freq_factor: must be > low_freq_factor (1)"},
       {"model: {max_seq_len: 1}", "model.max_seq_len: must be >= 2, found 1"},
       {"sampling: {temperature: 0}", "sampling.temperature: must be > 0"},
-      {"grpo: {optimizer: {name: adam}}",
-       "grpo.optimizer.name: must be one of adamw, sgd, found \"adam\""},
       {"sft: {optimizer: {momentum: 1}}", "sft.optimizer.momentum: must be in [0, 1)"},
       {"sampling: {top_p: 1.5}", "sampling.top_p: must be in (0, 1]"},
       {"sampling: {top_p: .nan}", "sampling.top_p: must be in (0, 1], found nan"},
@@ -172,8 +213,6 @@ TEST(ValidateJob, EachRuleNamesItsField) {
       {"sampling: {max_new_tokens: 40}", "< model.max_seq_len (32)"},
       {"verifier: {name: ''}", "verifier.name: must be a registered verifier name"},
       {"verifier: {cache_entries: -1}", "verifier.cache_entries: must be >= 0, found -1"},
-      {"verifier: {timeout_policy: skip}",
-       "verifier.timeout_policy: must be one of reward, drop, found \"skip\""},
       {"verifier: {breaker_window: -1}", "verifier.breaker_window: must be >= 0"},
       {"verifier: {breaker_error_rate: 0}", "verifier.breaker_error_rate: must be in (0, 1]"},
       {"verifier: {breaker_error_rate: 1.5}", "verifier.breaker_error_rate: must be in (0, 1]"},
@@ -185,9 +224,13 @@ TEST(ValidateJob, EachRuleNamesItsField) {
       {"grpo: {micro_batch_size: 0}", "grpo.micro_batch_size: must be >= 1"},
       {"grpo: {kl_coef: -0.1}", "grpo.kl_coef: must be >= 0"},
       {"grpo: {loss_aggregation: loss_aggregation_unspecified}",
-       "grpo.loss_aggregation: must be TOKEN_MEAN or SEQUENCE_MEAN"},
-      {"grpo: {advantage_estimator: ppo}",
-       "grpo.advantage_estimator: must be one of grpo, rloo, reinforce_pp, found \"ppo\""},
+       "grpo.loss_aggregation: must be token_mean or sequence_mean, found "
+       "loss_aggregation_unspecified"},
+      {"algorithm: ppo\ngrpo: {advantage_estimator: rloo}",
+       "grpo.advantage_estimator: must be grpo (the default) with algorithm ppo, whose critic "
+       "gives the advantages, found rloo"},
+      {"algorithm: ppo\nppo: {reward: reward_model}",
+       "ppo.reward_model_path: must be set when ppo.reward is reward_model"},
       {"grpo: {dapo: {clip_eps_low: 1}}", "grpo.dapo.clip_eps_low: must be in [0, 1)"},
       {"grpo: {dapo: {clip_eps_high: -0.1}}", "grpo.dapo.clip_eps_high: must be in [0, 10]"},
       {"grpo: {dapo: {max_sampling_rounds: 0}}",
@@ -211,9 +254,6 @@ TEST(ValidateJob, EachRuleNamesItsField) {
        "deployment.heartbeat_timeout_ms: must be > deployment.heartbeat_interval_ms"},
       {"deployment: {verifier: {pool: ''}}", "deployment.verifier.pool: must be a pool name"},
       {"dpo: {beta: 0}", "dpo.beta: must be > 0"},
-      {"dpo: {loss: hinge}", "dpo.loss: must be one of sigmoid, ipo, found \"hinge\""},
-      {"dpo: {reference_logprobs: never}",
-       "dpo.reference_logprobs: must be one of cached, on_the_fly, found \"never\""},
       {"dpo: {batch_size: 0}", "dpo.batch_size: must be >= 1"},
       {"dpo: {responses_per_prompt: 1}", "dpo.responses_per_prompt: must be >= 2"},
       {"dpo: {optimizer: {lr: -1}}", "dpo.optimizer.lr: must be > 0"},
@@ -240,9 +280,12 @@ TEST(ValidateJob, LoraNeedsAPolicyToAdapt) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("memory.lora.rank: must be 0 with algorithm reward_model"));
   s = ValidateYaml("memory: {precision: bf16, lora: {rank: 4}}\n");
-  EXPECT_THAT(s.message(), HasSubstr("memory.precision: must be fp32 with memory.lora"));
-  s = ValidateYaml("memory: {lora: {rank: 4, target_modules: [q_proj, qkv]}}\n");
-  EXPECT_THAT(s.message(), HasSubstr("memory.lora.target_modules[1]: must be one of q_proj"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("memory.precision: must be fp32 with memory.lora (bf16 LoRA is not "
+                        "supported yet), found bf16"));
+  s = ValidateYaml("memory: {lora: {rank: 4, target_modules: [q_proj, v_proj, q_proj]}}\n");
+  EXPECT_THAT(s.message(), HasSubstr("memory.lora.target_modules[2]: must be named once (also at "
+                                     "[0]), found q_proj"));
 }
 
 TEST(ValidateJob, ReportsEveryViolation) {
@@ -255,7 +298,9 @@ TEST(ValidateJob, ReportsEveryViolation) {
 TEST(ResolvedJobYaml, DefaultsRoundTripWithEveryFieldPresent) {
   const std::string yaml = ResolvedJobYaml(v1::JobConfig());
   EXPECT_THAT(yaml, HasSubstr("\n  clip_eps: 0.2\n"));
-  EXPECT_THAT(yaml, HasSubstr("\n  loss_aggregation: TOKEN_MEAN\n"));
+  EXPECT_THAT(yaml, HasSubstr("\n  loss_aggregation: token_mean\n"));
+  EXPECT_THAT(yaml, HasSubstr("\n    name: adamw\n"));
+  EXPECT_THAT(yaml, HasSubstr("\n  sandbox: auto\n"));
   EXPECT_THAT(yaml, HasSubstr("\n    operators: \"+-\"\n"));
   absl::StatusOr<v1::JobConfig> back = ParseJobYaml(yaml, "resolved");
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
@@ -279,6 +324,10 @@ TEST(ResolvedJobYaml, ValuesRoundTripExactly) {
   job.mutable_data()->set_train_path("- [a]: {b}");
   job.mutable_grpo()->set_loss_aggregation(v1::LOSS_AGGREGATION_UNSPECIFIED);
   job.mutable_sft()->mutable_optimizer()->set_lr(3e-4f);
+  job.mutable_sft()->mutable_optimizer()->set_name(v1::OptimizerConfig::SGD);
+  job.mutable_memory()->set_precision(v1::MemoryConfig::BF16);
+  job.mutable_memory()->mutable_lora()->add_target_modules(v1::LoraConfig::DOWN_PROJ);
+  job.mutable_memory()->mutable_lora()->add_target_modules(v1::LoraConfig::Q_PROJ);
   const std::string yaml = ResolvedJobYaml(job);
   absl::StatusOr<v1::JobConfig> back = ParseJobYaml(yaml, "resolved");
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;

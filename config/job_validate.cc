@@ -2,13 +2,13 @@
 // (joined by "; "), each as "<field path>: must be <rule>, found <value>".
 // Comparisons are written so that NaN fails them.
 
-#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "config/choice.h"
 #include "config/job_config.h"
 #include "config/recipe.h"
 
@@ -111,8 +111,6 @@ void CheckArithmetic(const v1::ArithmeticTaskConfig& a, Checker& c) {
 }
 
 void CheckOptimizer(const std::string& p, const v1::OptimizerConfig& o, Checker& c) {
-  c.Require(o.name() == "adamw" || o.name() == "sgd", p + "name", "one of adamw, sgd",
-            absl::StrCat("\"", o.name(), "\""));
   c.Require(o.momentum() >= 0 && o.momentum() < 1, p + "momentum", "in [0, 1)", o.momentum());
   c.Positive(p + "lr", o.lr());
   c.Require(o.beta1() >= 0 && o.beta1() < 1, p + "beta1", "in [0, 1)", o.beta1());
@@ -127,23 +125,17 @@ void CheckPpo(const v1::JobConfig& job, Checker& c) {
   const v1::PpoConfig& p = job.ppo();
   c.Require(p.gamma() >= 0 && p.gamma() <= 1, "ppo.gamma", "in [0, 1]", p.gamma());
   c.Require(p.lam() >= 0 && p.lam() <= 1, "ppo.lam", "in [0, 1]", p.lam());
-  c.Require(p.critic() == "separate" || p.critic() == "shared", "ppo.critic",
-            "one of separate, shared", absl::StrCat("\"", p.critic(), "\""));
   c.NonNegative("ppo.vf_coef", p.vf_coef());
   c.NonNegative("ppo.value_clip", p.value_clip());
-  c.Require(p.kl_mode() == "reward" || p.kl_mode() == "loss", "ppo.kl_mode",
-            "one of reward, loss", absl::StrCat("\"", p.kl_mode(), "\""));
-  c.Require(p.reward() == "verifier" || p.reward() == "reward_model", "ppo.reward",
-            "one of verifier, reward_model", absl::StrCat("\"", p.reward(), "\""));
-  if (p.reward() == "reward_model") {
+  if (p.reward() == v1::PpoConfig::REWARD_MODEL) {
     c.Require(!p.reward_model_path().empty(), "ppo.reward_model_path",
               "set when ppo.reward is reward_model", "\"\"");
   }
   CheckOptimizer("ppo.critic_optimizer.", p.critic_optimizer(), c);
   const v1::GrpoConfig& g = job.grpo();
-  c.Require(g.advantage_estimator() == "grpo", "grpo.advantage_estimator",
+  c.Require(g.advantage_estimator() == v1::GrpoConfig::GRPO, "grpo.advantage_estimator",
             "grpo (the default) with algorithm ppo, whose critic gives the advantages",
-            absl::StrCat("\"", g.advantage_estimator(), "\""));
+            ChoiceName(g.advantage_estimator()));
   c.Require(!g.dapo().dynamic_sampling(), "grpo.dapo.dynamic_sampling",
             "false with algorithm ppo", "true");
 }
@@ -168,12 +160,7 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   c.AtLeast("verifier.memory_mb", v.memory_mb(), 16);
   c.AtLeast("verifier.max_processes", v.max_processes(), 1);
   c.NonNegative("verifier.max_file_mb", v.max_file_mb());
-  c.Require(v.sandbox() == "auto" || v.sandbox() == "bwrap" || v.sandbox() == "rlimits",
-            "verifier.sandbox", "one of auto, bwrap, rlimits", absl::StrCat("\"", v.sandbox(), "\""));
   c.NonNegative("verifier.cache_entries", v.cache_entries());
-  c.Require(v.timeout_policy() == "reward" || v.timeout_policy() == "drop",
-            "verifier.timeout_policy", "one of reward, drop",
-            absl::StrCat("\"", v.timeout_policy(), "\""));
   c.NonNegative("verifier.breaker_window", v.breaker_window());
   c.Require(v.breaker_error_rate() > 0 && v.breaker_error_rate() <= 1,
             "verifier.breaker_error_rate", "in (0, 1]", v.breaker_error_rate());
@@ -192,25 +179,21 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   c.AtLeast("grpo.prompts_per_step", g.prompts_per_step(), 1);
   // PPO's critic is its baseline: one response per prompt is enough.
   c.AtLeast("grpo.responses_per_prompt", g.responses_per_prompt(),
-            RecipeFromName(job.algorithm()) == Recipe::kPpo ? 1 : 2);
+            RecipeOf(job) == Recipe::kPpo ? 1 : 2);
   c.AtLeast("grpo.micro_batch_size", g.micro_batch_size(), 1);
   c.OpenUnit("grpo.clip_eps", g.clip_eps());
   c.NonNegative("grpo.kl_coef", g.kl_coef());
   c.Require(g.loss_aggregation() != v1::LOSS_AGGREGATION_UNSPECIFIED,
-            "grpo.loss_aggregation", "TOKEN_MEAN or SEQUENCE_MEAN",
-            v1::LossAggregation_Name(g.loss_aggregation()));
+            "grpo.loss_aggregation", "token_mean or sequence_mean",
+            ChoiceName(g.loss_aggregation()));
   CheckOptimizer("grpo.optimizer.", g.optimizer(), c);
-  c.Require(g.advantage_estimator() == "grpo" || g.advantage_estimator() == "rloo" ||
-                g.advantage_estimator() == "reinforce_pp",
-            "grpo.advantage_estimator", "one of grpo, rloo, reinforce_pp",
-            absl::StrCat("\"", g.advantage_estimator(), "\""));
   const v1::DapoConfig& d = g.dapo();
   c.Require(d.clip_eps_low() >= 0 && d.clip_eps_low() < 1, "grpo.dapo.clip_eps_low",
             "in [0, 1) (0: grpo.clip_eps)", d.clip_eps_low());
   c.Require(d.clip_eps_high() >= 0 && d.clip_eps_high() <= 10, "grpo.dapo.clip_eps_high",
             "in [0, 10] (0: grpo.clip_eps)", d.clip_eps_high());
   c.AtLeast("grpo.dapo.max_sampling_rounds", d.max_sampling_rounds(), 1);
-  if (RecipeFromName(job.algorithm()) == Recipe::kPpo) CheckPpo(job, c);
+  if (RecipeOf(job) == Recipe::kPpo) CheckPpo(job, c);
 }
 
 void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
@@ -242,26 +225,15 @@ void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
   c.Positive("deployment.call_timeout_ms", d.call_timeout_ms());
 }
 
-// The projections LoraConfig.target_modules may name.
-constexpr const char* kLoraTargets[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                        "gate_proj", "up_proj", "down_proj"};
-
 void CheckMemory(const v1::MemoryConfig& m, Checker& c) {
-  c.Require(m.precision() == "fp32" || m.precision() == "bf16", "memory.precision",
-            "one of fp32, bf16", absl::StrCat("\"", m.precision(), "\""));
   const v1::LoraConfig& lora = m.lora();
   c.NonNegative("memory.lora.rank", lora.rank());
   c.Positive("memory.lora.alpha", lora.alpha());
   for (int i = 0; i < lora.target_modules_size(); ++i) {
-    const std::string& t = lora.target_modules(i);
-    bool known = false;
-    for (const char* k : kLoraTargets) known = known || t == k;
-    c.Require(known, absl::StrCat("memory.lora.target_modules[", i, "]"),
-              absl::StrCat("one of ", absl::StrJoin(kLoraTargets, ", ")),
-              absl::StrCat("\"", t, "\""));
+    const v1::LoraConfig::Projection t = lora.target_modules(i);
     for (int j = 0; j < i; ++j) {
       c.Require(lora.target_modules(j) != t, absl::StrCat("memory.lora.target_modules[", i, "]"),
-                absl::StrCat("named once (also at [", j, "])"), absl::StrCat("\"", t, "\""));
+                absl::StrCat("named once (also at [", j, "])"), ChoiceName(t));
     }
   }
   c.Require(m.zero_stage() == 0 || m.zero_stage() == 1, "memory.zero_stage", "0 or 1",
@@ -274,21 +246,12 @@ void CheckMemory(const v1::MemoryConfig& m, Checker& c) {
 // adapters for another model.
 void CheckLora(const v1::JobConfig& job, Checker& c) {
   if (job.memory().lora().rank() == 0) return;
-  c.Require(RecipeFromName(job.algorithm()) != Recipe::kRewardModel, "memory.lora.rank",
+  c.Require(RecipeOf(job) != Recipe::kRewardModel, "memory.lora.rank",
             "0 with algorithm reward_model (LoRA would freeze its new score head)",
             job.memory().lora().rank());
-  c.Require(job.memory().precision() == "fp32", "memory.precision",
+  c.Require(job.memory().precision() == v1::MemoryConfig::FP32, "memory.precision",
             "fp32 with memory.lora (bf16 LoRA is not supported yet)",
-            absl::StrCat("\"", job.memory().precision(), "\""));
-}
-
-// `value` is one of `allowed`, else an error at `path`.
-void OneOf(const std::string& path, const std::string& value,
-           std::initializer_list<const char*> allowed, Checker& c) {
-  bool known = false;
-  for (const char* a : allowed) known = known || value == a;
-  c.Require(known, path, absl::StrCat("one of ", absl::StrJoin(allowed, ", ")),
-            absl::StrCat("\"", value, "\""));
+            ChoiceName(job.memory().precision()));
 }
 
 void CheckPreference(const v1::JobConfig& job, Checker& c) {
@@ -296,8 +259,6 @@ void CheckPreference(const v1::JobConfig& job, Checker& c) {
   c.NonNegative("dpo.steps", d.steps());
   c.AtLeast("dpo.batch_size", d.batch_size(), 1);
   c.Positive("dpo.beta", d.beta());
-  OneOf("dpo.loss", d.loss(), {"sigmoid", "ipo"}, c);
-  OneOf("dpo.reference_logprobs", d.reference_logprobs(), {"cached", "on_the_fly"}, c);
   CheckOptimizer("dpo.optimizer.", d.optimizer(), c);
   c.AtLeast("dpo.responses_per_prompt", d.responses_per_prompt(), 2);
   c.NonNegative("dpo.eval_every", d.eval_every());
@@ -312,7 +273,7 @@ void CheckPreference(const v1::JobConfig& job, Checker& c) {
   const bool preference_files =
       !data.preference_train_path().empty() || !data.preference_eval_path().empty();
   if (preference_files) {
-    const std::optional<Recipe> recipe = RecipeFromName(job.algorithm());
+    const std::optional<Recipe> recipe = RecipeOf(job);
     c.Require(recipe == Recipe::kDpo || recipe == Recipe::kRewardModel,
               "data.preference_train_path",
               "empty unless algorithm is dpo or reward_model (only they read preference pairs)",
@@ -324,7 +285,7 @@ void CheckPreference(const v1::JobConfig& job, Checker& c) {
               absl::StrCat("train \"", data.preference_train_path(), "\", eval \"",
                            data.preference_eval_path(), "\""));
   }
-  const std::optional<Recipe> recipe = RecipeFromName(job.algorithm());
+  const std::optional<Recipe> recipe = RecipeOf(job);
   if (recipe != Recipe::kGrpo && recipe != Recipe::kPpo) {
     c.Require(job.runtime().checkpoint_every() == 0, "runtime.checkpoint_every",
               absl::StrCat("0 with algorithm ", job.algorithm(),

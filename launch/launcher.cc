@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
 #include "config/job_config.h"
+#include "config/worker_id.h"
 #include "scheduler/placement.h"
 
 namespace trellis::launch {
@@ -31,7 +32,8 @@ std::atomic<int> g_stop_signal{0};
 void OnSignal(int sig) { g_stop_signal = sig; }
 
 struct Child {
-  std::string name;  // "scheduler", "actor-1", ...
+  explicit Child(const config::WorkerId& id) : id(id) {}
+  const config::WorkerId id;
   pid_t pid = -1;
   bool exited = false;
   int status = 0;
@@ -45,7 +47,7 @@ std::string Describe(int status) {
 }
 
 // Starts `argv` with stdout and stderr into a pipe whose lines go to `out`
-// prefixed with "[name] ". The child dies with the launcher.
+// prefixed with "[<its worker id>] ". The child dies with the launcher.
 absl::Status Spawn(Child& child, const std::vector<std::string>& argv,
                    const std::vector<int>& gpus, std::ostream& out, std::mutex& out_mu) {
   int fds[2];
@@ -67,7 +69,7 @@ absl::Status Spawn(Child& child, const std::vector<std::string>& argv,
   }
   close(fds[1]);
   child.pid = pid;
-  child.reader = std::thread([fd = fds[0], name = child.name, &out, &out_mu] {
+  child.reader = std::thread([fd = fds[0], name = child.id.ToString(), &out, &out_mu] {
     FILE* in = fdopen(fd, "r");
     char* line = nullptr;
     size_t cap = 0;
@@ -145,7 +147,7 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
   for (const scheduler::WorkerPlacement& p : *placed) {
     if (!IsThisHost(p.host)) {
       return absl::FailedPreconditionError(absl::StrCat(
-          p.id, " is placed on node ", p.node, " (host ", p.host,
+          p.id.ToString(), " is placed on node ", p.node, " (host ", p.host,
           "); trellis launch starts processes on this host only"));
     }
   }
@@ -168,15 +170,14 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
 
   std::mutex out_mu;
   std::vector<std::unique_ptr<Child>> children;
-  auto start = [&](const std::string& name, std::vector<std::string> argv,
+  auto start = [&](const config::WorkerId& id, std::vector<std::string> argv,
                    const std::vector<int>& gpus) {
-    children.push_back(std::make_unique<Child>());
-    children.back()->name = name;
+    children.push_back(std::make_unique<Child>(id));
     argv.insert(argv.begin(), trellis_binary);
     return Spawn(*children.back(), argv, gpus, progress, out_mu);
   };
-  std::vector<std::string> scheduler_args = {"serve", "scheduler", "--address-file",
-                                             address_file};
+  std::vector<std::string> scheduler_args = {"serve", config::RoleName(v1::SCHEDULER),
+                                             "--address-file", address_file};
   for (const std::string& a : resume ? std::vector<std::string>{"--resume", out_dir}
                                      : std::vector<std::string>{"--job", job_path, "--out", out_dir}) {
     scheduler_args.push_back(a);
@@ -185,7 +186,7 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
     scheduler_args.push_back("--http");
     scheduler_args.push_back(http);
   }
-  absl::Status status = start("scheduler", scheduler_args, {});
+  absl::Status status = start(config::WorkerId(v1::SCHEDULER), scheduler_args, {});
   // The scheduler's bound address, once it serves.
   std::string scheduler;
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -204,13 +205,13 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
   }
   for (const scheduler::WorkerPlacement& p : *placed) {
     if (!status.ok()) break;
-    status = start(p.id, {"serve", p.role, "--scheduler", scheduler, "--index",
-                          absl::StrCat(p.index)},
+    status = start(p.id, {"serve", config::RoleName(p.id.role()), "--scheduler", scheduler,
+                          "--index", absl::StrCat(p.id.index())},
                    p.gpus);
   }
   if (status.ok()) {
     std::string table;
-    for (auto& c : children) absl::StrAppend(&table, c->name, "\t", c->pid, "\n");
+    for (auto& c : children) absl::StrAppend(&table, c->id.ToString(), "\t", c->pid, "\n");
     status = env->WriteFileAtomically(run.LaunchProcesses(), table);
   }
 
@@ -231,12 +232,12 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
     }
     // A worker that exits 0 was told by the scheduler that the job is over.
     for (auto& c : children) {
-      if (!c->exited || c->name == "scheduler" || c->name.rfind("actor-", 0) == 0 ||
+      if (!c->exited || c->id.role() == v1::SCHEDULER || c->id.role() == v1::ACTOR ||
           (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)) {
         continue;
       }
       status = absl::InternalError(
-          absl::StrCat(c->name, " exited (", Describe(c->status), ") during the job"));
+          absl::StrCat(c->id.ToString(), " exited (", Describe(c->status), ") during the job"));
       break;
     }
     absl::SleepFor(absl::Milliseconds(100));
@@ -249,8 +250,9 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
   // Workers exit by themselves once the scheduler says the job is over.
   TearDown(children, absl::Seconds(status.ok() ? 5 : 2));
   for (auto& c : children) {
-    if (c->name.rfind("actor-", 0) == 0 && !(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)) {
-      progress << "[launch] " << c->name << " ended with " << Describe(c->status) << std::endl;
+    if (c->id.role() == v1::ACTOR && !(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)) {
+      progress << "[launch] " << c->id.ToString() << " ended with " << Describe(c->status)
+               << std::endl;
     }
   }
   sigaction(SIGINT, &old_int, nullptr);

@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
@@ -19,7 +19,9 @@
 #include "absl/synchronization/mutex.h"
 #include "actor/actor_service.h"
 #include "comm/tcp_store.h"
+#include "config/choice.h"
 #include "config/job_config.h"
+#include "config/worker_id.h"
 #include "learner/learner_service.h"
 #include "launch/ledger_forwarder.h"
 #include "ledger/ledger.h"
@@ -107,16 +109,6 @@ absl::StatusOr<weightsync::TransportOptions> TransportOptionsOf(const v1::Transp
   return options;
 }
 
-// The transports a launched worker offers: the built-ins and grpc, whose
-// publisher is the WeightStream host on the learner's server (null
-// elsewhere).
-absl::StatusOr<weightsync::TransportRegistry> Transports(weightsync::WeightStreamHost* host) {
-  weightsync::TransportRegistry registry;
-  if (absl::Status s = weightsync::RegisterBuiltinTransports(registry); !s.ok()) return s;
-  if (absl::Status s = weightsync::RegisterGrpcTransport(registry, host); !s.ok()) return s;
-  return registry;
-}
-
 // Hands every ledger object record of this worker to `forwarder`.
 ledger::Ledger::ObjectForward ForwardTo(LedgerForwarder* forwarder) {
   return [forwarder](std::string_view, ledger::Object object, int64_t bytes,
@@ -133,16 +125,16 @@ ledger::Ledger::ObjectForward ForwardTo(LedgerForwarder* forwarder) {
 }  // namespace
 
 absl::StatusOr<v1::Role> ParseRole(const std::string& name) {
-  if (name == "actor") return v1::ACTOR;
-  if (name == "learner") return v1::LEARNER;
-  if (name == "reference") return v1::REFERENCE;
-  if (name == "verifier") return v1::VERIFIER;
+  const std::optional<v1::Role> role = config::ParseChoice<v1::Role>(name);
+  if (role == v1::ACTOR || role == v1::LEARNER || role == v1::REFERENCE || role == v1::VERIFIER) {
+    return *role;
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "role '", name, "': expected actor, learner, reference or verifier"));
 }
 
 absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
-  const std::string role = absl::AsciiStrToLower(v1::Role_Name(options.role));
+  const std::string role = config::RoleName(options.role);
   // The role's service starts first, so that its address can be registered.
   actor::ActorService actor_service(role);
   learner::LearnerService learner_service(role);
@@ -208,7 +200,9 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
                 "scheduler Register");
   if (!assignment.ok()) return assignment.status();
   const v1::JobConfig& job = assignment->job();
-  const std::string& id = assignment->worker_id();
+  absl::StatusOr<config::WorkerId> assigned = config::WorkerId::Parse(assignment->worker_id());
+  if (!assigned.ok()) return assigned.status();
+  const std::string id = assigned->ToString();
   log << id << ": assigned (job '" << job.name() << "', transport "
       << assignment->transport().kind() << ")" << std::endl;
 
@@ -253,10 +247,12 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   // the recipe has (offline recipes start none).
   const v1::LearnerGroupAssignment& group = assignment->learner_group();
   const bool publishes = options.role == v1::LEARNER && group.rank() == 0 &&
-                         loop::WorkersNeeded(job, "actor") > 0;
+                         loop::WorkersNeeded(job, v1::ACTOR) > 0;
   if (options.role == v1::ACTOR || publishes) {
     const v1::TransportAssignment& t = assignment->transport();
-    absl::StatusOr<weightsync::TransportRegistry> transports = Transports(weight_stream.get());
+    // grpc's publisher is the WeightStream host on the learner's server.
+    absl::StatusOr<weightsync::TransportRegistry> transports =
+        weightsync::LaunchedTransports(weight_stream.get());
     if (!transports.ok()) return transports.status();
     absl::StatusOr<weightsync::TransportOptions> ends =
         TransportOptionsOf(t, publishes, host, transport_port);

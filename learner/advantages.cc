@@ -40,21 +40,13 @@ absl::StatusOr<GroupAdvantages> ComputeGroupAdvantages(
   return out;
 }
 
-absl::StatusOr<AdvantageEstimator> AdvantageEstimatorFromName(const std::string& name) {
-  if (name == "grpo") return AdvantageEstimator::kGrpo;
-  if (name == "rloo") return AdvantageEstimator::kRloo;
-  if (name == "reinforce_pp") return AdvantageEstimator::kReinforcePlusPlus;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "advantage estimator: expected one of grpo, rloo, reinforce_pp; found \"", name, "\""));
-}
-
 absl::StatusOr<GroupAdvantages> ComputeAdvantages(AdvantageEstimator estimator,
                                                   absl::Span<const float> rewards,
                                                   absl::Span<const int64_t> group_sizes,
                                                   bool scale, double eps) {
   size_t total = 0;
   for (int64_t size : group_sizes) {
-    const int64_t least = estimator == AdvantageEstimator::kRloo ? 2 : 1;
+    const int64_t least = estimator == v1::GrpoConfig::RLOO ? 2 : 1;
     if (size < least) {
       return absl::InvalidArgumentError(absl::StrCat(
           "advantages: groups need at least ", least, " rewards; found a group of ", size));
@@ -69,7 +61,7 @@ absl::StatusOr<GroupAdvantages> ComputeAdvantages(AdvantageEstimator estimator,
   out.advantages.assign(rewards.size(), 0.0f);
   bool batch_equal = true;
   for (float r : rewards) batch_equal = batch_equal && r == rewards[0];
-  if (estimator == AdvantageEstimator::kReinforcePlusPlus && !batch_equal) {
+  if (estimator == v1::GrpoConfig::REINFORCE_PP && !batch_equal) {
     out.advantages = ReinforcePlusPlusAdvantages(rewards, eps);
   }
   size_t begin = 0;
@@ -77,16 +69,16 @@ absl::StatusOr<GroupAdvantages> ComputeAdvantages(AdvantageEstimator estimator,
     const absl::Span<const float> group = rewards.subspan(begin, size);
     bool group_equal = true;
     for (float r : group) group_equal = group_equal && r == group[0];
-    if (estimator == AdvantageEstimator::kGrpo) {
+    if (estimator == v1::GrpoConfig::GRPO) {
       absl::StatusOr<GroupAdvantages> g = ComputeGroupAdvantages(group, size, scale, eps);
       if (!g.ok()) return g.status();
       std::copy(g->advantages.begin(), g->advantages.end(), out.advantages.begin() + begin);
-    } else if (estimator == AdvantageEstimator::kRloo && !group_equal) {
+    } else if (estimator == v1::GrpoConfig::RLOO && !group_equal) {
       absl::StatusOr<std::vector<float>> g = RlooAdvantages(group, size);
       if (!g.ok()) return g.status();
       std::copy(g->begin(), g->end(), out.advantages.begin() + begin);
     }
-    out.zero_variance.push_back(estimator == AdvantageEstimator::kReinforcePlusPlus
+    out.zero_variance.push_back(estimator == v1::GrpoConfig::REINFORCE_PP
                                     ? batch_equal
                                     : group_equal);
     begin += size;

@@ -2,11 +2,11 @@
 #define TRELLIS_LEARNER_ADVANTAGES_H_
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "trellis/v1/job.pb.h"
 
 namespace trellis::learner {
 
@@ -20,12 +20,7 @@ struct GroupAdvantages {
 };
 
 // grpo.advantage_estimator.
-enum class AdvantageEstimator { kGrpo, kRloo, kReinforcePlusPlus };
-
-// "grpo", "rloo", "reinforce_pp"; InvalidArgument naming the allowed values
-// otherwise.
-[[nodiscard]] absl::StatusOr<AdvantageEstimator> AdvantageEstimatorFromName(
-    const std::string& name);
+using AdvantageEstimator = v1::GrpoConfig::AdvantageEstimator;
 
 // GRPO advantages: rewards come in consecutive groups of `group_size` (the
 // responses to one prompt); each is centred on its group mean and, when
@@ -38,11 +33,11 @@ enum class AdvantageEstimator { kGrpo, kRloo, kReinforcePlusPlus };
 
 // Advantages under `estimator` of rewards in consecutive groups of the given
 // sizes (groups may differ in size, e.g. after samples were dropped):
-//   kGrpo               ComputeGroupAdvantages per group (`scale`, `eps`);
-//   kRloo               RlooAdvantages per group (losses.h): r_i minus the
-//                       mean of the others in its group;
-//   kReinforcePlusPlus  ReinforcePlusPlusAdvantages over the whole batch
-//                       (losses.h): (r_i - mean) / (std + eps).
+//   GRPO          ComputeGroupAdvantages per group (`scale`, `eps`);
+//   RLOO          RlooAdvantages per group (losses.h): r_i minus the mean of
+//                 the others in its group;
+//   REINFORCE_PP  ReinforcePlusPlusAdvantages over the whole batch
+//                 (losses.h): (r_i - mean) / (std + eps).
 // A group (GRPO, RLOO) or batch (REINFORCE++) whose rewards are all equal
 // gets exact zeros. InvalidArgument when the sizes do not add up to the
 // reward count, a size is below 1, or (RLOO) below 2.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "config/worker_id.h"
 #include "learner/group_member.h"
 #include "learner/learner_worker.h"
 #include "ledger/ledger.h"
@@ -14,7 +15,7 @@
 namespace trellis::learner {
 
 struct LocalLearnerOptions {
-  std::string worker_id = "learner-0";
+  std::string worker_id = config::WorkerId(v1::LEARNER).ToString();
   int64_t vocab_size = 0;
   int32_t pad_id = 0;
   // Seeds the initial weights (when the job names no init_checkpoint).

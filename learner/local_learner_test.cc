@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/tcp_store.h"
+#include "config/choice.h"
 #include "gtest/gtest.h"
 #include "learner/objectives.h"
 #include "ledger/ledger.h"
@@ -207,7 +208,7 @@ TEST(LocalLearnerTest, RejectsMismatchedLogProbs) {
 }
 
 
-v1::JobConfig PpoJob(int micro_batch, const std::string& critic) {
+v1::JobConfig PpoJob(int micro_batch, v1::PpoConfig::Critic critic) {
   v1::JobConfig job = SmallJob(micro_batch, v1::TOKEN_MEAN);
   job.set_algorithm("ppo");
   job.mutable_ppo()->set_critic(critic);
@@ -226,7 +227,7 @@ v1::TrainBatch WithRewards(v1::TrainBatch batch) {
 // split; the critic learns too.
 TEST(LocalLearnerPpoTest, StepIsIndependentOfMicroBatchSize) {
   const v1::TrainBatch batch = WithRewards(RandomBatch(12, 9));
-  for (const std::string critic : {"separate", "shared"}) {
+  for (const v1::PpoConfig::Critic critic : {v1::PpoConfig::SEPARATE, v1::PpoConfig::SHARED}) {
     auto full = MakeLearner(PpoJob(12, critic));
     auto split = MakeLearner(PpoJob(5, critic));
     auto a = full->TrainStep(batch);
@@ -248,8 +249,8 @@ TEST(LocalLearnerPpoTest, StepIsIndependentOfMicroBatchSize) {
 // learner takes the same next step as the one that kept running.
 TEST(LocalLearnerPpoTest, CheckpointHoldsTheCritic) {
   const v1::TrainBatch batch = WithRewards(RandomBatch(8, 3));
-  for (const std::string critic : {"separate", "shared"}) {
-    const std::string dir = ::testing::TempDir() + "/ppo_ckpt_" + critic;
+  for (const v1::PpoConfig::Critic critic : {v1::PpoConfig::SEPARATE, v1::PpoConfig::SHARED}) {
+    const std::string dir = ::testing::TempDir() + "/ppo_ckpt_" + config::ChoiceName(critic);
     std::filesystem::create_directories(dir);
     auto running = MakeLearner(PpoJob(8, critic));
     ASSERT_TRUE(running->TrainStep(batch).ok());
@@ -267,7 +268,8 @@ TEST(LocalLearnerPpoTest, CheckpointHoldsTheCritic) {
 
     // A checkpoint of the other kind of critic does not fit: refused,
     // naming the file.
-    auto other = MakeLearner(PpoJob(8, critic == "shared" ? "separate" : "shared"));
+    auto other = MakeLearner(PpoJob(8, critic == v1::PpoConfig::SHARED ? v1::PpoConfig::SEPARATE
+                                                                   : v1::PpoConfig::SHARED));
     absl::Status refused = other->RestoreCheckpoint(dir);
     EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
     EXPECT_NE(std::string(refused.message()).find(".safetensors"), std::string::npos)
@@ -279,8 +281,8 @@ TEST(LocalLearnerPpoTest, CheckpointHoldsTheCritic) {
 // weights), so a restored learner continues exactly; PPO's critic too.
 TEST(LocalLearnerTest, Bf16CheckpointHoldsTheMasters) {
   const v1::TrainBatch batch = WithRewards(RandomBatch(8, 5));
-  v1::JobConfig job = PpoJob(8, "separate");
-  job.mutable_memory()->set_precision("bf16");
+  v1::JobConfig job = PpoJob(8, v1::PpoConfig::SEPARATE);
+  job.mutable_memory()->set_precision(v1::MemoryConfig::BF16);
   auto running = MakeLearner(job);
   auto first = running->TrainStep(batch);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -311,7 +313,7 @@ v1::PreferenceBatch RandomPairs(int pairs, uint64_t seed) {
 
 TEST(LocalLearnerTest, PreferenceStepIsIndependentOfMicroBatchSize) {
   const v1::PreferenceBatch batch = RandomPairs(9, 4);
-  for (const char* loss : {"sigmoid", "ipo"}) {
+  for (const v1::DpoConfig::Loss loss : {v1::DpoConfig::SIGMOID, v1::DpoConfig::IPO}) {
     v1::JobConfig full_job = SmallJob(9, v1::TOKEN_MEAN), split_job = SmallJob(2, v1::TOKEN_MEAN);
     full_job.mutable_dpo()->set_loss(loss);
     split_job.mutable_dpo()->set_loss(loss);
@@ -399,7 +401,7 @@ TEST(LocalLearnerTest, RejectsAnEmptyPreferenceResponse) {
 TEST(LocalLearnerTest, SgdStateAndCheckpoint) {
   const v1::TrainBatch batch = RandomBatch(8, 11);
   v1::JobConfig plain = SmallJob(8, v1::TOKEN_MEAN);
-  plain.mutable_grpo()->mutable_optimizer()->set_name("sgd");
+  plain.mutable_grpo()->mutable_optimizer()->set_name(v1::OptimizerConfig::SGD);
   auto stateless = MakeLearner(plain)->TrainStep(batch);
   ASSERT_TRUE(stateless.ok()) << stateless.status();
   EXPECT_EQ(stateless->optimizer_state_bytes(), 0);

@@ -43,24 +43,17 @@ torch::Tensor ClippedValueLoss(const torch::Tensor& values, const torch::Tensor&
   return 0.5 * (loss * mask).sum() / normalizer;
 }
 
-absl::StatusOr<PreferenceLossKind> PreferenceLossKindFromName(const std::string& name) {
-  if (name == "sigmoid") return PreferenceLossKind::kDpo;
-  if (name == "ipo") return PreferenceLossKind::kIpo;
-  return absl::InvalidArgumentError(
-      absl::StrCat("dpo.loss: expected sigmoid or ipo, found \"", name, "\""));
-}
-
 PreferenceLoss ComputePreferenceLoss(const torch::Tensor& policy_chosen,
                                      const torch::Tensor& policy_rejected,
                                      const torch::Tensor& ref_chosen,
                                      const torch::Tensor& ref_rejected, double beta,
-                                     PreferenceLossKind kind, double normalizer) {
+                                     v1::DpoConfig::Loss kind, double normalizer) {
   const auto f64 = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
   const torch::Tensor chosen = f64(policy_chosen) - f64(ref_chosen).detach();
   const torch::Tensor rejected = f64(policy_rejected) - f64(ref_rejected).detach();
   const torch::Tensor h = chosen - rejected;
   PreferenceLoss out;
-  if (kind == PreferenceLossKind::kIpo) {
+  if (kind == v1::DpoConfig::IPO) {
     out.loss = (h - 1.0 / (2.0 * beta)).pow(2).sum() / normalizer;
   } else {
     out.loss = -torch::log_sigmoid(beta * h).sum() / normalizer;

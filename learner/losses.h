@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "trellis/v1/job.pb.h"
 
 namespace trellis::learner {
 
@@ -39,13 +40,6 @@ torch::Tensor ClippedValueLoss(const torch::Tensor& values, const torch::Tensor&
                                const torch::Tensor& returns, const torch::Tensor& mask,
                                double clip_eps, double normalizer);
 
-enum class PreferenceLossKind { kDpo, kIpo };
-
-// "sigmoid" -> kDpo, "ipo" -> kIpo (job.proto DpoConfig.loss);
-// InvalidArgument naming dpo.loss otherwise.
-[[nodiscard]] absl::StatusOr<PreferenceLossKind> PreferenceLossKindFromName(
-    const std::string& name);
-
 struct PreferenceLoss {
   // Scalar, differentiable: the SUM of the pairs' losses divided by
   // `normalizer` (the pair count of the full batch), so that micro-batches
@@ -64,14 +58,14 @@ struct PreferenceLoss {
 // From per-pair summed log-probs ([N] each) of the policy and the
 // reference on the chosen and rejected responses, with
 //   h = (pi_c - ref_c) - (pi_r - ref_r):
-//   DPO: -log sigmoid(beta * h)
-//   IPO: (h - 1 / (2 * beta))^2
+//   SIGMOID (DPO): -log sigmoid(beta * h)
+//   IPO:           (h - 1 / (2 * beta))^2
 // computed in float64. Gradients flow into the policy's log-probs only.
 PreferenceLoss ComputePreferenceLoss(const torch::Tensor& policy_chosen,
                                      const torch::Tensor& policy_rejected,
                                      const torch::Tensor& ref_chosen,
                                      const torch::Tensor& ref_rejected, double beta,
-                                     PreferenceLossKind kind, double normalizer);
+                                     v1::DpoConfig::Loss kind, double normalizer);
 
 // RLOO: rewards in consecutive groups of `group_size` (>= 2); each is
 // centred on the mean of the OTHER rewards of its group:

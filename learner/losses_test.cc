@@ -54,7 +54,7 @@ TEST(PreferenceLossTest, DpoAndIpo) {
   const torch::Tensor pc = torch::tensor({-1.0, -2.0}), pr = torch::tensor({-2.0, -1.0});
   const torch::Tensor rc = torch::tensor({-1.5, -1.5}), rr = torch::tensor({-1.5, -1.5});
   PreferenceLoss dpo =
-      ComputePreferenceLoss(pc, pr, rc, rr, 0.1, PreferenceLossKind::kDpo, 2.0);
+      ComputePreferenceLoss(pc, pr, rc, rr, 0.1, v1::DpoConfig::SIGMOID, 2.0);
   // (log(1 + e^-0.1) + log(1 + e^0.1)) / 2
   EXPECT_NEAR(dpo.loss.item<double>(), (0.6443966600 + 0.7443966600) / 2, 1e-9);
   EXPECT_NEAR(dpo.margin_sum, 0.0, 1e-12);
@@ -62,7 +62,7 @@ TEST(PreferenceLossTest, DpoAndIpo) {
   // beta * (pi_c - ref_c): 0.05 and -0.05; beta * (pi_r - ref_r): -0.05 and 0.05.
   EXPECT_NEAR(dpo.chosen_reward_sum, 0.0, 1e-12);
   PreferenceLoss ipo =
-      ComputePreferenceLoss(pc, pr, rc, rr, 0.1, PreferenceLossKind::kIpo, 2.0);
+      ComputePreferenceLoss(pc, pr, rc, rr, 0.1, v1::DpoConfig::IPO, 2.0);
   // ((1 - 5)^2 + (-1 - 5)^2) / 2
   EXPECT_NEAR(ipo.loss.item<double>(), 26.0, 1e-9);
 }
@@ -77,7 +77,7 @@ TEST(PreferenceLossTest, HandComputedGradientsTiesAndRewards) {
   torch::Tensor pc = torch::tensor({-2.0}, torch::requires_grad());
   torch::Tensor pr = torch::tensor({-3.0}, torch::requires_grad());
   const torch::Tensor rc = torch::tensor({-2.5}), rr = torch::tensor({-2.0});
-  PreferenceLoss dpo = ComputePreferenceLoss(pc, pr, rc, rr, 0.5, PreferenceLossKind::kDpo, 1.0);
+  PreferenceLoss dpo = ComputePreferenceLoss(pc, pr, rc, rr, 0.5, v1::DpoConfig::SIGMOID, 1.0);
   EXPECT_NEAR(dpo.loss.item<double>(), 0.3868710, 1e-6);
   dpo.loss.backward();
   EXPECT_NEAR(pc.grad().item<double>(), -0.1604107, 1e-6);
@@ -89,7 +89,7 @@ TEST(PreferenceLossTest, HandComputedGradientsTiesAndRewards) {
 
   pc.mutable_grad().zero_();
   pr.mutable_grad().zero_();
-  PreferenceLoss ipo = ComputePreferenceLoss(pc, pr, rc, rr, 0.5, PreferenceLossKind::kIpo, 1.0);
+  PreferenceLoss ipo = ComputePreferenceLoss(pc, pr, rc, rr, 0.5, v1::DpoConfig::IPO, 1.0);
   EXPECT_NEAR(ipo.loss.item<double>(), 0.25, 1e-12);
   ipo.loss.backward();
   EXPECT_NEAR(pc.grad().item<double>(), 1.0, 1e-12);
@@ -99,10 +99,10 @@ TEST(PreferenceLossTest, HandComputedGradientsTiesAndRewards) {
   // DPO loss log 2, IPO loss (1 / (2 * 0.5))^2 = 1.
   const torch::Tensor same = torch::tensor({-1.0, -4.0});
   PreferenceLoss tie =
-      ComputePreferenceLoss(same, same, same, same, 0.5, PreferenceLossKind::kDpo, 2.0);
+      ComputePreferenceLoss(same, same, same, same, 0.5, v1::DpoConfig::SIGMOID, 2.0);
   EXPECT_NEAR(tie.loss.item<double>(), std::log(2.0), 1e-12);
   EXPECT_DOUBLE_EQ(tie.ranked_right, 1.0);
-  EXPECT_NEAR(ComputePreferenceLoss(same, same, same, same, 0.5, PreferenceLossKind::kIpo, 2.0)
+  EXPECT_NEAR(ComputePreferenceLoss(same, same, same, same, 0.5, v1::DpoConfig::IPO, 2.0)
                   .loss.item<double>(),
               1.0, 1e-12);
 }
@@ -110,7 +110,7 @@ TEST(PreferenceLossTest, HandComputedGradientsTiesAndRewards) {
 TEST(PreferenceLossTest, MicroBatchesAddUpToTheFullBatch) {
   const torch::Tensor pc = torch::tensor({-1.0, -2.5, -0.5}), pr = torch::tensor({-2.0, -1.0, -3.0});
   const torch::Tensor rc = torch::tensor({-1.2, -2.0, -1.0}), rr = torch::tensor({-1.5, -1.5, -2.0});
-  for (PreferenceLossKind kind : {PreferenceLossKind::kDpo, PreferenceLossKind::kIpo}) {
+  for (v1::DpoConfig::Loss kind : {v1::DpoConfig::SIGMOID, v1::DpoConfig::IPO}) {
     const double whole = ComputePreferenceLoss(pc, pr, rc, rr, 0.2, kind, 3.0).loss.item<double>();
     double parts = 0;
     for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 2}, {2, 3}}) {
@@ -120,9 +120,6 @@ TEST(PreferenceLossTest, MicroBatchesAddUpToTheFullBatch) {
     }
     EXPECT_NEAR(parts, whole, 1e-12);
   }
-  EXPECT_EQ(PreferenceLossKindFromName("hinge").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(*PreferenceLossKindFromName("ipo"), PreferenceLossKind::kIpo);
 }
 
 TEST(BaselineTest, RlooLeavesOneOut) {

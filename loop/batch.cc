@@ -2,7 +2,9 @@
 
 namespace trellis::loop {
 
-bool DropsTimeouts(const v1::JobConfig& job) { return job.verifier().timeout_policy() == "drop"; }
+bool DropsTimeouts(const v1::JobConfig& job) {
+  return job.verifier().timeout_policy() == v1::VerifierConfig::DROP;
+}
 
 std::vector<bool> DroppedSamples(const v1::VerifyResponse& verdicts, bool drop_timeouts) {
   std::vector<bool> dropped(verdicts.results_size(), false);

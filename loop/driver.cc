@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/worker_id.h"
 #include "env/run_dir.h"
 #include "loop/loop_util.h"
 #include "loop/streaming_verify.h"
@@ -66,7 +67,7 @@ std::string Driver::Headline() const { return recipe_->Headline(eval_before_, ev
 
 absl::Status Driver::SyncWeights() {
   if (roles_.learner->policy_version() == published_version_) return absl::OkStatus();
-  auto span = ledger_->Begin(Stage::kWeightSync, "scheduler");
+  auto span = ledger_->Begin(Stage::kWeightSync, config::WorkerId(v1::SCHEDULER).ToString());
   absl::StatusOr<v1::WeightSyncStats> sent = roles_.learner->PublishWeights();
   if (!sent.ok()) return At(sent.status(), "publishing weights");
   absl::StatusOr<v1::WeightSyncStats> got = roles_.actor->SyncWeights(sent->version());
@@ -74,14 +75,16 @@ absl::Status Driver::SyncWeights() {
   v1::WeightSyncStats handoff = *sent;
   handoff.set_transfer_seconds(sent->transfer_seconds() + got->transfer_seconds());
   handoff.set_load_seconds(got->load_seconds());
-  ledger_->RecordHandoff("learner-0", handoff);
+  // The learner group's rank 0 publishes.
+  const std::string learner = config::WorkerId(v1::LEARNER).ToString();
+  ledger_->RecordHandoff(learner, handoff);
   // The publisher keeps the newest version's buckets staged for receivers;
   // while it packs a new version the previous one is still staged.
   if (published_version_ >= 0) {
-    ledger_->RecordObject("learner-0", ledger::Object::kCommunication, 2 * sent->bytes(),
+    ledger_->RecordObject(learner, ledger::Object::kCommunication, 2 * sent->bytes(),
                           Stage::kWeightSync);
   }
-  ledger_->RecordObject("learner-0", ledger::Object::kCommunication, sent->bytes(),
+  ledger_->RecordObject(learner, ledger::Object::kCommunication, sent->bytes(),
                         Stage::kWeightSync);
   published_version_ = sent->version();
   return absl::OkStatus();
@@ -90,7 +93,7 @@ absl::Status Driver::SyncWeights() {
 absl::Status Driver::WarmUp() {
   const v1::SftConfig& sft = job_.sft();
   for (int step = 0; step < sft.steps(); ++step) {
-    auto span = ledger_->Begin(Stage::kSft, "learner-0");
+    auto span = ledger_->Begin(Stage::kSft, config::WorkerId(v1::LEARNER).ToString());
     v1::SftBatch batch;
     for (int i = 0; i < sft.batch_size(); ++i) {
       absl::StatusOr<v1::SftBatch::Pair> pair = MakeSftPair(*tokenizer_, sft_stream_.Next());
@@ -113,7 +116,7 @@ absl::Status Driver::WarmUp() {
 
 absl::Status Driver::TakeReference() {
   const std::string path = env::RunDir(out_dir_).Reference();
-  auto span = ledger_->Begin(Stage::kCheckpoint, "learner-0");
+  auto span = ledger_->Begin(Stage::kCheckpoint, config::WorkerId(v1::LEARNER).ToString());
   if (absl::Status s = roles_.learner->SaveWeights(path); !s.ok()) {
     return At(s, "saving the reference weights");
   }
@@ -129,7 +132,7 @@ absl::Status Driver::PrepareRollouts() {
 }
 
 absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& label) {
-  auto span = ledger_->Begin(Stage::kEval, "scheduler");
+  auto span = ledger_->Begin(Stage::kEval, config::WorkerId(v1::SCHEDULER).ToString());
   const auto& eval = data_.eval;
   const int64_t n = job_.eval().num_prompts() > 0
                         ? std::min<int64_t>(job_.eval().num_prompts(), eval.size())
@@ -199,7 +202,8 @@ absl::Status Driver::SampleRound(int64_t step, int round, int64_t prompts, int64
   const absl::Time rollout_start = absl::Now();
   absl::StatusOr<v1::GenerateResponse> rollout;
   {
-    auto span = ledger_->Begin(Stage::kRollout, "actor-0");
+    // The actors' rollout (an actor pool's, too) under the first actor.
+    auto span = ledger_->Begin(Stage::kRollout, config::WorkerId(v1::ACTOR).ToString());
     rollout = roles_.actor->GenerateStreaming(
         request, [&verifying](const v1::GenerateResponse& part) { verifying.Add(part); });
     span.End();
@@ -232,7 +236,7 @@ absl::StatusOr<StepSamples> Driver::SampleStep(int64_t step, int64_t prompts, in
 }
 
 absl::Status Driver::CheckpointAfter(int64_t steps_done) {
-  auto span = ledger_->Begin(Stage::kCheckpoint, "scheduler");
+  auto span = ledger_->Begin(Stage::kCheckpoint, config::WorkerId(v1::SCHEDULER).ToString());
   LoopState state;
   state.next_step = steps_done;
   state.policy_version = roles_.learner->policy_version();
@@ -255,7 +259,7 @@ absl::Status Driver::Resume() {
   eval_before_ = resume_->eval_before;
   if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "resumed weight sync");
   if (roles_.reference == nullptr) return absl::OkStatus();
-  auto span = ledger_->Begin(Stage::kCheckpoint, "reference-0");
+  auto span = ledger_->Begin(Stage::kCheckpoint, config::WorkerId(v1::REFERENCE).ToString());
   return At(roles_.reference->Load(env::RunDir(out_dir_).Reference()),
             "resume: loading the reference");
 }

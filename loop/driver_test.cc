@@ -87,7 +87,7 @@ TEST(DriverTest, GrpoTrainsOnItsEstimatorsAdvantages) {
 
 TEST(DriverTest, PpoLeavesTheAdvantageToTheLearner) {
   v1::JobConfig job = Job("ppo");
-  job.mutable_ppo()->set_reward("reward_model");
+  job.mutable_ppo()->set_reward(v1::PpoConfig::REWARD_MODEL);
   FakeRun run(job);
   ASSERT_TRUE(run.driver.Run().ok());
   ASSERT_EQ(run.fakes.learner.train_batches.size(), 2u);

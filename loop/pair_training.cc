@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/worker_id.h"
 #include "loop/fixed_data.h"
 #include "loop/loop_util.h"
 
@@ -21,7 +22,7 @@ constexpr uint64_t kPairSalt = 1ULL << 41;
 absl::Status PairRecipe::Prepare() {
   const v1::JobConfig& job = driver_.job();
   const model::Tokenizer& tokenizer = driver_.tokenizer();
-  auto span = driver_.ledger().Begin(Stage::kLoad, "scheduler");
+  auto span = driver_.ledger().Begin(Stage::kLoad, config::WorkerId(v1::SCHEDULER).ToString());
   const v1::DataConfig& d = job.data();
   data::PreferenceSplit split;
   if (d.preference_train_path().empty()) {
@@ -73,7 +74,7 @@ absl::StatusOr<ledger::EvalMetrics> PairRecipe::Evaluate(const std::string& labe
   for (v1::PreferencePair& p : eval_pairs_) pairs.push_back(&p);
   if (absl::Status s = BeforeUse(pairs, /*eval=*/true); !s.ok()) return At(s, "eval " + label);
   const v1::JobConfig& job = driver_.job();
-  auto span = driver_.ledger().Begin(Stage::kEval, "scheduler");
+  auto span = driver_.ledger().Begin(Stage::kEval, config::WorkerId(v1::SCHEDULER).ToString());
   EvalSums sums;
   const size_t n = eval_pairs_.size();
   for (size_t begin = 0; begin < n; begin += job.eval().batch_size()) {
@@ -108,7 +109,7 @@ absl::Status PairRecipe::Step(int64_t step, ledger::StepCounts& counts) {
   for (size_t i : drawn) *batch.add_pairs() = train_pairs_[i];
   absl::StatusOr<v1::TrainStats> stats;
   {
-    auto span = driver_.ledger().Begin(Stage::kUpdate, "learner-0");
+    auto span = driver_.ledger().Begin(Stage::kUpdate, config::WorkerId(v1::LEARNER).ToString());
     stats = driver_.roles().learner->PreferenceStep(batch);
   }
   if (!stats.ok()) return At(stats.status(), "update");

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "config/worker_id.h"
 #include "loop/batch.h"
 #include "loop/loop_util.h"
 #include "loop/recipes/dapo.h"
@@ -57,7 +58,7 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
   if (use_kl) {
     v1::LogProbRequest scored;
     *scored.mutable_samples() = drawn.rollout.samples();
-    auto span = ledger.Begin(Stage::kReference, "reference-0");
+    auto span = ledger.Begin(Stage::kReference, config::WorkerId(v1::REFERENCE).ToString());
     ref = roles.reference->LogProbs(scored);
     if (!ref.ok()) return At(ref.status(), "reference");
   }
@@ -66,7 +67,7 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
 
   v1::TrainBatch batch;
   {
-    auto span = ledger.Begin(Stage::kAdvantage, "scheduler");
+    auto span = ledger.Begin(Stage::kAdvantage, config::WorkerId(v1::SCHEDULER).ToString());
     BatchInput in;
     in.samples = &drawn.rollout.samples();
     in.verdicts = &drawn.verdicts;
@@ -93,7 +94,7 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
   const bool left_out =
       counts.samples_dropped > 0 || counts.samples_overlong > 0 || grpo.dapo().dynamic_sampling();
   if (batch.samples_size() > 0 || !left_out) {
-    auto span = ledger.Begin(Stage::kUpdate, "learner-0");
+    auto span = ledger.Begin(Stage::kUpdate, config::WorkerId(v1::LEARNER).ToString());
     stats = roles.learner->TrainStep(batch);
   }  // else every sample was left out (dropped, filtered): no update this step
   if (!stats.ok()) return At(stats.status(), "update");

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "ledger/ledger.h"
 #include "trellis/v1/job.pb.h"
+#include "trellis/v1/scheduler.pb.h"
 
 namespace trellis::loop {
 
@@ -91,11 +92,11 @@ const RecipeRegistry& BuiltinRecipes();
 [[nodiscard]] absl::Status CheckRecipe(const v1::JobConfig& job);
 // Whether the job's recipe calls the reference role.
 bool NeedsReference(const v1::JobConfig& job);
-// How many workers of `role` ("actor", "learner", "reference" or
-// "verifier") a launched job starts: deployment.<role>.count, or 0 for a
-// role its recipe never calls (the reference without NeedsReference; the
-// actors and the verifier of a recipe that does not roll out).
-int WorkersNeeded(const v1::JobConfig& job, std::string_view role);
+// How many workers of `role` a launched job starts: deployment.<role>.count,
+// or 0 for a role its recipe never calls (the reference without
+// NeedsReference; the actors and the verifier of a recipe that does not
+// roll out) and for the scheduler, which is no worker.
+int WorkersNeeded(const v1::JobConfig& job, v1::Role role);
 // The optimizer steps the job's recipe runs (an SFT warm-up's not counted).
 int64_t RecipeSteps(const v1::JobConfig& job);
 // Whether the job's recipe rolls out (RecipeSpec::rolls_out).

@@ -67,13 +67,15 @@ int64_t RecipeSteps(const v1::JobConfig& job) { return SpecOf(job).steps(job); }
 
 bool RollsOut(const v1::JobConfig& job) { return SpecOf(job).rolls_out; }
 
-int WorkersNeeded(const v1::JobConfig& job, std::string_view role) {
+int WorkersNeeded(const v1::JobConfig& job, v1::Role role) {
   const v1::DeploymentConfig& d = job.deployment();
-  if (role == "learner") return d.learner().count();
-  if (role == "reference") return NeedsReference(job) ? d.reference().count() : 0;
-  if (role == "actor") return RollsOut(job) ? d.actor().count() : 0;
-  if (role == "verifier") return RollsOut(job) ? d.verifier().count() : 0;
-  return 0;
+  switch (role) {
+    case v1::LEARNER: return d.learner().count();
+    case v1::REFERENCE: return NeedsReference(job) ? d.reference().count() : 0;
+    case v1::ACTOR: return RollsOut(job) ? d.actor().count() : 0;
+    case v1::VERIFIER: return RollsOut(job) ? d.verifier().count() : 0;
+    default: return 0;
+  }
 }
 
 }  // namespace trellis::loop

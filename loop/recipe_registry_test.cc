@@ -54,25 +54,26 @@ TEST(RecipeRegistryTest, RecipesNameTheirRolesAndSteps) {
   EXPECT_TRUE(CheckRecipe(job).ok());  // grpo by default
   EXPECT_TRUE(NeedsReference(job));    // grpo.kl_coef 0.01 by default
   EXPECT_EQ(RecipeSteps(job), 7);
-  EXPECT_EQ(WorkersNeeded(job, "actor"), 3);
+  EXPECT_EQ(WorkersNeeded(job, v1::ACTOR), 3);
   job.mutable_grpo()->set_kl_coef(0);
   EXPECT_FALSE(NeedsReference(job));
-  EXPECT_EQ(WorkersNeeded(job, "reference"), 0);
+  EXPECT_EQ(WorkersNeeded(job, v1::REFERENCE), 0);
   job.set_algorithm("ppo");
-  job.mutable_ppo()->set_reward("reward_model");
+  job.mutable_ppo()->set_reward(v1::PpoConfig::REWARD_MODEL);
   EXPECT_TRUE(NeedsReference(job));
   job.set_algorithm("sft");
   EXPECT_FALSE(NeedsReference(job));
   EXPECT_EQ(RecipeSteps(job), 8);
-  EXPECT_EQ(WorkersNeeded(job, "actor"), 0);
-  EXPECT_EQ(WorkersNeeded(job, "verifier"), 0);
-  EXPECT_EQ(WorkersNeeded(job, "learner"), 1);
+  EXPECT_EQ(WorkersNeeded(job, v1::ACTOR), 0);
+  EXPECT_EQ(WorkersNeeded(job, v1::VERIFIER), 0);
+  EXPECT_EQ(WorkersNeeded(job, v1::LEARNER), 1);
+  EXPECT_EQ(WorkersNeeded(job, v1::SCHEDULER), 0);
   for (const char* algorithm : {"dpo", "online_dpo"}) {
     job.set_algorithm(algorithm);
     EXPECT_TRUE(NeedsReference(job)) << algorithm;
     EXPECT_EQ(RecipeSteps(job), 9) << algorithm;
   }
-  EXPECT_EQ(WorkersNeeded(job, "actor"), 3);  // online_dpo rolls out
+  EXPECT_EQ(WorkersNeeded(job, v1::ACTOR), 3);  // online_dpo rolls out
   job.set_algorithm("reward_model");
   job.mutable_reward_model()->set_steps(10);
   EXPECT_FALSE(NeedsReference(job));

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "config/worker_id.h"
 
 namespace trellis::loop {
 
@@ -59,7 +60,7 @@ void StreamingVerify::Run() {
     v.start = absl::Now();
     absl::StatusOr<v1::VerifyResponse> verdicts;
     if (bad.ok()) {
-      auto span = ledger_->Begin(ledger::Stage::kVerify, "verifier-0");
+      auto span = ledger_->Begin(ledger::Stage::kVerify, config::WorkerId(v1::VERIFIER).ToString());
       verdicts = verifier_->Verify(request);
     }
     v.end = absl::Now();

@@ -1,5 +1,6 @@
 #include "model/lora.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -51,13 +52,22 @@ bool IsAdapterName(std::string_view name) {
   return false;
 }
 
-bool IsLoraTarget(const trellis::v1::LoraConfig& lora, std::string_view projection) {
-  if (lora.rank() <= 0) return false;
-  if (lora.target_modules().empty()) return projection == "q_proj" || projection == "v_proj";
-  for (const std::string& t : lora.target_modules()) {
-    if (t == projection) return true;
+std::vector<trellis::v1::LoraConfig::Projection> LoraTargets(const trellis::v1::LoraConfig& lora) {
+  if (lora.target_modules().empty()) {
+    return {trellis::v1::LoraConfig::Q_PROJ, trellis::v1::LoraConfig::V_PROJ};
   }
-  return false;
+  std::vector<trellis::v1::LoraConfig::Projection> targets;
+  for (int t : lora.target_modules()) {
+    targets.push_back(static_cast<trellis::v1::LoraConfig::Projection>(t));
+  }
+  return targets;
+}
+
+bool IsLoraTarget(const trellis::v1::LoraConfig& lora,
+                  trellis::v1::LoraConfig::Projection projection) {
+  if (lora.rank() <= 0) return false;
+  const std::vector<trellis::v1::LoraConfig::Projection> targets = LoraTargets(lora);
+  return std::find(targets.begin(), targets.end(), projection) != targets.end();
 }
 
 }  // namespace trellis::model

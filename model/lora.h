@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -50,9 +51,13 @@ TORCH_MODULE(LoraLinear);
 // ".lora_B.weight").
 bool IsAdapterName(std::string_view name);
 
-// Whether `lora` (rank > 0) adapts the projection named `projection`
-// ("q_proj", ...); an empty target_modules means q_proj and v_proj.
-bool IsLoraTarget(const trellis::v1::LoraConfig& lora, std::string_view projection);
+// The projections `lora` names in target_modules; q_proj and v_proj when it
+// names none.
+std::vector<trellis::v1::LoraConfig::Projection> LoraTargets(const trellis::v1::LoraConfig& lora);
+
+// Whether `lora` (rank > 0) adapts `projection`.
+bool IsLoraTarget(const trellis::v1::LoraConfig& lora,
+                  trellis::v1::LoraConfig::Projection projection);
 
 }  // namespace trellis::model
 

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "absl/status/status.h"
+#include "config/choice.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/testing/small_model.h"
@@ -28,7 +29,9 @@ v1::LoraConfig Lora(int rank, std::vector<std::string> targets = {}) {
   v1::LoraConfig lora;
   lora.set_rank(rank);
   lora.set_alpha(8);
-  for (auto& t : targets) lora.add_target_modules(t);
+  for (auto& t : targets) {
+    lora.add_target_modules(*config::ParseChoice<v1::LoraConfig::Projection>(t));
+  }
   return lora;
 }
 

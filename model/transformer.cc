@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "config/choice.h"
 #include "model/lora.h"
 #include "model/rope.h"
 
@@ -65,19 +66,24 @@ struct TransformerImpl::Block : torch::nn::Module {
       : n_heads(c.n_heads()), n_kv_heads(c.n_kv_heads()), head_dim(head_dim),
         index(index) {
     const int64_t d = c.d_model();
-    // Projection `name` of `parent`, with an adapter when LoRA targets it.
-    auto projection = [&lora](torch::nn::Module& parent, const char* name, int64_t in,
-                              int64_t out, bool bias = false) {
-      const int64_t rank = IsLoraTarget(lora, name) ? lora.rank() : 0;
-      return parent.register_module(name, LoraLinear(in, out, rank, lora.alpha(), bias));
+    // Projection `p` of `parent`, with an adapter when LoRA targets it; its
+    // module is named as LoraConfig names it ("q_proj", ...).
+    auto projection = [&lora](torch::nn::Module& parent, v1::LoraConfig::Projection p,
+                              int64_t in, int64_t out, bool bias = false) {
+      const int64_t rank = IsLoraTarget(lora, p) ? lora.rank() : 0;
+      return parent.register_module(config::ChoiceName(p),
+                                    LoraLinear(in, out, rank, lora.alpha(), bias));
     };
     input_layernorm = register_module(
         "input_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
     auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
-    q_proj = projection(*attn, "q_proj", d, n_heads * head_dim, c.attention_bias());
-    k_proj = projection(*attn, "k_proj", d, n_kv_heads * head_dim, c.attention_bias());
-    v_proj = projection(*attn, "v_proj", d, n_kv_heads * head_dim, c.attention_bias());
-    o_proj = projection(*attn, "o_proj", n_heads * head_dim, d);
+    q_proj =
+        projection(*attn, v1::LoraConfig::Q_PROJ, d, n_heads * head_dim, c.attention_bias());
+    k_proj =
+        projection(*attn, v1::LoraConfig::K_PROJ, d, n_kv_heads * head_dim, c.attention_bias());
+    v_proj =
+        projection(*attn, v1::LoraConfig::V_PROJ, d, n_kv_heads * head_dim, c.attention_bias());
+    o_proj = projection(*attn, v1::LoraConfig::O_PROJ, n_heads * head_dim, d);
     if (c.qk_norm()) {
       const double eps = c.rms_norm_eps();
       q_norm = attn->register_module("q_norm", std::make_shared<RMSNorm>(head_dim, eps));
@@ -86,9 +92,9 @@ struct TransformerImpl::Block : torch::nn::Module {
     post_attention_layernorm = register_module(
         "post_attention_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
     auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
-    gate_proj = projection(*mlp, "gate_proj", d, c.d_ff());
-    up_proj = projection(*mlp, "up_proj", d, c.d_ff());
-    down_proj = projection(*mlp, "down_proj", c.d_ff(), d);
+    gate_proj = projection(*mlp, v1::LoraConfig::GATE_PROJ, d, c.d_ff());
+    up_proj = projection(*mlp, v1::LoraConfig::UP_PROJ, d, c.d_ff());
+    down_proj = projection(*mlp, v1::LoraConfig::DOWN_PROJ, c.d_ff(), d);
   }
 
   void ResetAdapters() {
@@ -208,7 +214,7 @@ int64_t KVCache::bytes() const {
 
 void TransformerImpl::ApplyMemoryConfig(const trellis::v1::MemoryConfig& memory) {
   set_activation_checkpointing(memory.activation_checkpointing());
-  if (memory.precision() == "bf16") SetParameterDtype(torch::kBFloat16);
+  if (memory.precision() == v1::MemoryConfig::BF16) SetParameterDtype(torch::kBFloat16);
 }
 
 void TransformerImpl::SetParameterDtype(torch::ScalarType dtype) {

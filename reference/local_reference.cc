@@ -1,10 +1,12 @@
 #include <algorithm>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "config/recipe.h"
+#include "config/worker_id.h"
 #include "ledger/memory_tracker.h"
 #include "model/policy.h"
 #include "model/safetensors.h"
@@ -56,15 +58,17 @@ absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config,
 class LocalReference : public ReferenceWorker {
  public:
   LocalReference(const v1::JobConfig& job, const model::Tokenizer* tokenizer,
-                 ledger::Ledger* ledger)
-      : config_(job.model()),
+                 ledger::Ledger* ledger, std::string id)
+      : id_(std::move(id)),
+        config_(job.model()),
         tokenizer_(tokenizer),
         temperature_(job.sampling().temperature()),
         ledger_(ledger) {}
 
   // Loads the job's reward model, if it has one.
   absl::Status Init(const v1::JobConfig& job) {
-    if (config::RecipeOf(job) != config::Recipe::kPpo || job.ppo().reward() != "reward_model") {
+    if (config::RecipeOf(job) != config::Recipe::kPpo ||
+        job.ppo().reward() != v1::PpoConfig::REWARD_MODEL) {
       return absl::OkStatus();
     }
     absl::StatusOr<model::Transformer> rm =
@@ -73,7 +77,7 @@ class LocalReference : public ReferenceWorker {
     if (!rm.ok()) return rm.status();
     reward_model_ = *std::move(rm);
     if (ledger_ != nullptr) {
-      ledger_->RecordObject("reference-0", ledger::Object::kRewardModel,
+      ledger_->RecordObject(id_, ledger::Object::kRewardModel,
                             ParameterBytes(reward_model_), ledger::Stage::kLoad);
     }
     return absl::OkStatus();
@@ -86,7 +90,7 @@ class LocalReference : public ReferenceWorker {
                    weights_path, "reference weights");
     if (!model.ok()) return model.status();
     if (ledger_ != nullptr) {
-      ledger_->RecordObject("reference-0", ledger::Object::kReferenceModel,
+      ledger_->RecordObject(id_, ledger::Object::kReferenceModel,
                             ParameterBytes(*model), ledger::Stage::kLoad);
       // The file's tensors, copied into the model and freed.
       RecordWorkspace(window, ParameterBytes(*model), ledger::Stage::kLoad);
@@ -141,8 +145,8 @@ class LocalReference : public ReferenceWorker {
     if (ledger_ == nullptr) return;
     const int64_t bytes =
         std::max<int64_t>(0, window.peak_bytes() - window.start_live_bytes() - kept);
-    ledger_->RecordObject("reference-0", ledger::Object::kWorkspace, bytes, stage);
-    ledger_->RecordObject("reference-0", ledger::Object::kWorkspace, 0, stage);
+    ledger_->RecordObject(id_, ledger::Object::kWorkspace, bytes, stage);
+    ledger_->RecordObject(id_, ledger::Object::kWorkspace, 0, stage);
   }
 
   // The request's samples as one batch (an empty request gives an empty,
@@ -161,6 +165,7 @@ class LocalReference : public ReferenceWorker {
     return batch;
   }
 
+  const std::string id_;
   const v1::ModelConfig config_;
   const model::Tokenizer* tokenizer_;
   const double temperature_;
@@ -173,8 +178,9 @@ class LocalReference : public ReferenceWorker {
 
 absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(
     const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger) {
-  const std::string id = "reference-0";
-  auto reference = std::make_unique<LocalReference>(job, tokenizer, ledger);
+  // The job's one reference worker (deployment.reference.count is 1).
+  const std::string id = config::WorkerId(v1::REFERENCE).ToString();
+  auto reference = std::make_unique<LocalReference>(job, tokenizer, ledger, id);
   absl::Status init = model::TorchEdge(id).Call("build", [&] { return reference->Init(job); });
   if (!init.ok()) return init;
   return GuardTorchErrors(std::move(reference), id);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
+#include "config/worker_id.h"
 #include "env/run_dir.h"
 #include "run/checkpoint.h"
 #include "run/job_runner.h"
@@ -24,11 +25,13 @@ class LocalRoleSet final : public RoleSet {
     set->publisher_ = weightsync::NewInProcessPublisher();
     set->receiver_ = set->publisher_->NewReceiver();
     absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> learner =
-        roles::MakeLocalLearner(job, *tokenizer, set->publisher_.get(), ledger, "learner-0");
+        roles::MakeLocalLearner(job, *tokenizer, set->publisher_.get(), ledger,
+                                config::WorkerId(v1::LEARNER).ToString());
     if (!learner.ok()) return learner.status();
     set->learner_ = *std::move(learner);
     absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> actor =
-        roles::MakeLocalActor(job, tokenizer, set->receiver_.get(), ledger, "actor-0");
+        roles::MakeLocalActor(job, tokenizer, set->receiver_.get(), ledger,
+                              config::WorkerId(v1::ACTOR).ToString());
     if (!actor.ok()) return actor.status();
     set->actor_ = *std::move(actor);
     absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> reference =

@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "config/job_config.h"
 #include "config/recipe.h"
+#include "config/worker_id.h"
 #include "data/dataset.h"
 #include "env/run_dir.h"
 #include "ledger/memory_tracker.h"
@@ -115,7 +116,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
   absl::StatusOr<data::Split> split;
   {
-    auto span = ledger.Begin(ledger::Stage::kLoad, "scheduler");
+    auto span = ledger.Begin(ledger::Stage::kLoad, config::WorkerId(v1::SCHEDULER).ToString());
     split = LoadJobData(job);
   }
   if (!split.ok()) return split.status();
@@ -159,7 +160,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   const bool reward_model = config::RecipeOf(job) == config::Recipe::kRewardModel;
   const std::string weights = reward_model ? env::RunDir::kRewardModel : env::RunDir::kPolicy;
   {
-    auto span = ledger.Begin(ledger::Stage::kCheckpoint, "learner-0");
+    auto span = ledger.Begin(ledger::Stage::kCheckpoint, config::WorkerId(v1::LEARNER).ToString());
     if (absl::Status s = roles.learner->SaveWeights(run.File(weights)); !s.ok()) {
       return s;
     }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
+#include "config/worker_id.h"
 #include "env/run_dir.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
@@ -134,7 +135,7 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
       std::vector<web::WorkerStatus> workers;
       for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {
         for (const WorkerInfo& w : registry->Workers(role)) {
-          workers.push_back({w.id, RoleName(role), w.request.address(), !w.dead});
+          workers.push_back({w.id, config::RoleName(role), w.request.address(), !w.dead});
         }
       }
       return workers;

@@ -17,7 +17,7 @@ struct NodeState {
 };
 
 struct RoleDemand {
-  std::string role;
+  v1::Role role;
   const v1::RoleDeployment* deployment = nullptr;
   int count = 0;
 };
@@ -83,10 +83,10 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
   }
   const v1::DeploymentConfig& d = job.deployment();
   const std::vector<RoleDemand> demands = {
-      {"learner", &d.learner(), loop::WorkersNeeded(job, "learner")},
-      {"reference", &d.reference(), loop::WorkersNeeded(job, "reference")},
-      {"verifier", &d.verifier(), loop::WorkersNeeded(job, "verifier")},
-      {"actor", &d.actor(), loop::WorkersNeeded(job, "actor")}};
+      {v1::LEARNER, &d.learner(), loop::WorkersNeeded(job, v1::LEARNER)},
+      {v1::REFERENCE, &d.reference(), loop::WorkersNeeded(job, v1::REFERENCE)},
+      {v1::VERIFIER, &d.verifier(), loop::WorkersNeeded(job, v1::VERIFIER)},
+      {v1::ACTOR, &d.actor(), loop::WorkersNeeded(job, v1::ACTOR)}};
 
   // What each pool must hold, to report a shortfall whole.
   std::map<std::string, int> gpus_needed;
@@ -98,11 +98,11 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
       std::vector<std::string> names;
       for (const auto& [name, nodes] : pools) names.push_back(name);
       return absl::FailedPreconditionError(
-          absl::StrCat("deployment.", r.role, ".pool: no pool '", pool,
+          absl::StrCat("deployment.", config::RoleName(r.role), ".pool: no pool '", pool,
                        "' in the cluster (pools: ", absl::StrJoin(names, ", "), ")"));
     }
     gpus_needed[pool] += r.count * r.deployment->gpus_per_worker();
-    roles_in_pool[pool].push_back(r.role);
+    roles_in_pool[pool].push_back(config::RoleName(r.role));
   }
   for (const auto& [pool, needed] : gpus_needed) {
     int have = 0;
@@ -127,25 +127,20 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
           break;
         }
       }
+      const config::WorkerId id(r.role, i);
       if (chosen == nullptr) {
         std::vector<std::string> free;
         for (const NodeState& n : nodes) {
           free.push_back(absl::StrCat(n.node->name(), " ", n.free_gpus.size()));
         }
         return absl::FailedPreconditionError(absl::StrCat(
-            "pool '", r.deployment->pool(), "': ", r.role, "-", i, " needs ", want,
+            "pool '", r.deployment->pool(), "': ", id.ToString(), " needs ", want,
             " GPUs on one node; free GPUs per node: ", absl::StrJoin(free, ", ")));
       }
-      WorkerPlacement p;
-      p.role = r.role;
-      p.index = i;
-      p.id = absl::StrCat(r.role, "-", i);
-      p.pool = r.deployment->pool();
-      p.node = chosen->node->name();
-      p.host = chosen->node->host();
-      p.gpus.assign(chosen->free_gpus.begin(), chosen->free_gpus.begin() + want);
-      chosen->free_gpus.erase(chosen->free_gpus.begin(), chosen->free_gpus.begin() + want);
-      placements.push_back(std::move(p));
+      const auto taken = chosen->free_gpus.begin() + want;
+      placements.push_back({id, r.deployment->pool(), chosen->node->name(),
+                            chosen->node->host(), {chosen->free_gpus.begin(), taken}});
+      chosen->free_gpus.erase(chosen->free_gpus.begin(), taken);
     }
   }
   return placements;
@@ -154,8 +149,9 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
 std::string PlacementTable(const std::vector<WorkerPlacement>& placements) {
   std::string table = "id\trole\tindex\tpool\tnode\thost\tgpus\n";
   for (const WorkerPlacement& p : placements) {
-    absl::StrAppend(&table, p.id, "\t", p.role, "\t", p.index, "\t", p.pool, "\t", p.node, "\t",
-                    p.host, "\t", p.gpus.empty() ? "-" : absl::StrJoin(p.gpus, ","), "\n");
+    absl::StrAppend(&table, p.id.ToString(), "\t", config::RoleName(p.id.role()), "\t",
+                    p.id.index(), "\t", p.pool, "\t", p.node, "\t", p.host, "\t",
+                    p.gpus.empty() ? "-" : absl::StrJoin(p.gpus, ","), "\n");
   }
   return table;
 }

@@ -13,15 +13,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "config/worker_id.h"
 #include "trellis/v1/cluster.pb.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::scheduler {
 
 struct WorkerPlacement {
-  std::string id;  // "<role>-<index>"
-  std::string role;
-  int index = 0;
+  config::WorkerId id;
   std::string pool;
   std::string node;
   std::string host;

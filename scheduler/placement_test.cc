@@ -39,11 +39,11 @@ TEST(PlacementTest, DisaggregatedRolesGetTheirPoolsAndDistinctGpus) {
             Cluster(kTwoPools));
   ASSERT_TRUE(placed.ok()) << placed.status();
   ASSERT_EQ(placed->size(), 6u);
-  EXPECT_EQ((*placed)[0].id, "learner-0");
+  EXPECT_EQ((*placed)[0].id.ToString(), "learner-0");
   EXPECT_EQ((*placed)[0].node, "t0");
   EXPECT_THAT((*placed)[0].gpus, ElementsAre(0, 1));
   EXPECT_TRUE((*placed)[1].gpus.empty());  // reference, CPU only
-  EXPECT_EQ((*placed)[3].id, "actor-0");
+  EXPECT_EQ((*placed)[3].id.ToString(), "actor-0");
   EXPECT_EQ((*placed)[3].node, "r0");
   EXPECT_THAT((*placed)[3].gpus, ElementsAre(0));
   EXPECT_THAT((*placed)[4].gpus, ElementsAre(1));

@@ -8,6 +8,7 @@
 #include "config/job_config.h"
 #include "loop/recipe.h"
 #include "rpc/status.h"
+#include "weightsync/grpc_transport.h"
 
 namespace trellis::scheduler {
 namespace {
@@ -18,6 +19,17 @@ void Record(ledger::Ledger& ledger, const v1::LedgerReport& report) {
     ledger.RecordObject(report.worker_id(), *ledger::ObjectFromName(o.object()), o.bytes(),
                         *ledger::StageFromName(o.stage()));
   }
+}
+
+// Whether receivers reach the job's weight transport on the learner's gRPC
+// server (grpc) rather than at a port of its own (gloo). A transport no
+// launched worker offers reads false: the workers refuse it, naming it.
+bool OnLearnerServer(const std::string& transport) {
+  static const absl::StatusOr<weightsync::TransportRegistry>* const transports =
+      new absl::StatusOr<weightsync::TransportRegistry>(weightsync::LaunchedTransports(nullptr));
+  if (!transports->ok()) return false;
+  const absl::StatusOr<weightsync::Endpoint> endpoint = (*transports)->EndpointOf(transport);
+  return endpoint.ok() && *endpoint == weightsync::Endpoint::kLearnerServer;
 }
 
 }  // namespace
@@ -121,12 +133,10 @@ grpc::Status SchedulerService::Register(grpc::ServerContext*, const v1::Register
   t->set_bucket_bytes(d.bucket_bytes());
   t->set_num_receivers(registry->Expected(v1::ACTOR));
   const std::vector<WorkerInfo> learners = registry->Workers(v1::LEARNER);
-  // gloo: the learner's TCPStore; grpc: its WeightStream service, which it
-  // serves beside the Learner service.
   if (!learners.empty()) {
     const v1::RegisterRequest& learner = learners.front().request;
-    t->set_address(d.weight_transport() == "grpc" ? learner.address()
-                                                  : learner.transport_address());
+    t->set_address(OnLearnerServer(d.weight_transport()) ? learner.address()
+                                                         : learner.transport_address());
   }
   t->set_receiver_index(-1);
   if (request->role() == v1::LEARNER) {

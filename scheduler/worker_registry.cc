@@ -3,23 +3,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/job_config.h"
+#include "config/worker_id.h"
 #include "loop/recipe.h"
 
 namespace trellis::scheduler {
 
-std::string RoleName(v1::Role role) {
-  switch (role) {
-    case v1::ACTOR: return "actor";
-    case v1::LEARNER: return "learner";
-    case v1::REFERENCE: return "reference";
-    case v1::VERIFIER: return "verifier";
-    default: return "unknown";
-  }
-}
-
 WorkerRegistry::WorkerRegistry(const v1::JobConfig& job, env::Env* env) : env_(env) {
   for (v1::Role role : {v1::ACTOR, v1::LEARNER, v1::REFERENCE, v1::VERIFIER}) {
-    expected_[role] = loop::WorkersNeeded(job, RoleName(role));
+    expected_[role] = loop::WorkersNeeded(job, role);
   }
 }
 
@@ -30,7 +21,7 @@ int WorkerRegistry::Expected(v1::Role role) const {
 
 absl::StatusOr<std::string> WorkerRegistry::Add(const v1::RegisterRequest& request) {
   const v1::Role role = request.role();
-  if (role == v1::ROLE_UNSPECIFIED || RoleName(role) == "unknown") {
+  if (expected_.count(role) == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("role: expected ACTOR, LEARNER, REFERENCE or VERIFIER, found ",
                      static_cast<int>(role)));
@@ -44,19 +35,20 @@ absl::StatusOr<std::string> WorkerRegistry::Add(const v1::RegisterRequest& reque
   for (const auto& [id, w] : workers_) taken += w.role == role;
   if (taken >= expected) {
     return absl::FailedPreconditionError(absl::StrCat("the job needs ", expected, " ",
-                                                      RoleName(role), " workers and has them"));
+                                                      config::RoleName(role),
+                                                      " workers and has them"));
   }
   int index = 0;
   if (request.has_index()) {
     index = request.index();
     if (index < 0 || index >= expected) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "index: ", index, " is outside [0, ", expected, ") for ", RoleName(role)));
+          "index: ", index, " is outside [0, ", expected, ") for ", config::RoleName(role)));
     }
   } else {
-    while (workers_.count(absl::StrCat(RoleName(role), "-", index))) ++index;
+    while (workers_.count(config::WorkerId(role, index).ToString())) ++index;
   }
-  const std::string id = absl::StrCat(RoleName(role), "-", index);
+  const std::string id = config::WorkerId(role, index).ToString();
   if (workers_.count(id)) {
     return absl::FailedPreconditionError(absl::StrCat(id, " is already registered"));
   }
@@ -91,7 +83,7 @@ absl::Status WorkerRegistry::WaitComplete(absl::Duration timeout, bool ready) {
   std::map<v1::Role, int> have = count();
   for (const auto& [role, n] : expected_) {
     if (have[role] < n) {
-      short_roles.push_back(absl::StrCat(RoleName(role), " ", have[role], " of ", n));
+      short_roles.push_back(absl::StrCat(config::RoleName(role), " ", have[role], " of ", n));
     }
   }
   return absl::DeadlineExceededError(

@@ -22,7 +22,7 @@
 namespace trellis::scheduler {
 
 struct WorkerInfo {
-  std::string id;  // "<role>-<index>"
+  std::string id;  // config::WorkerId(role, index)
   v1::Role role = v1::ROLE_UNSPECIFIED;
   int index = 0;
   v1::RegisterRequest request;
@@ -31,8 +31,6 @@ struct WorkerInfo {
   bool ready = false;
   bool dead = false;
 };
-
-std::string RoleName(v1::Role role);
 
 class WorkerRegistry {
  public:

@@ -74,13 +74,13 @@ void ExpectRewardRises(const JobRun& run, size_t k, double margin) {
 
 TEST(AlgorithmsTest, RlooRaisesTheReward) {
   v1::JobConfig job = AlgorithmJob();
-  job.mutable_grpo()->set_advantage_estimator("rloo");
+  job.mutable_grpo()->set_advantage_estimator(v1::GrpoConfig::RLOO);
   ExpectRewardRises(RunJob("rloo", job), 10, 0.05);
 }
 
 TEST(AlgorithmsTest, ReinforcePlusPlusRaisesTheReward) {
   v1::JobConfig job = AlgorithmJob();
-  job.mutable_grpo()->set_advantage_estimator("reinforce_pp");
+  job.mutable_grpo()->set_advantage_estimator(v1::GrpoConfig::REINFORCE_PP);
   ExpectRewardRises(RunJob("reinforce_pp", job), 10, 0.05);
 }
 
@@ -151,7 +151,7 @@ TEST(AlgorithmsTest, OverlongFilteringLeavesTruncatedSamplesOut) {
 TEST(AlgorithmsTest, ExplicitGrpoDefaultsEqualTheDefaultRun) {
   v1::JobConfig job = testing_util::TinyJob();
   const JobRun plain = RunJob("default", job);
-  job.mutable_grpo()->set_advantage_estimator("grpo");
+  job.mutable_grpo()->set_advantage_estimator(v1::GrpoConfig::GRPO);
   job.mutable_grpo()->mutable_dapo()->set_clip_eps_low(job.grpo().clip_eps());
   job.mutable_grpo()->mutable_dapo()->set_clip_eps_high(job.grpo().clip_eps());
   job.mutable_grpo()->mutable_dapo()->set_max_sampling_rounds(7);
@@ -169,7 +169,7 @@ TEST(AlgorithmsTest, ExplicitGrpoDefaultsEqualTheDefaultRun) {
 
 // PPO with either critic, the KL to the reference in the reward (the
 // default) or in the loss.
-v1::JobConfig PpoJob(const std::string& critic) {
+v1::JobConfig PpoJob(v1::PpoConfig::Critic critic) {
   v1::JobConfig job = AlgorithmJob();
   job.set_algorithm("ppo");
   job.mutable_ppo()->set_critic(critic);
@@ -183,7 +183,7 @@ int64_t ObjectPeak(const JobRun& run, const char* object) {
 }
 
 TEST(AlgorithmsTest, PpoWithASeparateCriticRaisesTheReward) {
-  const JobRun run = RunJob("ppo_separate", PpoJob("separate"));
+  const JobRun run = RunJob("ppo_separate", PpoJob(v1::PpoConfig::SEPARATE));
   ExpectRewardRises(run, 10, 0.05);
   // The critic learned: over the last steps its value loss is well below
   // that of a critic predicting 0 (half the mean squared return; the
@@ -202,8 +202,8 @@ TEST(AlgorithmsTest, PpoWithASeparateCriticRaisesTheReward) {
 }
 
 TEST(AlgorithmsTest, PpoWithASharedCriticAndKlInTheLossRaisesTheReward) {
-  v1::JobConfig job = PpoJob("shared");
-  job.mutable_ppo()->set_kl_mode("loss");
+  v1::JobConfig job = PpoJob(v1::PpoConfig::SHARED);
+  job.mutable_ppo()->set_kl_mode(v1::PpoConfig::LOSS);
   const JobRun run = RunJob("ppo_shared", job);
   ExpectRewardRises(run, 10, 0.05);
   // A value head on the policy's trunk: d_model floats and their gradient.
@@ -230,8 +230,8 @@ TEST(AlgorithmsTest, RewardModelLearnsPreferencesAndPpoRaisesItsScore) {
             << "\n";
   EXPECT_GT(after, before + 0.2);
 
-  v1::JobConfig job = PpoJob("separate");
-  job.mutable_ppo()->set_reward("reward_model");
+  v1::JobConfig job = PpoJob(v1::PpoConfig::SEPARATE);
+  job.mutable_ppo()->set_reward(v1::PpoConfig::REWARD_MODEL);
   job.mutable_ppo()->set_reward_model_path((rm.dir / "reward_model.safetensors").string());
   const JobRun run = RunJob("ppo_reward_model", job);
   ExpectRewardRises(run, 10, 0.05);

@@ -50,7 +50,10 @@ v1::JobConfig Job(int rank) {
   job.mutable_sft()->mutable_optimizer()->set_warmup_steps(0);
   auto* lora = job.mutable_memory()->mutable_lora();
   lora->set_rank(rank);
-  for (const char* t : {"q_proj", "v_proj", "down_proj"}) lora->add_target_modules(t);
+  for (v1::LoraConfig::Projection t :
+       {v1::LoraConfig::Q_PROJ, v1::LoraConfig::V_PROJ, v1::LoraConfig::DOWN_PROJ}) {
+    lora->add_target_modules(t);
+  }
   return job;
 }
 

@@ -61,7 +61,7 @@ v1::JobConfig SftJob() {
 // DPO from the initial policy on the built-in pairs (chosen the answer,
 // rejected a near miss or a run-on): 60 steps of 32 pairs, micro-batches
 // of 8 pairs.
-v1::JobConfig DpoJob(const std::string& reference_logprobs) {
+v1::JobConfig DpoJob(v1::DpoConfig::ReferenceLogprobs reference_logprobs) {
   v1::JobConfig job = SmallTask("dpo");
   auto* d = job.mutable_dpo();
   d->set_steps(60);
@@ -89,7 +89,7 @@ TEST(PreferenceTest, SftHeldOutLossFalls) {
 }
 
 TEST(PreferenceTest, DpoRaisesHeldOutPreferenceAccuracyCachedOrOnTheFly) {
-  const JobRun cached = RunJob("dpo_cached", DpoJob("cached"));
+  const JobRun cached = RunJob("dpo_cached", DpoJob(v1::DpoConfig::CACHED));
   ASSERT_EQ(cached.steps.size(), 60u);
   const json& eval = cached.summary["eval"];
   const double before = eval["before"]["accuracy"].get<double>();
@@ -110,7 +110,7 @@ TEST(PreferenceTest, DpoRaisesHeldOutPreferenceAccuracyCachedOrOnTheFly) {
     EXPECT_EQ(step["stage_seconds"]["reference"].get<double>(), 0.0);
   }
 
-  const JobRun fly = RunJob("dpo_on_the_fly", DpoJob("on_the_fly"));
+  const JobRun fly = RunJob("dpo_on_the_fly", DpoJob(v1::DpoConfig::ON_THE_FLY));
   ASSERT_EQ(fly.steps.size(), cached.steps.size());
   for (size_t i = 0; i < fly.steps.size(); ++i) {
     EXPECT_EQ(fly.steps[i]["loss"], cached.steps[i]["loss"]) << "step " << i;
@@ -125,8 +125,8 @@ TEST(PreferenceTest, DpoRaisesHeldOutPreferenceAccuracyCachedOrOnTheFly) {
 }
 
 TEST(PreferenceTest, IpoRaisesHeldOutPreferenceAccuracy) {
-  v1::JobConfig job = DpoJob("cached");
-  job.mutable_dpo()->set_loss("ipo");
+  v1::JobConfig job = DpoJob(v1::DpoConfig::CACHED);
+  job.mutable_dpo()->set_loss(v1::DpoConfig::IPO);
   const JobRun run = RunJob("ipo", job);
   const json& eval = run.summary["eval"];
   EXPECT_GE(eval["after"]["accuracy"].get<double>(), 0.7);
@@ -187,7 +187,7 @@ TEST(PreferenceTest, LaunchedDpoMatchesEmbedded) {
   const fs::path root = fs::path(testing::TempDir()) / "preference_launch";
   fs::remove_all(root);
   fs::create_directories(root);
-  v1::JobConfig job = DpoJob("on_the_fly");
+  v1::JobConfig job = DpoJob(v1::DpoConfig::ON_THE_FLY);
   job.mutable_dpo()->set_steps(10);
   job.mutable_deployment()->mutable_actor()->set_count(1);
   testing_util::WriteText(root / "job.yaml", config::ResolvedJobYaml(job));

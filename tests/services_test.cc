@@ -233,7 +233,7 @@ TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
 
   v1::JobConfig ppo = job_;
   ppo.set_algorithm("ppo");
-  ppo.mutable_ppo()->set_reward("reward_model");
+  ppo.mutable_ppo()->set_reward(v1::PpoConfig::REWARD_MODEL);
   ppo.mutable_ppo()->set_reward_model_path(path + ".missing");
   auto missing = reference::NewLocalReference(ppo, tokenizer_.get(), nullptr);
   EXPECT_FALSE(missing.ok());

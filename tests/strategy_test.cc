@@ -113,7 +113,7 @@ TEST(StrategyTest, AccumulationLowersActivationsButNotGradientsOrOptimizerState)
 
 TEST(StrategyTest, Bf16HalvesWeightsAndActivationsAndKeepsFp32Masters) {
   v1::JobConfig job = BaseJob();
-  job.mutable_memory()->set_precision("bf16");
+  job.mutable_memory()->set_precision(v1::MemoryConfig::BF16);
   const JobRun bf16 = RunTinyJob("strategy_bf16", job);
   const auto base = LearnerObjects(Baseline());
   const auto cand = LearnerObjects(bf16);

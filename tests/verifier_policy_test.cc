@@ -77,7 +77,7 @@ TEST(VerifierPolicyTest, DropPolicyTrainsAndRecordsTimeoutsAndDrops) {
   // worker's successor must answer in time.
   v->set_deadline_ms(1500);
   v->set_timeout_reward(-1);
-  v->set_timeout_policy("drop");
+  v->set_timeout_policy(v1::VerifierConfig::DROP);
   v->set_version("hang1");
   v->set_breaker_window(0);  // only timeouts here, no pauses
 

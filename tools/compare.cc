@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "config/job_config.h"
+#include "config/worker_id.h"
 #include "env/run_dir.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "tools/planner.h"
@@ -89,7 +90,7 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
     const json role_peaks = memory.value("role_peaks", json::object());
     for (const auto& [role, peak] : role_peaks.items()) {
       ledger::PeakAttribution p = ledger::PeakAttributionFromJson(peak);
-      if (role == "learner-0") r.learner_peak = p;
+      if (role == config::WorkerId(v1::LEARNER).ToString()) r.learner_peak = p;
       if (p.measured_bytes > r.peak.measured_bytes) r.peak = std::move(p);
     }
     r.generated_tokens_per_second = s.at("tokens_per_second").at("generated").get<double>();
@@ -196,13 +197,14 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Rows(const Compari
     return absl::StrCat(r.peak.role, " / ", r.peak.stage, " (step ", r.peak.step, ")");
   });
   add("resident at peak", [](const RunFacts& r) { return PeakObjects(r.peak); });
-  add("learner-0 peak", [](const RunFacts& r) {
+  const std::string learner = config::WorkerId(v1::LEARNER).ToString();
+  add(learner + " peak", [](const RunFacts& r) {
     return r.learner_peak.role.empty()
                ? std::string("-")
                : absl::StrCat(Mib(r.learner_peak.measured_bytes), " in ", r.learner_peak.stage);
   });
-  add("learner-0 objects at its peak",
-      [](const RunFacts& r) { return PeakObjects(r.learner_peak, "learner-0"); });
+  add(learner + " objects at its peak",
+      [&learner](const RunFacts& r) { return PeakObjects(r.learner_peak, learner); });
   add("step time", [](const RunFacts& r) { return absl::StrFormat("%.4f s", r.step_seconds); });
   std::vector<std::string> stages;
   for (const RunFacts& r : c.runs) {

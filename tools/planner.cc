@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "config/recipe.h"
+#include "config/worker_id.h"
+#include "model/lora.h"
 
 namespace trellis::tools {
 namespace {
@@ -48,14 +50,15 @@ int64_t Parameters(const Shape& s) {
 // (job.proto LoraConfig; none without a rank).
 int64_t AdapterParameters(const Shape& s, const v1::LoraConfig& lora) {
   if (lora.rank() <= 0) return 0;
-  const std::map<std::string, int64_t> in_plus_out = {
-      {"q_proj", 2 * s.d},       {"k_proj", s.d + s.kvd}, {"v_proj", s.d + s.kvd},
-      {"o_proj", 2 * s.d},       {"gate_proj", s.d + s.f}, {"up_proj", s.d + s.f},
-      {"down_proj", s.f + s.d}};
-  std::vector<std::string> targets(lora.target_modules().begin(), lora.target_modules().end());
-  if (targets.empty()) targets = {"q_proj", "v_proj"};
+  const std::map<v1::LoraConfig::Projection, int64_t> in_plus_out = {
+      {v1::LoraConfig::Q_PROJ, 2 * s.d},         {v1::LoraConfig::K_PROJ, s.d + s.kvd},
+      {v1::LoraConfig::V_PROJ, s.d + s.kvd},     {v1::LoraConfig::O_PROJ, 2 * s.d},
+      {v1::LoraConfig::GATE_PROJ, s.d + s.f},    {v1::LoraConfig::UP_PROJ, s.d + s.f},
+      {v1::LoraConfig::DOWN_PROJ, s.f + s.d}};
   int64_t per_layer = 0;
-  for (const std::string& t : targets) per_layer += lora.rank() * in_plus_out.at(t);
+  for (v1::LoraConfig::Projection t : model::LoraTargets(lora)) {
+    per_layer += lora.rank() * in_plus_out.at(t);
+  }
   return s.L * per_layer;
 }
 
@@ -91,7 +94,7 @@ struct Strategy {
 
 Strategy StrategyOf(const v1::JobConfig& job) {
   Strategy st;
-  st.masters = job.memory().precision() == "bf16";
+  st.masters = job.memory().precision() == v1::MemoryConfig::BF16;
   st.weight_bytes = st.masters ? 2 : kFloat;
   st.checkpointing = job.memory().activation_checkpointing();
   return st;
@@ -137,12 +140,12 @@ int64_t NoGradPerToken(const Shape& s) {
 constexpr char kNoGradFormula[] = "4 B x rows x seq x (max(4d_ff + 5.5d, 2V + d) + 2hd)";
 
 int64_t OptimizerStateBytes(const v1::OptimizerConfig& o, int64_t params) {
-  if (o.name() == "sgd") return o.momentum() > 0 ? kFloat * params : 0;
+  if (o.name() == v1::OptimizerConfig::SGD) return o.momentum() > 0 ? kFloat * params : 0;
   return 2 * kFloat * params;
 }
 
 std::string OptimizerFormula(const v1::OptimizerConfig& o) {
-  if (o.name() == "sgd") {
+  if (o.name() == v1::OptimizerConfig::SGD) {
     return o.momentum() > 0 ? "4 B x N (SGD momentum)" : "0 (SGD, no momentum)";
   }
   return "2 x 4 B x N (AdamW exp_avg, exp_avg_sq)";
@@ -152,7 +155,7 @@ std::string OptimizerFormula(const v1::OptimizerConfig& o) {
 // the parameter it updates (sqrt, then the division), SGD one.
 int64_t StepWorkspace(const v1::OptimizerConfig& o, const Shape& s) {
   const int64_t largest = std::max({s.V * s.d, s.d * s.f, s.d * s.d});
-  return (o.name() == "sgd" ? 1 : 2) * kFloat * largest;
+  return (o.name() == v1::OptimizerConfig::SGD ? 1 : 2) * kFloat * largest;
 }
 
 PlanStage StagePlan(const Plan& plan, std::string role, std::string stage,
@@ -167,20 +170,23 @@ std::vector<PlanLine> TrainTransients(const Shape& s, const v1::OptimizerConfig&
   const int64_t tokens = rows * seq;
   const int64_t backward = kFloat * tokens * BackwardWorkspacePerToken(s);
   const int64_t step = StepWorkspace(o, s);
-  return {{"learner-0", "activations", tokens * ActivationBytesPerToken(s, seq, st),
+  const std::string learner = config::WorkerId(v1::LEARNER).ToString();
+  return {{learner, "activations", tokens * ActivationBytesPerToken(s, seq, st),
            absl::StrCat(ActivationFormula(st), ", rows ", rows, ", seq ", seq)},
-          {"learner-0", "workspace", std::max(backward, step),
+          {learner, "workspace", std::max(backward, step),
            absl::StrCat("max(backward ", kBackwardFormula, ", optimizer step ",
-                        o.name() == "sgd" ? "1" : "2", " x 4 B x largest parameter)")}};
+                        o.name() == v1::OptimizerConfig::SGD ? "1" : "2",
+                        " x 4 B x largest parameter)")}};
 }
 
 std::vector<PlanLine> GenerateTransients(const Shape& s, int64_t rows, int64_t prompt,
                                          int64_t max_new) {
   const int64_t cap = prompt + max_new;
-  return {{"actor-0", "kv_cache", kFloat * 2 * s.L * rows * s.KV * cap * s.hd,
+  const std::string actor = config::WorkerId(v1::ACTOR).ToString();
+  return {{actor, "kv_cache", kFloat * 2 * s.L * rows * s.KV * cap * s.hd,
            absl::StrCat("4 B x 2 x L x rows x KV x (prompt + max_new) x hd, rows ", rows,
                         ", prompt ", prompt, ", max_new ", max_new)},
-          {"actor-0", "workspace", kFloat * rows * prompt * NoGradPerToken(s),
+          {actor, "workspace", kFloat * rows * prompt * NoGradPerToken(s),
            absl::StrCat("prefill ", kNoGradFormula, ", seq = prompt")}};
 }
 
@@ -215,21 +221,25 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   const std::string t_name = A > 0 ? "A" : "N";
 
   // Resident objects, every role in this process.
+  const std::string learner = config::WorkerId(v1::LEARNER).ToString();
+  const std::string actor = config::WorkerId(v1::ACTOR).ToString();
+  const std::string reference = config::WorkerId(v1::REFERENCE).ToString();
+  const std::string scheduler = config::WorkerId(v1::SCHEDULER).ToString();
   const Strategy st = StrategyOf(job);
-  plan.resident.push_back({"learner-0", "parameters", st.weight_bytes * N,
+  plan.resident.push_back({learner, "parameters", st.weight_bytes * N,
                            absl::StrCat(st.masters ? "2 B (bf16)" : "4 B", " x ", n_formula)});
   if (A > 0) {
     plan.resident.push_back(
-        {"learner-0", "adapters", kFloat * A,
+        {learner, "adapters", kFloat * A,
          absl::StrCat("4 B x A, A = L x sum over target projections of rank x (in + out) = ", A,
                       " (LoRA; the base above is frozen)")});
   }
   if (st.masters) {
-    plan.resident.push_back({"learner-0", "master_weights", kFloat * N,
+    plan.resident.push_back({learner, "master_weights", kFloat * N,
                              "4 B x N (fp32 masters the optimizer steps)"});
   }
   plan.resident.push_back(
-      {"learner-0", "gradients", kFloat * T,
+      {learner, "gradients", kFloat * T,
        absl::StrCat("4 B x ", t_name,
                     st.masters ? " (fp32, on the masters: bf16 gradients are copied up after "
                                  "backward)"
@@ -243,17 +253,17 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   };
   if (has_sft) optimizer_line("sft", job.sft().optimizer());
   if (has_rl) optimizer_line("rl", job.grpo().optimizer());
-  plan.resident.push_back({"learner-0", "optimizer_state", optimizer, optimizer_formula});
+  plan.resident.push_back({learner, "optimizer_state", optimizer, optimizer_formula});
   if (has_rl) {
     plan.resident.push_back(
-        {"learner-0", "communication", kFloat * T,
+        {learner, "communication", kFloat * T,
          A > 0 ? "4 B x A (only the adapters are staged for the actor)"
                : "4 B x N (the newest weights staged for the actor)"});
-    plan.resident.push_back({"actor-0", "parameters", kFloat * (N + A),
+    plan.resident.push_back({actor, "parameters", kFloat * (N + A),
                              A > 0 ? "4 B x (N + A) (its own base and the adapters)" : "4 B x N"});
   }
   if (has_rl && has_reference) {
-    plan.resident.push_back({"reference-0", "reference_model", kFloat * N, "4 B x N"});
+    plan.resident.push_back({reference, "reference_model", kFloat * N, "4 B x N"});
   }
   for (const PlanLine& l : plan.resident) plan.resident_bytes += l.bytes;
 
@@ -263,7 +273,7 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
     const int64_t rows = std::min<int64_t>(micro, job.sft().batch_size());
     const int64_t seq = P + w.answer_tokens - 1;
     plan.stages.push_back(
-        StagePlan(plan, "learner-0", "sft",
+        StagePlan(plan, learner, "sft",
                   TrainTransients(s, job.sft().optimizer(), st, rows, seq)));
     const double tokens = static_cast<double>(job.sft().batch_size()) * seq;
     const double flops = tokens * TrainFlopsPerToken(job.model(), w.vocab_size, seq);
@@ -280,16 +290,16 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
     const int64_t samples =
         static_cast<int64_t>(job.grpo().prompts_per_step()) * job.grpo().responses_per_prompt();
     const int64_t seq = P + max_new - 1;
-    plan.stages.push_back(StagePlan(plan, "actor-0", "rollout",
+    plan.stages.push_back(StagePlan(plan, actor, "rollout",
                                 GenerateTransients(s, samples, P, max_new)));
     if (has_reference) {
       plan.stages.push_back(StagePlan(
-          plan, "reference-0", "reference",
-          {{"reference-0", "workspace", kFloat * samples * seq * NoGradPerToken(s),
+          plan, reference, "reference",
+          {{reference, "workspace", kFloat * samples * seq * NoGradPerToken(s),
             absl::StrCat(kNoGradFormula, ", rows ", samples, ", seq ", seq)}}));
     }
     const int64_t rows = std::min(micro, samples);
-    plan.stages.push_back(StagePlan(plan, "learner-0", "update",
+    plan.stages.push_back(StagePlan(plan, learner, "update",
                                     TrainTransients(s, job.grpo().optimizer(), st, rows, seq)));
     // What the other setting of memory.activation_checkpointing would give.
     Strategy other = st;
@@ -300,13 +310,13 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
         rows * seq * ActivationBytesPerToken(s, seq, other) / static_cast<double>(1 << 20),
         rows * seq * ActivationBytesPerToken(s, seq, st) / static_cast<double>(1 << 20)));
     plan.stages.push_back(StagePlan(
-        plan, "scheduler", "weight_sync",
-        {{"learner-0", "communication", kFloat * T,
+        plan, scheduler, "weight_sync",
+        {{learner, "communication", kFloat * T,
           absl::StrCat("4 B x ", t_name,
                        " (the new version packed while the previous one is still staged)")}}));
     const int64_t eval_rows = std::min<int64_t>(job.eval().batch_size(), w.eval_prompts);
     plan.stages.push_back(
-        StagePlan(plan, "scheduler", "eval", GenerateTransients(s, eval_rows, P, max_new)));
+        StagePlan(plan, scheduler, "eval", GenerateTransients(s, eval_rows, P, max_new)));
     plan.notes.push_back(absl::StrCat(
         "sequences of RL samples taken at their longest: prompt ", P, " + max_new_tokens ",
         max_new, "; responses that stop early need less"));

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "config/worker_id.h"
 #include "ledger/attribution.h"
 #include "trellis/v1/job.pb.h"
 
@@ -42,7 +43,7 @@ struct ProbeOptions {
   // Held-out prompts each setting evaluates.
   int eval_prompts = 16;
   // Whose peak is compared.
-  std::string role = "learner-0";
+  std::string role = config::WorkerId(v1::LEARNER).ToString();
   // Each setting runs in out_dir/<key>=<value>/.
   std::string out_dir;
 };

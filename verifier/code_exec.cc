@@ -163,20 +163,15 @@ absl::Status RegisterCodeExecVerifier(VerifierRegistry& registry) {
         if (c.max_processes() < 1) bad.push_back(absl::StrCat("max_processes: must be >= 1, found ", c.max_processes()));
         if (c.max_file_mb() < 0) bad.push_back(absl::StrCat("max_file_mb: must be >= 0, found ", c.max_file_mb()));
         if (!bad.empty()) return absl::InvalidArgumentError(absl::StrCat("verifier.", bad[0]));
-        SandboxMode mode;
-        if (c.sandbox() == "rlimits") {
-          mode = SandboxMode::kRlimits;
-        } else if (c.sandbox() == "bwrap" || c.sandbox() == "auto") {
+        SandboxMode mode = SandboxMode::kRlimits;
+        if (c.sandbox() != v1::VerifierConfig::RLIMITS) {
           const bool works = BwrapWorks();
-          if (!works && c.sandbox() == "bwrap") {
+          if (!works && c.sandbox() == v1::VerifierConfig::BWRAP) {
             return absl::FailedPreconditionError(
                 "verifier.sandbox: \"bwrap\" requested but bubblewrap does not work here (not "
                 "installed, or user namespaces are disabled); use \"auto\" or \"rlimits\"");
           }
-          mode = works ? SandboxMode::kBwrap : SandboxMode::kRlimits;
-        } else {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "verifier.sandbox: must be auto, bwrap or rlimits, found ", Show(c.sandbox())));
+          if (works) mode = SandboxMode::kBwrap;
         }
         return std::make_unique<CodeExec>(c, mode);
       });

@@ -23,10 +23,9 @@ using ::testing::StartsWith;
 
 constexpr char kTests[] = R"([{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4", "output": "6"}])";
 
-std::unique_ptr<Verifier> Make(const std::string& sandbox = "auto", int deadline_ms = 1500) {
+std::unique_ptr<Verifier> Make(int deadline_ms = 1500) {
   v1::VerifierConfig c;
   c.set_name("code_exec");
-  c.set_sandbox(sandbox);
   c.set_deadline_ms(deadline_ms);
   c.set_cpu_seconds(5);
   c.set_memory_mb(256);
@@ -92,7 +91,7 @@ TEST(CodeExec, CorrectWrongAndRuntimeError) {
 }
 
 TEST(CodeExec, InfiniteLoopIsKilledAtTheDeadline) {
-  auto v = Make("auto", 500);
+  auto v = Make(500);
   const absl::Time start = absl::Now();
   v1::VerifyResult r = Score(*v, "import os\nos.fork()\nwhile True: pass\n");
   const absl::Duration took = absl::Now() - start;
@@ -105,7 +104,7 @@ TEST(CodeExec, InfiniteLoopIsKilledAtTheDeadline) {
 }
 
 TEST(CodeExec, ForkBombHitsTheProcessLimit) {
-  auto v = Make("auto", 3000);
+  auto v = Make(3000);
   v1::VerifyResult r = Score(*v, "import os\nwhile True:\n    os.fork()\n");
   EXPECT_EQ(r.verdict(), v1::WRONG) << r.detail();
   EXPECT_THAT(r.detail(), StartsWith("process_limit")) << r.detail();
@@ -149,7 +148,7 @@ TEST(CodeExec, BwrapRequiredButMissingIsAConfigError) {
   if (Namespaces()) GTEST_SKIP() << "bubblewrap works here; nothing to refuse";
   v1::VerifierConfig c;
   c.set_name("code_exec");
-  c.set_sandbox("bwrap");
+  c.set_sandbox(v1::VerifierConfig::BWRAP);
   VerifierRegistry registry;
   ASSERT_TRUE(RegisterBuiltinVerifiers(registry).ok());
   EXPECT_EQ(registry.Create(c).status().code(), absl::StatusCode::kFailedPrecondition);

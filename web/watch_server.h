@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "config/worker_id.h"
 #include "ledger/ledger.h"
 #include "ledger/prometheus.h"
 #include "ledger/run_view.h"
@@ -47,8 +48,8 @@ class WatchServer {
     // (ledger::RunView::Scope::kProcess).
     bool dashboard = true;
     // This process, reported as trellis_worker_up{worker,role} 1.
-    std::string worker = "scheduler";
-    std::string role = "scheduler";
+    std::string worker = config::WorkerId(v1::SCHEDULER).ToString();
+    std::string role = config::RoleName(v1::SCHEDULER);
   };
 
   // Binds and starts serving on a thread of its own. InvalidArgument for a

@@ -157,7 +157,14 @@ absl::Status RegisterGrpcTransport(TransportRegistry& registry, WeightStreamHost
         }
         return host->NewPublisher(options);
       },
-      NewGrpcReceiver);
+      NewGrpcReceiver, Endpoint::kLearnerServer);
+}
+
+absl::StatusOr<TransportRegistry> LaunchedTransports(WeightStreamHost* host) {
+  TransportRegistry registry;
+  if (absl::Status s = RegisterBuiltinTransports(registry); !s.ok()) return s;
+  if (absl::Status s = RegisterGrpcTransport(registry, host); !s.ok()) return s;
+  return registry;
 }
 
 }  // namespace trellis::weightsync

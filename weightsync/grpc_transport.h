@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "weightsync/registry.h"
 #include "weightsync/transport.h"
 
 namespace grpc {
@@ -26,8 +27,6 @@ class Service;
 }
 
 namespace trellis::weightsync {
-
-class TransportRegistry;
 
 // The WeightStream service a process's server carries (the learner serves
 // it beside its own service, before it knows which transport the job
@@ -58,11 +57,16 @@ std::unique_ptr<WeightStreamHost> NewWeightStreamHost();
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Receiver>> NewGrpcReceiver(
     const TransportOptions& options);
 
-// Registers "grpc": publishers come from `host` (null, for a process whose
-// server carries no WeightStream service: FailedPrecondition), receivers
-// from NewGrpcReceiver.
+// Registers "grpc" (Endpoint::kLearnerServer): publishers come from `host`
+// (null, for a process whose server carries no WeightStream service:
+// FailedPrecondition), receivers from NewGrpcReceiver.
 [[nodiscard]] absl::Status RegisterGrpcTransport(TransportRegistry& registry,
                                                  WeightStreamHost* host);
+
+// The transports a launched job's workers offer: the built-ins and grpc,
+// whose publishers come from `host` as above (the scheduler, which only
+// asks where each is reached, passes null).
+[[nodiscard]] absl::StatusOr<TransportRegistry> LaunchedTransports(WeightStreamHost* host);
 
 }  // namespace trellis::weightsync
 

@@ -215,5 +215,15 @@ TEST(GrpcTransportTest, RegisteredWithoutAHostMakesOnlyReceivers) {
   EXPECT_EQ(registry.NewReceiver("grpc", options).status().code(), StatusCode::kInvalidArgument);
 }
 
+// The scheduler hands receivers the learner's gRPC server for grpc, the
+// transport's own port for gloo.
+TEST(GrpcTransportTest, LaunchedTransportsSayWhereTheyAreReached) {
+  absl::StatusOr<TransportRegistry> launched = LaunchedTransports(nullptr);
+  ASSERT_TRUE(launched.ok()) << launched.status();
+  EXPECT_EQ(*launched->EndpointOf("grpc"), Endpoint::kLearnerServer);
+  EXPECT_EQ(*launched->EndpointOf("gloo"), Endpoint::kOwnPort);
+  EXPECT_EQ(launched->EndpointOf("carrier_pigeon").status().code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace trellis::weightsync

@@ -12,7 +12,7 @@
 namespace trellis::weightsync {
 
 absl::Status TransportRegistry::Register(const std::string& name, PublisherFactory publisher,
-                                         ReceiverFactory receiver) {
+                                         ReceiverFactory receiver, Endpoint endpoint) {
   const bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
     return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_';
   });
@@ -24,7 +24,9 @@ absl::Status TransportRegistry::Register(const std::string& name, PublisherFacto
     return absl::InvalidArgumentError(
         absl::StrCat("weight transport \"", name, "\": null factory"));
   }
-  if (!transports_.emplace(name, Factories{std::move(publisher), std::move(receiver)}).second) {
+  if (!transports_
+           .emplace(name, Factories{std::move(publisher), std::move(receiver), endpoint})
+           .second) {
     return absl::AlreadyExistsError(
         absl::StrCat("weight transport \"", name, "\" is already registered"));
   }
@@ -55,6 +57,12 @@ absl::StatusOr<std::unique_ptr<Receiver>> TransportRegistry::NewReceiver(
   absl::StatusOr<const Factories*> found = Find(name);
   if (!found.ok()) return found.status();
   return (*found)->receiver(options);
+}
+
+absl::StatusOr<Endpoint> TransportRegistry::EndpointOf(absl::string_view name) const {
+  absl::StatusOr<const Factories*> found = Find(name);
+  if (!found.ok()) return found.status();
+  return (*found)->endpoint;
 }
 
 std::vector<std::string> TransportRegistry::Names() const {

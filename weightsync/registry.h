@@ -21,6 +21,16 @@
 
 namespace trellis::weightsync {
 
+// Where the receivers of a launched job reach the learner's publisher.
+enum class Endpoint {
+  // A port of the transport's own on the learner's host (the learner
+  // registers it as its transport_address; gloo's TCPStore).
+  kOwnPort,
+  // The learner's gRPC server, beside its Learner service (grpc's
+  // WeightStream service).
+  kLearnerServer,
+};
+
 class TransportRegistry {
  public:
   using PublisherFactory =
@@ -32,7 +42,8 @@ class TransportRegistry {
   // (InvalidArgument otherwise, or for a null factory); AlreadyExists when
   // it is taken. REQUIRES: not concurrent with any other call.
   [[nodiscard]] absl::Status Register(const std::string& name, PublisherFactory publisher,
-                                      ReceiverFactory receiver);
+                                      ReceiverFactory receiver,
+                                      Endpoint endpoint = Endpoint::kOwnPort);
 
   // The ends of transport `name`, matched ignoring case (so both a config
   // string, "gloo", and a proto enum value's name, "GLOO", find it):
@@ -43,6 +54,9 @@ class TransportRegistry {
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Receiver>> NewReceiver(
       absl::string_view name, const TransportOptions& options) const;
 
+  // The endpoint transport `name` registered with; NotFound as above.
+  [[nodiscard]] absl::StatusOr<Endpoint> EndpointOf(absl::string_view name) const;
+
   // The registered names, sorted.
   std::vector<std::string> Names() const;
 
@@ -50,6 +64,7 @@ class TransportRegistry {
   struct Factories {
     PublisherFactory publisher;
     ReceiverFactory receiver;
+    Endpoint endpoint;
   };
   absl::StatusOr<const Factories*> Find(absl::string_view name) const;
 

@@ -7,11 +7,10 @@
 #include <limits>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include "config/choice.h"
 
 namespace trellis::config::internal {
 namespace {
@@ -91,21 +90,10 @@ absl::Status ParseBool(const std::string& text, bool* out) {
   return absl::OkStatus();
 }
 
-// Values a user should write: *_UNSPECIFIED is accepted but not offered.
-std::string EnumChoices(const EnumDescriptor* e) {
-  std::vector<std::string> names;
-  for (int i = 0; i < e->value_count(); ++i) {
-    const std::string& n = e->value(i)->name();
-    if (!absl::EndsWith(n, "_UNSPECIFIED")) names.push_back(n);
-  }
-  return absl::StrCat("one of ", absl::StrJoin(names, ", "));
-}
-
 absl::Status ParseEnum(const std::string& text, const EnumDescriptor* e,
                        const EnumValueDescriptor** out) {
-  const std::string upper = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(text));
-  *out = e->FindValueByName(upper);
-  return *out != nullptr ? absl::OkStatus() : NotA(EnumChoices(e), text);
+  *out = FindChoice(e, text);
+  return *out != nullptr ? absl::OkStatus() : NotA(ChoiceList(e), text);
 }
 
 size_t EditDistance(absl::string_view a, absl::string_view b) {
@@ -203,7 +191,7 @@ std::string ScalarText(const Message& msg, const FieldDescriptor* f, int index) 
     case FieldDescriptor::CPPTYPE_BOOL:
       return (rep ? r->GetRepeatedBool(msg, f, index) : r->GetBool(msg, f)) ? "true" : "false";
     case FieldDescriptor::CPPTYPE_ENUM:
-      return (rep ? r->GetRepeatedEnum(msg, f, index) : r->GetEnum(msg, f))->name();
+      return ChoiceName(rep ? r->GetRepeatedEnum(msg, f, index) : r->GetEnum(msg, f));
     case FieldDescriptor::CPPTYPE_STRING:
       return Quote(rep ? r->GetRepeatedString(msg, f, index) : r->GetString(msg, f),
                    std::string::npos);
@@ -221,7 +209,7 @@ std::string TypeName(const FieldDescriptor* f) {
     case FieldDescriptor::CPPTYPE_FLOAT:
     case FieldDescriptor::CPPTYPE_DOUBLE: return "a number";
     case FieldDescriptor::CPPTYPE_BOOL: return "true or false";
-    case FieldDescriptor::CPPTYPE_ENUM: return EnumChoices(f->enum_type());
+    case FieldDescriptor::CPPTYPE_ENUM: return ChoiceList(f->enum_type());
     case FieldDescriptor::CPPTYPE_STRING: return "a string";
     default: return "a map";
   }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "config/choice.h"
 #include "env/run_dir.h"
 #include "learner/internal/local_learner.h"
 #include "learner/internal/optimizer.h"
@@ -113,7 +114,7 @@ absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
       const Phase& phase = engine_->phase(id);
       meta[name + "_steps"] = absl::StrCat(phase.steps);
       meta[name + "_optimizer"] = phase.optimizer ? "1" : "0";
-      meta[name + "_rule"] = PhaseOptimizer(job_, id).name();
+      meta[name + "_rule"] = config::ChoiceName(PhaseOptimizer(job_, id).name());
       if (phase.optimizer) {
         AppendOptimizerState(*phase.optimizer, PhaseOptimizer(job_, id), name + "/", &state);
       }
@@ -177,11 +178,13 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
     restored.steps = *steps;
     // Checkpoints written before OptimizerConfig.name existed are AdamW's.
     const auto rule = meta.find(name + "_rule");
-    const std::string saved_rule = rule == meta.end() ? "adamw" : rule->second;
-    if (*present != 0 && saved_rule != config.name()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(opt_path, ": the ", name, " optimizer was saved as \"", saved_rule,
-                       "\" but the job's is \"", config.name(), "\""));
+    const std::string saved_rule =
+        rule == meta.end() ? trellis::config::ChoiceName(v1::OptimizerConfig::ADAMW) : rule->second;
+    if (*present != 0 &&
+        trellis::config::ParseChoice<v1::OptimizerConfig::Rule>(saved_rule) != config.name()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          opt_path, ": the ", name, " optimizer was saved as \"", saved_rule,
+          "\" but the job's is \"", trellis::config::ChoiceName(config.name()), "\""));
     }
     if (*present != 0) {
       try {

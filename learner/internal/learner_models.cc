@@ -12,11 +12,11 @@ namespace trellis::learner::internal {
 namespace {
 
 // job.memory.precision, read here only.
-bool Bf16(const v1::MemoryConfig& memory) { return memory.precision() == "bf16"; }
+bool Bf16(const v1::MemoryConfig& memory) { return memory.precision() == v1::MemoryConfig::BF16; }
 
 // job.ppo.critic, read here only: a value head on the policy's trunk in
 // place of a separate critic model.
-bool SharedCritic(const v1::PpoConfig& ppo) { return ppo.critic() == "shared"; }
+bool SharedCritic(const v1::PpoConfig& ppo) { return ppo.critic() == v1::PpoConfig::SHARED; }
 
 }  // namespace
 

@@ -142,7 +142,7 @@ TEST(ObjectiveTest, EngineStepsARegisteredObjectiveMicroBatchByMicroBatch) {
 TEST(ObjectiveTest, MicroBatchesAccumulateToTheFullBatchStep) {
   // SGD: the step is the gradient's, which accumulation must not change.
   v1::JobConfig job = TinyJob(/*micro_batch=*/8);
-  job.mutable_sft()->mutable_optimizer()->set_name("sgd");
+  job.mutable_sft()->mutable_optimizer()->set_name(v1::OptimizerConfig::SGD);
   Rig whole(job);
   job.mutable_grpo()->set_micro_batch_size(1);
   Rig split(job);

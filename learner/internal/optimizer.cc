@@ -13,7 +13,7 @@ std::string Key(const torch::Tensor& param) {
   return c10::guts::to_string(param.unsafeGetTensorImpl());
 }
 
-bool IsSgd(const v1::OptimizerConfig& config) { return config.name() == "sgd"; }
+bool IsSgd(const v1::OptimizerConfig& config) { return config.name() == v1::OptimizerConfig::SGD; }
 
 }  // namespace
 

@@ -22,7 +22,7 @@ namespace {
 
 // job.ppo.kl_mode, read here only: the KL to the reference is a per-token
 // reward penalty (reward) instead of a loss term (loss).
-bool KlInReward(const v1::JobConfig& job) { return job.ppo().kl_mode() == "reward"; }
+bool KlInReward(const v1::JobConfig& job) { return job.ppo().kl_mode() == v1::PpoConfig::REWARD; }
 
 // Rows [begin, end) of per-sample vectors.
 std::vector<absl::Span<const float>> Rows(const std::vector<std::vector<float>>& rows,

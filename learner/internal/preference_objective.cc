@@ -8,7 +8,7 @@
 
 namespace trellis::learner::internal {
 
-PreferenceObjective::PreferenceObjective(const ObjectiveInput& in, PreferenceLossKind kind,
+PreferenceObjective::PreferenceObjective(const ObjectiveInput& in, v1::DpoConfig::Loss kind,
                                          double beta, bool use_reference)
     : in_(in),
       batch_(*std::get<const v1::PreferenceBatch*>(in.batch)),
@@ -64,9 +64,8 @@ absl::StatusOr<MicroResult> PreferenceObjective::Loss(int64_t begin, int64_t end
 
 // DPO or IPO (job.dpo: loss, beta) against the reference's log-probs.
 absl::StatusOr<std::unique_ptr<Objective>> NewPreferenceObjective(const ObjectiveInput& in) {
-  absl::StatusOr<PreferenceLossKind> kind = PreferenceLossKindFromName(in.job->dpo().loss());
-  if (!kind.ok()) return kind.status();
-  auto objective = std::make_unique<PreferenceObjective>(in, *kind, in.job->dpo().beta(),
+  const v1::DpoConfig& dpo = in.job->dpo();
+  auto objective = std::make_unique<PreferenceObjective>(in, dpo.loss(), dpo.beta(),
                                                          /*use_reference=*/true);
   if (absl::Status s = objective->Check(); !s.ok()) return s;
   return objective;

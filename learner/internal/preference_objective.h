@@ -22,7 +22,7 @@ class PreferenceObjective : public Objective {
  public:
   // `use_reference`: each pair's reference log-probs enter the loss (else
   // 0). REQUIRES: input.batch is a PreferenceBatch.
-  PreferenceObjective(const ObjectiveInput& in, PreferenceLossKind kind, double beta,
+  PreferenceObjective(const ObjectiveInput& in, v1::DpoConfig::Loss kind, double beta,
                       bool use_reference);
 
   // InvalidArgument naming the first pair with an empty response.
@@ -41,7 +41,7 @@ class PreferenceObjective : public Objective {
 
  private:
   const v1::PreferenceBatch& batch_;
-  const PreferenceLossKind kind_;
+  const v1::DpoConfig::Loss kind_;
   const double beta_;
   const bool use_reference_;
 };

@@ -12,7 +12,7 @@ namespace {
 class RewardModelObjective : public PreferenceObjective {
  public:
   explicit RewardModelObjective(const ObjectiveInput& in)
-      : PreferenceObjective(in, PreferenceLossKind::kDpo, /*beta=*/1.0,
+      : PreferenceObjective(in, v1::DpoConfig::SIGMOID, /*beta=*/1.0,
                             /*use_reference=*/false) {}
 
  protected:

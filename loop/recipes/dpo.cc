@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "config/worker_id.h"
 #include "loop/loop_util.h"
 #include "loop/pair_training.h"
 #include "loop/recipes/builtin.h"
@@ -20,7 +21,7 @@ using ledger::Stage;
 
 // dpo.reference_logprobs "cached" (else "on_the_fly").
 bool CachesReference(const v1::JobConfig& job) {
-  return job.dpo().reference_logprobs() == "cached";
+  return job.dpo().reference_logprobs() == v1::DpoConfig::CACHED;
 }
 
 class Dpo final : public PairRecipe {
@@ -36,7 +37,8 @@ class Dpo final : public PairRecipe {
     if (absl::Status s = PairRecipe::Prepare(); !s.ok()) return s;
     if (absl::Status s = driver_.TakeReference(); !s.ok()) return s;
     if (!CachesReference(driver_.job())) return absl::OkStatus();
-    auto span = driver_.ledger().Begin(Stage::kReferenceCache, "reference-0");
+    auto span =
+        driver_.ledger().Begin(Stage::kReferenceCache, config::WorkerId(v1::REFERENCE).ToString());
     std::vector<v1::PreferencePair*> all;
     for (auto* pairs : {&train_pairs_, &eval_pairs_}) {
       for (v1::PreferencePair& p : *pairs) all.push_back(&p);
@@ -50,7 +52,8 @@ class Dpo final : public PairRecipe {
  private:
   absl::Status BeforeUse(std::vector<v1::PreferencePair*> pairs, bool eval) override {
     if (CachesReference(driver_.job())) return absl::OkStatus();
-    auto span = driver_.ledger().Begin(Stage::kReference, "reference-0");
+    auto span =
+        driver_.ledger().Begin(Stage::kReference, config::WorkerId(v1::REFERENCE).ToString());
     return ScorePairs(std::move(pairs));
   }
 

@@ -46,10 +46,7 @@ absl::Status RegisterGrpo(RecipeRegistry& registry) {
   spec.needs_reference = [](const v1::JobConfig& job) { return job.grpo().kl_coef() > 0; };
   spec.steps = [](const v1::JobConfig& job) { return job.grpo().steps(); };
   spec.create = [](Driver& driver) -> absl::StatusOr<std::unique_ptr<Recipe>> {
-    absl::StatusOr<learner::AdvantageEstimator> estimator =
-        learner::AdvantageEstimatorFromName(driver.job().grpo().advantage_estimator());
-    if (!estimator.ok()) return estimator.status();
-    return std::make_unique<Grpo>(driver, *estimator);
+    return std::make_unique<Grpo>(driver, driver.job().grpo().advantage_estimator());
   };
   return registry.Register("grpo", std::move(spec));
 }

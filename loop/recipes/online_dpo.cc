@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/worker_id.h"
 #include "loop/loop_util.h"
 #include "loop/recipes/builtin.h"
 #include "loop/rollout_recipe.h"
@@ -75,7 +76,7 @@ class OnlineDpo final : public RolloutRecipe {
 
     absl::StatusOr<v1::LogProbResponse> ref;
     {
-      auto span = ledger.Begin(Stage::kReference, "reference-0");
+      auto span = ledger.Begin(Stage::kReference, config::WorkerId(v1::REFERENCE).ToString());
       ref = roles.reference->LogProbs(scored);
     }
     if (!ref.ok()) return At(ref.status(), "reference");
@@ -96,7 +97,7 @@ class OnlineDpo final : public RolloutRecipe {
     }
     absl::StatusOr<v1::TrainStats> stats;
     {
-      auto span = ledger.Begin(Stage::kUpdate, "learner-0");
+      auto span = ledger.Begin(Stage::kUpdate, config::WorkerId(v1::LEARNER).ToString());
       stats = roles.learner->PreferenceStep(batch);
     }
     if (!stats.ok()) return At(stats.status(), "update");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "config/worker_id.h"
 #include "loop/loop_util.h"
 #include "loop/policy_gradient.h"
 #include "loop/recipes/builtin.h"
@@ -17,7 +18,9 @@ namespace trellis::loop {
 namespace {
 
 // ppo.reward "reward_model".
-bool RewardModelRewards(const v1::JobConfig& job) { return job.ppo().reward() == "reward_model"; }
+bool RewardModelRewards(const v1::JobConfig& job) {
+  return job.ppo().reward() == v1::PpoConfig::REWARD_MODEL;
+}
 
 class Ppo final : public PolicyGradientRecipe {
  public:
@@ -31,7 +34,8 @@ class Ppo final : public PolicyGradientRecipe {
     *scored.mutable_samples() = samples;
     absl::StatusOr<v1::ScoreResponse> scores;
     {
-      auto span = driver_.ledger().Begin(ledger::Stage::kReward, "reference-0");
+      auto span = driver_.ledger().Begin(ledger::Stage::kReward,
+                                         config::WorkerId(v1::REFERENCE).ToString());
       scores = driver_.roles().reference->Scores(scored);
     }
     if (!scores.ok()) return At(scores.status(), "reward model");

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/worker_id.h"
 #include "loop/driver.h"
 #include "loop/fixed_data.h"
 #include "loop/loop_util.h"
@@ -35,7 +36,7 @@ class Sft final : public Recipe {
 
   absl::StatusOr<ledger::EvalMetrics> Evaluate(const std::string& label) override {
     const v1::JobConfig& job = driver_.job();
-    auto span = driver_.ledger().Begin(Stage::kEval, "scheduler");
+    auto span = driver_.ledger().Begin(Stage::kEval, config::WorkerId(v1::SCHEDULER).ToString());
     const std::vector<data::Example> eval = Head(driver_.data().eval, job.eval().num_prompts());
     EvalSums sums;
     for (size_t begin = 0; begin < eval.size(); begin += job.eval().batch_size()) {
@@ -73,7 +74,7 @@ class Sft final : public Recipe {
     }
     absl::StatusOr<v1::TrainStats> stats;
     {
-      auto span = driver_.ledger().Begin(Stage::kSft, "learner-0");
+      auto span = driver_.ledger().Begin(Stage::kSft, config::WorkerId(v1::LEARNER).ToString());
       stats = driver_.roles().learner->SftStep(batch);
     }
     if (!stats.ok()) return At(stats.status(), "update");

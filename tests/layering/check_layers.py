@@ -18,7 +18,7 @@ import sys
 LAYERS = [
     # 0: generated messages and leaf utilities.
     ["trellis_proto", "trellis_torch_pch", "trellis_env", "trellis_env_testing", "trellis_prometheus",
-     "trellis_recipe", "trellis_worker_id"],
+     "trellis_recipe", "trellis_choice", "trellis_worker_id"],
     # 1: configuration, models, data.
     ["trellis_config", "trellis_model", "trellis_data"],
     # 2: the ledger and the process-group plumbing.
