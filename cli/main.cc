@@ -261,8 +261,7 @@ int ResolveOrPlace(const std::string& command, const std::vector<std::string>& a
       command, positional.empty() ? "" : positional[0], flags["--seed"], flags["--override"]);
   if (!job.has_value()) return 2;
   if (command == "resolve") {
-    if (absl::Status s = trellis::config::ValidateJob(*job); !s.ok()) return ExitCode(command, s);
-    if (absl::Status s = trellis::loop::CheckRecipe(*job); !s.ok()) return ExitCode(command, s);
+    if (absl::Status s = trellis::loop::PrepareJob(&*job); !s.ok()) return ExitCode(command, s);
     std::cout << trellis::config::ResolvedJobYaml(*job);
     return 0;
   }

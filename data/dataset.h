@@ -23,10 +23,15 @@ struct Example {
   std::string answer;
   // Any further JSON fields of the line, as compact JSON text ("{}" if none).
   std::string metadata_json = "{}";
+  // A chat instead of a prompt: the line's "messages" (role and content
+  // turns, tool calls included) as compact JSON, rendered with the model's
+  // chat template; empty otherwise.
+  std::string messages_json;
 };
 
-// One {"prompt": str, "answer": str|number, ...} object per line; blank lines
-// are skipped. Errors name the path and line number.
+// One {"prompt": str, "answer": str|number, ...} object per line, or
+// {"messages": [...], "answer": ...}; blank lines are skipped. Errors name
+// the path and line number.
 [[nodiscard]] absl::StatusOr<std::vector<Example>> ReadJsonl(const std::string& path);
 [[nodiscard]] absl::Status WriteJsonl(const std::string& path,
                                       const std::vector<Example>& examples);
@@ -38,7 +43,8 @@ struct Split {
 
 // Supervised examples (SFT jobs): as ReadJsonl, but the target may be named
 // "response" instead of "answer" (one of the two, not both); it is stored
-// in Example::answer.
+// in Example::answer. A chat may have neither: its assistant turns are the
+// targets.
 [[nodiscard]] absl::StatusOr<std::vector<Example>> ReadSftJsonl(const std::string& path);
 
 // A preference pair: two responses to one prompt, the chosen one preferred.

@@ -239,6 +239,39 @@ TEST(Jsonl, SftLinesTakeResponseOrAnswer) {
   EXPECT_THAT(s.message(), HasSubstr(":1: missing \"answer\""));
 }
 
+TEST(Jsonl, ChatLinesKeepTheirMessages) {
+  const std::string chat =
+      R"([{"role":"system","content":"Add."},{"role":"user","content":"2+2="},)"
+      R"({"role":"assistant","content":"","tool_calls":[{"function":{"name":"add"}}]}])";
+  absl::StatusOr<std::vector<Example>> out = ReadJsonl(WriteFile("chat.jsonl",
+      "{\"messages\": " + chat + ", \"answer\": 4, \"k\": 1}\n"));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].messages_json, chat);
+  EXPECT_EQ((*out)[0].prompt, "");
+  EXPECT_EQ((*out)[0].answer, "4");
+  EXPECT_EQ((*out)[0].metadata_json, R"({"k":1})");
+  const std::string path = ::testing::TempDir() + "/chat_roundtrip.jsonl";
+  ASSERT_TRUE(WriteJsonl(path, *out).ok());
+  absl::StatusOr<std::vector<Example>> again = ReadJsonl(path);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].messages_json, chat);
+
+  // A supervised chat may carry its targets as assistant turns.
+  out = ReadSftJsonl(WriteFile("chat_sft.jsonl", "{\"messages\": " + chat + "}\n"));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].answer, "");
+  EXPECT_THAT(ReadError("{\"messages\": " + chat + "}\n").message(),
+              HasSubstr(":1: missing \"answer\""));
+  EXPECT_THAT(ReadError("{\"prompt\": \"a\", \"messages\": " + chat + ", \"answer\": 1}").message(),
+              HasSubstr(":1: both \"prompt\" and \"messages\""));
+  EXPECT_THAT(ReadError("{\"messages\": [], \"answer\": 1}").message(),
+              HasSubstr("\"messages\" must be a non-empty list"));
+  EXPECT_THAT(ReadError("{\"messages\": [{\"role\": \"user\"}, {\"content\": \"x\"}], \"answer\": 1}")
+                  .message(),
+              HasSubstr("messages[1] must be an object with a string \"role\""));
+}
+
 TEST(Jsonl, PreferencePairs) {
   absl::StatusOr<std::vector<PreferencePair>> out = ReadPreferenceJsonl(WriteFile("pref.jsonl",
       "{\"prompt\": \"2+2=\", \"chosen\": \"4\", \"rejected\": \"5\", \"src\": \"x\"}\n"

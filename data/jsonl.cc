@@ -88,16 +88,44 @@ absl::Status TakeTarget(Json& obj, const char* key, std::string* out) {
   return absl::OkStatus();
 }
 
-// An example line; the target is "answer", or with `allow_response` either
-// "answer" or "response".
+// Removes "messages" from `obj` into *out as compact JSON: a non-empty list
+// of objects, each with a string "role" (model/chat checks the rest when it
+// renders them).
+absl::Status TakeMessages(Json& obj, std::string* out) {
+  const Json& messages = obj["messages"];
+  if (!messages.is_array() || messages.empty()) {
+    return absl::InvalidArgumentError("\"messages\" must be a non-empty list of turns");
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (!messages[i].is_object() || !messages[i].contains("role") ||
+        !messages[i]["role"].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("messages[", i, "] must be an object with a string \"role\""));
+    }
+  }
+  *out = messages.dump();
+  obj.erase("messages");
+  return absl::OkStatus();
+}
+
+// An example line: "prompt", or "messages" (a chat) instead; the target is
+// "answer", or with `allow_response` (supervised examples) either "answer"
+// or "response", which a chat may leave out: its own assistant turns are
+// then the targets.
 absl::Status ParseExample(Json& obj, bool allow_response, Example& ex) {
-  if (absl::Status s = TakeString(obj, "prompt", &ex.prompt); !s.ok()) return s;
+  const bool chat = obj.contains("messages");
+  if (chat && obj.contains("prompt")) {
+    return absl::InvalidArgumentError("both \"prompt\" and \"messages\": expected one");
+  }
+  absl::Status s = chat ? TakeMessages(obj, &ex.messages_json) : TakeString(obj, "prompt", &ex.prompt);
+  if (!s.ok()) return s;
   const bool response = allow_response && obj.contains("response");
   if (response && obj.contains("answer")) {
     return absl::InvalidArgumentError("both \"answer\" and \"response\": expected one");
   }
-  if (absl::Status s = TakeTarget(obj, response ? "response" : "answer", &ex.answer); !s.ok()) {
-    return s;
+  const char* target = response ? "response" : "answer";
+  if (!(chat && allow_response && !obj.contains(target))) {
+    if (s = TakeTarget(obj, target, &ex.answer); !s.ok()) return s;
   }
   ex.metadata_json = obj.dump();
   return absl::OkStatus();
@@ -162,7 +190,15 @@ absl::Status WriteJsonl(const std::string& path, const std::vector<Example>& exa
     const Example& ex = examples[i];
     const std::string where = absl::StrCat(path, ": example ", i, " (id ", ex.id, "): ");
     Json obj = Json::object();
-    obj["prompt"] = ex.prompt;
+    if (ex.messages_json.empty()) {
+      obj["prompt"] = ex.prompt;
+    } else {
+      obj["messages"] = Json::parse(ex.messages_json, nullptr, /*allow_exceptions=*/false);
+      if (!obj["messages"].is_array()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "messages_json is not a JSON list: ", ex.messages_json));
+      }
+    }
     obj["answer"] = ex.answer;
     Json meta = Json::parse(ex.metadata_json.empty() ? "{}" : ex.metadata_json, nullptr,
                             /*allow_exceptions=*/false);

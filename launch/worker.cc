@@ -27,6 +27,7 @@
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
 #include "model/tokenizer.h"
+#include "model/token_ids.h"
 #include "reference/reference_service.h"
 #include "rpc/call_stats.h"
 #include "rpc/channel.h"
@@ -237,7 +238,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
     log << id << ": metrics on http://" << metrics->address() << "/metrics" << std::endl;
   }
   std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
-  const int64_t vocab = roles::VocabSize(job, *tokenizer);
+  const int64_t vocab = model::VocabSize(job.model(), tokenizer->vocab_size());
   std::unique_ptr<weightsync::Publisher> publisher;
   std::unique_ptr<weightsync::Receiver> receiver;
   std::unique_ptr<learner::LearnerWorker> learner;

@@ -90,6 +90,11 @@ const RecipeRegistry& BuiltinRecipes();
 // InvalidArgument ("algorithm: must be one of ...") when job.algorithm names
 // none; the others REQUIRE that it passed.
 [[nodiscard]] absl::Status CheckRecipe(const v1::JobConfig& job);
+
+// Makes a job ready to run, plan or serve, the same way everywhere: its
+// model's shape from model.path (model::ResolveHfModel), then
+// config::ValidateJob, then CheckRecipe.
+[[nodiscard]] absl::Status PrepareJob(v1::JobConfig* job);
 // Whether the job's recipe calls the reference role.
 bool NeedsReference(const v1::JobConfig& job);
 // How many workers of `role` a launched job starts: deployment.<role>.count,

@@ -2,7 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "config/job_config.h"
 #include "loop/recipe.h"
+#include "model/hf_config.h"
 
 namespace trellis::loop {
 
@@ -59,6 +61,12 @@ const RecipeSpec& SpecOf(const v1::JobConfig& job) {
 
 absl::Status CheckRecipe(const v1::JobConfig& job) {
   return BuiltinRecipes().Find(job.algorithm()).status();
+}
+
+absl::Status PrepareJob(v1::JobConfig* job) {
+  if (absl::Status s = model::ResolveHfModel(job->mutable_model()); !s.ok()) return s;
+  if (absl::Status s = config::ValidateJob(*job); !s.ok()) return s;
+  return CheckRecipe(*job);
 }
 
 bool NeedsReference(const v1::JobConfig& job) { return SpecOf(job).needs_reference(job); }

@@ -16,6 +16,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "env/env.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/text_format.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::model {
@@ -278,6 +280,47 @@ absl::StatusOr<HfConfig> ReadHfConfig(const std::string& dir) {
   absl::StatusOr<std::string> text = env::Env::Default()->ReadFile(path);
   if (!text.ok()) return text.status();
   return ParseHfConfig(*text, path);
+}
+
+absl::Status ResolveHfModel(trellis::v1::ModelConfig* config) {
+  using trellis::v1::ModelConfig;
+  if (config->path().empty()) return absl::OkStatus();
+  absl::StatusOr<HfConfig> hf = ReadHfConfig(config->path());
+  if (!hf.ok()) {
+    return absl::Status(hf.status().code(), absl::StrCat("model.path: ", hf.status().message()));
+  }
+  ModelConfig resolved = hf->model;
+  const google::protobuf::Descriptor* d = config->GetDescriptor();
+  const google::protobuf::Reflection* r = config->GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (!r->HasField(*config, f)) continue;
+    switch (f->number()) {
+      case ModelConfig::kPathFieldNumber:
+      case ModelConfig::kMaxSeqLenFieldNumber:
+      case ModelConfig::kInitCheckpointFieldNumber:
+      case ModelConfig::kInitStdFieldNumber:
+        r->SwapFields(config, &resolved, {f});
+        continue;
+    }
+    std::string job_value;
+    std::string hf_value;
+    google::protobuf::TextFormat::PrintFieldValueToString(*config, f, -1, &job_value);
+    google::protobuf::TextFormat::PrintFieldValueToString(resolved, f, -1, &hf_value);
+    if (job_value != hf_value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.", f->name(), " is ", job_value, " but ", config->path(),
+          "/config.json gives ", hf_value, "; leave it out of the job"));
+    }
+  }
+  if (resolved.max_position_embeddings() > 0 &&
+      resolved.max_seq_len() > resolved.max_position_embeddings()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.max_seq_len ", resolved.max_seq_len(), " exceeds ", config->path(),
+        "/config.json's max_position_embeddings ", resolved.max_position_embeddings()));
+  }
+  *config = std::move(resolved);
+  return absl::OkStatus();
 }
 
 }  // namespace trellis::model

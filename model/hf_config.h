@@ -44,6 +44,14 @@ struct HfConfig {
 // Reads and parses DIR/config.json.
 [[nodiscard]] absl::StatusOr<HfConfig> ReadHfConfig(const std::string& dir);
 
+// A job's model with config->path naming a Hugging Face directory gets its
+// shape from DIR/config.json: every field but the job's own (path,
+// max_seq_len, init_checkpoint, init_std) is replaced by config.json's. A
+// shape field the job sets itself must agree, or the error names the field
+// and both values; max_seq_len may not exceed max_position_embeddings.
+// Idempotent; nothing to do when config->path is empty.
+[[nodiscard]] absl::Status ResolveHfModel(trellis::v1::ModelConfig* config);
+
 }  // namespace trellis::model
 
 #endif  // TRELLIS_MODEL_HF_CONFIG_H_

@@ -1,5 +1,7 @@
 #include "model/hf_config.h"
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
@@ -120,6 +122,58 @@ TEST(ParseHfConfig, MistralSlidingWindowCapsPositions) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model.max_position_embeddings(), 4096);
   EXPECT_EQ(c->model.n_kv_heads(), 4);
+}
+
+// A directory holding Llama(extra) as config.json.
+std::string ModelDir(const std::string& name, const std::string& extra = "") {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json") << Llama(extra);
+  return dir;
+}
+
+TEST(ResolveHfModel, TheShapeComesFromConfigJsonAndTheJobKeepsItsOwnFields) {
+  trellis::v1::ModelConfig m;
+  m.set_path(ModelDir("resolve_ok"));
+  m.set_max_seq_len(64);
+  m.set_d_model(32);  // agrees with config.json
+  ASSERT_TRUE(ResolveHfModel(&m).ok());
+  EXPECT_EQ(m.vocab_size(), 64);
+  EXPECT_EQ(m.d_model(), 32);
+  EXPECT_EQ(m.d_ff(), 48);
+  EXPECT_EQ(m.n_kv_heads(), 2);
+  EXPECT_EQ(m.max_seq_len(), 64);
+  EXPECT_EQ(m.path(), ::testing::TempDir() + "/resolve_ok");
+  const std::string once = m.SerializeAsString();
+  ASSERT_TRUE(ResolveHfModel(&m).ok());  // idempotent
+  EXPECT_EQ(m.SerializeAsString(), once);
+
+  trellis::v1::ModelConfig plain;
+  ASSERT_TRUE(ResolveHfModel(&plain).ok());
+  EXPECT_EQ(plain.d_model(), 128);  // no path: Trellis's own model
+}
+
+TEST(ResolveHfModel, DisagreementsAndLimitsNameTheField) {
+  trellis::v1::ModelConfig m;
+  m.set_path(ModelDir("resolve_bad"));
+  m.set_n_layers(4);
+  absl::Status s = ResolveHfModel(&m);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("model.n_layers is 4 but"));
+  EXPECT_THAT(s.message(), HasSubstr("resolve_bad/config.json gives 2"));
+
+  m.Clear();
+  m.set_path(ModelDir("resolve_long"));
+  m.set_max_seq_len(256);
+  EXPECT_THAT(ResolveHfModel(&m).message(),
+              HasSubstr("model.max_seq_len 256 exceeds"));
+
+  m.Clear();
+  m.set_path(::testing::TempDir() + "/no_such_model");
+  s = ResolveHfModel(&m);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("model.path: "));
+  EXPECT_THAT(s.message(), HasSubstr("no_such_model/config.json"));
 }
 
 }  // namespace

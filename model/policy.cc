@@ -3,9 +3,25 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "env/env.h"
+#include "model/hf_model.h"
 #include "model/safetensors.h"
 
 namespace trellis::model {
+namespace {
+
+// A Hugging Face directory's weights (a directory with config.json; model/
+// hf_model.h), or one safetensors file of Trellis's names.
+absl::StatusOr<NamedTensors> LoadInitialWeights(const std::string& path) {
+  if (!env::Env::Default()->Exists(absl::StrCat(path, "/config.json"))) {
+    return LoadSafetensors(path);
+  }
+  absl::StatusOr<HfModel> hf = LoadHfModel(path);
+  if (!hf.ok()) return hf.status();
+  return std::move(hf->weights);
+}
+
+}  // namespace
 
 std::unique_lock<std::recursive_mutex> LockInitialDraws() {
   static std::recursive_mutex* draws = new std::recursive_mutex();
@@ -24,13 +40,17 @@ absl::StatusOr<Transformer> NewPolicy(const trellis::v1::ModelConfig& config,
     return absl::InternalError(
         absl::StrCat("building the model: ", e.what_without_backtrace()));
   }
-  const std::string& init = config.init_checkpoint();
+  const bool from_init = !config.init_checkpoint().empty();
+  const std::string& init = from_init ? config.init_checkpoint() : config.path();
   if (init.empty()) return model;
-  absl::StatusOr<NamedTensors> weights = LoadSafetensors(init);
-  if (!weights.ok()) return weights.status();
+  const std::string field = from_init ? "model.init_checkpoint " : "model.path ";
+  absl::StatusOr<NamedTensors> weights = LoadInitialWeights(init);
+  if (!weights.ok()) {
+    return absl::Status(weights.status().code(),
+                        absl::StrCat(field, init, ": ", weights.status().message()));
+  }
   if (absl::Status s = model->LoadBaseWeights(*weights); !s.ok()) {
-    return absl::Status(s.code(),
-                        absl::StrCat("model.init_checkpoint ", init, ": ", s.message()));
+    return absl::Status(s.code(), absl::StrCat(field, init, ": ", s.message()));
   }
   return model;
 }

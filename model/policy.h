@@ -24,9 +24,10 @@ namespace trellis::model {
 // by the learner, and by each actor under LoRA, which must hold the
 // learner's frozen base (only adapters reach it). Under LockInitialDraws:
 // torch::manual_seed(seed), then Transformer(config, vocab_size, head,
-// lora); the base weights then
-// come from config.init_checkpoint (plain Llama weights) when it names one.
-// Errors name the checkpoint.
+// lora); the base weights then come from config.init_checkpoint when it
+// names one (a safetensors file of Trellis's names, or a Hugging Face
+// directory), else from the Hugging Face directory config.path. Errors name
+// the field and the checkpoint.
 [[nodiscard]] absl::StatusOr<Transformer> NewPolicy(const trellis::v1::ModelConfig& config,
                                                     const trellis::v1::LoraConfig& lora,
                                                     int64_t vocab_size, uint64_t seed,

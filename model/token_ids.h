@@ -1,16 +1,23 @@
 #ifndef TRELLIS_MODEL_TOKEN_IDS_H_
 #define TRELLIS_MODEL_TOKEN_IDS_H_
 
-// Checks token ids that arrive from outside a role (over the wire) before
-// they index an embedding.
+// A job's vocabulary, and checks of token ids that arrive from outside a
+// role (over the wire) before they index an embedding.
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/repeated_field.h"
+#include "trellis/v1/job.pb.h"
 
 namespace trellis::model {
+
+// The vocabulary every model of a job has: config.vocab_size(), or the
+// tokenizer's size when the job leaves it 0.
+inline int64_t VocabSize(const trellis::v1::ModelConfig& config, int64_t tokenizer_vocab_size) {
+  return config.vocab_size() > 0 ? config.vocab_size() : tokenizer_vocab_size;
+}
 
 // InvalidArgument naming `where` and the position unless every id is in
 // [0, vocab_size).

@@ -20,6 +20,7 @@
 #include "config/choice.h"
 #include "model/lora.h"
 #include "model/rope.h"
+#include "model/token_ids.h"
 
 namespace trellis::model {
 namespace {
@@ -225,8 +226,10 @@ void TransformerImpl::SetParameterDtype(torch::ScalarType dtype) {
 TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
                                  int64_t vocab_size, Head head,
                                  const trellis::v1::LoraConfig& lora)
-    : config_(config), vocab_size_(vocab_size), head_(head) {
-  TORCH_CHECK(vocab_size > 0, "Transformer: vocab_size must be > 0, got ", vocab_size);
+    : config_(config),
+      vocab_size_(VocabSize(config, vocab_size)),
+      head_(head) {
+  TORCH_CHECK(vocab_size_ > 0, "Transformer: vocab_size must be > 0, got ", vocab_size_);
   TORCH_CHECK(config.n_heads() > 0 &&
                   (config.head_dim() > 0 || config.d_model() % config.n_heads() == 0),
               "Transformer: d_model ", config.d_model(), " is not a multiple of n_heads ",
@@ -239,7 +242,7 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
 
   model_ = register_module("model", std::make_shared<torch::nn::Module>());
   embed_tokens_ = model_->register_module(
-      "embed_tokens", torch::nn::Embedding(vocab_size, config.d_model()));
+      "embed_tokens", torch::nn::Embedding(vocab_size_, config.d_model()));
   auto layers = model_->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.n_layers(); ++i) {
     layers_.push_back(std::make_shared<Block>(config, lora, head_dim_, i));
@@ -250,7 +253,7 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
   if (head == Head::kScalar) {
     score_ = register_module("score", NoBiasLinear(config.d_model(), 1));
   } else if (!config.tie_embeddings()) {
-    lm_head_ = register_module("lm_head", NoBiasLinear(config.d_model(), vocab_size));
+    lm_head_ = register_module("lm_head", NoBiasLinear(config.d_model(), vocab_size_));
   }
   inv_freq_ = register_buffer("inv_freq", RotaryInverseFrequencies(config, head_dim_));
 

@@ -52,7 +52,9 @@ enum class Head {
 
 class TransformerImpl : public torch::nn::Module {
  public:
-  // REQUIRES: config and lora validated; vocab_size > 0. The base weights
+  // REQUIRES: config and lora validated; config.vocab_size() > 0 or
+  // vocab_size (the tokenizer's, used when config.vocab_size() is 0) > 0.
+  // The base weights
   // are drawn from LibTorch's default generator in registration order, the
   // adapters after them, so the base does not depend on `lora`.
   TransformerImpl(const trellis::v1::ModelConfig& config, int64_t vocab_size,

@@ -11,13 +11,10 @@
 #include "loop/recipe.h"
 #include "learner/local_learner.h"
 #include "learner/torch_guard.h"
+#include "model/token_ids.h"
 #include "model/torch_status.h"
 
 namespace trellis::roles {
-
-int64_t VocabSize(const v1::JobConfig& job, const model::Tokenizer& tokenizer) {
-  return job.model().vocab_size() > 0 ? job.model().vocab_size() : tokenizer.vocab_size();
-}
 
 void SetThreads(const v1::JobConfig& job) {
   const int threads = job.runtime().num_threads() > 0
@@ -33,7 +30,7 @@ absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
   learner::LocalLearnerOptions options;
   options.worker_id = worker_id;
   options.group = group;
-  options.vocab_size = VocabSize(job, tokenizer);
+  options.vocab_size = model::VocabSize(job.model(), tokenizer.vocab_size());
   options.pad_id = tokenizer.pad_id();
   options.seed = job.runtime().seed();
   absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> made = model::TorchEdge(worker_id).Call(

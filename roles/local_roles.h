@@ -21,10 +21,6 @@
 
 namespace trellis::roles {
 
-// The vocabulary every role's model has: model.vocab_size, or the
-// tokenizer's when that is 0.
-int64_t VocabSize(const v1::JobConfig& job, const model::Tokenizer& tokenizer);
-
 // Sets LibTorch's intra-op threads from runtime.num_threads (0: every core).
 void SetThreads(const v1::JobConfig& job);
 

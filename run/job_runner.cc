@@ -65,8 +65,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
                     std::function<void(ledger::Ledger*)> observe,
                     std::function<bool()> stop_requested, env::Env* env) {
   v1::JobConfig job = job_in;
-  if (absl::Status s = config::ValidateJob(job); !s.ok()) return s;
-  if (absl::Status s = loop::CheckRecipe(job); !s.ok()) return s;
+  if (absl::Status s = loop::PrepareJob(&job); !s.ok()) return s;
   roles::SetThreads(job);
   ledger::MemoryTracker::Install();
 

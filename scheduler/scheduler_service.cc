@@ -36,8 +36,7 @@ bool OnLearnerServer(const std::string& transport) {
 
 absl::Status SchedulerService::SetJob(const v1::JobConfig& job) {
   v1::JobConfig validated = job;
-  if (absl::Status s = config::ValidateJob(validated); !s.ok()) return s;
-  if (absl::Status s = loop::CheckRecipe(validated); !s.ok()) return s;
+  if (absl::Status s = loop::PrepareJob(&validated); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   if (job_.has_value()) {
     return absl::FailedPreconditionError(

@@ -11,6 +11,7 @@
 #include "learner/learner_service.h"
 #include "learner/testing/learner_conformance.h"
 #include "model/tokenizer.h"
+#include "model/token_ids.h"
 #include "rpc/channel.h"
 #include "rpc/testing/in_process_server.h"
 #include "scheduler/learner_group.h"
@@ -40,7 +41,7 @@ absl::StatusOr<BoundLearner> MakeGrpc(const v1::JobConfig& job,
   if (!engine.ok()) return engine.status();
   std::shared_ptr<LearnerWorker> worker = std::move(engine->worker);
   auto service = std::make_shared<LearnerService>("learner-0");
-  service->Bind(worker.get(), roles::VocabSize(job, CharTokenizer()));
+  service->Bind(worker.get(), model::VocabSize(job.model(), CharTokenizer().vocab_size()));
   absl::StatusOr<std::shared_ptr<rpc::Server>> server =
       rpc::testing::ServeInProcess(service.get(), rpc::testing::KeepBoth(service, worker));
   if (!server.ok()) return server.status();

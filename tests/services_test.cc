@@ -14,6 +14,7 @@
 #include "ledger/ledger.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
+#include "model/token_ids.h"
 #include "reference/reference_service.h"
 #include "model/tokenizer.h"
 #include "rpc/channel.h"
@@ -48,7 +49,7 @@ class ServicesTest : public ::testing::Test {
         roles::MakeLocalActor(job_, tokenizer_.get(), receiver_.get(), nullptr, "actor-0");
     ASSERT_TRUE(actor.ok()) << actor.status();
     actor_ = *std::move(actor);
-    const int64_t vocab = roles::VocabSize(job_, *tokenizer_);
+    const int64_t vocab = model::VocabSize(job_.model(), tokenizer_->vocab_size());
     learner_service_.Bind(learner_.get(), vocab);
     actor_service_.Bind(actor_.get(), vocab);
     ASSERT_TRUE(scheduler_service_.SetJob(job_).ok());
@@ -225,7 +226,7 @@ TEST_F(ServicesTest, SchedulerRecordsAForwardedBatchInOrder) {
 // reward model file that is missing stops the role from being built.
 TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
   const std::string path = ::testing::TempDir() + "/services_test_rm.safetensors";
-  const int64_t vocab = roles::VocabSize(job_, *tokenizer_);
+  const int64_t vocab = model::VocabSize(job_.model(), tokenizer_->vocab_size());
   model::Transformer rm(job_.model(), vocab, model::Head::kScalar);
   model::NamedTensors weights;
   for (const auto& [name, tensor] : rm->NamedWeights()) weights.emplace_back(name, tensor.detach());

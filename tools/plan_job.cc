@@ -8,11 +8,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "actor/sampling.h"
-#include "config/job_config.h"
 #include "loop/recipe.h"
 #include "model/transformer.h"
+#include "model/token_ids.h"
 #include "run/job_runner.h"
 #include "roles/local_roles.h"
 
@@ -95,7 +94,7 @@ absl::StatusOr<tools::PlanWorkload> JobWorkload(const v1::JobConfig& job) {
   if (!split.ok()) return split.status();
   const std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
   tools::PlanWorkload w;
-  w.vocab_size = roles::VocabSize(job, *tokenizer);
+  w.vocab_size = model::VocabSize(job.model(), tokenizer->vocab_size());
   std::vector<const data::Example*> examples;
   for (const data::Example& ex : split->train) examples.push_back(&ex);
   for (const data::Example& ex : split->eval) examples.push_back(&ex);
@@ -123,24 +122,9 @@ int64_t RlSequenceLength(const v1::JobConfig& job, const tools::PlanWorkload& wo
   return workload.prompt_tokens + job.sampling().max_new_tokens() - 1;
 }
 
-// The planner's formulas (tools/planner.cc) price the default layout:
-// head size d_model / n_heads, no attention biases or q/k norms.
-absl::Status CheckPriced(const v1::ModelConfig& m) {
-  std::vector<std::string> unpriced;
-  if (m.head_dim() > 0 && m.head_dim() * m.n_heads() != m.d_model()) {
-    unpriced.push_back(absl::StrCat("model.head_dim ", m.head_dim(), " (n_heads x head_dim != d_model)"));
-  }
-  if (m.attention_bias()) unpriced.push_back("model.attention_bias");
-  if (m.qk_norm()) unpriced.push_back("model.qk_norm");
-  if (unpriced.empty()) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat("trellis plan does not price ",
-                                               absl::StrJoin(unpriced, ", "), " yet"));
-}
-
-absl::StatusOr<tools::Plan> PlanJob(const v1::JobConfig& job) {
-  if (absl::Status s = config::ValidateJob(job); !s.ok()) return s;
-  if (absl::Status s = loop::CheckRecipe(job); !s.ok()) return s;
-  if (absl::Status s = CheckPriced(job.model()); !s.ok()) return s;
+absl::StatusOr<tools::Plan> PlanJob(const v1::JobConfig& job_in) {
+  v1::JobConfig job = job_in;
+  if (absl::Status s = loop::PrepareJob(&job); !s.ok()) return s;
   absl::StatusOr<tools::PlanWorkload> workload = JobWorkload(job);
   if (!workload.ok()) return workload.status();
   roles::SetThreads(job);

@@ -23,8 +23,8 @@ constexpr int64_t kFloat = 4;  // Every tensor here is float32.
 
 // The transformer's dimensions, as transformer.cc derives them.
 struct Shape {
-  int64_t d, L, H, KV, hd, kvd, f, V;
-  bool tied;
+  int64_t d, L, H, KV, hd, qd, kvd, f, V;
+  bool tied, attention_bias, qk_norm;
 };
 
 Shape ShapeOf(const v1::ModelConfig& m, int64_t vocab_size) {
@@ -33,17 +33,23 @@ Shape ShapeOf(const v1::ModelConfig& m, int64_t vocab_size) {
   s.L = m.n_layers();
   s.H = m.n_heads();
   s.KV = m.n_kv_heads();
-  s.hd = s.d / s.H;
+  s.hd = m.head_dim() > 0 ? m.head_dim() : s.d / s.H;
+  s.qd = s.H * s.hd;
   s.kvd = s.KV * s.hd;
   s.f = m.d_ff();
   s.V = m.vocab_size() > 0 ? m.vocab_size() : vocab_size;
   s.tied = m.tie_embeddings();
+  s.attention_bias = m.attention_bias();
+  s.qk_norm = m.qk_norm();
   return s;
 }
 
+// Per layer: norms, q/k/v/o, the MLP, Qwen2's q/k/v biases, Qwen3's q/k
+// norms; the embedding, final norm and LM head unless tied.
 int64_t Parameters(const Shape& s) {
-  return s.V * s.d + s.L * (2 * s.d + 2 * s.d * s.d + 2 * s.d * s.kvd + 3 * s.d * s.f) + s.d +
-         (s.tied ? 0 : s.V * s.d);
+  const int64_t extras = (s.attention_bias ? s.qd + 2 * s.kvd : 0) + (s.qk_norm ? 2 * s.hd : 0);
+  return s.V * s.d + s.L * (2 * s.d + 2 * s.d * s.qd + 2 * s.d * s.kvd + 3 * s.d * s.f + extras) +
+         s.d + (s.tied ? 0 : s.V * s.d);
 }
 
 // LoRA's adapters: per layer, rank x (in + out) for each target projection
@@ -51,8 +57,8 @@ int64_t Parameters(const Shape& s) {
 int64_t AdapterParameters(const Shape& s, const v1::LoraConfig& lora) {
   if (lora.rank() <= 0) return 0;
   const std::map<v1::LoraConfig::Projection, int64_t> in_plus_out = {
-      {v1::LoraConfig::Q_PROJ, 2 * s.d},         {v1::LoraConfig::K_PROJ, s.d + s.kvd},
-      {v1::LoraConfig::V_PROJ, s.d + s.kvd},     {v1::LoraConfig::O_PROJ, 2 * s.d},
+      {v1::LoraConfig::Q_PROJ, s.d + s.qd},      {v1::LoraConfig::K_PROJ, s.d + s.kvd},
+      {v1::LoraConfig::V_PROJ, s.d + s.kvd},     {v1::LoraConfig::O_PROJ, s.qd + s.d},
       {v1::LoraConfig::GATE_PROJ, s.d + s.f},    {v1::LoraConfig::UP_PROJ, s.d + s.f},
       {v1::LoraConfig::DOWN_PROJ, s.f + s.d}};
   int64_t per_layer = 0;
@@ -63,15 +69,16 @@ int64_t AdapterParameters(const Shape& s, const v1::LoraConfig& lora) {
 }
 
 int64_t MatmulParameters(const Shape& s) {
-  return s.L * (2 * s.d * s.d + 2 * s.d * s.kvd + 3 * s.d * s.f) + s.V * s.d;
+  return s.L * (2 * s.d * s.qd + 2 * s.d * s.kvd + 3 * s.d * s.f) + s.V * s.d;
 }
 
 // Elements the forward keeps for backward, per token of a training
 // micro-batch of sequence length `seq` (transformer.cc under autograd):
 //   per layer: the two RMSNorms' x·r and output, and r (2·(2d + 1)); the
-//   attention's q, k, v as the products read them (d + 2·kvd), softmax
-//   output (H·seq), head-merged output (d); the rotary halves and rotated
-//   copies of q and k (1.5·(d + kvd): measured, LibTorch 1.13 keeps them);
+//   attention's q, k, v as the products read them (qd + 2·kvd, qd = H·hd),
+//   softmax output (H·seq), head-merged output (qd); the rotary halves and
+//   rotated copies of q and k (1.5·(qd + kvd): measured, LibTorch 1.13
+//   keeps them);
 //   the residual sum (d); the MLP's gate, silu, up and product (4·d_ff);
 //   the layer output (d);
 //   once: the embedding output (d), the final norm (2d + 1), the
@@ -80,7 +87,7 @@ int64_t MatmulParameters(const Shape& s) {
 // Checked against measured runs: tests/measure_test.cc.
 constexpr int64_t kLossTensorsPerToken = 40;
 int64_t LayerActivationsPerToken(const Shape& s, int64_t seq) {
-  return (19 * s.d + 7 * s.kvd) / 2 + 4 * s.f + s.H * seq + 2;
+  return (12 * s.d + 7 * s.qd + 7 * s.kvd) / 2 + 4 * s.f + s.H * seq + 2;
 }
 
 // The memory strategies of job.memory that change the learner's objects.
@@ -115,8 +122,8 @@ int64_t ActivationBytesPerToken(const Shape& s, int64_t seq, const Strategy& st)
 std::string ActivationFormula(const Strategy& st) {
   const std::string w = st.masters ? "2 B" : "4 B";
   return absl::StrCat("rows x seq x (", w, " x (",
-                      st.checkpointing ? "L·d + one layer's (9.5d + 3.5kvd + 4d_ff + H·seq + 2)"
-                                       : "L(9.5d + 3.5kvd + 4d_ff + H·seq + 2)",
+                      st.checkpointing ? "L·d + one layer's (6d + 3.5qd + 3.5kvd + 4d_ff + H·seq + 2)"
+                                       : "L(6d + 3.5qd + 3.5kvd + 4d_ff + H·seq + 2)",
                       " + d + 2hd) + 4 B x (2d + V + 41))",
                       st.checkpointing ? ", per-layer checkpointing" : "",
                       st.masters ? ", bf16 blocks" : "");

@@ -1,9 +1,12 @@
-// SFT: cross-entropy on the target tokens (prompt tokens masked), token
-// mean over the whole batch, with teacher-forced exact match.
+// SFT: cross-entropy on the target tokens (prompt tokens, and targets a
+// pair marks untrained, masked), token mean over the whole batch, with
+// teacher-forced exact match.
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "learner/internal/objective.h"
 #include "learner/objectives.h"
 #include "model/token_batch.h"
@@ -15,7 +18,11 @@ class SftObjective : public Objective {
  public:
   SftObjective(const ObjectiveInput& in, const v1::SftBatch& batch) : in_(in), batch_(batch) {
     double total_tokens = 0;
-    for (const auto& pair : batch.pairs()) total_tokens += pair.target_tokens_size();
+    for (const auto& pair : batch.pairs()) {
+      total_tokens += pair.trained().empty()
+                          ? pair.target_tokens_size()
+                          : std::count(pair.trained().begin(), pair.trained().end(), true);
+    }
     normalizer_ = LossNormalizer(v1::TOKEN_MEAN, total_tokens, batch.pairs_size());
   }
 
@@ -29,6 +36,7 @@ class SftObjective : public Objective {
     }
     absl::StatusOr<model::TokenBatch> tb = in_.Tokens(pairs);
     if (!tb.ok()) return tb.status();
+    if (absl::Status s = MaskUntrained(begin, end, *tb); !s.ok()) return s;
     MicroResult r;
     torch::Tensor hits;
     r.loss = SftLoss(model::TargetLogProbs(in_.models->policy(), *tb, 1.0, &hits),
@@ -40,6 +48,25 @@ class SftObjective : public Objective {
   }
 
  private:
+  // Takes the target tokens a pair marks untrained out of the response mask.
+  absl::Status MaskUntrained(int64_t begin, int64_t end, model::TokenBatch& tb) const {
+    auto mask = tb.response_mask.accessor<float, 2>();
+    for (int64_t i = begin; i < end; ++i) {
+      const v1::SftBatch::Pair& pair = batch_.pairs(i);
+      if (pair.trained().empty()) continue;
+      if (pair.trained_size() != pair.target_tokens_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sft pairs[", i, "]: ", pair.trained_size(), " trained flags for ",
+            pair.target_tokens_size(), " target tokens"));
+      }
+      const int64_t row = i - begin;
+      for (int j = 0; j < pair.trained_size(); ++j) {
+        if (!pair.trained(j)) mask[row][tb.response_start[row] + j] = 0;
+      }
+    }
+    return absl::OkStatus();
+  }
+
   const ObjectiveInput in_;
   const v1::SftBatch& batch_;
   double normalizer_ = 1;
