@@ -1,0 +1,60 @@
+#ifndef TRELLIS_JINJA_INTERPRETER_H_
+#define TRELLIS_JINJA_INTERPRETER_H_
+
+// Renders a parsed template: statements in interpreter.cc, expressions in
+// eval.cc. Scopes follow Jinja2: a for loop's body has its own (a set
+// inside it is gone after the loop; namespace() attributes are not), if
+// blocks share their parent's, and a macro sees its parameters and the
+// template's top level.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "jinja/ast.h"
+#include "jinja/value.h"
+
+namespace trellis::jinja::internal {
+
+class Interpreter {
+ public:
+  explicit Interpreter(std::map<std::string, Value> globals);
+
+  absl::Status Render(const Body& body, std::string& out);
+  absl::StatusOr<Value> Eval(const Expr& expr);
+
+ private:
+  struct Frame {
+    std::map<std::string, Value> vars;
+    bool macro = false;  // lookups skip from here to the top level
+  };
+  enum class Flow { kNormal, kBreak, kContinue };
+
+  absl::Status Exec(const Stmt& stmt, std::string& out);
+  absl::Status ExecFor(const Stmt& stmt, std::string& out);
+  absl::Status ExecSet(const Stmt& stmt);
+  absl::StatusOr<Value> CallMacro(const Stmt& macro, const CallArgs& args);
+
+  absl::StatusOr<Value> EvalAttr(const Expr& expr);
+  absl::StatusOr<Value> EvalItem(const Expr& expr);
+  absl::StatusOr<Value> EvalSlice(const Expr& expr);
+  absl::StatusOr<Value> EvalCall(const Expr& expr);
+  absl::StatusOr<Value> EvalFilter(const Expr& expr);
+  absl::StatusOr<Value> EvalTest(const Expr& expr);
+  absl::StatusOr<Value> EvalBinary(const Expr& expr);
+  absl::StatusOr<Value> EvalCompare(const Expr& expr);
+  absl::StatusOr<Value> EvalCollection(const Expr& expr);
+  absl::StatusOr<CallArgs> EvalArgs(const Expr& expr, size_t first);
+
+  Value Lookup(const std::string& name) const;
+  void Assign(const std::string& name, Value value);
+
+  std::vector<Frame> frames_;
+  Flow flow_ = Flow::kNormal;
+  int depth_ = 0;
+};
+
+}  // namespace trellis::jinja::internal
+
+#endif  // TRELLIS_JINJA_INTERPRETER_H_
