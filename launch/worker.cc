@@ -26,7 +26,7 @@
 #include "launch/ledger_forwarder.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
-#include "model/tokenizer.h"
+#include "loop/prompt_format.h"
 #include "model/token_ids.h"
 #include "reference/reference_service.h"
 #include "rpc/call_stats.h"
@@ -237,7 +237,9 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
         [&call_stats](ledger::PrometheusText& out) { call_stats.WriteMetrics(out); });
     log << id << ": metrics on http://" << metrics->address() << "/metrics" << std::endl;
   }
-  std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
+  absl::StatusOr<std::unique_ptr<loop::PromptFormat>> format = loop::PromptFormat::ForJob(job);
+  if (!format.ok()) return format.status();
+  const text::Tokenizer* tokenizer = &(*format)->tokenizer();
   const int64_t vocab = model::VocabSize(job.model(), tokenizer->vocab_size());
   std::unique_ptr<weightsync::Publisher> publisher;
   std::unique_ptr<weightsync::Receiver> receiver;
@@ -276,7 +278,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   switch (options.role) {
     case v1::ACTOR: {
       absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> a =
-          roles::MakeLocalActor(job, tokenizer.get(), receiver.get(), &ledger, id);
+          roles::MakeLocalActor(job, tokenizer, receiver.get(), &ledger, id);
       if (!a.ok()) return a.status();
       actor = *std::move(a);
       actor_service.Bind(actor.get(), vocab);
@@ -302,7 +304,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
     }
     case v1::REFERENCE: {
       absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> r =
-          reference::NewLocalReference(job, tokenizer.get(), &ledger);
+          reference::NewLocalReference(job, tokenizer, &ledger);
       if (!r.ok()) return r.status();
       reference = *std::move(r);
       reference_service.Bind(reference.get(), vocab);

@@ -35,12 +35,12 @@ std::vector<data::Example> SftExamples(const std::vector<data::Example>& train, 
 
 }  // namespace
 
-Driver::Driver(const v1::JobConfig& job, Roles roles, const model::Tokenizer* tokenizer,
+Driver::Driver(const v1::JobConfig& job, Roles roles, const PromptFormat* format,
                data::Split data, ledger::Ledger* ledger, std::string out_dir,
                std::ostream* progress, const RecipeRegistry* registry)
     : job_(job),
       roles_(roles),
-      tokenizer_(tokenizer),
+      format_(format),
       data_(std::move(data)),
       registry_(registry != nullptr ? *registry : BuiltinRecipes()),
       sft_stream_(SftExamples(data_.train, job.sft().num_examples()), job.runtime().seed()),
@@ -96,7 +96,7 @@ absl::Status Driver::WarmUp() {
     auto span = ledger_->Begin(Stage::kSft, config::WorkerId(v1::LEARNER).ToString());
     v1::SftBatch batch;
     for (int i = 0; i < sft.batch_size(); ++i) {
-      absl::StatusOr<v1::SftBatch::Pair> pair = MakeSftPair(*tokenizer_, sft_stream_.Next());
+      absl::StatusOr<v1::SftBatch::Pair> pair = format_->MakeSftPair(sft_stream_.Next());
       if (!pair.ok()) return pair.status();
       *batch.add_pairs() = *std::move(pair);
     }
@@ -147,7 +147,7 @@ absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& 
     *request.mutable_sampling() = TrainSampling(job_);
     request.mutable_sampling()->set_greedy(true);
     for (int64_t i = begin; i < end; ++i) {
-      absl::StatusOr<v1::Prompt> prompt = MakePrompt(*tokenizer_, eval[i]);
+      absl::StatusOr<v1::Prompt> prompt = format_->MakePrompt(eval[i]);
       if (!prompt.ok()) return prompt.status();
       *request.add_prompts() = *std::move(prompt);
     }
@@ -189,7 +189,7 @@ absl::Status Driver::SampleRound(int64_t step, int round, int64_t prompts, int64
   for (int64_t i = 0; i < prompts; ++i) {
     const data::Example& ex = train_stream_.Next();
     examples.push_back(&ex);
-    absl::StatusOr<v1::Prompt> prompt = MakePrompt(*tokenizer_, ex);
+    absl::StatusOr<v1::Prompt> prompt = format_->MakePrompt(ex);
     if (!prompt.ok()) return prompt.status();
     *request.add_prompts() = *std::move(prompt);
   }

@@ -47,11 +47,11 @@ v1::JobConfig Job(const std::string& algorithm) {
 
 struct FakeRun {
   explicit FakeRun(const v1::JobConfig& job, const RecipeRegistry* registry = nullptr)
-      : tokenizer(model::NewCharTokenizer()),
-        driver(job, fakes.roles(), tokenizer.get(), Arithmetic(), &ledger, "/tmp/out", &progress,
+      : format(text::NewCharTokenizer(), absl::NotFoundError("no chat template")),
+        driver(job, fakes.roles(), &format, Arithmetic(), &ledger, "/tmp/out", &progress,
                registry) {}
   testing::FakeRoles fakes;
-  std::unique_ptr<model::Tokenizer> tokenizer;
+  PromptFormat format;
   ledger::Ledger ledger;
   std::ostringstream progress;
   Driver driver;

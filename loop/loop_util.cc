@@ -37,39 +37,4 @@ double SumLogProbs(const google::protobuf::RepeatedField<float>& logprobs) {
   return sum;
 }
 
-absl::StatusOr<v1::Prompt> MakePrompt(const model::Tokenizer& tokenizer,
-                                      const data::Example& example) {
-  absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(example.prompt);
-  if (!ids.ok()) return At(ids.status(), absl::StrCat("prompt ", example.id));
-  v1::Prompt prompt;
-  prompt.set_id(example.id);
-  prompt.set_text(example.prompt);
-  prompt.set_answer(example.answer);
-  prompt.add_token_ids(tokenizer.bos_id());
-  prompt.mutable_token_ids()->Add(ids->begin(), ids->end());
-  return prompt;
-}
-
-absl::StatusOr<std::vector<int32_t>> ResponseTokens(const model::Tokenizer& tokenizer,
-                                                    const std::string& text,
-                                                    const std::string& what) {
-  absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(text);
-  if (!ids.ok()) return At(ids.status(), what);
-  ids->push_back(tokenizer.eos_id());
-  return ids;
-}
-
-absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const model::Tokenizer& tokenizer,
-                                               const data::Example& example) {
-  absl::StatusOr<v1::Prompt> prompt = MakePrompt(tokenizer, example);
-  if (!prompt.ok()) return prompt.status();
-  absl::StatusOr<std::vector<int32_t>> target =
-      ResponseTokens(tokenizer, example.answer, absl::StrCat("answer of example ", example.id));
-  if (!target.ok()) return target.status();
-  v1::SftBatch::Pair pair;
-  *pair.mutable_prompt_tokens() = prompt->token_ids();
-  pair.mutable_target_tokens()->Add(target->begin(), target->end());
-  return pair;
-}
-
 }  // namespace trellis::loop

@@ -21,7 +21,7 @@ constexpr uint64_t kPairSalt = 1ULL << 41;
 
 absl::Status PairRecipe::Prepare() {
   const v1::JobConfig& job = driver_.job();
-  const model::Tokenizer& tokenizer = driver_.tokenizer();
+  const PromptFormat& format = driver_.format();
   auto span = driver_.ledger().Begin(Stage::kLoad, config::WorkerId(v1::SCHEDULER).ToString());
   const v1::DataConfig& d = job.data();
   data::PreferenceSplit split;
@@ -44,13 +44,13 @@ absl::Status PairRecipe::Prepare() {
       data::Example ex;
       ex.id = pair.id;
       ex.prompt = pair.prompt;
-      absl::StatusOr<v1::Prompt> prompt = MakePrompt(tokenizer, ex);
+      absl::StatusOr<v1::Prompt> prompt = format.MakePrompt(ex);
       if (!prompt.ok()) return prompt.status();
       absl::StatusOr<std::vector<int32_t>> chosen =
-          ResponseTokens(tokenizer, pair.chosen, absl::StrCat("chosen of pair ", pair.id));
+          format.ResponseTokens(pair.chosen, absl::StrCat("chosen of pair ", pair.id));
       if (!chosen.ok()) return chosen.status();
       absl::StatusOr<std::vector<int32_t>> rejected =
-          ResponseTokens(tokenizer, pair.rejected, absl::StrCat("rejected of pair ", pair.id));
+          format.ResponseTokens(pair.rejected, absl::StrCat("rejected of pair ", pair.id));
       if (!rejected.ok()) return rejected.status();
       v1::PreferencePair& p = to->emplace_back();
       *p.mutable_prompt_tokens() = prompt->token_ids();

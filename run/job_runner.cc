@@ -112,7 +112,8 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   absl::Cleanup detach = [&observe] {
     if (observe) observe(nullptr);
   };
-  std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
+  absl::StatusOr<std::unique_ptr<loop::PromptFormat>> format = loop::PromptFormat::ForJob(job);
+  if (!format.ok()) return format.status();
   absl::StatusOr<data::Split> split;
   {
     auto span = ledger.Begin(ledger::Stage::kLoad, config::WorkerId(v1::SCHEDULER).ToString());
@@ -120,7 +121,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   }
   if (!split.ok()) return split.status();
 
-  absl::StatusOr<std::unique_ptr<RoleSet>> role_set = bind(job, tokenizer.get(), &ledger);
+  absl::StatusOr<std::unique_ptr<RoleSet>> role_set = bind(job, &(*format)->tokenizer(), &ledger);
   if (!role_set.ok()) return role_set.status();
   const loop::Roles roles = (*role_set)->roles();
   // A failed ledger write stops the run before its next step, and is the
@@ -134,7 +135,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
     return absl::Status(cause.code(),
                         absl::StrCat(cause.message(), "; the run stopped: ", s.message()));
   };
-  loop::Driver driver(job, roles, tokenizer.get(), *std::move(split), &ledger, out_dir, &progress);
+  loop::Driver driver(job, roles, format->get(), *std::move(split), &ledger, out_dir, &progress);
   driver.SetStopRequested(stop);
   driver.SetCheckpointWriter([&ledger, &out_dir, &roles](const loop::LoopState& state) {
     // Never a checkpoint whose ledger.jsonl lacks records of its steps.

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actor/sampling.h"
+#include "loop/prompt_format.h"
 #include "loop/recipe.h"
 #include "model/transformer.h"
 #include "model/token_ids.h"
@@ -92,20 +93,22 @@ tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWork
 absl::StatusOr<tools::PlanWorkload> JobWorkload(const v1::JobConfig& job) {
   absl::StatusOr<data::Split> split = run::LoadJobData(job);
   if (!split.ok()) return split.status();
-  const std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
+  absl::StatusOr<std::unique_ptr<loop::PromptFormat>> format = loop::PromptFormat::ForJob(job);
+  if (!format.ok()) return format.status();
   tools::PlanWorkload w;
-  w.vocab_size = model::VocabSize(job.model(), tokenizer->vocab_size());
+  w.vocab_size = model::VocabSize(job.model(), (*format)->tokenizer().vocab_size());
   std::vector<const data::Example*> examples;
   for (const data::Example& ex : split->train) examples.push_back(&ex);
   for (const data::Example& ex : split->eval) examples.push_back(&ex);
   for (const data::Example* example : examples) {
     const data::Example& ex = *example;
-    absl::StatusOr<std::vector<int32_t>> prompt = tokenizer->Encode(ex.prompt);
-    absl::StatusOr<std::vector<int32_t>> answer = tokenizer->Encode(ex.answer);
+    absl::StatusOr<v1::Prompt> prompt = (*format)->MakePrompt(ex);
     if (!prompt.ok()) return prompt.status();
+    absl::StatusOr<std::vector<int32_t>> answer =
+        (*format)->ResponseTokens(ex.answer, absl::StrCat("answer of example ", ex.id));
     if (!answer.ok()) return answer.status();
-    w.prompt_tokens = std::max<int64_t>(w.prompt_tokens, 1 + prompt->size());  // + BOS
-    w.answer_tokens = std::max<int64_t>(w.answer_tokens, answer->size() + 1);  // + EOS
+    w.prompt_tokens = std::max<int64_t>(w.prompt_tokens, prompt->token_ids_size());
+    w.answer_tokens = std::max<int64_t>(w.answer_tokens, answer->size());
   }
   const int64_t held_out = static_cast<int64_t>(split->eval.size());
   w.eval_prompts = job.eval().num_prompts() > 0
@@ -114,7 +117,7 @@ absl::StatusOr<tools::PlanWorkload> JobWorkload(const v1::JobConfig& job) {
   w.source =
       absl::StrCat("the job's ", examples.size(),
                    " training and held-out examples: longest prompt ", w.prompt_tokens,
-                   " tokens (BOS included), longest answer ", w.answer_tokens, " (EOS included)");
+                   " tokens (BOS or chat template included), longest answer ", w.answer_tokens, " (EOS included)");
   return w;
 }
 

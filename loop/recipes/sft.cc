@@ -43,7 +43,7 @@ class Sft final : public Recipe {
       const size_t end = std::min(eval.size(), begin + job.eval().batch_size());
       v1::SftBatch batch;
       for (size_t i = begin; i < end; ++i) {
-        absl::StatusOr<v1::SftBatch::Pair> pair = MakeSftPair(driver_.tokenizer(), eval[i]);
+        absl::StatusOr<v1::SftBatch::Pair> pair = driver_.format().MakeSftPair(eval[i]);
         if (!pair.ok()) return At(pair.status(), "eval " + label);
         *batch.add_pairs() = *std::move(pair);
       }
@@ -68,7 +68,7 @@ class Sft final : public Recipe {
     v1::SftBatch batch;
     for (int i = 0; i < sft.batch_size(); ++i) {
       absl::StatusOr<v1::SftBatch::Pair> pair =
-          MakeSftPair(driver_.tokenizer(), driver_.sft_stream().Next());
+          driver_.format().MakeSftPair(driver_.sft_stream().Next());
       if (!pair.ok()) return pair.status();
       *batch.add_pairs() = *std::move(pair);
     }
