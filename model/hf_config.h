@@ -44,6 +44,15 @@ struct HfConfig {
 // Reads and parses DIR/config.json.
 [[nodiscard]] absl::StatusOr<HfConfig> ReadHfConfig(const std::string& dir);
 
+// config.json's names for `architecture`: its "architectures" entry
+// ("LlamaForCausalLM") and its "model_type" ("llama").
+absl::string_view HfArchitectureName(HfArchitecture architecture);
+absl::string_view HfModelType(HfArchitecture architecture);
+
+// config.json's name for a stored dtype ("float32", "bfloat16", "float16");
+// empty for any other.
+absl::string_view HfDtypeName(c10::ScalarType dtype);
+
 }  // namespace trellis::model
 
 #endif  // TRELLIS_MODEL_HF_CONFIG_H_
