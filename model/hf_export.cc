@@ -41,18 +41,40 @@ const std::map<std::string, std::string>& PtMetadata() {
   return *metadata;
 }
 
+// `weights` as `dtype` on the CPU, without autograd history.
+absl::StatusOr<NamedTensors> Converted(NamedTensors weights, c10::ScalarType dtype) {
+  try {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, tensor] : weights) {
+      tensor = tensor.detach().to(torch::kCPU, dtype).contiguous();
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("converting the weights: ", e.what_without_backtrace()));
+  }
+  return weights;
+}
+
+// Writes `tensors` as `dtype` to the staged file `file`.
+absl::Status SaveAs(const NamedTensors& tensors, c10::ScalarType dtype, absl::string_view file,
+                    StagedDir& out) {
+  absl::StatusOr<NamedTensors> converted = Converted(tensors, dtype);
+  if (!converted.ok()) return out.Blame(file, converted.status());
+  return out.Blame(file, SaveSafetensors(out.File(file), *converted, PtMetadata()));
+}
+
 // One shard's tensors and their bytes.
 struct Shard {
   NamedTensors tensors;
   int64_t bytes = 0;
 };
 
-// Consecutive runs of `weights` of at most `max_bytes` each (a larger
-// tensor alone), in order.
-std::vector<Shard> SplitShards(NamedTensors weights, int64_t max_bytes) {
+// Consecutive runs of `weights` of at most `max_bytes` each as `dtype` (a
+// larger tensor alone), in order.
+std::vector<Shard> SplitShards(NamedTensors weights, c10::ScalarType dtype, int64_t max_bytes) {
   std::vector<Shard> shards(1);
   for (auto& [name, tensor] : weights) {
-    const int64_t bytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+    const int64_t bytes = tensor.numel() * static_cast<int64_t>(c10::elementSize(dtype));
     if (!shards.back().tensors.empty() && shards.back().bytes + bytes > max_bytes) {
       shards.emplace_back();
     }
@@ -62,12 +84,12 @@ std::vector<Shard> SplitShards(NamedTensors weights, int64_t max_bytes) {
   return shards;
 }
 
-absl::Status WriteWeights(NamedTensors weights, int64_t max_shard_bytes, StagedDir& out) {
-  std::vector<Shard> shards = SplitShards(std::move(weights), max_shard_bytes);
-  if (shards.size() == 1) {
-    return out.Blame("model.safetensors", SaveSafetensors(out.File("model.safetensors"),
-                                                          shards[0].tensors, PtMetadata()));
-  }
+// The weights as `dtype`, converted one shard at a time (so that a
+// conversion holds at most one shard's copy).
+absl::Status WriteWeights(NamedTensors weights, c10::ScalarType dtype, int64_t max_shard_bytes,
+                          StagedDir& out) {
+  std::vector<Shard> shards = SplitShards(std::move(weights), dtype, max_shard_bytes);
+  if (shards.size() == 1) return SaveAs(shards[0].tensors, dtype, "model.safetensors", out);
   json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
   int64_t total = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -75,10 +97,8 @@ absl::Status WriteWeights(NamedTensors weights, int64_t max_shard_bytes, StagedD
         absl::StrFormat("model-%05d-of-%05d.safetensors", i + 1, shards.size());
     for (const auto& [name, tensor] : shards[i].tensors) index["weight_map"][name] = file;
     total += shards[i].bytes;
-    if (absl::Status s = SaveSafetensors(out.File(file), shards[i].tensors, PtMetadata());
-        !s.ok()) {
-      return out.Blame(file, s);
-    }
+    if (absl::Status s = SaveAs(shards[i].tensors, dtype, file, out); !s.ok()) return s;
+    shards[i].tensors.clear();
   }
   index["metadata"]["total_size"] = total;
   return out.Write("model.safetensors.index.json", index.dump(2) + "\n");
@@ -101,22 +121,19 @@ absl::Status CopyTokenizer(const std::string& from, StagedDir& out) {
   return absl::OkStatus();
 }
 
-// `weights` as `dtype` on the CPU, without autograd history.
-absl::StatusOr<NamedTensors> Converted(NamedTensors weights, c10::ScalarType dtype) {
-  try {
-    torch::NoGradGuard no_grad;
-    for (auto& [name, tensor] : weights) {
-      tensor = tensor.detach().to(torch::kCPU, dtype).contiguous();
-    }
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("converting the weights: ", e.what_without_backtrace()));
+// The projections `lora` adapts, by their module names ("q_proj").
+std::set<std::string> TargetNames(const trellis::v1::LoraConfig& lora) {
+  std::set<std::string> names;
+  for (trellis::v1::LoraConfig::Projection p : LoraTargets(lora)) {
+    names.insert(config::ChoiceName(p));
   }
-  return weights;
+  return names;
 }
 
 // The projection an adapter tensor belongs to ("q_proj" for
 // "model.layers.0.self_attn.q_proj.lora_A.weight").
+// REQUIRES: IsAdapterName(name) (".lora_A.weight" and ".lora_B.weight"
+// have the same length).
 std::string AdaptedProjection(const std::string& name) {
   const std::string module = name.substr(0, name.size() - std::string(".lora_A.weight").size());
   return module.substr(module.find_last_of('.') + 1);
@@ -126,10 +143,7 @@ std::string AdaptedProjection(const std::string& name) {
 // adapted projection a target, every target adapted, every adapter of
 // rank lora.rank().
 absl::Status CheckAdapters(const NamedTensors& adapters, const trellis::v1::LoraConfig& lora) {
-  std::set<std::string> targets;
-  for (trellis::v1::LoraConfig::Projection p : LoraTargets(lora)) {
-    targets.insert(config::ChoiceName(p));
-  }
+  const std::set<std::string> targets = TargetNames(lora);
   std::set<std::string> adapted;
   for (const auto& [name, tensor] : adapters) {
     const std::string projection = AdaptedProjection(name);
@@ -155,10 +169,7 @@ absl::Status CheckAdapters(const NamedTensors& adapters, const trellis::v1::Lora
 }
 
 json AdapterConfig(const trellis::v1::LoraConfig& lora, const PeftExportOptions& options) {
-  std::set<std::string> targets;
-  for (trellis::v1::LoraConfig::Projection p : LoraTargets(lora)) {
-    targets.insert(config::ChoiceName(p));
-  }
+  const std::set<std::string> targets = TargetNames(lora);
   return {
       {"peft_type", "LORA"},
       {"task_type", "CAUSAL_LM"},
@@ -212,8 +223,6 @@ absl::Status ExportHfModel(const Transformer& model, const HfExportOptions& opti
     return absl::Status(config_json.status().code(),
                         absl::StrCat(dir, ": ", config_json.status().message()));
   }
-  absl::StatusOr<NamedTensors> weights = Converted(model->MergedWeights(), options.dtype);
-  if (!weights.ok()) return weights.status();
   absl::StatusOr<StagedDir> out = StagedDir::Begin(dir);
   if (!out.ok()) return out.status();
   if (absl::Status s = out->Write("config.json", *config_json); !s.ok()) return s;
@@ -222,7 +231,9 @@ absl::Status ExportHfModel(const Transformer& model, const HfExportOptions& opti
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = WriteWeights(*std::move(weights), options.max_shard_bytes, *out); !s.ok()) {
+  if (absl::Status s =
+          WriteWeights(model->MergedWeights(), options.dtype, options.max_shard_bytes, *out);
+      !s.ok()) {
     return s;
   }
   if (!options.tokenizer_dir.empty()) {
@@ -248,8 +259,6 @@ absl::Status ExportPeftAdapters(const Transformer& model, const trellis::v1::Lor
     return absl::Status(s.code(), absl::StrCat(dir, ": ", s.message()));
   }
   for (auto& [name, tensor] : adapters) name = absl::StrCat("base_model.model.", name);
-  absl::StatusOr<NamedTensors> converted = Converted(std::move(adapters), options.dtype);
-  if (!converted.ok()) return converted.status();
   absl::StatusOr<StagedDir> out = StagedDir::Begin(dir);
   if (!out.ok()) return out.status();
   if (absl::Status s =
@@ -257,10 +266,9 @@ absl::Status ExportPeftAdapters(const Transformer& model, const trellis::v1::Lor
       !s.ok()) {
     return s;
   }
-  if (absl::Status s =
-          SaveSafetensors(out->File("adapter_model.safetensors"), *converted, PtMetadata());
+  if (absl::Status s = SaveAs(adapters, options.dtype, "adapter_model.safetensors", *out);
       !s.ok()) {
-    return out->Blame("adapter_model.safetensors", s);
+    return s;
   }
   return out->Commit();
 }

@@ -21,6 +21,7 @@
 #include "model/hf_model.h"
 #include "model/policy.h"
 #include "model/safetensors.h"
+#include "model/testing/hf_fixtures.h"
 #include "model/testing/small_model.h"
 
 namespace trellis::model {
@@ -28,6 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using testing::LoadHfTransformer;
 
 const std::string kFixtures = TRELLIS_SOURCE_DIR "/tests/fixtures/hf";
 
@@ -42,15 +44,6 @@ std::string OutDir(const std::string& name) {
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-Transformer Load(const std::string& dir) {
-  absl::StatusOr<HfModel> hf = LoadHfModel(dir);
-  EXPECT_TRUE(hf.ok()) << hf.status();
-  if (!hf.ok()) return nullptr;
-  absl::StatusOr<Transformer> model = NewHfTransformer(*hf);
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *model : nullptr;
 }
 
 // Logits on the fixture's reference batch (padding included: both models
@@ -86,7 +79,7 @@ TEST_P(ExportFixtureTest, ReloadsAsTheSameModel) {
   const std::string fixture = kFixtures + "/" + GetParam();
   absl::StatusOr<HfModel> source = LoadHfModel(fixture);
   ASSERT_TRUE(source.ok()) << source.status();
-  Transformer model = Load(fixture);
+  Transformer model = LoadHfTransformer(fixture);
   ASSERT_TRUE(model);
   const std::string out = OutDir(GetParam());
   HfExportOptions options = HfExportOptionsFor(*source);
@@ -103,7 +96,7 @@ TEST_P(ExportFixtureTest, ReloadsAsTheSameModel) {
       << config->model.DebugString() << " vs " << source->config.model.DebugString();
   EXPECT_EQ(fs::exists(out + "/model.safetensors.index.json"), sharded);
   EXPECT_EQ(fs::exists(out + "/model-00002-of-00002.safetensors"), sharded);
-  Transformer reloaded = Load(out);
+  Transformer reloaded = LoadHfTransformer(out);
   ASSERT_TRUE(reloaded);
   EXPECT_TRUE(torch::equal(Logits(reloaded, GetParam()), Logits(model, GetParam())));
   fs::remove_all(out);
@@ -118,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ExportFixtureTest,
 // A tied model's export holds no lm_head.weight: transformers ties it.
 TEST(HfExport, TiedModelHasNoLmHead) {
   const std::string out = OutDir("tied");
-  Transformer model = Load(kFixtures + "/qwen2");
+  Transformer model = LoadHfTransformer(kFixtures + "/qwen2");
   ASSERT_TRUE(ExportHfModel(model, Architecture(HfArchitecture::kQwen2), out).ok());
   absl::StatusOr<NamedTensors> weights = LoadSafetensors(out + "/model.safetensors");
   ASSERT_TRUE(weights.ok()) << weights.status();
@@ -129,7 +122,7 @@ TEST(HfExport, TiedModelHasNoLmHead) {
 // bfloat16 storage: written as bf16, read back as the rounded model, and a
 // bf16 source is exported as bf16 again.
 TEST(HfExport, KeepsTheSourceDtype) {
-  Transformer model = Load(kFixtures + "/llama_tied");
+  Transformer model = LoadHfTransformer(kFixtures + "/llama_tied");
   ASSERT_TRUE(model);
   const std::string bf16 = OutDir("bf16");
   HfExportOptions options;
@@ -141,7 +134,7 @@ TEST(HfExport, KeepsTheSourceDtype) {
   absl::StatusOr<HfModel> source = LoadHfModel(bf16);
   ASSERT_TRUE(source.ok()) << source.status();
   EXPECT_EQ(source->config.dtype, c10::ScalarType::BFloat16);
-  Transformer reloaded = Load(bf16);
+  Transformer reloaded = LoadHfTransformer(bf16);
   {
     torch::NoGradGuard no_grad;
     for (auto& [name, tensor] : model->NamedWeights()) {
@@ -172,7 +165,7 @@ TEST(HfExport, BuiltinModelIsALlama) {
   EXPECT_EQ(config->model.vocab_size(), 40);
   EXPECT_EQ(config->model.max_position_embeddings(), testing::SmallConfig().max_seq_len());
   EXPECT_THAT(Slurp(out + "/generation_config.json"), HasSubstr("\"eos_token_id\": [\n    2,"));
-  Transformer reloaded = Load(out);
+  Transformer reloaded = LoadHfTransformer(out);
   ASSERT_TRUE(reloaded);
   const torch::Tensor tokens = torch::randint(0, 40, {2, 9});
   torch::NoGradGuard no_grad;
@@ -186,7 +179,7 @@ TEST(HfExport, CopiesTheTokenizerFiles) {
   std::ofstream(tokenizer + "/tokenizer.json") << "{\"model\": {}}";
   std::ofstream(tokenizer + "/chat_template.jinja") << "{{ messages }}";
   std::ofstream(tokenizer + "/notes.txt") << "not a tokenizer file";
-  Transformer model = Load(kFixtures + "/llama_tied");
+  Transformer model = LoadHfTransformer(kFixtures + "/llama_tied");
   const std::string out = OutDir("tokenizer");
   HfExportOptions options;
   options.tokenizer_dir = tokenizer;
@@ -209,7 +202,7 @@ void ExpectNoLeftovers(const std::string& out) {
 TEST(HfExportErrors, UnwritableOutputNamesThePath) {
   const std::string file = OutDir("a_file");
   std::ofstream(file) << "x";
-  Transformer model = Load(kFixtures + "/llama_tied");
+  Transformer model = LoadHfTransformer(kFixtures + "/llama_tied");
   const absl::Status s = ExportHfModel(model, {}, file + "/model");
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr(file + "/model"));
@@ -220,7 +213,7 @@ TEST(HfExportErrors, NonEmptyDirectoryIsKept) {
   const std::string out = OutDir("taken");
   fs::create_directories(out);
   std::ofstream(out + "/mine.txt") << "keep";
-  Transformer model = Load(kFixtures + "/llama_tied");
+  Transformer model = LoadHfTransformer(kFixtures + "/llama_tied");
   const absl::Status s = ExportHfModel(model, {}, out);
   EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(s.message(), HasSubstr(out + ": exists and is not empty"));
@@ -232,7 +225,7 @@ TEST(HfExportErrors, NonEmptyDirectoryIsKept) {
 
 TEST(HfExportErrors, MissingTokenizerDirWritesNothing) {
   const std::string out = OutDir("no_tokenizer");
-  Transformer model = Load(kFixtures + "/llama_tied");
+  Transformer model = LoadHfTransformer(kFixtures + "/llama_tied");
   HfExportOptions options;
   options.tokenizer_dir = "/nonexistent/tok";
   const absl::Status s = ExportHfModel(model, options, out);
@@ -243,12 +236,12 @@ TEST(HfExportErrors, MissingTokenizerDirWritesNothing) {
 }
 
 TEST(HfExportErrors, ArchitectureMustExpressTheModel) {
-  Transformer qwen3 = Load(kFixtures + "/qwen3");
+  Transformer qwen3 = LoadHfTransformer(kFixtures + "/qwen3");
   const std::string out = OutDir("inexpressible");
   absl::Status s = ExportHfModel(qwen3, Architecture(HfArchitecture::kLlama), out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("LlamaForCausalLM: the model has qk_norm true"));
-  Transformer llama = Load(kFixtures + "/llama_tied");
+  Transformer llama = LoadHfTransformer(kFixtures + "/llama_tied");
   s = ExportHfModel(llama, Architecture(HfArchitecture::kQwen2), out);
   EXPECT_THAT(s.message(), HasSubstr("attention_bias false"));
   EXPECT_FALSE(fs::exists(out));
