@@ -23,10 +23,8 @@ absl::StatusOr<StagedDir> StagedDir::Begin(const std::string& dir, env::Env* env
     absl::StatusOr<std::vector<std::string>> entries = env->ListDir(clean);
     if (!entries.ok()) return entries.status();
     if (!entries->empty()) {
-      return absl::AlreadyExistsError(
-          absl::StrCat(clean,
-                       ": exists and is not empty; an export is written "
-                       "to a new directory"));
+      return absl::AlreadyExistsError(absl::StrCat(
+          clean, ": exists and is not empty; an export is written to a new directory"));
     }
   }
   std::string tmp = absl::StrCat(clean, ".tmp-", ::getpid());
