@@ -29,12 +29,13 @@ using RopeScaling = trellis::v1::ModelConfig::RopeScaling;
 struct ArchitectureName {
   HfArchitecture architecture;
   absl::string_view name;
+  absl::string_view model_type;
 };
 constexpr ArchitectureName kArchitectures[] = {
-    {HfArchitecture::kLlama, "LlamaForCausalLM"},
-    {HfArchitecture::kQwen2, "Qwen2ForCausalLM"},
-    {HfArchitecture::kQwen3, "Qwen3ForCausalLM"},
-    {HfArchitecture::kMistral, "MistralForCausalLM"},
+    {HfArchitecture::kLlama, "LlamaForCausalLM", "llama"},
+    {HfArchitecture::kQwen2, "Qwen2ForCausalLM", "qwen2"},
+    {HfArchitecture::kQwen3, "Qwen3ForCausalLM", "qwen3"},
+    {HfArchitecture::kMistral, "MistralForCausalLM", "mistral"},
 };
 
 struct DtypeName {
@@ -225,7 +226,29 @@ void ReadDtype(Reader& r, HfConfig& out) {
   r.Unsupported(absl::StrCat("dtype '", name, "'"), Names(kDtypes));
 }
 
+const ArchitectureName& Architecture(HfArchitecture architecture) {
+  for (const ArchitectureName& a : kArchitectures) {
+    if (a.architecture == architecture) return a;
+  }
+  return kArchitectures[0];  // unreachable: the table lists every value
+}
+
 }  // namespace
+
+absl::string_view HfArchitectureName(HfArchitecture architecture) {
+  return Architecture(architecture).name;
+}
+
+absl::string_view HfModelType(HfArchitecture architecture) {
+  return Architecture(architecture).model_type;
+}
+
+absl::string_view HfDtypeName(c10::ScalarType dtype) {
+  for (const DtypeName& d : kDtypes) {
+    if (d.type == dtype) return d.name;
+  }
+  return "";
+}
 
 absl::StatusOr<HfConfig> ParseHfConfig(absl::string_view json_text,
                                        absl::string_view source) {

@@ -52,6 +52,15 @@ struct HfConfig {
 // Idempotent; nothing to do when config->path is empty.
 [[nodiscard]] absl::Status ResolveHfModel(trellis::v1::ModelConfig* config);
 
+// config.json's names for `architecture`: its "architectures" entry
+// ("LlamaForCausalLM") and its "model_type" ("llama").
+absl::string_view HfArchitectureName(HfArchitecture architecture);
+absl::string_view HfModelType(HfArchitecture architecture);
+
+// config.json's name for a stored dtype ("float32", "bfloat16", "float16");
+// empty for any other.
+absl::string_view HfDtypeName(c10::ScalarType dtype);
+
 }  // namespace trellis::model
 
 #endif  // TRELLIS_MODEL_HF_CONFIG_H_

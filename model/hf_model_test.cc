@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/safetensors.h"
+#include "model/testing/hf_fixtures.h"
 
 namespace trellis::model {
 namespace {
@@ -34,14 +35,7 @@ std::map<std::string, torch::Tensor> Reference(const std::string& name) {
   return std::map<std::string, torch::Tensor>(tensors->begin(), tensors->end());
 }
 
-Transformer Load(const std::string& dir) {
-  absl::StatusOr<HfModel> hf = LoadHfModel(dir);
-  EXPECT_TRUE(hf.ok()) << hf.status();
-  if (!hf.ok()) return nullptr;
-  absl::StatusOr<Transformer> model = NewHfTransformer(*hf);
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *model : nullptr;
-}
+Transformer Load(const std::string& dir) { return testing::LoadHfTransformer(dir); }
 
 class HfFixtureTest : public ::testing::TestWithParam<const char*> {};
 

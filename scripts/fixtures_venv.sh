@@ -1,0 +1,27 @@
+# The Python environment the scripts that talk to transformers share
+# (make_hf_fixtures.sh, check_hf_export.sh): pinned PyPI packages in a
+# virtual environment, TRELLIS_FIXTURES_VENV (default .venv/fixtures).
+# Sourced, from the repository root; defines:
+#   FIXTURES_VENV            the environment's path
+#   FIXTURES_PINNED          the packages, each name==version
+#   fixtures_venv_ready      whether FIXTURES_VENV has every pinned version
+#   fixtures_venv_ensure     makes FIXTURES_VENV (python3 -m venv, pip
+#                            install) unless it is ready; the torch wheel
+#                            brings its CUDA libraries, some GB
+FIXTURES_VENV=${TRELLIS_FIXTURES_VENV:-.venv/fixtures}
+FIXTURES_PINNED=(torch==2.15.0 transformers==5.24.0 safetensors==0.8.0 numpy==2.4.6 peft==0.21.2)
+
+fixtures_venv_ready() {
+  "$FIXTURES_VENV/bin/python" - "${FIXTURES_PINNED[@]}" 2>/dev/null <<'PY'
+import sys
+from importlib.metadata import version
+sys.exit(any(version(p.split("==")[0]) != p.split("==")[1] for p in sys.argv[1:]))
+PY
+}
+
+fixtures_venv_ensure() {
+  if ! fixtures_venv_ready; then
+    /usr/bin/python3 -m venv "$FIXTURES_VENV"
+    "$FIXTURES_VENV/bin/pip" install --quiet --disable-pip-version-check "${FIXTURES_PINNED[@]}"
+  fi
+}
