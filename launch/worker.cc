@@ -13,25 +13,25 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "config/job_config.h"
-#include "loop/recipe.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/actor_service.h"
 #include "comm/tcp_store.h"
 #include "config/choice.h"
 #include "config/job_config.h"
+#include "config/job_config.h"
 #include "config/worker_id.h"
-#include "learner/learner_service.h"
 #include "launch/ledger_forwarder.h"
+#include "learner/learner_service.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
-#include "model/tokenizer.h"
+#include "loop/recipe.h"
 #include "reference/reference_service.h"
+#include "roles/local_roles.h"
 #include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
-#include "roles/local_roles.h"
+#include "text/tokenizer.h"
 #include "trellis/v1/scheduler.grpc.pb.h"
 #include "verifier/verifier_service.h"
 #include "web/watch_server.h"
@@ -236,7 +236,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
         [&call_stats](ledger::PrometheusText& out) { call_stats.WriteMetrics(out); });
     log << id << ": metrics on http://" << metrics->address() << "/metrics" << std::endl;
   }
-  std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
+  std::unique_ptr<text::Tokenizer> tokenizer = text::NewCharTokenizer();
   const int64_t vocab = roles::VocabSize(job, *tokenizer);
   std::unique_ptr<weightsync::Publisher> publisher;
   std::unique_ptr<weightsync::Receiver> receiver;

@@ -35,7 +35,7 @@ std::vector<data::Example> SftExamples(const std::vector<data::Example>& train, 
 
 }  // namespace
 
-Driver::Driver(const v1::JobConfig& job, Roles roles, const model::Tokenizer* tokenizer,
+Driver::Driver(const v1::JobConfig& job, Roles roles, const text::Tokenizer* tokenizer,
                data::Split data, ledger::Ledger* ledger, std::string out_dir,
                std::ostream* progress, const RecipeRegistry* registry)
     : job_(job),

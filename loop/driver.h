@@ -30,7 +30,7 @@
 #include "loop/loop_state.h"
 #include "loop/recipe.h"
 #include "loop/roles.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::loop {
@@ -53,7 +53,7 @@ class Driver {
   // `progress` (may be null), artifacts (the reference weights) to
   // `out_dir`. The recipe is job.algorithm's in `registry` (null: the
   // built-ins).
-  Driver(const v1::JobConfig& job, Roles roles, const model::Tokenizer* tokenizer, data::Split data,
+  Driver(const v1::JobConfig& job, Roles roles, const text::Tokenizer* tokenizer, data::Split data,
          ledger::Ledger* ledger, std::string out_dir, std::ostream* progress,
          const RecipeRegistry* registry = nullptr);
   ~Driver();
@@ -81,7 +81,7 @@ class Driver {
   // ---- For recipes.
   const v1::JobConfig& job() const { return job_; }
   const Roles& roles() const { return roles_; }
-  const model::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
   const data::Split& data() const { return data_; }
   ledger::Ledger& ledger() const { return *ledger_; }
   const std::string& out_dir() const { return out_dir_; }
@@ -122,7 +122,7 @@ class Driver {
 
   const v1::JobConfig job_;
   const Roles roles_;
-  const model::Tokenizer* tokenizer_;
+  const text::Tokenizer* tokenizer_;
   const data::Split data_;
   const RecipeRegistry& registry_;
   // SFT examples and RL prompts, each its own reproducible stream.

@@ -47,11 +47,11 @@ v1::JobConfig Job(const std::string& algorithm) {
 
 struct FakeRun {
   explicit FakeRun(const v1::JobConfig& job, const RecipeRegistry* registry = nullptr)
-      : tokenizer(model::NewCharTokenizer()),
+      : tokenizer(text::NewCharTokenizer()),
         driver(job, fakes.roles(), tokenizer.get(), Arithmetic(), &ledger, "/tmp/out", &progress,
                registry) {}
   testing::FakeRoles fakes;
-  std::unique_ptr<model::Tokenizer> tokenizer;
+  std::unique_ptr<text::Tokenizer> tokenizer;
   ledger::Ledger ledger;
   std::ostringstream progress;
   Driver driver;

@@ -1,5 +1,8 @@
 #include "loop/loop_util.h"
 
+#include <cstdint>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 
 namespace trellis::loop {
@@ -37,7 +40,7 @@ double SumLogProbs(const google::protobuf::RepeatedField<float>& logprobs) {
   return sum;
 }
 
-absl::StatusOr<v1::Prompt> MakePrompt(const model::Tokenizer& tokenizer,
+absl::StatusOr<v1::Prompt> MakePrompt(const text::Tokenizer& tokenizer,
                                       const data::Example& example) {
   absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(example.prompt);
   if (!ids.ok()) return At(ids.status(), absl::StrCat("prompt ", example.id));
@@ -45,12 +48,12 @@ absl::StatusOr<v1::Prompt> MakePrompt(const model::Tokenizer& tokenizer,
   prompt.set_id(example.id);
   prompt.set_text(example.prompt);
   prompt.set_answer(example.answer);
-  prompt.add_token_ids(tokenizer.bos_id());
+  if (std::optional<int32_t> bos = tokenizer.bos_id()) prompt.add_token_ids(*bos);
   prompt.mutable_token_ids()->Add(ids->begin(), ids->end());
   return prompt;
 }
 
-absl::StatusOr<std::vector<int32_t>> ResponseTokens(const model::Tokenizer& tokenizer,
+absl::StatusOr<std::vector<int32_t>> ResponseTokens(const text::Tokenizer& tokenizer,
                                                     const std::string& text,
                                                     const std::string& what) {
   absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(text);
@@ -59,7 +62,7 @@ absl::StatusOr<std::vector<int32_t>> ResponseTokens(const model::Tokenizer& toke
   return ids;
 }
 
-absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const model::Tokenizer& tokenizer,
+absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const text::Tokenizer& tokenizer,
                                                const data::Example& example) {
   absl::StatusOr<v1::Prompt> prompt = MakePrompt(tokenizer, example);
   if (!prompt.ok()) return prompt.status();

@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "data/dataset.h"
 #include "ledger/ledger.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "trellis/v1/rollout.pb.h"
 
 namespace trellis::loop {
@@ -27,18 +27,18 @@ uint64_t MixSeed(uint64_t seed, uint64_t salt);
 
 // The example's prompt as the model reads it: BOS, then the prompt's
 // tokens; id, text and answer copied. Fails naming the example.
-[[nodiscard]] absl::StatusOr<v1::Prompt> MakePrompt(const model::Tokenizer& tokenizer,
+[[nodiscard]] absl::StatusOr<v1::Prompt> MakePrompt(const text::Tokenizer& tokenizer,
                                                     const data::Example& example);
 
 // A response's tokens as the model produces them: the text's tokens, then
 // EOS. Fails naming `what` (e.g. "answer of example 3").
-[[nodiscard]] absl::StatusOr<std::vector<int32_t>> ResponseTokens(const model::Tokenizer& tokenizer,
+[[nodiscard]] absl::StatusOr<std::vector<int32_t>> ResponseTokens(const text::Tokenizer& tokenizer,
                                                                   const std::string& text,
                                                                   const std::string& what);
 
 // A supervised pair: the prompt (MakePrompt) and the answer's response
 // tokens.
-[[nodiscard]] absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const model::Tokenizer& tokenizer,
+[[nodiscard]] absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const text::Tokenizer& tokenizer,
                                                              const data::Example& example);
 
 // What a learner update reports that every loop records: tokens, loss, KL,

@@ -21,7 +21,7 @@ constexpr uint64_t kPairSalt = 1ULL << 41;
 
 absl::Status PairRecipe::Prepare() {
   const v1::JobConfig& job = driver_.job();
-  const model::Tokenizer& tokenizer = driver_.tokenizer();
+  const text::Tokenizer& tokenizer = driver_.tokenizer();
   auto span = driver_.ledger().Begin(Stage::kLoad, config::WorkerId(v1::SCHEDULER).ToString());
   const v1::DataConfig& d = job.data();
   data::PreferenceSplit split;

@@ -113,7 +113,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   absl::Cleanup detach = [&observe] {
     if (observe) observe(nullptr);
   };
-  std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
+  std::unique_ptr<text::Tokenizer> tokenizer = text::NewCharTokenizer();
   absl::StatusOr<data::Split> split;
   {
     auto span = ledger.Begin(ledger::Stage::kLoad, config::WorkerId(v1::SCHEDULER).ToString());

@@ -4,23 +4,23 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
 #include "actor/actor_service.h"
 #include "actor/torch_guard.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "launch/ledger_forwarder.h"
 #include "learner/learner_service.h"
 #include "ledger/ledger.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
 #include "reference/reference_service.h"
-#include "model/tokenizer.h"
+#include "roles/local_roles.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
-#include "roles/local_roles.h"
 #include "scheduler/scheduler_service.h"
 #include "tests/tiny_job.h"
+#include "text/tokenizer.h"
 #include "weightsync/inprocess_transport.h"
 
 namespace trellis {
@@ -37,7 +37,7 @@ class ServicesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     job_ = testing_util::TinyJob();
-    tokenizer_ = model::NewCharTokenizer();
+    tokenizer_ = text::NewCharTokenizer();
     publisher_ = weightsync::NewInProcessPublisher();
     receiver_ = publisher_->NewReceiver();
     absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> learner =
@@ -70,7 +70,7 @@ class ServicesTest : public ::testing::Test {
   }
 
   v1::JobConfig job_;
-  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<weightsync::InProcessPublisher> publisher_;
   std::unique_ptr<weightsync::Receiver> receiver_;
   std::unique_ptr<learner::LearnerWorker> learner_;

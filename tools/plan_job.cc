@@ -93,7 +93,7 @@ tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWork
 absl::StatusOr<tools::PlanWorkload> JobWorkload(const v1::JobConfig& job) {
   absl::StatusOr<data::Split> split = run::LoadJobData(job);
   if (!split.ok()) return split.status();
-  const std::unique_ptr<model::Tokenizer> tokenizer = model::NewCharTokenizer();
+  const std::unique_ptr<text::Tokenizer> tokenizer = text::NewCharTokenizer();
   tools::PlanWorkload w;
   w.vocab_size = roles::VocabSize(job, *tokenizer);
   std::vector<const data::Example*> examples;
