@@ -2,12 +2,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
@@ -48,16 +47,18 @@ absl::StatusOr<std::vector<AddedToken>> ReadAddedTokensDecoder(const json& confi
   auto list = config.find("added_tokens_decoder");
   if (list == config.end() || list->is_null()) return tokens;
   if (!list->is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": added_tokens_decoder: expected an object"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": added_tokens_decoder: expected an object"));
   }
   for (const auto& [key, token] : list->items()) {
     int32_t id = 0;
     auto content = token.find("content");
     if (!absl::SimpleAtoi(key, &id) || id < 0 || content == token.end() || !content->is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": added_tokens_decoder[\"", key, "\"]: expected an id with a string content"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": added_tokens_decoder[\"", key,
+                                                     "\"]: expected an id with a string content"));
     }
-    tokens.push_back({id, content->get<std::string>(), token.value("special", false)});
+    auto special = token.find("special");
+    tokens.push_back({id, content->get<std::string>(), special != token.end() && *special == true});
   }
   return tokens;
 }
@@ -71,14 +72,14 @@ absl::StatusOr<std::optional<int32_t>> TokenId(const json& config, const char* f
   if (it == config.end() || it->is_null()) return std::nullopt;
   const json& content = it->is_object() ? it->value("content", json()) : *it;
   if (!content.is_string()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": ", field, ": expected a token as a string or {\"content\": ...}, found ",
-        it->dump()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", field,
+                     ": expected a token as a string or {\"content\": ...}, found ", it->dump()));
   }
   std::optional<int32_t> id = tokenizer.IdOf(content.get<std::string>());
   if (!id) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", field, " ", content.dump(),
-                                                   " is not a token of the vocabulary"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", field, " ", content.dump(), " is not a token of the vocabulary"));
   }
   return id;
 }
@@ -92,9 +93,9 @@ absl::StatusOr<std::vector<int32_t>> GenerationEos(const json& config, const std
   std::vector<int32_t> ids;
   for (const json& id : list) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": eos_token_id: expected ids below the vocabulary size ", vocab_size,
-          ", found ", it->dump()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": eos_token_id: expected ids below the vocabulary size ", vocab_size,
+                       ", found ", it->dump()));
     }
     ids.push_back(id.get<int32_t>());
   }
@@ -123,9 +124,9 @@ absl::Status SetSpecialIds(const std::string& dir, const json& config, const jso
   }
   if (ids.eos.empty()) ids.eos = defaults.eos;
   if (ids.eos.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir, ": no EOS token: ", config_path, " has no eos_token and ", generation_path,
-        " no eos_token_id"));
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": no EOS token: ", config_path,
+                                                   " has no eos_token and ", generation_path,
+                                                   " no eos_token_id"));
   }
   tokenizer.set_special_ids(std::move(ids));
   return absl::OkStatus();

@@ -7,11 +7,10 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -123,9 +122,8 @@ TEST(HfTokenizerErrors, UnsupportedNormalizerPreTokenizerAndDecoder) {
   const TokenizerDir pre("llama3");
   pre.Edit("tokenizer.json",
            [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["type"] = "Digits"; });
-  EXPECT_THAT(pre.Load().message(),
-              AllOf(HasSubstr("pre_tokenizer.pretokenizers[0]"), HasSubstr("Digits"),
-                    HasSubstr("supported: ByteLevel")));
+  EXPECT_THAT(pre.Load().message(), AllOf(HasSubstr("pre_tokenizer.pretokenizers[0]"),
+                                          HasSubstr("Digits"), HasSubstr("supported: ByteLevel")));
 
   const TokenizerDir prefix("gpt2");
   prefix.Edit("tokenizer.json", [](json& j) { j["pre_tokenizer"]["add_prefix_space"] = true; });
@@ -133,8 +131,8 @@ TEST(HfTokenizerErrors, UnsupportedNormalizerPreTokenizerAndDecoder) {
 
   const TokenizerDir decoder("qwen2");
   decoder.Edit("tokenizer.json", [](json& j) { j["decoder"] = {{"type", "Metaspace"}}; });
-  EXPECT_THAT(decoder.Load().message(),
-              AllOf(HasSubstr("decoder"), HasSubstr("Metaspace"), HasSubstr("supported: ByteLevel")));
+  EXPECT_THAT(decoder.Load().message(), AllOf(HasSubstr("decoder"), HasSubstr("Metaspace"),
+                                              HasSubstr("supported: ByteLevel")));
 }
 
 TEST(HfTokenizerErrors, BadSplitPatternAndMergeNameTheField) {
@@ -159,15 +157,14 @@ TEST(HfTokenizerErrors, StrippingAddedTokensAreRefused) {
 TEST(HfTokenizerErrors, SpecialTokensOutsideTheVocabularyNameTheField) {
   const TokenizerDir dir("qwen2");
   dir.Edit("tokenizer_config.json", [](json& j) { j["eos_token"] = "<|nope|>"; });
-  EXPECT_THAT(dir.Load().message(),
-              AllOf(HasSubstr(dir.path("tokenizer_config.json")), HasSubstr("eos_token"),
-                    HasSubstr("<|nope|>")));
+  EXPECT_THAT(dir.Load().message(), AllOf(HasSubstr(dir.path("tokenizer_config.json")),
+                                          HasSubstr("eos_token"), HasSubstr("<|nope|>")));
 
   const TokenizerDir generation("llama3");
   generation.Edit("generation_config.json", [](json& j) { j["eos_token_id"] = {1, "two"}; });
-  EXPECT_THAT(generation.Load().message(),
-              AllOf(HasSubstr(generation.path("generation_config.json")),
-                    HasSubstr("eos_token_id")));
+  EXPECT_THAT(
+      generation.Load().message(),
+      AllOf(HasSubstr(generation.path("generation_config.json")), HasSubstr("eos_token_id")));
 }
 
 TEST(HfTokenizerErrors, NoEosAnywhereIsRefused) {
@@ -188,6 +185,7 @@ TEST(HfTokenizerErrors, InvalidUtf8IsRefusedNotCrashed) {
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   const absl::Status status = (*tokenizer)->Encode("ok \xFF\xFE bad").status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("byte 3"));
 }
 
 }  // namespace

@@ -68,10 +68,12 @@ absl::StatusOr<std::string> Nfc(absl::string_view text) {
   UErrorCode error = U_ZERO_ERROR;
   const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(error);
   if (U_FAILURE(error)) return absl::InternalError(absl::StrCat("ICU NFC: ", u_errorName(error)));
-  const icu::UnicodeString normalized = nfc->normalize(
-      icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), static_cast<int32_t>(text.size()))),
-      error);
-  if (U_FAILURE(error)) return absl::InvalidArgumentError(absl::StrCat("NFC: ", u_errorName(error)));
+  const icu::UnicodeString normalized =
+      nfc->normalize(icu::UnicodeString::fromUTF8(
+                         icu::StringPiece(text.data(), static_cast<int32_t>(text.size()))),
+                     error);
+  if (U_FAILURE(error))
+    return absl::InvalidArgumentError(absl::StrCat("NFC: ", u_errorName(error)));
   std::string out;
   normalized.toUTF8String(out);
   return out;
@@ -182,9 +184,9 @@ class ByteLevelBpe final : public HfTokenizerBase {
     for (char c : word) {
       const auto byte = static_cast<unsigned char>(c);
       if (byte_id_[byte] < 0) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "byte 0x%02x (ByteLevel character '%s') is not in the vocabulary", byte,
-            Alphabet().chars[byte]));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("byte 0x%02x (ByteLevel character '%s') is not in the vocabulary", byte,
+                            Alphabet().chars[byte]));
       }
       symbols.push_back(byte_id_[byte]);
     }

@@ -43,12 +43,11 @@ struct MatchData {
 absl::StatusOr<Regex> Regex::Compile(absl::string_view pattern) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                    PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
   if (code == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("regex at offset ", offset, ": ",
-                                                   ErrorMessage(error)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex at offset ", offset, ": ", ErrorMessage(error)));
   }
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // where JIT is missing PCRE2 interprets
   auto owned = std::make_shared<Code>();
@@ -59,16 +58,19 @@ absl::StatusOr<Regex> Regex::Compile(absl::string_view pattern) {
 absl::Status Regex::Split(absl::string_view text, std::vector<absl::string_view>* pieces) const {
   MatchData match(code_->code);
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t start = 0;  // where the next search begins
+  size_t start = 0;    // where the next search begins
   size_t emitted = 0;  // text before this is in `pieces`
   uint32_t options = 0;
   while (start <= text.size()) {
-    const int rc = pcre2_match(code_->code, subject, text.size(), start, options, match.data,
-                               nullptr);
+    const int rc =
+        pcre2_match(code_->code, subject, text.size(), start, options, match.data, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("text at byte ", start, ": ",
-                                                     ErrorMessage(rc)));
+      // Bad UTF-8 is reported where it is; other failures where the search began.
+      const bool bad_utf8 = rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21;
+      return absl::InvalidArgumentError(
+          absl::StrCat("text at byte ", bad_utf8 ? pcre2_get_startchar(match.data) : start, ": ",
+                       ErrorMessage(rc)));
     }
     options = PCRE2_NO_UTF_CHECK;  // the whole subject was checked on the first call
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match.data);

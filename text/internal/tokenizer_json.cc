@@ -3,12 +3,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -107,7 +106,8 @@ constexpr PreTokenizerType kPreTokenizers[] = {{"Split", ReadSplit}, {"ByteLevel
 absl::Status ReadPreTokenizer(const json& v, const Fail& fail, ByteLevelBpeParts& parts) {
   const bool sequence = Field(v, "type") == "Sequence";
   const json& list = sequence ? Field(v, "pretokenizers") : json::array({v});
-  if (!list.is_array() || list.empty()) return fail.Unsupported("pre_tokenizer", v, kSupportedPreTokenizers);
+  if (!list.is_array() || list.empty())
+    return fail.Unsupported("pre_tokenizer", v, kSupportedPreTokenizers);
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string where =
         sequence ? absl::StrCat("pre_tokenizer.pretokenizers[", i, "]") : "pre_tokenizer";
@@ -115,7 +115,8 @@ absl::Status ReadPreTokenizer(const json& v, const Fail& fail, ByteLevelBpeParts
     for (const PreTokenizerType& t : kPreTokenizers) {
       if (Field(list[i], "type") == t.name) type = &t;
     }
-    if (type == nullptr) return fail.Unsupported(where, Field(list[i], "type"), kSupportedPreTokenizers);
+    if (type == nullptr)
+      return fail.Unsupported(where, Field(list[i], "type"), kSupportedPreTokenizers);
     absl::Status status = type->read(list[i], where, i + 1 == list.size(), fail, parts);
     if (!status.ok()) return status;
   }
@@ -137,7 +138,8 @@ std::optional<std::pair<std::string, std::string>> MergePair(const json& merge) 
 
 absl::Status ReadModel(const json& m, const Fail& fail, BpeModel& model) {
   if (Field(m, "type") != "BPE") return fail.Unsupported("model.type", Field(m, "type"), "BPE");
-  if (!Field(m, "dropout").is_null()) return fail.Unsupported("model.dropout", Field(m, "dropout"), "null");
+  if (!Field(m, "dropout").is_null())
+    return fail.Unsupported("model.dropout", Field(m, "dropout"), "null");
   if (!IsEmpty(Field(m, "continuing_subword_prefix")) || !IsEmpty(Field(m, "end_of_word_suffix"))) {
     return fail("model", "continuing_subword_prefix and end_of_word_suffix are not supported");
   }
@@ -177,14 +179,17 @@ absl::Status ReadAddedTokens(const json& list, const Fail& fail, AddedTokens& ad
   for (size_t i = 0; i < list.size(); ++i) {
     const json& t = list[i];
     const std::string where = absl::StrCat("added_tokens[", i, "]");
-    if (!Field(t, "id").is_number_integer() || !Field(t, "content").is_string()) {
-      return fail(where, "expected an object with an integer id and a string content");
+    const json& id = Field(t, "id");
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX ||
+        !Field(t, "content").is_string()) {
+      return fail(where, "expected an object with an id in int32 and a string content");
     }
     for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
-      if (!IsFalse(Field(t, flag))) return fail.Unsupported(absl::StrCat(where, ".", flag), true, "false");
+      if (!IsFalse(Field(t, flag)))
+        return fail.Unsupported(absl::StrCat(where, ".", flag), true, "false");
     }
-    added.Add({Field(t, "id").get<int32_t>(), Field(t, "content").get<std::string>(),
-               Field(t, "special") == true});
+    added.Add(
+        {id.get<int32_t>(), Field(t, "content").get<std::string>(), Field(t, "special") == true});
   }
   return absl::OkStatus();
 }
