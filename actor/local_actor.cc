@@ -21,7 +21,7 @@ namespace {
 
 class LocalActor : public RolloutWorker {
  public:
-  LocalActor(model::Transformer model, const model::Tokenizer* tokenizer,
+  LocalActor(model::Transformer model, const text::Tokenizer* tokenizer,
              weightsync::Receiver* receiver, ledger::Ledger* ledger,
              LocalActorOptions options)
       : tokenizer_(tokenizer),
@@ -131,7 +131,7 @@ class LocalActor : public RolloutWorker {
         out_tokens[r].push_back(static_cast<int32_t>(tok[r]));
         out_logprobs[r].push_back(lp[r]);
         ++generated;
-        if (tok[r] == tokenizer_->eos_id()) {
+        if (tokenizer_->IsEos(out_tokens[r].back())) {
           done[r] = true;
           --live;
         }
@@ -230,7 +230,7 @@ class LocalActor : public RolloutWorker {
     return absl::OkStatus();
   }
 
-  const model::Tokenizer* tokenizer_;
+  const text::Tokenizer* tokenizer_;
   weightsync::Receiver* receiver_;
   ledger::Ledger* ledger_;
   const LocalActorOptions options_;
@@ -248,7 +248,7 @@ class LocalActor : public RolloutWorker {
 
 // NewLocalActor's engine, before the LibTorch edge.
 absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(
-    const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
+    const v1::ModelConfig& model, const text::Tokenizer* tokenizer,
     weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options) {
   model::Transformer policy{nullptr};
   if (options.lora.rank() > 0) {
@@ -270,7 +270,7 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
-    const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
+    const v1::ModelConfig& model, const text::Tokenizer* tokenizer,
     weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options) {
   const std::string id = options.worker_id;
   absl::StatusOr<std::unique_ptr<RolloutWorker>> actor = model::TorchEdge(id).Call(

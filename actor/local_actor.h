@@ -9,7 +9,7 @@
 #include "actor/rollout_worker.h"
 #include "config/worker_id.h"
 #include "ledger/ledger.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 #include "weightsync/transport.h"
 
@@ -33,7 +33,7 @@ struct LocalActorOptions {
 // The weights start unset: call SyncWeights before Generate. Fails when
 // the model cannot be built (under LoRA: its model.init_checkpoint).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
-    const v1::ModelConfig& model, const model::Tokenizer* tokenizer,
+    const v1::ModelConfig& model, const text::Tokenizer* tokenizer,
     weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options = {});
 
 }  // namespace trellis::actor

@@ -2,8 +2,8 @@
 
 #include "gtest/gtest.h"
 #include "model/token_batch.h"
-#include "model/tokenizer.h"
 #include "model/transformer.h"
+#include "text/tokenizer.h"
 #include "weightsync/inprocess_transport.h"
 
 namespace trellis::actor {
@@ -18,7 +18,7 @@ class LocalActorTest : public testing::Test {
     config_.set_n_kv_heads(2);
     config_.set_d_ff(64);
     config_.set_max_seq_len(20);
-    tokenizer_ = model::NewCharTokenizer();
+    tokenizer_ = text::NewCharTokenizer();
     torch::manual_seed(1);
     policy_ = model::Transformer(config_, tokenizer_->vocab_size());
     publisher_ = weightsync::NewInProcessPublisher();
@@ -43,7 +43,7 @@ class LocalActorTest : public testing::Test {
       v1::Prompt* p = request.add_prompts();
       p->set_id(id++);
       p->set_text(text);
-      p->add_token_ids(tokenizer_->bos_id());
+      p->add_token_ids(*tokenizer_->bos_id());
       const std::vector<int32_t> ids = *tokenizer_->Encode(text);
       p->mutable_token_ids()->Add(ids.begin(), ids.end());
     }
@@ -51,7 +51,7 @@ class LocalActorTest : public testing::Test {
   }
 
   v1::ModelConfig config_;
-  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
   model::Transformer policy_{nullptr};
   std::unique_ptr<weightsync::InProcessPublisher> publisher_;
   std::unique_ptr<weightsync::Receiver> receiver_;
@@ -70,7 +70,7 @@ TEST_F(LocalActorTest, SamplesGroupsTaggedWithVersion) {
     EXPECT_EQ(s.logprobs_size(), s.response_tokens_size());
     EXPECT_GE(s.response_tokens_size(), 1);
     EXPECT_LE(s.response_tokens_size(), 6);
-    const bool ended = s.response_tokens(s.response_tokens_size() - 1) == tokenizer_->eos_id();
+    const bool ended = tokenizer_->IsEos(s.response_tokens(s.response_tokens_size() - 1));
     EXPECT_EQ(s.truncated(), !ended);
   }
   EXPECT_GT(out->kv_cache_bytes(), 0);

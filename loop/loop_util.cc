@@ -1,5 +1,8 @@
 #include "loop/loop_util.h"
 
+#include <cstdint>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 
 namespace trellis::loop {

@@ -57,7 +57,7 @@ absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config,
 
 class LocalReference : public ReferenceWorker {
  public:
-  LocalReference(const v1::JobConfig& job, const model::Tokenizer* tokenizer,
+  LocalReference(const v1::JobConfig& job, const text::Tokenizer* tokenizer,
                  ledger::Ledger* ledger, std::string id)
       : id_(std::move(id)),
         config_(job.model()),
@@ -167,7 +167,7 @@ class LocalReference : public ReferenceWorker {
 
   const std::string id_;
   const v1::ModelConfig config_;
-  const model::Tokenizer* tokenizer_;
+  const text::Tokenizer* tokenizer_;
   const double temperature_;
   ledger::Ledger* ledger_;
   model::Transformer model_{nullptr};
@@ -177,7 +177,7 @@ class LocalReference : public ReferenceWorker {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(
-    const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger) {
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger) {
   // The job's one reference worker (deployment.reference.count is 1).
   const std::string id = config::WorkerId(v1::REFERENCE).ToString();
   auto reference = std::make_unique<LocalReference>(job, tokenizer, ledger, id);

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "ledger/ledger.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 #include "trellis/v1/rollout.pb.h"
 
@@ -44,7 +44,7 @@ class ReferenceWorker {
 // `ledger` (may be null) when they load. The tokenizer and ledger must
 // outlive it.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(
-    const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger);
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger);
 
 }  // namespace trellis::reference
 

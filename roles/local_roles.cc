@@ -24,7 +24,7 @@ void SetThreads(const v1::JobConfig& job) {
 }
 
 absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
-    const v1::JobConfig& job, const model::Tokenizer& tokenizer,
+    const v1::JobConfig& job, const text::Tokenizer& tokenizer,
     weightsync::Publisher* publisher, ledger::Ledger* ledger, const std::string& worker_id,
     const learner::GroupMember& group) {
   learner::LocalLearnerOptions options;
@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
 }
 
 absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
-    const v1::JobConfig& job, const model::Tokenizer* tokenizer,
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer,
     weightsync::Receiver* receiver, ledger::Ledger* ledger, const std::string& worker_id) {
   actor::LocalActorOptions options;
   options.worker_id = worker_id;
@@ -50,7 +50,7 @@ absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
 }
 
 absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
-    const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger) {
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger) {
   if (!loop::NeedsReference(job)) return nullptr;
   return reference::NewLocalReference(job, tokenizer, ledger);
 }

@@ -13,8 +13,8 @@
 #include "learner/group_member.h"
 #include "learner/learner_worker.h"
 #include "ledger/ledger.h"
-#include "model/tokenizer.h"
 #include "reference/reference_worker.h"
+#include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 #include "verifier/verifier.h"
 #include "weightsync/transport.h"
@@ -27,17 +27,17 @@ void SetThreads(const v1::JobConfig& job);
 // `group`: the learner's rank in its data-parallel group (none by default);
 // `publisher` may be null on ranks other than 0, which publish nothing.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
-    const v1::JobConfig& job, const model::Tokenizer& tokenizer,
+    const v1::JobConfig& job, const text::Tokenizer& tokenizer,
     weightsync::Publisher* publisher, ledger::Ledger* ledger, const std::string& worker_id,
     const learner::GroupMember& group = {});
 
 [[nodiscard]] absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
-    const v1::JobConfig& job, const model::Tokenizer* tokenizer,
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer,
     weightsync::Receiver* receiver, ledger::Ledger* ledger, const std::string& worker_id);
 
 // Null when the job does not need the reference (loop::NeedsReference).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
-    const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger);
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger);
 
 // Registers verifier kinds beyond the built-ins into a registry (the
 // "remote" kind of verifier/verifier_service.h, which needs gRPC).

@@ -16,7 +16,7 @@ namespace {
 class LocalRoleSet final : public RoleSet {
  public:
   static absl::StatusOr<std::unique_ptr<RoleSet>> Bind(const v1::JobConfig& job,
-                                                       const model::Tokenizer* tokenizer,
+                                                       const text::Tokenizer* tokenizer,
                                                        ledger::Ledger* ledger) {
     auto set = std::make_unique<LocalRoleSet>();
     absl::StatusOr<std::unique_ptr<verifier::Verifier>> verifier = roles::MakeVerifier(job.verifier());

@@ -15,9 +15,9 @@
 #include "data/dataset.h"
 #include "env/env.h"
 #include "ledger/ledger.h"
-#include "model/tokenizer.h"
 #include "loop/roles.h"
 #include "run/checkpoint.h"
+#include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::run {
@@ -38,7 +38,7 @@ class RoleSet {
 };
 
 using RoleBinder = std::function<absl::StatusOr<std::unique_ptr<RoleSet>>(
-    const v1::JobConfig& job, const model::Tokenizer* tokenizer, ledger::Ledger* ledger)>;
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger)>;
 
 // Runs `job` into `out_dir`; continues from `resume` when it is not null.
 // `observe` (may be null) is called with the ledger once it is open and

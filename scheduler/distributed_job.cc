@@ -156,7 +156,7 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   });
 
   service.SetState("running");
-  run::RoleBinder bind = [&, registry = registry](const v1::JobConfig& j, const model::Tokenizer*,
+  run::RoleBinder bind = [&, registry = registry](const v1::JobConfig& j, const text::Tokenizer*,
                                              ledger::Ledger*) {
     return RemoteRoleSet::Bind(j, registry, options.register_timeout,
                                env::RunDir(out).Workers(), options.env, &progress);

@@ -8,22 +8,22 @@
 #include <utility>
 #include <vector>
 
+#include "comm/tcp_store.h"
 #include "learner/learner_service.h"
 #include "learner/testing/learner_conformance.h"
-#include "model/tokenizer.h"
 #include "model/token_ids.h"
+#include "roles/local_roles.h"
 #include "rpc/channel.h"
 #include "rpc/testing/in_process_server.h"
 #include "scheduler/learner_group.h"
-#include "roles/local_roles.h"
 #include "tests/job_shapes.h"
-#include "comm/tcp_store.h"
+#include "text/tokenizer.h"
 
 namespace trellis::learner::conformance {
 namespace {
 
-const model::Tokenizer& CharTokenizer() {
-  static const model::Tokenizer* tokenizer = model::NewCharTokenizer().release();
+const text::Tokenizer& CharTokenizer() {
+  static const text::Tokenizer* tokenizer = text::NewCharTokenizer().release();
   return *tokenizer;
 }
 

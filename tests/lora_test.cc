@@ -24,8 +24,8 @@
 #include "model/policy.h"
 #include "model/safetensors.h"
 #include "model/token_batch.h"
-#include "model/tokenizer.h"
 #include "model/transformer.h"
+#include "text/tokenizer.h"
 #include "weightsync/fingerprint.h"
 #include "weightsync/inprocess_transport.h"
 
@@ -84,7 +84,7 @@ std::map<std::string, torch::Tensor> ByName(const model::NamedTensors& tensors) 
 class LoraTest : public testing::Test {
  protected:
   void SetUp() override {
-    tokenizer_ = model::NewCharTokenizer();
+    tokenizer_ = text::NewCharTokenizer();
     dir_ = fs::path(testing::TempDir()) / "lora_test";
     fs::remove_all(dir_);
     fs::create_directories(dir_);
@@ -123,7 +123,7 @@ class LoraTest : public testing::Test {
     return stats;
   }
 
-  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
   fs::path dir_;
 };
 
@@ -251,7 +251,7 @@ TEST_F(LoraTest, ActorSamplesWithTheMergedPolicy) {
   for (const char* text : {"12+7=", "3+45="}) {
     v1::Prompt* p = request.add_prompts();
     p->set_id(request.prompts_size());
-    p->add_token_ids(tokenizer_->bos_id());
+    p->add_token_ids(*tokenizer_->bos_id());
     const std::vector<int32_t> ids = *tokenizer_->Encode(text);
     p->mutable_token_ids()->Add(ids.begin(), ids.end());
   }

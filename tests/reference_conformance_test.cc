@@ -16,7 +16,7 @@ namespace trellis::reference::conformance {
 namespace {
 
 absl::StatusOr<BoundReference> MakeLocal(const v1::JobConfig& job,
-                                         const model::Tokenizer* tokenizer) {
+                                         const text::Tokenizer* tokenizer) {
   absl::StatusOr<std::unique_ptr<ReferenceWorker>> reference =
       NewLocalReference(job, tokenizer, nullptr);
   if (!reference.ok()) return reference.status();
@@ -24,7 +24,7 @@ absl::StatusOr<BoundReference> MakeLocal(const v1::JobConfig& job,
 }
 
 absl::StatusOr<BoundReference> MakeGrpc(const v1::JobConfig& job,
-                                        const model::Tokenizer* tokenizer) {
+                                        const text::Tokenizer* tokenizer) {
   absl::StatusOr<BoundReference> engine = MakeLocal(job, tokenizer);
   if (!engine.ok()) return engine.status();
   std::shared_ptr<ReferenceWorker> worker = std::move(engine->worker);

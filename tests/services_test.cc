@@ -4,11 +4,11 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
 #include "actor/actor_service.h"
 #include "actor/torch_guard.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "launch/ledger_forwarder.h"
 #include "learner/learner_service.h"
 #include "ledger/ledger.h"
@@ -16,12 +16,12 @@
 #include "model/transformer.h"
 #include "model/token_ids.h"
 #include "reference/reference_service.h"
-#include "model/tokenizer.h"
+#include "roles/local_roles.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
-#include "roles/local_roles.h"
 #include "scheduler/scheduler_service.h"
 #include "tests/tiny_job.h"
+#include "text/tokenizer.h"
 #include "weightsync/inprocess_transport.h"
 
 namespace trellis {
@@ -38,7 +38,7 @@ class ServicesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     job_ = testing_util::TinyJob();
-    tokenizer_ = model::NewCharTokenizer();
+    tokenizer_ = text::NewCharTokenizer();
     publisher_ = weightsync::NewInProcessPublisher();
     receiver_ = publisher_->NewReceiver();
     absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> learner =
@@ -71,7 +71,7 @@ class ServicesTest : public ::testing::Test {
   }
 
   v1::JobConfig job_;
-  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<weightsync::InProcessPublisher> publisher_;
   std::unique_ptr<weightsync::Receiver> receiver_;
   std::unique_ptr<learner::LearnerWorker> learner_;

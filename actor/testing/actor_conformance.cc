@@ -41,7 +41,7 @@ std::string ActorFactoryName(const ::testing::TestParamInfo<ActorFactory>& info)
 }
 
 void ActorConformanceTest::SetUp() {
-  tokenizer_ = model::NewCharTokenizer();
+  tokenizer_ = text::NewCharTokenizer();
   publisher_ = weightsync::NewInProcessPublisher();
   receiver_ = publisher_->NewReceiver();
   setup_ = {model::testing::SmallConfig(), tokenizer_.get(), receiver_.get(), "actor-0"};
@@ -70,7 +70,7 @@ v1::GenerateRequest ActorConformanceTest::Request(int prompts, int n, uint64_t s
   for (int p = 0; p < prompts; ++p) {
     v1::Prompt* prompt = request.add_prompts();
     prompt->set_id(10 + p);
-    prompt->add_token_ids(tokenizer_->bos_id());
+    prompt->add_token_ids(*tokenizer_->bos_id());
     for (int k = 1; k < length; ++k) prompt->add_token_ids(chars[(p * 3 + k) % chars.size()]);
   }
   return request;
@@ -120,7 +120,7 @@ TEST_P(ActorConformanceTest, SamplesEveryPromptInOrderTaggedWithTheirVersion) {
     EXPECT_LE(s.response_tokens_size(), kMaxNewTokens);
     EXPECT_EQ(s.logprobs_size(), s.response_tokens_size());
     for (float lp : s.logprobs()) EXPECT_LE(lp, 0.0f);
-    const bool ended = s.response_tokens(s.response_tokens_size() - 1) == tokenizer().eos_id();
+    const bool ended = tokenizer().IsEos(s.response_tokens(s.response_tokens_size() - 1));
     EXPECT_EQ(s.truncated(), !ended);
     generated += s.response_tokens_size();
   }

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "actor/rollout_worker.h"
 #include "gtest/gtest.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 #include "weightsync/inprocess_transport.h"
 
@@ -27,7 +27,7 @@ namespace trellis::actor::conformance {
 // What a binding builds its actor from; all of it outlives the actor.
 struct ActorSetup {
   v1::ModelConfig model;  // model::testing::SmallConfig()
-  const model::Tokenizer* tokenizer = nullptr;
+  const text::Tokenizer* tokenizer = nullptr;
   weightsync::Receiver* receiver = nullptr;  // what the suite publishes reaches it here
   std::string worker_id;
 };
@@ -58,11 +58,11 @@ class ActorConformanceTest : public ::testing::TestWithParam<ActorFactory> {
   v1::GenerateRequest Request(int prompts, int n, uint64_t seed, int length = 4) const;
 
   RolloutWorker& actor() { return *bound_.worker; }
-  const model::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
   ActorSetup setup_;
-  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<weightsync::InProcessPublisher> publisher_;
   std::unique_ptr<weightsync::Receiver> receiver_;
   BoundActor bound_;

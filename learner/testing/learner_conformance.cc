@@ -55,7 +55,7 @@ std::string LearnerFactoryName(const ::testing::TestParamInfo<LearnerFactory>& i
 }
 
 void LearnerConformanceTest::SetUp() {
-  tokenizer_ = model::NewCharTokenizer();
+  tokenizer_ = text::NewCharTokenizer();
   publisher_ = weightsync::NewInProcessPublisher();
   receiver_ = publisher_->NewReceiver();
   absl::StatusOr<BoundLearner> bound = GetParam().make(GetParam().job, publisher_.get());
@@ -80,7 +80,7 @@ v1::SftBatch LearnerConformanceTest::Sft(int salt) const {
   for (int i = 0; i < 4; ++i) {
     const int a = salt + i, b = 2 * i + 1;
     v1::SftBatch::Pair* pair = batch.add_pairs();
-    pair->add_prompt_tokens(tokenizer_->bos_id());
+    pair->add_prompt_tokens(*tokenizer_->bos_id());
     for (int32_t id : Ids(std::to_string(a) + "+" + std::to_string(b) + "=")) {
       pair->add_prompt_tokens(id);
     }
@@ -94,7 +94,7 @@ v1::TrainBatch LearnerConformanceTest::Train(int salt) const {
   v1::TrainBatch batch;
   for (int i = 0; i < 8; ++i) {
     v1::TrainSample* s = batch.add_samples();
-    s->add_prompt_tokens(tokenizer_->bos_id());
+    s->add_prompt_tokens(*tokenizer_->bos_id());
     for (int32_t id : Ids(std::to_string(salt) + "+" + std::to_string(i / 4) + "=")) {
       s->add_prompt_tokens(id);
     }
@@ -113,7 +113,7 @@ v1::PreferenceBatch LearnerConformanceTest::Preference(int salt) const {
   v1::PreferenceBatch batch;
   for (int i = 0; i < 4; ++i) {
     v1::PreferencePair* p = batch.add_pairs();
-    p->add_prompt_tokens(tokenizer_->bos_id());
+    p->add_prompt_tokens(*tokenizer_->bos_id());
     for (int32_t id : Ids(std::to_string(salt + i) + "+1=")) p->add_prompt_tokens(id);
     for (int32_t id : Ids(std::to_string(salt + i + 1))) p->add_chosen_tokens(id);
     for (int32_t id : Ids(std::to_string(salt + i + 2))) p->add_rejected_tokens(id);

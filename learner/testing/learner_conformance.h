@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "learner/learner_worker.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 #include "weightsync/inprocess_transport.h"
 
@@ -57,12 +57,12 @@ class LearnerConformanceTest : public ::testing::TestWithParam<LearnerFactory> {
 
   LearnerWorker& learner() { return *bound_.worker; }
   weightsync::Receiver& receiver() { return *receiver_; }
-  const model::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
   std::vector<int32_t> Ids(const std::string& text) const;
 
-  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<weightsync::InProcessPublisher> publisher_;
   std::unique_ptr<weightsync::Receiver> receiver_;
   BoundLearner bound_;

@@ -29,7 +29,7 @@ std::string ReferenceFactoryName(const ::testing::TestParamInfo<ReferenceFactory
 }
 
 void ReferenceConformanceTest::SetUp() {
-  tokenizer_ = model::NewCharTokenizer();
+  tokenizer_ = text::NewCharTokenizer();
   weights_path_ = ::testing::TempDir() + "/reference_conformance_" + GetParam().name +
                   ".safetensors";
   torch::manual_seed(11);
@@ -49,7 +49,7 @@ void ReferenceConformanceTest::Load() {
 
 v1::Sample ReferenceConformanceTest::Sample(const std::string& response) const {
   v1::Sample s;
-  s.add_prompt_tokens(tokenizer_->bos_id());
+  s.add_prompt_tokens(*tokenizer_->bos_id());
   const std::vector<int32_t> prompt = *tokenizer_->Encode("1+2=");
   const std::vector<int32_t> tokens = *tokenizer_->Encode(response);
   s.mutable_prompt_tokens()->Add(prompt.begin(), prompt.end());

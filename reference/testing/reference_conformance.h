@@ -16,8 +16,8 @@
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
-#include "model/tokenizer.h"
 #include "reference/reference_worker.h"
+#include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::reference::conformance {
@@ -37,7 +37,7 @@ struct ReferenceFactory {
   // A fresh reference for `job` with `tokenizer` (which outlives it), its
   // worker id "reference-0".
   std::function<absl::StatusOr<BoundReference>(const v1::JobConfig& job,
-                                               const model::Tokenizer* tokenizer)>
+                                               const text::Tokenizer* tokenizer)>
       make;
 };
 
@@ -56,7 +56,7 @@ class ReferenceConformanceTest : public ::testing::TestWithParam<ReferenceFactor
   const v1::JobConfig& job() const { return GetParam().job; }
 
  private:
-  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
   std::string weights_path_;
   BoundReference bound_;
 };

@@ -1,4 +1,4 @@
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <string>
 #include <vector>
@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace trellis::model {
+namespace trellis::text {
 namespace {
 
 using ::testing::ElementsAre;
@@ -18,6 +18,9 @@ TEST(CharTokenizerTest, DefaultVocabularyIsPrintableAsciiAfterSpecials) {
   EXPECT_EQ(tok->pad_id(), 0);
   EXPECT_EQ(tok->bos_id(), 1);
   EXPECT_EQ(tok->eos_id(), 2);
+  EXPECT_THAT(tok->eos_ids(), ElementsAre(2));
+  EXPECT_TRUE(tok->IsEos(2));
+  EXPECT_FALSE(tok->IsEos(0));
   EXPECT_EQ(tok->vocab_size(), 3 + 95);
   auto ids = tok->Encode(" ~");
   ASSERT_TRUE(ids.ok()) << ids.status();
@@ -62,4 +65,4 @@ TEST(CharTokenizerTest, UnknownCharacterIsInvalidArgumentNamingCharAndOffset) {
 }
 
 }  // namespace
-}  // namespace trellis::model
+}  // namespace trellis::text

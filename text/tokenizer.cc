@@ -1,26 +1,29 @@
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 
-namespace trellis::model {
+namespace trellis::text {
 namespace {
 
 constexpr int32_t kPad = 0;
 constexpr int32_t kBos = 1;
 constexpr int32_t kEos = 2;
 constexpr int32_t kNumSpecials = 3;
+constexpr int32_t kEosIds[] = {kEos};
 // UTF-8 encoding of U+FFFD REPLACEMENT CHARACTER.
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
@@ -80,8 +83,8 @@ class CharTokenizer final : public Tokenizer {
     return kNumSpecials + static_cast<int32_t>(alphabet_.size());
   }
   int32_t pad_id() const override { return kPad; }
-  int32_t bos_id() const override { return kBos; }
-  int32_t eos_id() const override { return kEos; }
+  std::optional<int32_t> bos_id() const override { return kBos; }
+  absl::Span<const int32_t> eos_ids() const override { return kEosIds; }
 
  private:
   std::string alphabet_;
@@ -90,9 +93,11 @@ class CharTokenizer final : public Tokenizer {
 
 }  // namespace
 
+bool Tokenizer::IsEos(int32_t id) const { return absl::c_linear_search(eos_ids(), id); }
+
 std::unique_ptr<Tokenizer> NewCharTokenizer(std::string alphabet) {
   if (alphabet.empty()) alphabet = DefaultAlphabet();
   return std::make_unique<CharTokenizer>(std::move(alphabet));
 }
 
-}  // namespace trellis::model
+}  // namespace trellis::text
