@@ -60,6 +60,8 @@ class RunDir {
   static constexpr char kReference[] = "reference.safetensors";
   static constexpr char kPolicy[] = "policy.safetensors";
   static constexpr char kRewardModel[] = "reward_model.safetensors";
+  // The policy as a Hugging Face directory (jobs with model.path).
+  static constexpr char kHfPolicy[] = "hf";
   static constexpr char kCheckpoints[] = "checkpoints";
 
   explicit RunDir(std::string path) : path_(std::move(path)) {}

@@ -11,6 +11,7 @@
 #include "ledger/memory_tracker.h"
 #include "loop/driver.h"
 #include "roles/local_roles.h"
+#include "run/hf_output.h"
 
 namespace trellis::run {
 
@@ -165,10 +166,16 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
       return s;
     }
   }
+  const bool export_hf = !job.model().path().empty() && !reward_model;
+  if (export_hf) {
+    auto span = ledger.Begin(ledger::Stage::kCheckpoint, config::WorkerId(v1::LEARNER).ToString());
+    if (absl::Status s = ExportHfPolicy(job, (*format)->tokenizer(), run); !s.ok()) return s;
+  }
   if (absl::Status s = ledger.WriteSummary(run.Summary()); !s.ok()) return s;
   PrintTable(ledger, headline, progress);
   progress << "wrote " << out_dir << "/{" << env::RunDir::kSummary << ","
-           << env::RunDir::kLedger << "," << env::RunDir::kJobYaml << "," << weights << "}\n";
+           << env::RunDir::kLedger << "," << env::RunDir::kJobYaml << "," << weights
+           << (export_hf ? absl::StrCat(",", env::RunDir::kHfPolicy, "/") : "") << "}\n";
   return absl::OkStatus();
 }
 

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
+#include "loop/recipe.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "run/embedded_job.h"
@@ -176,6 +177,47 @@ TEST_F(PpoResumeTest, KilledAndResumedRunMatchesStraightRun) {
 
 TEST_F(PpoResumeTest, KilledAndResumedLaunchMatchesStraightRun) {
   KillResumeAndCompare("launch", "launched");
+}
+
+// A job from a Hugging Face directory (examples/models/qwen2_arith: a
+// Qwen2 with a byte-level BPE tokenizer) on chat prompts: resumed exactly,
+// embedded and launched, and the policy exported as a Hugging Face
+// directory of the same family and stored dtype.
+class HfResumeTest : public StraightRunFixture<HfResumeTest> {
+ public:
+  static constexpr char kName[] = "hf_resume_test";
+  static v1::JobConfig Job() {
+    v1::JobConfig job = TinyJob();
+    const std::string examples = absl::StrCat(TRELLIS_SOURCE_DIR, "/examples/");
+    job.clear_model();
+    job.mutable_model()->set_path(examples + "models/qwen2_arith");
+    job.mutable_model()->set_max_seq_len(32);
+    job.mutable_data()->set_train_path(examples + "data/chat_arith_train.jsonl");
+    job.mutable_data()->set_eval_path(examples + "data/chat_arith_eval.jsonl");
+    job.mutable_eval()->set_num_prompts(32);
+    EXPECT_TRUE(loop::PrepareJob(&job).ok());
+    return job;
+  }
+};
+
+TEST_F(HfResumeTest, KilledAndResumedRunMatchesStraightRun) {
+  KillResumeAndCompare("run", "killed");
+}
+
+TEST_F(HfResumeTest, KilledAndResumedLaunchMatchesStraightRun) {
+  KillResumeAndCompare("launch", "launched");
+}
+
+TEST_F(HfResumeTest, ThePolicyIsExportedAsTheSourcesFamily) {
+  const fs::path hf = root_ / "straight" / "hf";
+  const auto config = nlohmann::json::parse(Slurp(hf / "config.json"));
+  EXPECT_EQ(config["architectures"][0], "Qwen2ForCausalLM");
+  EXPECT_EQ(config["dtype"], "bfloat16");
+  EXPECT_EQ(config["vocab_size"], 281);
+  for (const char* file : {"model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                           "chat_template.jinja", "generation_config.json"}) {
+    EXPECT_TRUE(fs::exists(hf / file)) << file;
+  }
 }
 
 TEST_F(ResumeTest, ResumingAFinishedRunRedoesOnlyTheFinalEval) {
