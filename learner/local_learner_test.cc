@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/tcp_store.h"
 #include "config/choice.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "learner/objectives.h"
 #include "ledger/ledger.h"
@@ -19,6 +20,8 @@
 
 namespace trellis::learner {
 namespace {
+
+using ::testing::HasSubstr;
 
 v1::JobConfig SmallJob(int micro_batch, v1::LossAggregation aggregation) {
   v1::JobConfig job;
@@ -194,6 +197,28 @@ TEST(LocalLearnerTest, SftReportsTeacherForcedExactMatch) {
   // every row exact.
   EXPECT_LE(first, 0.25);
   EXPECT_DOUBLE_EQ(last, 1.0);
+}
+
+// A chat's user turns between assistant turns are targets that only
+// condition: the loss counts the trained tokens alone, and flags that do not
+// match the targets are refused.
+TEST(LocalLearnerTest, SftTrainsOnlyTheFlaggedTargets) {
+  v1::SftBatch batch;
+  auto* pair = batch.add_pairs();
+  for (int t : {1, 3}) pair->add_prompt_tokens(t);
+  for (int t : {10, 11, 12, 2}) pair->add_target_tokens(t);
+  absl::StatusOr<v1::TrainStats> all = MakeLearner(SmallJob(8, v1::TOKEN_MEAN))->SftStep(batch);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->trained_tokens(), 4);
+  for (bool t : {true, false, false, true}) pair->add_trained(t);
+  absl::StatusOr<v1::TrainStats> some = MakeLearner(SmallJob(8, v1::TOKEN_MEAN))->SftStep(batch);
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_EQ(some->trained_tokens(), 2);
+  EXPECT_NE(some->loss(), all->loss());
+  pair->add_trained(true);
+  absl::Status s = MakeLearner(SmallJob(8, v1::TOKEN_MEAN))->SftStep(batch).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("5 trained flags for 4 target tokens"));
 }
 
 TEST(LocalLearnerTest, RejectsMismatchedLogProbs) {
