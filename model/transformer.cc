@@ -224,7 +224,7 @@ void TransformerImpl::SetParameterDtype(torch::ScalarType dtype) {
 
 TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
                                  int64_t vocab_size, Head head,
-                                 const trellis::v1::LoraConfig& lora)
+                                 const trellis::v1::LoraConfig& lora, InitialValues init)
     : config_(config), vocab_size_(vocab_size), head_(head) {
   TORCH_CHECK(vocab_size > 0, "Transformer: vocab_size must be > 0, got ", vocab_size);
   TORCH_CHECK(config.n_heads() > 0 &&
@@ -257,14 +257,16 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
   // Deterministic under torch::manual_seed: the base's parameters in
   // registration order, then the adapters'.
   torch::NoGradGuard no_grad;
-  for (auto& p : named_parameters()) {
-    if (IsAdapterName(p.key())) continue;
-    if (absl::EndsWith(p.key(), ".bias")) {
-      p.value().zero_();
-    } else if (p.value().dim() == 1) {
-      p.value().fill_(1.0);  // RMSNorm scales
-    } else {
-      p.value().normal_(0.0, config.init_std());
+  if (init == InitialValues::kDrawn) {
+    for (auto& p : named_parameters()) {
+      if (IsAdapterName(p.key())) continue;
+      if (absl::EndsWith(p.key(), ".bias")) {
+        p.value().zero_();
+      } else if (p.value().dim() == 1) {
+        p.value().fill_(1.0);  // RMSNorm scales
+      } else {
+        p.value().normal_(0.0, config.init_std());
+      }
     }
   }
   for (auto& layer : layers_) layer->ResetAdapters();

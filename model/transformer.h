@@ -50,14 +50,28 @@ enum class Head {
   kScalar,
 };
 
+// What a build puts in the parameters.
+enum class InitialValues {
+  // A fresh model: weights drawn from normal(0, init_std), zero biases,
+  // unit norm scales.
+  kDrawn,
+  // For a load that overwrites every parameter (model/hf_model.h): the
+  // draws above are skipped, leaving what LibTorch's Linear and Embedding
+  // draw as they are built (uniform and normal values, about a third of
+  // kDrawn's cost).
+  kOverwritten,
+};
+
 class TransformerImpl : public torch::nn::Module {
  public:
-  // REQUIRES: config and lora validated; vocab_size > 0. The base weights
-  // are drawn from LibTorch's default generator in registration order, the
-  // adapters after them, so the base does not depend on `lora`.
+  // REQUIRES: config and lora validated; vocab_size > 0. With kDrawn the
+  // base weights are drawn from LibTorch's default generator in
+  // registration order, the adapters after them, so the base does not
+  // depend on `lora`.
   TransformerImpl(const trellis::v1::ModelConfig& config, int64_t vocab_size,
                   Head head = Head::kLanguageModel,
-                  const trellis::v1::LoraConfig& lora = trellis::v1::LoraConfig());
+                  const trellis::v1::LoraConfig& lora = trellis::v1::LoraConfig(),
+                  InitialValues init = InitialValues::kDrawn);
 
   // tokens: [B, T] int64. positions: [B, T] int64 rotary positions (rows may
   // be left-padded, so a row's first real token has position 0).
