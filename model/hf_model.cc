@@ -111,8 +111,8 @@ bool Dropped(const std::string& name, const HfConfig& config) {
 }
 
 // The Transformer of `config`, built for its weights to be copied in
-// (InitialValues::kOverwritten) under LockInitialDraws (model/policy.h):
-// LibTorch's modules still draw as they are built. Errors start with `dir`.
+// (InitialValues::kOverwritten: nothing drawn), under LockInitialDraws
+// (model/policy.h) as every build. Errors start with `dir`.
 absl::StatusOr<Transformer> Build(const HfConfig& config, const std::string& dir) {
   try {
     const std::unique_lock<std::recursive_mutex> draws = LockInitialDraws();

@@ -46,8 +46,8 @@ struct HfModel {
 
 // A float32 Transformer of model.config holding model.weights. Fails when
 // a tensor is missing, unknown or of another shape, naming it; errors start
-// with model.dir. Built with InitialValues::kOverwritten under
-// LockInitialDraws (model/policy.h): only LibTorch's modules draw.
+// with model.dir. Built with InitialValues::kOverwritten: no initial
+// values are drawn.
 [[nodiscard]] absl::StatusOr<Transformer> NewHfTransformer(const HfModel& model);
 
 struct HfLoadOptions {
@@ -64,7 +64,7 @@ struct HfLoadStats {
   int64_t file_bytes = 0;       // tensor bytes read from the safetensors files
   int64_t parameter_bytes = 0;  // the Transformer's parameters
   int64_t tensors = 0;          // tensors copied in
-  double build_seconds = 0;     // building the Transformer (its initial draws)
+  double build_seconds = 0;     // building the Transformer (allocating it)
   double fill_seconds = 0;      // opening the files and copying the weights in
 };
 

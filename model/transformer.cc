@@ -26,8 +26,9 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+// Drawn as torch::nn::Linear's with kDrawn (a LoraLinear without an adapter).
+LoraLinear NoBiasLinear(int64_t in, int64_t out, InitialValues init) {
+  return LoraLinear(in, out, /*rank=*/0, /*alpha=*/0, /*bias=*/false, init);
 }
 
 }  // namespace
@@ -62,17 +63,17 @@ struct AttentionContext {
 // ("self_attn.q_norm", "self_attn.k_norm") before the rotary embedding.
 struct TransformerImpl::Block : torch::nn::Module {
   Block(const trellis::v1::ModelConfig& c, const trellis::v1::LoraConfig& lora,
-        int64_t head_dim, int64_t index)
+        int64_t head_dim, int64_t index, InitialValues init)
       : n_heads(c.n_heads()), n_kv_heads(c.n_kv_heads()), head_dim(head_dim),
         index(index) {
     const int64_t d = c.d_model();
     // Projection `p` of `parent`, with an adapter when LoRA targets it; its
     // module is named as LoraConfig names it ("q_proj", ...).
-    auto projection = [&lora](torch::nn::Module& parent, v1::LoraConfig::Projection p,
+    auto projection = [&lora, init](torch::nn::Module& parent, v1::LoraConfig::Projection p,
                               int64_t in, int64_t out, bool bias = false) {
       const int64_t rank = IsLoraTarget(lora, p) ? lora.rank() : 0;
       return parent.register_module(config::ChoiceName(p),
-                                    LoraLinear(in, out, rank, lora.alpha(), bias));
+                                    LoraLinear(in, out, rank, lora.alpha(), bias, init));
     };
     input_layernorm = register_module(
         "input_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
@@ -238,19 +239,22 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
   TORCH_CHECK(head_dim_ % 2 == 0, "Transformer: head_dim ", head_dim_, " must be even");
 
   model_ = register_module("model", std::make_shared<torch::nn::Module>());
-  embed_tokens_ = model_->register_module(
-      "embed_tokens", torch::nn::Embedding(vocab_size, config.d_model()));
+  torch::nn::EmbeddingOptions embedding(vocab_size, config.d_model());
+  if (init == InitialValues::kOverwritten) {
+    embedding._weight(torch::empty({vocab_size, config.d_model()}));
+  }
+  embed_tokens_ = model_->register_module("embed_tokens", torch::nn::Embedding(embedding));
   auto layers = model_->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.n_layers(); ++i) {
-    layers_.push_back(std::make_shared<Block>(config, lora, head_dim_, i));
+    layers_.push_back(std::make_shared<Block>(config, lora, head_dim_, i, init));
     layers->push_back(layers_.back());
   }
   norm_ = model_->register_module(
       "norm", std::make_shared<RMSNorm>(config.d_model(), config.rms_norm_eps()));
   if (head == Head::kScalar) {
-    score_ = register_module("score", NoBiasLinear(config.d_model(), 1));
+    score_ = register_module("score", NoBiasLinear(config.d_model(), 1, init));
   } else if (!config.tie_embeddings()) {
-    lm_head_ = register_module("lm_head", NoBiasLinear(config.d_model(), vocab_size));
+    lm_head_ = register_module("lm_head", NoBiasLinear(config.d_model(), vocab_size, init));
   }
   inv_freq_ = register_buffer("inv_freq", RotaryInverseFrequencies(config, head_dim_));
 

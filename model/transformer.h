@@ -22,6 +22,7 @@
 #include <torch/torch.h>
 
 #include "absl/status/status.h"
+#include "model/lora.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::model {
@@ -50,24 +51,13 @@ enum class Head {
   kScalar,
 };
 
-// What a build puts in the parameters.
-enum class InitialValues {
-  // A fresh model: weights drawn from normal(0, init_std), zero biases,
-  // unit norm scales.
-  kDrawn,
-  // For a load that overwrites every parameter (model/hf_model.h): the
-  // draws above are skipped, leaving what LibTorch's Linear and Embedding
-  // draw as they are built (uniform and normal values, about a third of
-  // kDrawn's cost).
-  kOverwritten,
-};
-
 class TransformerImpl : public torch::nn::Module {
  public:
   // REQUIRES: config and lora validated; vocab_size > 0. With kDrawn the
   // base weights are drawn from LibTorch's default generator in
   // registration order, the adapters after them, so the base does not
-  // depend on `lora`.
+  // depend on `lora`. With kOverwritten (for a load that overwrites every
+  // parameter) nothing is drawn and the values are undefined.
   TransformerImpl(const trellis::v1::ModelConfig& config, int64_t vocab_size,
                   Head head = Head::kLanguageModel,
                   const trellis::v1::LoraConfig& lora = trellis::v1::LoraConfig(),
@@ -151,8 +141,8 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<std::shared_ptr<Block>> layers_;  // "model.layers.{i}"
   std::shared_ptr<RMSNorm> norm_;               // "model.norm"
   Head head_;
-  torch::nn::Linear lm_head_{nullptr};          // "lm_head"; null when tied
-  torch::nn::Linear score_{nullptr};            // "score"; kScalar only
+  LoraLinear lm_head_{nullptr};                 // "lm_head"; null when tied
+  LoraLinear score_{nullptr};                   // "score"; kScalar only
   torch::Tensor inv_freq_;                      // [head_dim / 2] rotary
   bool activation_checkpointing_ = false;
   double recompute_seconds_ = 0;
