@@ -121,12 +121,12 @@ int LoadOnce(const std::string& path, const std::string& dir) {
     span_peak = peak.measured_bytes;
     unattributed = peak.unattributed_bytes;
   }
-  std::printf("RESULT reset=%d weights=%lld peak_increase=%lld seconds=%.4f build=%.4f "
-              "fill=%.4f ledger_peak=%lld unattributed=%lld\n",
-              reset ? 1 : 0, static_cast<long long>(stats.file_bytes),
-              static_cast<long long>(hwm - rss_before), seconds, stats.build_seconds,
-              stats.fill_seconds, static_cast<long long>(span_peak),
-              static_cast<long long>(unattributed));
+  std::printf(
+      "RESULT reset=%d weights=%lld peak_increase=%lld seconds=%.4f build=%.4f "
+      "fill=%.4f ledger_peak=%lld unattributed=%lld\n",
+      reset ? 1 : 0, static_cast<long long>(stats.file_bytes),
+      static_cast<long long>(hwm - rss_before), seconds, stats.build_seconds, stats.fill_seconds,
+      static_cast<long long>(span_peak), static_cast<long long>(unattributed));
   return 0;
 }
 
@@ -153,8 +153,8 @@ absl::Status Generate(const std::string& dir, int64_t* bytes, double* build_seco
 
 std::map<std::string, double> RunChild(const std::string& self, const std::string& path,
                                        const std::string& dir) {
-  const std::string command =
-      absl::StrCat(self, " --load=", path, " --dir=", dir, absl::GetFlag(FLAGS_cold) ? " --cold" : "");
+  const std::string command = absl::StrCat(self, " --load=", path, " --dir=", dir,
+                                           absl::GetFlag(FLAGS_cold) ? " --cold" : "");
   FILE* pipe = ::popen(command.c_str(), "r");
   std::map<std::string, double> out;
   if (pipe == nullptr) return out;
@@ -174,7 +174,8 @@ std::map<std::string, double> RunChild(const std::string& self, const std::strin
 int Main() {
   std::string dir = absl::GetFlag(FLAGS_dir);
   const bool temporary = dir.empty();
-  if (temporary) dir = absl::StrCat(fs::temp_directory_path().string(), "/hf_load_bench.", ::getpid());
+  if (temporary)
+    dir = absl::StrCat(fs::temp_directory_path().string(), "/hf_load_bench.", ::getpid());
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   if (!fs::exists(dir + "/model.safetensors.index.json")) {
     int64_t bytes = 0;
@@ -183,13 +184,14 @@ int Main() {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       return 1;
     }
-    std::printf("generated %s: %.1f MB of float32 weights in %d shards; building the model "
-                "with drawn initial values (kDrawn) took %.2f s\n",
-                dir.c_str(), bytes / 1e6, absl::GetFlag(FLAGS_shards), drawn);
+    std::printf(
+        "generated %s: %.1f MB of float32 weights in %d shards; building the model "
+        "with drawn initial values (kDrawn) took %.2f s\n",
+        dir.c_str(), bytes / 1e6, absl::GetFlag(FLAGS_shards), drawn);
   }
-  std::printf("%-7s %-5s %10s %10s %8s %8s %7s %8s %8s %12s %10s\n", "path", "cache",
-              "weights MB", "peak +MB", "peak/w", "load s", "GB/s", "build s", "fill s",
-              "ledger peak", "unattr MB");
+  std::printf("%-7s %-5s %10s %10s %8s %8s %7s %8s %8s %12s %10s\n", "path", "cache", "weights MB",
+              "peak +MB", "peak/w", "load s", "GB/s", "build s", "fill s", "ledger peak",
+              "unattr MB");
   for (int rep = 0; rep < absl::GetFlag(FLAGS_reps); ++rep) {
     for (const std::string path : {"stream", "eager"}) {
       std::map<std::string, double> r = RunChild(self, path, dir);

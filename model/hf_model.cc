@@ -64,15 +64,15 @@ absl::StatusOr<Readers> OpenSharded(const std::string& dir) {
         SafetensorsReader::Open(absl::StrCat(dir, "/", file));
     if (!reader.ok()) {
       return absl::Status(reader.status().code(),
-                          absl::StrCat(index_path, ": shard ", file, " (holding '",
-                                       *names.begin(), "'): ", reader.status().message()));
+                          absl::StrCat(index_path, ": shard ", file, " (holding '", *names.begin(),
+                                       "'): ", reader.status().message()));
     }
     std::set<std::string> found;
     for (const SafetensorsReader::TensorInfo& info : (*reader)->tensors()) {
       if (names.count(info.name) == 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            index_path, ": shard ", file, " holds tensor '", info.name,
-            "', which the index does not map to it"));
+        return absl::InvalidArgumentError(absl::StrCat(index_path, ": shard ", file,
+                                                       " holds tensor '", info.name,
+                                                       "', which the index does not map to it"));
       }
       found.insert(info.name);
     }
@@ -164,8 +164,7 @@ absl::StatusOr<Transformer> NewHfTransformer(const HfModel& model) {
   return transformer;
 }
 
-absl::StatusOr<Transformer> LoadHfTransformer(const std::string& dir,
-                                              const HfLoadOptions& options,
+absl::StatusOr<Transformer> LoadHfTransformer(const std::string& dir, const HfLoadOptions& options,
                                               HfLoadStats* stats) {
   env::Env* env = env::Env::Default();
   const double start = env->MonotonicSeconds();
@@ -199,8 +198,8 @@ absl::StatusOr<Transformer> LoadHfTransformer(const std::string& dir,
       if (Dropped(info.name, *config)) continue;
       auto it = params.find(info.name);
       if (it == params.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            reader->path(), ": unknown tensor '", info.name, "' (no parameter of the model)"));
+        return absl::InvalidArgumentError(absl::StrCat(reader->path(), ": unknown tensor '",
+                                                       info.name, "' (no parameter of the model)"));
       }
       if (it->second.sizes() != c10::IntArrayRef(info.shape)) {
         return absl::InvalidArgumentError(
@@ -214,8 +213,8 @@ absl::StatusOr<Transformer> LoadHfTransformer(const std::string& dir,
     }
   }
   if (!params.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir, ": tensor '", params.begin()->first, "' is missing (no weights file holds it)"));
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": tensor '", params.begin()->first,
+                                                   "' is missing (no weights file holds it)"));
   }
   for (const Copy& copy : copies) {
     if (absl::Status s = copy.reader->ReadInto(*copy.info, copy.param); !s.ok()) {

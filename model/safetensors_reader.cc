@@ -113,8 +113,8 @@ absl::StatusOr<std::vector<TensorInfo>> ParseHeader(const std::string& path, con
   uint64_t expected = 0;
   for (const TensorInfo& t : tensors) {
     if (t.begin != expected) {
-      return DataLoss(path, absl::StrCat("tensor '", t.name, "' starts at ", t.begin,
-                                         ", expected ", expected, " (overlap or gap)"));
+      return DataLoss(path, absl::StrCat("tensor '", t.name, "' starts at ", t.begin, ", expected ",
+                                         expected, " (overlap or gap)"));
     }
     expected = t.end;
   }
@@ -149,8 +149,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < 8) {
-    return DataLoss(path, absl::StrCat("file is ", size,
-                                       " bytes, shorter than the 8-byte header length"));
+    return DataLoss(
+        path, absl::StrCat("file is ", size, " bytes, shorter than the 8-byte header length"));
   }
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, r->fd_, 0);
   if (map == MAP_FAILED) {
@@ -163,8 +163,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
   uint64_t header_size;
   std::memcpy(&header_size, r->map_, sizeof(header_size));
   if (header_size > kMaxHeaderBytes || header_size > size - 8) {
-    return DataLoss(path, absl::StrCat("header length ", header_size, " exceeds the file (",
-                                       size, " bytes) or the limit"));
+    return DataLoss(path, absl::StrCat("header length ", header_size, " exceeds the file (", size,
+                                       " bytes) or the limit"));
   }
   const char* header_begin = r->map_ + 8;
   const json header = json::parse(header_begin, header_begin + header_size, nullptr,
@@ -187,7 +187,7 @@ SafetensorsReader::~SafetensorsReader() {
 }
 
 absl::StatusOr<torch::Tensor> SafetensorsReader::Read(const TensorInfo& info,
-                                                     std::optional<torch::ScalarType> dtype) {
+                                                      std::optional<torch::ScalarType> dtype) {
   if (dtype.has_value() && !IsLoadDtype(*dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("safetensors ", path_, ": tensor '", info.name, "': cannot convert to ",
@@ -212,15 +212,15 @@ absl::Status SafetensorsReader::ReadInto(const TensorInfo& info, const torch::Te
   };
   if (!dst.defined() || dst.sizes() != c10::IntArrayRef(info.shape)) {
     return invalid(absl::StrCat("expected shape ",
-                                dst.defined() ? ShapeString(dst.sizes()) : "(undefined)",
-                                ", got ", ShapeString(info.shape)));
+                                dst.defined() ? ShapeString(dst.sizes()) : "(undefined)", ", got ",
+                                ShapeString(info.shape)));
   }
   if (!dst.is_contiguous() || !dst.device().is_cpu()) {
     return invalid("the destination is not a contiguous CPU tensor");
   }
   if (c10::isFloatingType(info.dtype) != dst.is_floating_point()) {
-    return invalid(absl::StrCat("cannot copy ", std::string(c10::toString(info.dtype)),
-                                " into ", std::string(c10::toString(dst.scalar_type()))));
+    return invalid(absl::StrCat("cannot copy ", std::string(c10::toString(info.dtype)), " into ",
+                                std::string(c10::toString(dst.scalar_type()))));
   }
   const int64_t numel = dst.numel();
   if (numel == 0) return absl::OkStatus();
@@ -238,9 +238,8 @@ absl::Status SafetensorsReader::ReadInto(const TensorInfo& info, const torch::Te
       // Drop the copied pages (rounded out to whole pages: a neighbour's
       // page dropped too is read again from the page cache).
       const uint64_t from = (data_offset_ + info.begin + at * element) / page * page;
-      const uint64_t to =
-          std::min(map_size_, (data_offset_ + info.begin + (at + n) * element + page - 1) /
-                                  page * page);
+      const uint64_t to = std::min(
+          map_size_, (data_offset_ + info.begin + (at + n) * element + page - 1) / page * page);
       ::madvise(map_ + from, to - from, MADV_DONTNEED);
     }
   } catch (const c10::Error& e) {

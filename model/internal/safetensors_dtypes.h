@@ -17,11 +17,11 @@ struct SafetensorsDtype {
   c10::ScalarType type;
 };
 inline constexpr SafetensorsDtype kSafetensorsDtypes[] = {
-    {"F32", c10::ScalarType::Float}, {"F16", c10::ScalarType::Half},
+    {"F32", c10::ScalarType::Float},     {"F16", c10::ScalarType::Half},
     {"BF16", c10::ScalarType::BFloat16}, {"F64", c10::ScalarType::Double},
-    {"I64", c10::ScalarType::Long},   {"I32", c10::ScalarType::Int},
-    {"I16", c10::ScalarType::Short},  {"I8", c10::ScalarType::Char},
-    {"U8", c10::ScalarType::Byte},    {"BOOL", c10::ScalarType::Bool},
+    {"I64", c10::ScalarType::Long},      {"I32", c10::ScalarType::Int},
+    {"I16", c10::ScalarType::Short},     {"I8", c10::ScalarType::Char},
+    {"U8", c10::ScalarType::Byte},       {"BOOL", c10::ScalarType::Bool},
 };
 
 // The header name of `type`; null when safetensors has none here.

@@ -30,8 +30,8 @@ inline std::string LlamaConfigJson(const TransformerImpl& model) {
       "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", ",
       "\"dtype\": \"float32\", \"hidden_act\": \"silu\", \"hidden_size\": ", c.d_model(),
       ", \"intermediate_size\": ", c.d_ff(), ", \"num_hidden_layers\": ", c.n_layers(),
-      ", \"num_attention_heads\": ", c.n_heads(), ", \"num_key_value_heads\": ",
-      c.n_kv_heads(), ", ", head_dim, "\"vocab_size\": ", model.vocab_size(),
+      ", \"num_attention_heads\": ", c.n_heads(), ", \"num_key_value_heads\": ", c.n_kv_heads(),
+      ", ", head_dim, "\"vocab_size\": ", model.vocab_size(),
       ", \"rms_norm_eps\": ", c.rms_norm_eps(), ", \"rope_theta\": ", c.rope_theta(),
       ", \"tie_word_embeddings\": ", c.tie_embeddings() ? "true" : "false", "}\n");
 }
@@ -61,10 +61,10 @@ inline absl::Status WriteShardedLlama(const std::string& dir, const TransformerI
     written += static_cast<int64_t>(weights[i].second.nbytes());
     const bool last = i + 1 == weights.size();
     if (!last && written * shards < total * (index + 1)) continue;
-    const std::string file =
-        absl::StrFormat("model-%05d-of-%05d.safetensors", index + 1, shards);
+    const std::string file = absl::StrFormat("model-%05d-of-%05d.safetensors", index + 1, shards);
     if (absl::Status s = SaveSafetensors(dir + "/" + file, shard); !s.ok()) return s;
-    for (const auto& [name, t] : shard) map.push_back(absl::StrCat("\"", name, "\": \"", file, "\""));
+    for (const auto& [name, t] : shard)
+      map.push_back(absl::StrCat("\"", name, "\": \"", file, "\""));
     shard.clear();
     ++index;
   }
