@@ -1,9 +1,12 @@
 #include "model/hf_model.h"
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -12,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "env/env.h"
 #include "model/policy.h"
 
@@ -46,27 +50,31 @@ absl::StatusOr<std::map<std::string, std::set<std::string>>> ReadIndex(
   return shards;
 }
 
-absl::StatusOr<NamedTensors> LoadSharded(const std::string& dir) {
+using Readers = std::vector<std::unique_ptr<SafetensorsReader>>;
+
+// The shards of DIR's index, each opened (its header read) and holding
+// exactly the tensors the index maps to it.
+absl::StatusOr<Readers> OpenSharded(const std::string& dir) {
   const std::string index_path = absl::StrCat(dir, "/", kIndexFile);
   absl::StatusOr<std::map<std::string, std::set<std::string>>> shards = ReadIndex(index_path);
   if (!shards.ok()) return shards.status();
-  NamedTensors out;
+  Readers readers;
   for (const auto& [file, names] : *shards) {
-    absl::StatusOr<NamedTensors> tensors = LoadSafetensors(absl::StrCat(dir, "/", file));
-    if (!tensors.ok()) {
-      return absl::Status(tensors.status().code(),
-                          absl::StrCat(index_path, ": shard ", file, " (holding '",
-                                       *names.begin(), "'): ", tensors.status().message()));
+    absl::StatusOr<std::unique_ptr<SafetensorsReader>> reader =
+        SafetensorsReader::Open(absl::StrCat(dir, "/", file));
+    if (!reader.ok()) {
+      return absl::Status(reader.status().code(),
+                          absl::StrCat(index_path, ": shard ", file, " (holding '", *names.begin(),
+                                       "'): ", reader.status().message()));
     }
     std::set<std::string> found;
-    for (auto& [name, tensor] : *tensors) {
-      if (names.count(name) == 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            index_path, ": shard ", file, " holds tensor '", name, "', which the index does not "
-            "map to it"));
+    for (const SafetensorsReader::TensorInfo& info : (*reader)->tensors()) {
+      if (names.count(info.name) == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(index_path, ": shard ", file,
+                                                       " holds tensor '", info.name,
+                                                       "', which the index does not map to it"));
       }
-      found.insert(name);
-      out.emplace_back(std::move(name), std::move(tensor));
+      found.insert(info.name);
     }
     for (const std::string& name : names) {
       if (found.count(name) == 0) {
@@ -74,8 +82,25 @@ absl::StatusOr<NamedTensors> LoadSharded(const std::string& dir) {
             index_path, ": tensor '", name, "' is mapped to shard ", file, ", which lacks it"));
       }
     }
+    readers.push_back(*std::move(reader));
   }
-  return out;
+  return readers;
+}
+
+// DIR's weight files, opened: model.safetensors, else the index's shards.
+absl::StatusOr<Readers> OpenWeights(const std::string& dir) {
+  env::Env* env = env::Env::Default();
+  if (env->Exists(absl::StrCat(dir, "/", kSingleFile))) {
+    absl::StatusOr<std::unique_ptr<SafetensorsReader>> reader =
+        SafetensorsReader::Open(absl::StrCat(dir, "/", kSingleFile));
+    if (!reader.ok()) return reader.status();
+    Readers readers;
+    readers.push_back(*std::move(reader));
+    return readers;
+  }
+  if (env->Exists(absl::StrCat(dir, "/", kIndexFile))) return OpenSharded(dir);
+  return absl::NotFoundError(absl::StrCat(dir, ": no ", kSingleFile, " or ", kIndexFile,
+                                          " (weights are read from safetensors files only)"));
 }
 
 // Tensors a checkpoint may hold that the Transformer does not: the rotary
@@ -85,16 +110,35 @@ bool Dropped(const std::string& name, const HfConfig& config) {
          (config.model.tie_embeddings() && name == "lm_head.weight");
 }
 
+// The Transformer of `config`, built for its weights to be copied in
+// (InitialValues::kOverwritten: nothing drawn), under LockInitialDraws
+// (model/policy.h) as every build. Errors start with `dir`.
+absl::StatusOr<Transformer> Build(const HfConfig& config, const std::string& dir) {
+  try {
+    const std::unique_lock<std::recursive_mutex> draws = LockInitialDraws();
+    return Transformer(config.model, config.model.vocab_size(), Head::kLanguageModel,
+                       trellis::v1::LoraConfig(), InitialValues::kOverwritten);
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": building the model: ", e.what_without_backtrace()));
+  }
+}
+
 }  // namespace
 
-absl::StatusOr<NamedTensors> LoadHfWeights(const std::string& dir) {
-  env::Env* env = env::Env::Default();
-  if (env->Exists(absl::StrCat(dir, "/", kSingleFile))) {
-    return LoadSafetensors(absl::StrCat(dir, "/", kSingleFile));
+absl::StatusOr<NamedTensors> LoadHfWeights(const std::string& dir,
+                                           std::optional<torch::ScalarType> dtype) {
+  absl::StatusOr<Readers> readers = OpenWeights(dir);
+  if (!readers.ok()) return readers.status();
+  NamedTensors out;
+  for (const auto& reader : *readers) {
+    for (const SafetensorsReader::TensorInfo& info : reader->tensors()) {
+      absl::StatusOr<torch::Tensor> t = reader->Read(info, dtype);
+      if (!t.ok()) return t.status();
+      out.emplace_back(info.name, *std::move(t));
+    }
   }
-  if (env->Exists(absl::StrCat(dir, "/", kIndexFile))) return LoadSharded(dir);
-  return absl::NotFoundError(absl::StrCat(dir, ": no ", kSingleFile, " or ", kIndexFile,
-                                          " (weights are read from safetensors files only)"));
+  return out;
 }
 
 absl::StatusOr<HfModel> LoadHfModel(const std::string& dir) {
@@ -112,17 +156,84 @@ absl::StatusOr<HfModel> LoadHfModel(const std::string& dir) {
 }
 
 absl::StatusOr<Transformer> NewHfTransformer(const HfModel& model) {
-  Transformer transformer{nullptr};
-  try {
-    const std::unique_lock<std::recursive_mutex> draws = LockInitialDraws();
-    transformer = Transformer(model.config.model, model.config.model.vocab_size());
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(model.dir, ": building the model: ", e.what_without_backtrace()));
-  }
-  if (absl::Status s = transformer->LoadWeights(model.weights); !s.ok()) {
+  absl::StatusOr<Transformer> transformer = Build(model.config, model.dir);
+  if (!transformer.ok()) return transformer.status();
+  if (absl::Status s = (*transformer)->LoadWeights(model.weights); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(model.dir, ": ", s.message()));
   }
+  return transformer;
+}
+
+absl::Status FillFromHfDir(const std::string& dir, Transformer& model, HfLoadStats* stats) {
+  env::Env* env = env::Env::Default();
+  const double start = env->MonotonicSeconds();
+  absl::StatusOr<HfConfig> config = ReadHfConfig(dir);
+  if (!config.ok()) return config.status();
+  absl::StatusOr<Readers> readers = OpenWeights(dir);
+  if (!readers.ok()) return readers.status();
+  std::map<std::string, torch::Tensor> params;
+  for (auto& [name, param] : model->BaseWeights()) params.emplace(name, param);
+  // Every name and shape is checked before a byte is copied.
+  struct Copy {
+    SafetensorsReader* reader;
+    const SafetensorsReader::TensorInfo* info;
+    torch::Tensor param;
+  };
+  std::vector<Copy> copies;
+  HfLoadStats done;
+  for (const auto& reader : *readers) {
+    for (const SafetensorsReader::TensorInfo& info : reader->tensors()) {
+      if (Dropped(info.name, *config)) continue;
+      auto it = params.find(info.name);
+      if (it == params.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(reader->path(), ": unknown tensor '",
+                                                       info.name, "' (no parameter of the model)"));
+      }
+      if (it->second.sizes() != c10::IntArrayRef(info.shape)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(reader->path(), ": tensor '", info.name, "' expected shape [",
+                         absl::StrJoin(it->second.sizes(), ", "), "], got [",
+                         absl::StrJoin(info.shape, ", "), "]"));
+      }
+      copies.push_back({reader.get(), &info, it->second});
+      done.file_bytes += static_cast<int64_t>(info.end - info.begin);
+      params.erase(it);
+    }
+  }
+  if (!params.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": tensor '", params.begin()->first,
+                                                   "' is missing (no weights file holds it)"));
+  }
+  for (const Copy& copy : copies) {
+    if (absl::Status s = copy.reader->ReadInto(*copy.info, copy.param); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(dir, ": ", s.message()));
+    }
+    done.parameter_bytes += static_cast<int64_t>(copy.param.nbytes());
+  }
+  done.tensors = static_cast<int64_t>(copies.size());
+  done.fill_seconds = env->MonotonicSeconds() - start;
+  if (stats != nullptr) *stats = done;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Transformer> LoadHfTransformer(const std::string& dir, const HfLoadOptions& options,
+                                              HfLoadStats* stats) {
+  env::Env* env = env::Env::Default();
+  const double start = env->MonotonicSeconds();
+  absl::StatusOr<HfConfig> config = ReadHfConfig(dir);
+  if (!config.ok()) return config.status();
+  const torch::ScalarType dtype = options.dtype.value_or(config->dtype);
+  if (dtype != torch::kFloat32 && dtype != torch::kBFloat16 && dtype != torch::kFloat16) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot load into ",
+                                                   std::string(c10::toString(dtype)),
+                                                   " (float32, bfloat16 or float16)"));
+  }
+  absl::StatusOr<Transformer> transformer = Build(*config, dir);
+  if (!transformer.ok()) return transformer.status();
+  if (dtype != torch::kFloat32) (*transformer)->SetParameterDtype(dtype);
+  const double built = env->MonotonicSeconds();
+  if (absl::Status s = FillFromHfDir(dir, *transformer, stats); !s.ok()) return s;
+  if (stats != nullptr) stats->build_seconds = built - start;
   return transformer;
 }
 

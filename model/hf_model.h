@@ -8,7 +8,11 @@
 // MistralForCausalLM, whose outputs match transformers' (model/
 // hf_model_test.cc checks them on the fixtures of tests/fixtures/hf).
 
+#include <cstdint>
+#include <optional>
 #include <string>
+
+#include <torch/torch.h>
 
 #include "absl/status/statusor.h"
 #include "model/hf_config.h"
@@ -27,19 +31,64 @@ struct HfModel {
 };
 
 // DIR's weights: DIR/model.safetensors, else every shard that
-// DIR/model.safetensors.index.json names, each read once. Fails, naming the
-// file and the tensor, when a shard is missing or holds other tensors than
-// the index says, and when there are no safetensors weights.
-[[nodiscard]] absl::StatusOr<NamedTensors> LoadHfWeights(const std::string& dir);
+// DIR/model.safetensors.index.json names, each read once through its
+// memory mapping (model/safetensors.h SafetensorsReader), in the stored
+// dtype or with floating-point tensors converted to `dtype`. Fails, naming
+// the file and the tensor, when a shard is missing or holds other tensors
+// than the index says, and when there are no safetensors weights.
+[[nodiscard]] absl::StatusOr<NamedTensors> LoadHfWeights(
+    const std::string& dir, std::optional<torch::ScalarType> dtype = std::nullopt);
 
-// ReadHfConfig(dir), then LoadHfWeights(dir).
+// ReadHfConfig(dir), then LoadHfWeights(dir) in the stored dtype: the eager
+// path, holding every tensor before NewHfTransformer copies them into a
+// model (two copies of the weights at its peak).
 [[nodiscard]] absl::StatusOr<HfModel> LoadHfModel(const std::string& dir);
 
 // A float32 Transformer of model.config holding model.weights. Fails when
 // a tensor is missing, unknown or of another shape, naming it; errors start
-// with model.dir. Building draws initial values under LockInitialDraws
-// (model/policy.h), overwritten by the weights.
+// with model.dir. Built with InitialValues::kOverwritten: no initial
+// values are drawn.
 [[nodiscard]] absl::StatusOr<Transformer> NewHfTransformer(const HfModel& model);
+
+struct HfLoadOptions {
+  // The parameters' dtype: float32 (what jobs train in today; the learner
+  // casts to bfloat16 itself for memory.precision bf16), bfloat16 or
+  // float16; nullopt keeps the stored one (HfConfig::dtype).
+  std::optional<torch::ScalarType> dtype = torch::kFloat32;
+};
+
+// What LoadHfTransformer did. For the run's ledger (ledger/ledger.h): the
+// caller runs the load inside a Stage::kLoad span, whose peak is then the
+// load's, and reports Object::kParameters at parameter_bytes.
+struct HfLoadStats {
+  int64_t file_bytes = 0;       // tensor bytes read from the safetensors files
+  int64_t parameter_bytes = 0;  // the Transformer's parameters
+  int64_t tensors = 0;          // tensors copied in
+  double build_seconds = 0;     // building the Transformer (allocating it)
+  double fill_seconds = 0;      // opening the files and copying the weights in
+};
+
+// The streaming load of DIR: ReadHfConfig, the Transformer built as
+// NewHfTransformer builds it (then cast to options.dtype), every file's
+// header read and every tensor's name and shape checked against the
+// parameters, then each tensor copied from its memory-mapped file straight
+// into its parameter, converting the dtype. The process holds one copy of
+// the weights and about one SafetensorsReader::kChunkBytes chunk of a file
+// beyond what it held before (docs/models.md has the measured peak).
+// Errors name the file and the tensor: a missing, unknown or misshapen
+// tensor, a missing shard or one holding other tensors than the index
+// says. `stats` may be null.
+[[nodiscard]] absl::StatusOr<Transformer> LoadHfTransformer(const std::string& dir,
+                                                            const HfLoadOptions& options = {},
+                                                            HfLoadStats* stats = nullptr);
+
+// LoadHfTransformer's fill, into a model already built with DIR's shape
+// (model/hf_config.h ResolveHfModel): DIR's weights streamed into its base
+// weights; a LoRA policy's adapters keep their values. Errors as
+// LoadHfTransformer's; `stats` (may be null) gets everything but
+// build_seconds.
+[[nodiscard]] absl::Status FillFromHfDir(const std::string& dir, Transformer& model,
+                                         HfLoadStats* stats = nullptr);
 
 }  // namespace trellis::model
 

@@ -10,9 +10,18 @@
 
 namespace trellis::model {
 
-LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, int64_t rank, double alpha, bool bias)
-    : torch::nn::LinearImpl(torch::nn::LinearOptions(in, out).bias(bias)) {
+// kOverwritten builds the Linear with no output rows (its draws then touch
+// no element), then gives W and b their shapes.
+LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, int64_t rank, double alpha, bool bias,
+                               InitialValues init)
+    : torch::nn::LinearImpl(
+          torch::nn::LinearOptions(in, init == InitialValues::kDrawn ? out : 0).bias(bias)) {
   TORCH_CHECK(rank >= 0, "LoraLinear: rank must be >= 0, got ", rank);
+  if (init == InitialValues::kOverwritten) {
+    options.out_features(out);
+    weight.set_data(torch::empty({out, in}));
+    if (bias) this->bias.set_data(torch::empty({out}));
+  }
   if (rank == 0) return;
   scale_ = alpha / static_cast<double>(rank);
   // Submodules hold the adapters so that they are named "lora_A.weight"; no

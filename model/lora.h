@@ -14,6 +14,15 @@
 
 namespace trellis::model {
 
+// What a build puts in the parameters (TransformerImpl, LoraLinearImpl).
+enum class InitialValues {
+  // A fresh model, drawn from LibTorch's default generator.
+  kDrawn,
+  // Nothing: the values are undefined until a load overwrites every
+  // parameter (model/hf_model.h); no draws are made.
+  kOverwritten,
+};
+
 // A projection y = x W^T (+ b) that may carry a low-rank adapter:
 //   y = x W^T + b + (alpha / rank) * (x A^T) B^T
 // with A [rank, in] and B [out, rank]. W (and b) are created, named
@@ -24,8 +33,10 @@ namespace trellis::model {
 class LoraLinearImpl : public torch::nn::LinearImpl {
  public:
   // rank 0: a plain projection without an adapter (alpha unused). bias:
-  // whether b exists (Qwen2's query, key and value projections).
-  LoraLinearImpl(int64_t in, int64_t out, int64_t rank, double alpha, bool bias = false);
+  // whether b exists (Qwen2's query, key and value projections). With
+  // kOverwritten, W and b are allocated without drawing.
+  LoraLinearImpl(int64_t in, int64_t out, int64_t rank, double alpha, bool bias = false,
+                 InitialValues init = InitialValues::kDrawn);
 
   torch::Tensor forward(const torch::Tensor& x);
 

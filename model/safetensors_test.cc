@@ -95,6 +95,36 @@ TEST(SafetensorsTest, MissingFileIsNotFound) {
             absl::StatusCode::kNotFound);
 }
 
+TEST(SafetensorsTest, ConvertsFloatingTensorsToTheRequestedDtype) {
+  const std::string path = TempPath("convert");
+  torch::manual_seed(0);
+  // Longer than one read chunk, so that the copy runs in several chunks.
+  const int64_t n = static_cast<int64_t>(SafetensorsReader::kChunkBytes) / 4 * 2 + 5;
+  const torch::Tensor big = torch::randn({n});
+  const torch::Tensor ids = torch::arange(5, torch::kInt64);
+  ASSERT_TRUE(SaveSafetensors(path, {{"big", big}, {"ids", ids}}).ok());
+  for (torch::ScalarType t : {torch::kBFloat16, torch::kFloat16, torch::kFloat32}) {
+    auto loaded = LoadSafetensors(path, nullptr, t);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_TRUE(torch::equal((*loaded)[0].second, big.to(t)));
+    EXPECT_TRUE(torch::equal((*loaded)[1].second, ids));  // not floating: as stored
+  }
+  EXPECT_EQ(LoadSafetensors(path, nullptr, torch::kInt32).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  auto reader = SafetensorsReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const SafetensorsReader::TensorInfo& info = (*reader)->tensors()[0];
+  EXPECT_EQ(info.name, "big");
+  const absl::Status shape = (*reader)->ReadInto(info, torch::empty({n - 1}));
+  EXPECT_EQ(shape.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(shape.message()), HasSubstr(path));
+  EXPECT_THAT(std::string(shape.message()), HasSubstr("'big'"));
+  EXPECT_EQ((*reader)->ReadInto(info, torch::empty({n}, torch::kInt64)).code(),
+            absl::StatusCode::kInvalidArgument);
+  std::remove(path.c_str());
+}
+
 TEST(SafetensorsTest, TruncatedFileIsDataLossNamingPathAndTensor) {
   const std::string path = TempPath("truncated");
   ASSERT_TRUE(SaveSafetensors(path, {{"a", torch::ones({4})}, {"b", torch::ones({8})}}).ok());

@@ -27,8 +27,9 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-torch::nn::Linear NoBiasLinear(int64_t in, int64_t out) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+// Drawn as torch::nn::Linear's with kDrawn (a LoraLinear without an adapter).
+LoraLinear NoBiasLinear(int64_t in, int64_t out, InitialValues init) {
+  return LoraLinear(in, out, /*rank=*/0, /*alpha=*/0, /*bias=*/false, init);
 }
 
 }  // namespace
@@ -63,17 +64,17 @@ struct AttentionContext {
 // ("self_attn.q_norm", "self_attn.k_norm") before the rotary embedding.
 struct TransformerImpl::Block : torch::nn::Module {
   Block(const trellis::v1::ModelConfig& c, const trellis::v1::LoraConfig& lora,
-        int64_t head_dim, int64_t index)
+        int64_t head_dim, int64_t index, InitialValues init)
       : n_heads(c.n_heads()), n_kv_heads(c.n_kv_heads()), head_dim(head_dim),
         index(index) {
     const int64_t d = c.d_model();
     // Projection `p` of `parent`, with an adapter when LoRA targets it; its
     // module is named as LoraConfig names it ("q_proj", ...).
-    auto projection = [&lora](torch::nn::Module& parent, v1::LoraConfig::Projection p,
+    auto projection = [&lora, init](torch::nn::Module& parent, v1::LoraConfig::Projection p,
                               int64_t in, int64_t out, bool bias = false) {
       const int64_t rank = IsLoraTarget(lora, p) ? lora.rank() : 0;
       return parent.register_module(config::ChoiceName(p),
-                                    LoraLinear(in, out, rank, lora.alpha(), bias));
+                                    LoraLinear(in, out, rank, lora.alpha(), bias, init));
     };
     input_layernorm = register_module(
         "input_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
@@ -225,10 +226,8 @@ void TransformerImpl::SetParameterDtype(torch::ScalarType dtype) {
 
 TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
                                  int64_t vocab_size, Head head,
-                                 const trellis::v1::LoraConfig& lora)
-    : config_(config),
-      vocab_size_(VocabSize(config, vocab_size)),
-      head_(head) {
+                                 const trellis::v1::LoraConfig& lora, InitialValues init)
+    : config_(config), vocab_size_(VocabSize(config, vocab_size)), head_(head) {
   TORCH_CHECK(vocab_size_ > 0, "Transformer: vocab_size must be > 0, got ", vocab_size_);
   TORCH_CHECK(config.n_heads() > 0 &&
                   (config.head_dim() > 0 || config.d_model() % config.n_heads() == 0),
@@ -241,33 +240,38 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
   TORCH_CHECK(head_dim_ % 2 == 0, "Transformer: head_dim ", head_dim_, " must be even");
 
   model_ = register_module("model", std::make_shared<torch::nn::Module>());
-  embed_tokens_ = model_->register_module(
-      "embed_tokens", torch::nn::Embedding(vocab_size_, config.d_model()));
+  torch::nn::EmbeddingOptions embedding(vocab_size_, config.d_model());
+  if (init == InitialValues::kOverwritten) {
+    embedding._weight(torch::empty({vocab_size_, config.d_model()}));
+  }
+  embed_tokens_ = model_->register_module("embed_tokens", torch::nn::Embedding(embedding));
   auto layers = model_->register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.n_layers(); ++i) {
-    layers_.push_back(std::make_shared<Block>(config, lora, head_dim_, i));
+    layers_.push_back(std::make_shared<Block>(config, lora, head_dim_, i, init));
     layers->push_back(layers_.back());
   }
   norm_ = model_->register_module(
       "norm", std::make_shared<RMSNorm>(config.d_model(), config.rms_norm_eps()));
   if (head == Head::kScalar) {
-    score_ = register_module("score", NoBiasLinear(config.d_model(), 1));
+    score_ = register_module("score", NoBiasLinear(config.d_model(), 1, init));
   } else if (!config.tie_embeddings()) {
-    lm_head_ = register_module("lm_head", NoBiasLinear(config.d_model(), vocab_size_));
+    lm_head_ = register_module("lm_head", NoBiasLinear(config.d_model(), vocab_size_, init));
   }
   inv_freq_ = register_buffer("inv_freq", RotaryInverseFrequencies(config, head_dim_));
 
   // Deterministic under torch::manual_seed: the base's parameters in
   // registration order, then the adapters'.
   torch::NoGradGuard no_grad;
-  for (auto& p : named_parameters()) {
-    if (IsAdapterName(p.key())) continue;
-    if (absl::EndsWith(p.key(), ".bias")) {
-      p.value().zero_();
-    } else if (p.value().dim() == 1) {
-      p.value().fill_(1.0);  // RMSNorm scales
-    } else {
-      p.value().normal_(0.0, config.init_std());
+  if (init == InitialValues::kDrawn) {
+    for (auto& p : named_parameters()) {
+      if (IsAdapterName(p.key())) continue;
+      if (absl::EndsWith(p.key(), ".bias")) {
+        p.value().zero_();
+      } else if (p.value().dim() == 1) {
+        p.value().fill_(1.0);  // RMSNorm scales
+      } else {
+        p.value().normal_(0.0, config.init_std());
+      }
     }
   }
   for (auto& layer : layers_) layer->ResetAdapters();
@@ -276,10 +280,8 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
   }
 }
 
-torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
-                                       const torch::Tensor& positions,
-                                       const torch::Tensor& key_valid,
-                                       KVCache* cache) {
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                       const torch::Tensor& key_valid, KVCache* cache) {
   return ApplyHead(Hidden(tokens, positions, key_valid, cache));
 }
 

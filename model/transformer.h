@@ -22,6 +22,7 @@
 #include <torch/torch.h>
 
 #include "absl/status/status.h"
+#include "model/lora.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::model {
@@ -54,12 +55,15 @@ class TransformerImpl : public torch::nn::Module {
  public:
   // REQUIRES: config and lora validated; config.vocab_size() > 0 or
   // vocab_size (the tokenizer's, used when config.vocab_size() is 0) > 0.
-  // The base weights
-  // are drawn from LibTorch's default generator in registration order, the
-  // adapters after them, so the base does not depend on `lora`.
+  // With kDrawn the base weights are drawn from LibTorch's default
+  // generator in registration order, the adapters after them, so the base
+  // does not depend on `lora`. With kOverwritten (for a load that
+  // overwrites every parameter) nothing is drawn and the values are
+  // undefined.
   TransformerImpl(const trellis::v1::ModelConfig& config, int64_t vocab_size,
                   Head head = Head::kLanguageModel,
-                  const trellis::v1::LoraConfig& lora = trellis::v1::LoraConfig());
+                  const trellis::v1::LoraConfig& lora = trellis::v1::LoraConfig(),
+                  InitialValues init = InitialValues::kDrawn);
 
   // tokens: [B, T] int64. positions: [B, T] int64 rotary positions (rows may
   // be left-padded, so a row's first real token has position 0).
@@ -139,8 +143,8 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<std::shared_ptr<Block>> layers_;  // "model.layers.{i}"
   std::shared_ptr<RMSNorm> norm_;               // "model.norm"
   Head head_;
-  torch::nn::Linear lm_head_{nullptr};          // "lm_head"; null when tied
-  torch::nn::Linear score_{nullptr};            // "score"; kScalar only
+  LoraLinear lm_head_{nullptr};                 // "lm_head"; null when tied
+  LoraLinear score_{nullptr};                   // "score"; kScalar only
   torch::Tensor inv_freq_;                      // [head_dim / 2] rotary
   bool activation_checkpointing_ = false;
   double recompute_seconds_ = 0;

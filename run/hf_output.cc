@@ -1,13 +1,11 @@
 #include "run/hf_output.h"
 
-#include <mutex>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "config/worker_id.h"
 #include "model/hf_export.h"
 #include "model/hf_model.h"
-#include "model/policy.h"
 #include "model/safetensors.h"
 #include "model/token_ids.h"
 #include "model/torch_status.h"
@@ -31,12 +29,10 @@ absl::Status ExportHfPolicy(const v1::JobConfig &job, const text::Tokenizer &tok
   if (!weights.ok()) return weights.status();
   return model::TorchEdge(config::WorkerId(v1::LEARNER).ToString())
       .Call("export to Hugging Face", [&]() -> absl::Status {
-        model::Transformer trained{nullptr};
-        {
-          const std::unique_lock<std::recursive_mutex> draws = model::LockInitialDraws();
-          trained = model::Transformer(job.model(),
-                                       model::VocabSize(job.model(), tokenizer.vocab_size()));
-        }
+        model::Transformer trained(job.model(),
+                                   model::VocabSize(job.model(), tokenizer.vocab_size()),
+                                   model::Head::kLanguageModel, v1::LoraConfig(),
+                                   model::InitialValues::kOverwritten);
         if (absl::Status s = trained->LoadWeights(*weights); !s.ok()) {
           return absl::Status(s.code(), absl::StrCat(policy, ": ", s.message()));
         }
