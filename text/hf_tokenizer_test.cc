@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "trellis/v1/job.pb.h"
 
 namespace trellis::text {
 namespace {
@@ -145,6 +146,18 @@ TEST(HfTokenizerTest, SentencePieceCutsOutControlTokensWrittenInText) {
   EXPECT_EQ(ids->front(), *sp->bos_id());
   EXPECT_EQ(ids->back(), sp->eos_id());
   EXPECT_EQ(sp->Decode(*ids), "Hello");
+}
+
+// libsentencepiece's own protobuf copy must not meet libprotobuf, which
+// this binary links as every Trellis binary does.
+TEST(HfTokenizerTest, SentencePieceLivesBesideProtobuf) {
+  const std::unique_ptr<Tokenizer> sp = Load("sentencepiece");
+  ASSERT_NE(sp, nullptr);
+  v1::ModelConfig config;
+  config.set_d_model(sp->vocab_size());
+  v1::ModelConfig parsed;
+  ASSERT_TRUE(parsed.ParseFromString(config.SerializeAsString()));
+  EXPECT_EQ(parsed.d_model(), sp->vocab_size());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ namespace trellis::text::internal {
 void AddedTokens::Add(AddedToken token) {
   if (const AddedToken* old = Find(token.id)) by_content_.erase(old->content);
   by_content_[token.content] = token.id;
+  if (!token.content.empty()) starts_token_[static_cast<unsigned char>(token.content[0])] = true;
   by_id_[token.id] = std::move(token);
 }
 
@@ -23,6 +24,10 @@ std::vector<Segment> AddedTokens::Split(absl::string_view text) const {
   size_t i = 0;
   while (i < text.size()) {
     const AddedToken* longest = nullptr;
+    if (!starts_token_[static_cast<unsigned char>(text[i])]) {
+      ++i;
+      continue;
+    }
     for (const auto& [id, token] : by_id_) {
       if (token.content.empty() || text.compare(i, token.content.size(), token.content) != 0) {
         continue;

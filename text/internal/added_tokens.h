@@ -1,6 +1,7 @@
 #ifndef TRELLIS_TEXT_INTERNAL_ADDED_TOKENS_H_
 #define TRELLIS_TEXT_INTERNAL_ADDED_TOKENS_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,6 +46,8 @@ class AddedTokens {
 
  private:
   absl::flat_hash_map<int32_t, AddedToken> by_id_;
+  // Whether some token starts with the byte: other positions are skipped.
+  std::array<bool, 256> starts_token_{};
   absl::flat_hash_map<std::string, int32_t> by_content_;
 };
 
