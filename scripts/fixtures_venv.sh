@@ -1,5 +1,6 @@
 # The Python environment the scripts that talk to transformers share
-# (make_hf_fixtures.sh, check_hf_export.sh): pinned PyPI packages in a
+# (make_hf_fixtures.sh, make_tokenizer_fixtures.sh, make_chat_fixtures.sh,
+# make_example_model.sh, check_hf_export.sh): pinned PyPI packages in a
 # virtual environment, TRELLIS_FIXTURES_VENV (default .venv/fixtures).
 # Sourced, from the repository root; defines:
 #   FIXTURES_VENV            the environment's path
@@ -9,7 +10,8 @@
 #                            install) unless it is ready; the torch wheel
 #                            brings its CUDA libraries, some GB
 FIXTURES_VENV=${TRELLIS_FIXTURES_VENV:-.venv/fixtures}
-FIXTURES_PINNED=(torch==2.15.0 transformers==5.24.0 safetensors==0.8.0 numpy==2.4.6 peft==0.21.2)
+FIXTURES_PINNED=(torch==2.15.0 transformers==5.24.0 safetensors==0.8.0 numpy==2.4.6 peft==0.21.2
+                 tokenizers==0.23.3 sentencepiece==0.2.3 jinja2==3.1.6)
 
 fixtures_venv_ready() {
   "$FIXTURES_VENV/bin/python" - "${FIXTURES_PINNED[@]}" 2>/dev/null <<'PY'
