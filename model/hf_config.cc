@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "env/env.h"
 #include "google/protobuf/descriptor.h"
-#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::model {
@@ -326,14 +326,21 @@ absl::Status ResolveHfModel(trellis::v1::ModelConfig* config) {
         r->SwapFields(config, &resolved, {f});
         continue;
     }
-    std::string job_value;
-    std::string hf_value;
-    google::protobuf::TextFormat::PrintFieldValueToString(*config, f, -1, &job_value);
-    google::protobuf::TextFormat::PrintFieldValueToString(resolved, f, -1, &hf_value);
-    if (job_value != hf_value) {
+    // Field f alone; a field set to its default equals one left unset.
+    auto alone = [&](const ModelConfig& m) {
+      ModelConfig out = m;
+      for (int j = 0; j < d->field_count(); ++j) {
+        if (j != i) r->ClearField(&out, d->field(j));
+      }
+      return out;
+    };
+    const ModelConfig job_value = alone(*config);
+    const ModelConfig hf_value = alone(resolved);
+    if (!google::protobuf::util::MessageDifferencer::Equivalent(job_value, hf_value)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "model.", f->name(), " is ", job_value, " but ", config->path(),
-          "/config.json gives ", hf_value, "; leave it out of the job"));
+          "model.", f->name(), ": the job has {", job_value.ShortDebugString(), "} but ",
+          config->path(), "/config.json gives {", hf_value.ShortDebugString(),
+          "}; leave it out of the job"));
     }
   }
   if (resolved.max_position_embeddings() > 0 &&

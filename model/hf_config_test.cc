@@ -147,6 +147,11 @@ TEST(ResolveHfModel, TheShapeComesFromConfigJsonAndTheJobKeepsItsOwnFields) {
   const std::string once = m.SerializeAsString();
   ASSERT_TRUE(ResolveHfModel(&m).ok());  // idempotent
   EXPECT_EQ(m.SerializeAsString(), once);
+  // A resolved job written out with every default (OUT/job.yaml) reads back
+  // the same: fields at their defaults agree with fields config.json omits.
+  m.mutable_rope_scaling();
+  m.set_attention_bias(false);
+  ASSERT_TRUE(ResolveHfModel(&m).ok());
 
   trellis::v1::ModelConfig plain;
   ASSERT_TRUE(ResolveHfModel(&plain).ok());
@@ -159,8 +164,8 @@ TEST(ResolveHfModel, DisagreementsAndLimitsNameTheField) {
   m.set_n_layers(4);
   absl::Status s = ResolveHfModel(&m);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("model.n_layers is 4 but"));
-  EXPECT_THAT(s.message(), HasSubstr("resolve_bad/config.json gives 2"));
+  EXPECT_THAT(s.message(), HasSubstr("model.n_layers: the job has {n_layers: 4} but"));
+  EXPECT_THAT(s.message(), HasSubstr("resolve_bad/config.json gives {n_layers: 2}"));
 
   m.Clear();
   m.set_path(ModelDir("resolve_long"));
