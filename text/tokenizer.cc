@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "text/internal/utf8.h"
 
 namespace trellis::text {
 namespace {
@@ -24,8 +25,6 @@ constexpr int32_t kBos = 1;
 constexpr int32_t kEos = 2;
 constexpr int32_t kNumSpecials = 3;
 constexpr int32_t kEosIds[] = {kEos};
-// UTF-8 encoding of U+FFFD REPLACEMENT CHARACTER.
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
 std::string DefaultAlphabet() {
   std::string alphabet;
@@ -71,7 +70,7 @@ class CharTokenizer final : public Tokenizer {
       if (id == kPad || id == kBos || id == kEos) continue;
       const int64_t index = static_cast<int64_t>(id) - kNumSpecials;
       if (index < 0 || index >= static_cast<int64_t>(alphabet_.size())) {
-        text.append(kReplacement);
+        text.append(internal::kUtf8Replacement);
       } else {
         text.push_back(alphabet_[index]);
       }

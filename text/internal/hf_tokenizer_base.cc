@@ -12,15 +12,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "text/internal/utf8.h"
 
 namespace trellis::text::internal {
-namespace {
-
-// UTF-8 encoding of U+FFFD REPLACEMENT CHARACTER.
-constexpr char kReplacement[] = "\xEF\xBF\xBD";
-
-}  // namespace
-
 HfTokenizerBase::HfTokenizerBase(AddedTokens added) : added_(std::move(added)) {
   for (int32_t id : added_.SpecialIds()) special_.insert(id);
 }
@@ -41,8 +35,12 @@ absl::StatusOr<std::vector<int32_t>> HfTokenizerBase::Encode(std::string_view te
 std::string HfTokenizerBase::Decode(absl::Span<const int32_t> ids) const {
   std::string text;
   std::vector<int32_t> run;
+  // Byte-level tokens may split a character: a run decodes to bytes that
+  // are made valid UTF-8 as the Hugging Face decoder makes them.
   const auto flush = [&] {
-    DecodePlain(run, &text);
+    std::string bytes;
+    DecodePlain(run, &bytes);
+    AppendUtf8Lossy(bytes, &text);
     run.clear();
   };
   for (int32_t id : ids) {
@@ -52,7 +50,7 @@ std::string HfTokenizerBase::Decode(absl::Span<const int32_t> ids) const {
       text.append(token->content);
     } else if (id < 0 || id >= ModelSize()) {
       flush();
-      text.append(kReplacement);
+      text.append(kUtf8Replacement);
     } else {
       run.push_back(id);
     }
