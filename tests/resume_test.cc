@@ -195,11 +195,11 @@ class HfResumeTest : public StraightRunFixture<HfResumeTest> {
     job.mutable_data()->set_train_path(examples + "data/chat_arith_train.jsonl");
     job.mutable_data()->set_eval_path(examples + "data/chat_arith_eval.jsonl");
     job.mutable_eval()->set_num_prompts(32);
-    // Two-digit sums from a random model: a longer warm-up, and a reward
-    // for an unparseable response apart from a wrong number's, so that
-    // groups differ and every step carries gradient.
+    // Two-digit sums from a random model after a short warm-up: any number
+    // within 20 of the sum counts as right, so that groups differ and every
+    // step carries gradient.
     job.mutable_sft()->set_steps(80);
-    job.mutable_verifier()->set_reward_unparseable(0.25);
+    job.mutable_verifier()->set_tolerance(20);
     EXPECT_TRUE(loop::PrepareJob(&job).ok());
     return job;
   }
