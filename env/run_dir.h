@@ -60,8 +60,10 @@ class RunDir {
   static constexpr char kReference[] = "reference.safetensors";
   static constexpr char kPolicy[] = "policy.safetensors";
   static constexpr char kRewardModel[] = "reward_model.safetensors";
-  // The policy as a Hugging Face directory (jobs with model.path).
+  // The policy as a Hugging Face directory (jobs with model.path), and
+  // under LoRA its adapters for PEFT.
   static constexpr char kHfPolicy[] = "hf";
+  static constexpr char kHfAdapter[] = "hf_adapter";
   static constexpr char kCheckpoints[] = "checkpoints";
 
   explicit RunDir(std::string path) : path_(std::move(path)) {}

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/worker_id.h"
+#include "env/env.h"
 #include "model/hf_export.h"
 #include "model/hf_model.h"
 #include "model/safetensors.h"
@@ -11,9 +12,32 @@
 #include "model/torch_status.h"
 
 namespace trellis::run {
+namespace {
 
-absl::Status ExportHfPolicy(const v1::JobConfig &job, const text::Tokenizer &tokenizer,
-                            const env::RunDir &run) {
+// A float32 model of the job's shape (with `lora`'s adapters) holding the
+// weights of `path`, exported by `write`.
+template <typename Write>
+absl::Status ExportFrom(const v1::JobConfig& job, const text::Tokenizer& tokenizer,
+                        const v1::LoraConfig& lora, const std::string& path, Write write) {
+  absl::StatusOr<model::NamedTensors> weights = model::LoadSafetensors(path);
+  if (!weights.ok()) return weights.status();
+  return model::TorchEdge(config::WorkerId(v1::LEARNER).ToString())
+      .Call("export to Hugging Face", [&]() -> absl::Status {
+        model::Transformer trained(job.model(),
+                                   model::VocabSize(job.model(), tokenizer.vocab_size()),
+                                   model::Head::kLanguageModel, lora,
+                                   model::InitialValues::kOverwritten);
+        if (absl::Status s = trained->LoadWeights(*weights); !s.ok()) {
+          return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+        }
+        return write(trained);
+      });
+}
+
+}  // namespace
+
+absl::Status ExportHfPolicy(const v1::JobConfig& job, const text::Tokenizer& tokenizer,
+                            const env::RunDir& run, learner::LearnerWorker& learner) {
   model::HfModel source;
   source.dir = job.model().path();
   absl::StatusOr<model::HfConfig> hf_config = model::ReadHfConfig(source.dir);
@@ -23,21 +47,32 @@ absl::Status ExportHfPolicy(const v1::JobConfig &job, const text::Tokenizer &tok
   options.token_ids.bos = tokenizer.bos_id();
   options.token_ids.eos.assign(tokenizer.eos_ids().begin(), tokenizer.eos_ids().end());
   options.token_ids.pad = tokenizer.pad_id();
+  absl::Status s = ExportFrom(job, tokenizer, v1::LoraConfig(), run.File(env::RunDir::kPolicy),
+                              [&](const model::Transformer& trained) {
+                                return model::ExportHfModel(trained, options,
+                                                            run.File(env::RunDir::kHfPolicy));
+                              });
+  const v1::LoraConfig& lora = job.memory().lora();
+  if (!s.ok() || lora.rank() <= 0) return s;
 
-  const std::string policy = run.File(env::RunDir::kPolicy);
-  absl::StatusOr<model::NamedTensors> weights = model::LoadSafetensors(policy);
-  if (!weights.ok()) return weights.status();
-  return model::TorchEdge(config::WorkerId(v1::LEARNER).ToString())
-      .Call("export to Hugging Face", [&]() -> absl::Status {
-        model::Transformer trained(job.model(),
-                                   model::VocabSize(job.model(), tokenizer.vocab_size()),
-                                   model::Head::kLanguageModel, v1::LoraConfig(),
-                                   model::InitialValues::kOverwritten);
-        if (absl::Status s = trained->LoadWeights(*weights); !s.ok()) {
-          return absl::Status(s.code(), absl::StrCat(policy, ": ", s.message()));
-        }
-        return model::ExportHfModel(trained, options, run.File(env::RunDir::kHfPolicy));
-      });
+  // The adapters live in the learner's checkpoint, not in the merged
+  // policy.safetensors.
+  const std::string staged = run.File(absl::StrCat(env::RunDir::kHfAdapter, ".checkpoint"));
+  env::Env* env = env::Env::Default();
+  if (s = env->CreateDir(staged); !s.ok()) return s;
+  model::PeftExportOptions peft;
+  peft.base_model_name_or_path = source.dir;
+  peft.dtype = source.config.dtype;
+  s = learner.SaveCheckpoint(staged);
+  if (s.ok()) {
+    s = ExportFrom(job, tokenizer, lora, env::CheckpointDir(staged).Weights(),
+                   [&](const model::Transformer& trained) {
+                     return model::ExportPeftAdapters(trained, lora, peft,
+                                                      run.File(env::RunDir::kHfAdapter));
+                   });
+  }
+  const absl::Status removed = env->RemoveAll(staged);
+  return s.ok() ? removed : s;
 }
 
 }  // namespace trellis::run

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "env/run_dir.h"
+#include "learner/learner_worker.h"
 #include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 
@@ -15,9 +16,13 @@ namespace trellis::run {
 // model.path's family in its stored dtype (model/hf_export.h), with its
 // tokenizer files and `tokenizer`'s special ids in config.json and
 // generation_config.json (under LoRA, the merged weights policy.safetensors
-// holds). REQUIRES: job.model().path() is set.
+// holds). Under LoRA also RUN/hf_adapter (env::RunDir::kHfAdapter): the
+// adapters in PEFT's format over model.path, read from a checkpoint of
+// `learner` written to a temporary directory of RUN and removed after.
+// REQUIRES: job.model().path() is set.
 [[nodiscard]] absl::Status ExportHfPolicy(const v1::JobConfig& job,
-                                          const text::Tokenizer& tokenizer, const env::RunDir& run);
+                                          const text::Tokenizer& tokenizer, const env::RunDir& run,
+                                          learner::LearnerWorker& learner);
 
 }  // namespace trellis::run
 

@@ -169,7 +169,10 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   const bool export_hf = !job.model().path().empty() && !reward_model;
   if (export_hf) {
     auto span = ledger.Begin(ledger::Stage::kCheckpoint, config::WorkerId(v1::LEARNER).ToString());
-    if (absl::Status s = ExportHfPolicy(job, (*format)->tokenizer(), run); !s.ok()) return s;
+    if (absl::Status s = ExportHfPolicy(job, (*format)->tokenizer(), run, *roles.learner);
+        !s.ok()) {
+      return s;
+    }
   }
   if (absl::Status s = ledger.WriteSummary(run.Summary()); !s.ok()) return s;
   PrintTable(ledger, headline, progress);

@@ -225,6 +225,30 @@ TEST_F(HfResumeTest, ThePolicyIsExportedAsTheSourcesFamily) {
   }
 }
 
+// The same job under LoRA: OUT/hf holds the merged policy, OUT/hf_adapter
+// the adapters in PEFT's format over the source directory.
+class HfLoraTest : public StraightRunFixture<HfLoraTest> {
+ public:
+  static constexpr char kName[] = "hf_lora_test";
+  static v1::JobConfig Job() {
+    v1::JobConfig job = HfResumeTest::Job();
+    job.mutable_memory()->mutable_lora()->set_rank(2);
+    return job;
+  }
+};
+
+TEST_F(HfLoraTest, TheAdaptersAreExportedForPeft) {
+  const fs::path adapter = root_ / "straight" / "hf_adapter";
+  const auto config = nlohmann::json::parse(Slurp(adapter / "adapter_config.json"));
+  EXPECT_EQ(config["peft_type"], "LORA");
+  EXPECT_EQ(config["r"], 2);
+  EXPECT_EQ(config["base_model_name_or_path"], HfLoraTest::Job().model().path());
+  EXPECT_THAT(Slurp(adapter / "adapter_model.safetensors"),
+              HasSubstr("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"));
+  EXPECT_TRUE(fs::exists(root_ / "straight" / "hf" / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(root_ / "straight" / "hf_adapter.checkpoint"));
+}
+
 TEST_F(ResumeTest, ResumingAFinishedRunRedoesOnlyTheFinalEval) {
   const fs::path dir = CopyOfStraight("finished");
   std::ostringstream progress;
