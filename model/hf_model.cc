@@ -173,6 +173,10 @@ absl::Status FillFromHfDir(const std::string& dir, Transformer& model, HfLoadSta
   if (!readers.ok()) return readers.status();
   std::map<std::string, torch::Tensor> params;
   for (auto& [name, param] : model->BaseWeights()) params.emplace(name, param);
+  // A scalar head (a reward model or critic started from a language model)
+  // keeps its own values; the directory's LM head has no place in it.
+  const bool scalar = model->head() == Head::kScalar;
+  if (scalar) params.erase("score.weight");
   // Every name and shape is checked before a byte is copied.
   struct Copy {
     SafetensorsReader* reader;
@@ -183,7 +187,7 @@ absl::Status FillFromHfDir(const std::string& dir, Transformer& model, HfLoadSta
   HfLoadStats done;
   for (const auto& reader : *readers) {
     for (const SafetensorsReader::TensorInfo& info : reader->tensors()) {
-      if (Dropped(info.name, *config)) continue;
+      if (Dropped(info.name, *config) || (scalar && info.name == "lm_head.weight")) continue;
       auto it = params.find(info.name);
       if (it == params.end()) {
         return absl::InvalidArgumentError(absl::StrCat(reader->path(), ": unknown tensor '",

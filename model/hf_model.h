@@ -84,7 +84,9 @@ struct HfLoadStats {
 
 // LoadHfTransformer's fill, into a model already built with DIR's shape
 // (model/hf_config.h ResolveHfModel): DIR's weights streamed into its base
-// weights; a LoRA policy's adapters keep their values. Errors as
+// weights; a LoRA policy's adapters and a scalar head (a reward model
+// started from a language model; the directory's lm_head.weight is not
+// read) keep their values. Errors as
 // LoadHfTransformer's; `stats` (may be null) gets everything but
 // build_seconds.
 [[nodiscard]] absl::Status FillFromHfDir(const std::string& dir, Transformer& model,

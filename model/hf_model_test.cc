@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/policy.h"
 #include "model/safetensors.h"
 #include "model/testing/hf_fixtures.h"
 
@@ -147,6 +148,32 @@ TEST(HfModelErrors, ShapeMismatchNamesTheTensor) {
               HasSubstr("tensor 'model.embed_tokens.weight' expected shape [100, 32], got "
                         "[128, 32]"));
   fs::remove_all(dir);
+}
+
+// A job's policy from model.path (NewPolicy): the directory's weights; a
+// reward model (scalar head) keeps the trunk and draws its own head.
+TEST(HfPolicy, NewPolicyStreamsTheDirectoryAndAScalarHeadKeepsItsOwn) {
+  const std::string dir = kFixtures + "/llama3_gqa";
+  absl::StatusOr<HfConfig> config = ReadHfConfig(dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  trellis::v1::ModelConfig m = config->model;
+  m.set_path(dir);
+  const Transformer want = Load(dir);
+  for (Head head : {Head::kLanguageModel, Head::kScalar}) {
+    absl::StatusOr<Transformer> policy = NewPolicy(m, trellis::v1::LoraConfig(), 0, 1, head);
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    std::map<std::string, torch::Tensor> got;
+    for (auto& [name, t] : (*policy)->NamedWeights()) got.emplace(name, t);
+    for (auto& [name, t] : want->NamedWeights()) {
+      if (name == "lm_head.weight" && head == Head::kScalar) continue;
+      ASSERT_TRUE(got.count(name)) << name;
+      EXPECT_TRUE(torch::equal(got[name], t)) << name;
+    }
+    if (head == Head::kScalar) {
+      EXPECT_EQ(got.count("lm_head.weight"), 0u);
+      EXPECT_GT(got.at("score.weight").abs().sum().item<double>(), 0.0);
+    }
+  }
 }
 
 }  // namespace

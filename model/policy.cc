@@ -20,15 +20,17 @@ absl::StatusOr<Transformer> NewPolicy(const trellis::v1::ModelConfig& config,
   const bool from_init = !config.init_checkpoint().empty();
   const std::string& init = from_init ? config.init_checkpoint() : config.path();
   // A Hugging Face directory (one with config.json) is streamed into the
-  // model (model/hf_model.h FillFromHfDir), so its base draws nothing.
+  // model (model/hf_model.h FillFromHfDir), so its base draws nothing; a
+  // scalar head, which the directory lacks, draws its values.
   const bool hf_dir =
       !init.empty() && env::Env::Default()->Exists(absl::StrCat(init, "/config.json"));
+  const bool overwritten = hf_dir && head == Head::kLanguageModel;
   Transformer model{nullptr};
   try {
     const std::unique_lock<std::recursive_mutex> draws = LockInitialDraws();
     torch::manual_seed(seed);
     model = Transformer(config, vocab_size, head, lora,
-                        hf_dir ? InitialValues::kOverwritten : InitialValues::kDrawn);
+                        overwritten ? InitialValues::kOverwritten : InitialValues::kDrawn);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("building the model: ", e.what_without_backtrace()));
   }
