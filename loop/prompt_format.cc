@@ -16,7 +16,7 @@ struct Chat {
   chat::Json tools;
 };
 
-absl::StatusOr<Chat> ParseChat(const data::Example &example) {
+absl::StatusOr<Chat> ParseChat(const data::Example& example) {
   const chat::Json messages = chat::Json::parse(example.messages_json, nullptr, false);
   absl::StatusOr<std::vector<chat::Message>> parsed = chat::ParseMessages(messages);
   if (!parsed.ok()) return parsed.status();
@@ -28,8 +28,8 @@ absl::StatusOr<Chat> ParseChat(const data::Example &example) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PromptFormat>> PromptFormat::ForJob(const v1::JobConfig &job) {
-  const std::string &dir = job.model().path();
+absl::StatusOr<std::unique_ptr<PromptFormat>> PromptFormat::ForJob(const v1::JobConfig& job) {
+  const std::string& dir = job.model().path();
   if (dir.empty()) {
     return std::make_unique<PromptFormat>(
         text::NewCharTokenizer(),
@@ -48,21 +48,21 @@ PromptFormat::PromptFormat(std::unique_ptr<text::Tokenizer> tokenizer,
                            absl::StatusOr<chat::ChatTemplate> chat_template)
     : tokenizer_(std::move(tokenizer)), chat_template_(std::move(chat_template)) {}
 
-absl::StatusOr<const chat::ChatTemplate *> PromptFormat::ChatFor(
-    const data::Example &example) const {
+absl::StatusOr<const chat::ChatTemplate*> PromptFormat::ChatFor(
+    const data::Example& example) const {
   if (chat_template_.ok()) return &*chat_template_;
   return absl::FailedPreconditionError(absl::StrCat("example ", example.id, " holds messages, but ",
                                                     chat_template_.status().message()));
 }
 
-absl::StatusOr<v1::Prompt> PromptFormat::MakePrompt(const data::Example &example) const {
+absl::StatusOr<v1::Prompt> PromptFormat::MakePrompt(const data::Example& example) const {
   const std::string where = absl::StrCat("prompt ", example.id);
   v1::Prompt prompt;
   prompt.set_id(example.id);
   prompt.set_answer(example.answer);
   std::string text = example.prompt;
   if (!example.messages_json.empty()) {
-    absl::StatusOr<const chat::ChatTemplate *> chat = ChatFor(example);
+    absl::StatusOr<const chat::ChatTemplate*> chat = ChatFor(example);
     if (!chat.ok()) return chat.status();
     absl::StatusOr<Chat> parsed = ParseChat(example);
     if (!parsed.ok()) return At(parsed.status(), where);
@@ -80,15 +80,15 @@ absl::StatusOr<v1::Prompt> PromptFormat::MakePrompt(const data::Example &example
   return prompt;
 }
 
-absl::StatusOr<std::vector<int32_t>> PromptFormat::ResponseTokens(const std::string &text,
-                                                                  const std::string &what) const {
+absl::StatusOr<std::vector<int32_t>> PromptFormat::ResponseTokens(const std::string& text,
+                                                                  const std::string& what) const {
   absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(text);
   if (!ids.ok()) return At(ids.status(), what);
   ids->push_back(tokenizer_->eos_id());
   return ids;
 }
 
-absl::StatusOr<v1::SftBatch::Pair> PromptFormat::MakeSftPair(const data::Example &example) const {
+absl::StatusOr<v1::SftBatch::Pair> PromptFormat::MakeSftPair(const data::Example& example) const {
   v1::SftBatch::Pair pair;
   if (example.messages_json.empty()) {
     absl::StatusOr<v1::Prompt> prompt = MakePrompt(example);
@@ -101,7 +101,7 @@ absl::StatusOr<v1::SftBatch::Pair> PromptFormat::MakeSftPair(const data::Example
     return pair;
   }
   const std::string where = absl::StrCat("example ", example.id);
-  absl::StatusOr<const chat::ChatTemplate *> chat = ChatFor(example);
+  absl::StatusOr<const chat::ChatTemplate*> chat = ChatFor(example);
   if (!chat.ok()) return chat.status();
   absl::StatusOr<Chat> parsed = ParseChat(example);
   if (!parsed.ok()) return At(parsed.status(), where);
@@ -115,7 +115,7 @@ absl::StatusOr<v1::SftBatch::Pair> PromptFormat::MakeSftPair(const data::Example
       (*chat)->RenderTurns(parsed->messages, parsed->tools);
   if (!turns.ok()) return At(turns.status(), where);
   bool in_target = false;
-  for (const chat::Segment &segment : *turns) {
+  for (const chat::Segment& segment : *turns) {
     const bool assistant = segment.kind == chat::SegmentKind::kAssistant;
     absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(segment.text);
     if (!ids.ok()) return At(ids.status(), where);

@@ -27,23 +27,23 @@ class PromptFormat {
   // directory's tokenizer (text::LoadHfTokenizer) and its chat template
   // when it has one. Errors name model.path.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<PromptFormat>> ForJob(
-      const v1::JobConfig &job);
+      const v1::JobConfig& job);
 
   // `chat_template`: the model's, or why it has none (reported when a chat
   // example needs it).
   PromptFormat(std::unique_ptr<text::Tokenizer> tokenizer,
                absl::StatusOr<chat::ChatTemplate> chat_template);
 
-  const text::Tokenizer &tokenizer() const { return *tokenizer_; }
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
 
   // The example's prompt as the model reads it; id, text and answer copied
   // (a chat's text is its rendering). Fails naming the example.
-  [[nodiscard]] absl::StatusOr<v1::Prompt> MakePrompt(const data::Example &example) const;
+  [[nodiscard]] absl::StatusOr<v1::Prompt> MakePrompt(const data::Example& example) const;
 
   // A response's tokens as the model produces them: the text's tokens, then
   // the primary EOS. Fails naming `what` (e.g. "answer of example 3").
-  [[nodiscard]] absl::StatusOr<std::vector<int32_t>> ResponseTokens(const std::string &text,
-                                                                    const std::string &what) const;
+  [[nodiscard]] absl::StatusOr<std::vector<int32_t>> ResponseTokens(const std::string& text,
+                                                                    const std::string& what) const;
 
   // A supervised pair. Plain: the prompt (MakePrompt) and the answer's
   // response tokens. Chat: the conversation, with the answer (when there is
@@ -51,12 +51,12 @@ class PromptFormat {
   // (chat::ChatTemplate::RenderTurns); the prompt is everything before the
   // first assistant turn, the target the rest, trained on the assistant
   // turns only (SftBatch.Pair.trained).
-  [[nodiscard]] absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const data::Example &example) const;
+  [[nodiscard]] absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const data::Example& example) const;
 
  private:
   // The example's chat template, or an error naming the example when the
   // model has none.
-  absl::StatusOr<const chat::ChatTemplate *> ChatFor(const data::Example &example) const;
+  absl::StatusOr<const chat::ChatTemplate*> ChatFor(const data::Example& example) const;
 
   std::unique_ptr<text::Tokenizer> tokenizer_;
   // Or why the model has none.

@@ -76,9 +76,9 @@ TEST(PromptFormat, SupervisedChatsTrainTheAssistantTurnsOnly) {
            R"({"role":"user","content":"2+2="}])",
            "4"));
   ASSERT_TRUE(pair.ok()) << pair.status();
-  EXPECT_THAT(pair->prompt_tokens(),
-              ElementsAreArray(Encode(*format, "<|im_start|>user\n1+1=<|im_end|>\n"
-                                               "<|im_start|>assistant\n")));
+  EXPECT_THAT(pair->prompt_tokens(), ElementsAreArray(Encode(*format,
+                                                             "<|im_start|>user\n1+1=<|im_end|>\n"
+                                                             "<|im_start|>assistant\n")));
   const std::vector<int32_t> first = Encode(*format, "2<|im_end|>\n");
   const std::vector<int32_t> between =
       Encode(*format, "<|im_start|>user\n2+2=<|im_end|>\n<|im_start|>assistant\n");

@@ -195,11 +195,11 @@ json AdapterConfig(const trellis::v1::LoraConfig& lora, const PeftExportOptions&
 
 }  // namespace
 
-HfExportOptions HfExportOptionsFor(const HfModel& source) {
+HfExportOptions HfExportOptionsFor(const std::string& dir, const HfConfig& config) {
   HfExportOptions options;
-  options.architecture = source.config.architecture;
-  options.dtype = source.config.dtype;
-  options.tokenizer_dir = source.dir;
+  options.architecture = config.architecture;
+  options.dtype = config.dtype;
+  options.tokenizer_dir = dir;
   return options;
 }
 

@@ -7,7 +7,7 @@
 // the base; both compute Trellis's logits (scripts/check_hf_export.sh
 // checks them with transformers and peft, docs/models.md "Export").
 //
-//   ExportHfModel(policy, HfExportOptionsFor(source), "out/model");
+//   ExportHfModel(policy, HfExportOptionsFor(source.dir, source.config), "out/model");
 //   PeftExportOptions peft;
 //   peft.base_model_name_or_path = source.dir;
 //   ExportPeftAdapters(policy, job.lora(), peft, "out/adapter");
@@ -50,9 +50,10 @@ struct HfExportOptions {
   int64_t max_shard_bytes = int64_t{5} << 30;
 };
 
-// The options that export a model loaded from `source` as the same
-// family in its stored dtype, with its tokenizer files.
-HfExportOptions HfExportOptionsFor(const HfModel& source);
+// The options that export a model loaded from the Hugging Face directory
+// `dir` (its config.json read as `config`) as the same family in its
+// stored dtype, with its tokenizer files.
+HfExportOptions HfExportOptionsFor(const std::string& dir, const HfConfig& config);
 
 // Writes DIR: config.json (model/hf_config_writer.h), the weights under
 // their Hugging Face names (a LoRA policy's with the adapters merged in,

@@ -82,7 +82,7 @@ TEST_P(ExportFixtureTest, ReloadsAsTheSameModel) {
   Transformer model = LoadHfTransformer(fixture);
   ASSERT_TRUE(model);
   const std::string out = OutDir(GetParam());
-  HfExportOptions options = HfExportOptionsFor(*source);
+  HfExportOptions options = HfExportOptionsFor(source->dir, source->config);
   const bool sharded = std::string(GetParam()) == "llama3_gqa";
   if (sharded) options.max_shard_bytes = 64 << 10;  // its 107 KB in two shards
   ASSERT_TRUE(ExportHfModel(model, options, out).ok());
@@ -144,7 +144,7 @@ TEST(HfExport, KeepsTheSourceDtype) {
   EXPECT_TRUE(torch::equal(Logits(reloaded, "llama_tied"), Logits(model, "llama_tied")));
 
   const std::string again = OutDir("bf16_again");
-  ASSERT_TRUE(ExportHfModel(reloaded, HfExportOptionsFor(*source), again).ok());
+  ASSERT_TRUE(ExportHfModel(reloaded, HfExportOptionsFor(source->dir, source->config), again).ok());
   EXPECT_EQ(StoredDtypes(again), std::set<c10::ScalarType>{c10::ScalarType::BFloat16});
   fs::remove_all(bf16);
   fs::remove_all(again);

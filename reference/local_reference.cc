@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,7 +7,6 @@
 #include "config/recipe.h"
 #include "config/worker_id.h"
 #include "ledger/memory_tracker.h"
-#include "model/policy.h"
 #include "model/safetensors.h"
 #include "model/token_batch.h"
 #include "model/torch_status.h"
@@ -32,21 +30,11 @@ absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config,
                                               const std::string& path, const std::string& what) {
   absl::StatusOr<model::NamedTensors> weights = model::LoadSafetensors(path);
   if (!weights.ok()) return weights.status();
-  // The model's random initialization, about to be overwritten, must not
-  // move the global generator: a resumed run loads the reference after
+  // Built without drawing values (they are overwritten), so loading never
+  // moves the global generator: a resumed run loads the reference after
   // restoring the generator, a straight run before its first step.
-  const std::unique_lock<std::recursive_mutex> draws = model::LockInitialDraws();
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  torch::Tensor generator_state;
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    generator_state = gen.get_state();
-  }
-  model::Transformer model(config, vocab_size, head);
-  {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(generator_state);
-  }
+  model::Transformer model(config, vocab_size, head, v1::LoraConfig(),
+                           model::InitialValues::kOverwritten);
   model->eval();
   for (auto& p : model->parameters()) p.set_requires_grad(false);
   if (absl::Status s = model->LoadWeights(*weights); !s.ok()) {

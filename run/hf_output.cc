@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "config/worker_id.h"
 #include "env/env.h"
+#include "model/hf_config.h"
 #include "model/hf_export.h"
-#include "model/hf_model.h"
 #include "model/safetensors.h"
 #include "model/token_ids.h"
 #include "model/torch_status.h"
@@ -23,10 +23,9 @@ absl::Status ExportFrom(const v1::JobConfig& job, const text::Tokenizer& tokeniz
   if (!weights.ok()) return weights.status();
   return model::TorchEdge(config::WorkerId(v1::LEARNER).ToString())
       .Call("export to Hugging Face", [&]() -> absl::Status {
-        model::Transformer trained(job.model(),
-                                   model::VocabSize(job.model(), tokenizer.vocab_size()),
-                                   model::Head::kLanguageModel, lora,
-                                   model::InitialValues::kOverwritten);
+        model::Transformer trained(
+            job.model(), model::VocabSize(job.model(), tokenizer.vocab_size()),
+            model::Head::kLanguageModel, lora, model::InitialValues::kOverwritten);
         if (absl::Status s = trained->LoadWeights(*weights); !s.ok()) {
           return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
         }
@@ -38,20 +37,18 @@ absl::Status ExportFrom(const v1::JobConfig& job, const text::Tokenizer& tokeniz
 
 absl::Status ExportHfPolicy(const v1::JobConfig& job, const text::Tokenizer& tokenizer,
                             const env::RunDir& run, learner::LearnerWorker& learner) {
-  model::HfModel source;
-  source.dir = job.model().path();
-  absl::StatusOr<model::HfConfig> hf_config = model::ReadHfConfig(source.dir);
+  const std::string& source = job.model().path();
+  absl::StatusOr<model::HfConfig> hf_config = model::ReadHfConfig(source);
   if (!hf_config.ok()) return hf_config.status();
-  source.config = *std::move(hf_config);
-  model::HfExportOptions options = model::HfExportOptionsFor(source);
+  model::HfExportOptions options = model::HfExportOptionsFor(source, *hf_config);
   options.token_ids.bos = tokenizer.bos_id();
   options.token_ids.eos.assign(tokenizer.eos_ids().begin(), tokenizer.eos_ids().end());
   options.token_ids.pad = tokenizer.pad_id();
-  absl::Status s = ExportFrom(job, tokenizer, v1::LoraConfig(), run.File(env::RunDir::kPolicy),
-                              [&](const model::Transformer& trained) {
-                                return model::ExportHfModel(trained, options,
-                                                            run.File(env::RunDir::kHfPolicy));
-                              });
+  absl::Status s =
+      ExportFrom(job, tokenizer, v1::LoraConfig(), run.File(env::RunDir::kPolicy),
+                 [&](const model::Transformer& trained) {
+                   return model::ExportHfModel(trained, options, run.File(env::RunDir::kHfPolicy));
+                 });
   const v1::LoraConfig& lora = job.memory().lora();
   if (!s.ok() || lora.rank() <= 0) return s;
 
@@ -61,8 +58,8 @@ absl::Status ExportHfPolicy(const v1::JobConfig& job, const text::Tokenizer& tok
   env::Env* env = env::Env::Default();
   if (s = env->CreateDir(staged); !s.ok()) return s;
   model::PeftExportOptions peft;
-  peft.base_model_name_or_path = source.dir;
-  peft.dtype = source.config.dtype;
+  peft.base_model_name_or_path = source;
+  peft.dtype = hf_config->dtype;
   s = learner.SaveCheckpoint(staged);
   if (s.ok()) {
     s = ExportFrom(job, tokenizer, lora, env::CheckpointDir(staged).Weights(),

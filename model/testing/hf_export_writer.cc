@@ -92,7 +92,7 @@ absl::Status WriteCase(const Case& c, const std::string& fixtures, const std::st
   if (!model.ok()) return model.status();
   RoundWeights(*model, c.dtype);
 
-  HfExportOptions options = HfExportOptionsFor(*hf);
+  HfExportOptions options = HfExportOptionsFor(hf->dir, hf->config);
   options.dtype = c.dtype;
   options.max_shard_bytes = c.max_shard_bytes;
   options.token_ids.bos = 1;
