@@ -14,7 +14,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-protobuf grpc-proto
   libgloo-dev
   libcpp-httplib-dev prometheus chromium
-  libpcre2-dev libsentencepiece-dev libicu-dev
+  libpcre2-dev libsentencepiece-dev libicu-dev libseccomp-dev clang
   iproute2 munge slurmctld slurmd slurm-client python3-yaml python3-venv
 )
 
