@@ -3,12 +3,13 @@
 // given as the answer, each in a sandbox (internal/sandbox.h). The first
 // failing test decides the verdict; its detail starts with what happened:
 // "timeout", "cpu_limit", "memory_limit", "process_limit",
-// "network_blocked", "write_denied", "file_size_limit", "runtime_error" or
-// "wrong_output".
+// "network_blocked", "syscall_denied", "write_denied", "file_size_limit",
+// "runtime_error" or "wrong_output".
 
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <iostream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -79,6 +80,7 @@ std::string Classify(const SandboxRun& run) {
                           "Connection refused", "Address family not supported"}) {
     if (absl::StrContains(e, net)) return "network_blocked";
   }
+  if (absl::StrContains(e, "Operation not permitted")) return "syscall_denied";  // seccomp
   if (absl::StrContains(e, "Read-only file system") || absl::StrContains(e, "PermissionError")) {
     return "write_denied";
   }
@@ -151,6 +153,26 @@ class CodeExec : public Verifier {
   SandboxLimits limits_;
 };
 
+// bubblewrap unless the weaker fallback is asked for by name; that choice is
+// announced on stderr with what it leaves open.
+absl::StatusOr<SandboxMode> ChooseSandbox(v1::VerifierConfig::Sandbox wanted) {
+  if (wanted == v1::VerifierConfig::RLIMITS) {
+    std::cerr << "trellis: verifier code_exec: sandbox \"rlimits\" (opt-in, weaker than "
+                 "bubblewrap): "
+              << RlimitsWeaknesses() << "\n";
+    return SandboxMode::kRlimits;
+  }
+  absl::Status bwrap = BwrapStatus();
+  if (!bwrap.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "verifier.sandbox: \"", wanted == v1::VerifierConfig::BWRAP ? "bwrap" : "auto",
+        "\" needs bubblewrap, which does not work here (", bwrap.message(),
+        "); install bubblewrap and allow unprivileged user namespaces, or set "
+        "verifier.sandbox: rlimits to accept the weaker fallback (docs/verifier-plugins.md)"));
+  }
+  return SandboxMode::kBwrap;
+}
+
 }  // namespace
 
 absl::Status RegisterCodeExecVerifier(VerifierRegistry& registry) {
@@ -163,17 +185,9 @@ absl::Status RegisterCodeExecVerifier(VerifierRegistry& registry) {
         if (c.max_processes() < 1) bad.push_back(absl::StrCat("max_processes: must be >= 1, found ", c.max_processes()));
         if (c.max_file_mb() < 0) bad.push_back(absl::StrCat("max_file_mb: must be >= 0, found ", c.max_file_mb()));
         if (!bad.empty()) return absl::InvalidArgumentError(absl::StrCat("verifier.", bad[0]));
-        SandboxMode mode = SandboxMode::kRlimits;
-        if (c.sandbox() != v1::VerifierConfig::RLIMITS) {
-          const bool works = BwrapWorks();
-          if (!works && c.sandbox() == v1::VerifierConfig::BWRAP) {
-            return absl::FailedPreconditionError(
-                "verifier.sandbox: \"bwrap\" requested but bubblewrap does not work here (not "
-                "installed, or user namespaces are disabled); use \"auto\" or \"rlimits\"");
-          }
-          if (works) mode = SandboxMode::kBwrap;
-        }
-        return std::make_unique<CodeExec>(c, mode);
+        absl::StatusOr<SandboxMode> mode = ChooseSandbox(c.sandbox());
+        if (!mode.ok()) return mode.status();
+        return std::make_unique<CodeExec>(c, *mode);
       });
 }
 

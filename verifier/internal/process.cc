@@ -6,6 +6,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -26,9 +28,35 @@ int MillisLeft(absl::Time deadline) {
   return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
 }
 
+// Closes [lo, hi]; by close_range where the kernel has it, else one by one
+// up to the descriptor limit.
+void CloseRange(unsigned lo, unsigned hi) {
+  if (lo > hi || syscall(SYS_close_range, lo, hi, 0) == 0) return;
+  struct rlimit rl {};
+  const rlim_t max = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? std::min<rlim_t>(rl.rlim_cur, 1 << 20)
+                                                        : 1024;
+  for (rlim_t fd = lo; fd <= hi && fd < max; ++fd) close(static_cast<int>(fd));
+}
+
+// Closes every descriptor from 3 up but those in keep[0..n) (sorted here).
+void CloseAllExcept(int* keep, int n) {
+  for (int i = 1; i < n; ++i) {
+    for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) std::swap(keep[j - 1], keep[j]);
+  }
+  unsigned lo = 3;
+  for (int i = 0; i < n; ++i) {
+    if (keep[i] < static_cast<int>(lo)) continue;
+    if (keep[i] > static_cast<int>(lo)) CloseRange(lo, keep[i] - 1);
+    lo = keep[i] + 1;
+  }
+  CloseRange(lo, ~0U);
+}
+
+constexpr int kMaxInherited = 16;
+
 // In the forked child: only async-signal-safe calls until exec.
-[[noreturn]] void ExecChild(const SpawnOptions& o, char* const* argv, int in, int out, int err,
-                            int report) {
+[[noreturn]] void ExecChild(const SpawnOptions& o, char* const* argv, char* const* envp,
+                            const sock_fprog* filter, int in, int out, int err, int report) {
   setpgid(0, 0);
   sigset_t all;
   sigemptyset(&all);
@@ -44,6 +72,15 @@ int MillisLeft(absl::Time deadline) {
   };
   step = 1;
   if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || (err >= 0 && dup2(err, 2) < 0)) fail(errno);
+  int keep[kMaxInherited + 2];
+  int n = 0;
+  keep[n++] = report;
+  if (o.landlock_ruleset >= 0) keep[n++] = o.landlock_ruleset;
+  for (int fd : o.inherit_fds) {
+    if (fcntl(fd, F_SETFD, 0) != 0) fail(errno);
+    keep[n++] = fd;
+  }
+  CloseAllExcept(keep, n);
   step = 2;
   if (o.unshare_net) (void)unshare(CLONE_NEWNET);  // best effort
   if (!o.cwd.empty() && chdir(o.cwd.c_str()) != 0) fail(errno);
@@ -58,21 +95,49 @@ int MillisLeft(absl::Time deadline) {
   }
   if (o.uid >= 0 && syscall(SYS_setuid, o.uid) != 0) fail(errno);
   step = 5;
-  execvp(argv[0], argv);
+  if ((o.landlock_ruleset >= 0 || filter != nullptr) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) {
+    fail(errno);
+  }
+  if (o.landlock_ruleset >= 0) {
+    if (syscall(SYS_landlock_restrict_self, o.landlock_ruleset, 0) != 0) fail(errno);
+    close(o.landlock_ruleset);
+  }
+  step = 6;
+  if (filter != nullptr && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, filter) != 0) fail(errno);
+  step = 7;
+  if (envp != nullptr) {
+    execvpe(argv[0], argv, envp);
+  } else {
+    execvp(argv[0], argv);
+  }
   fail(errno);
   _exit(127);
 }
 
-constexpr const char* kSteps[] = {"", "redirect", "chdir", "setrlimit", "drop privileges",
-                                  "exec"};
+constexpr const char* kSteps[] = {"",          "redirect", "chdir",   "setrlimit",
+                                  "drop privileges", "landlock", "seccomp", "exec"};
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Child>> Child::Spawn(const SpawnOptions& o) {
   if (o.argv.empty()) return absl::InvalidArgumentError("spawn: empty argv");
+  if (o.inherit_fds.size() > kMaxInherited) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spawn: at most ", kMaxInherited, " inherited descriptors"));
+  }
   std::vector<char*> argv;
   for (const std::string& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  if (o.env.has_value()) {
+    for (const std::string& e : *o.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
+  sock_fprog filter{};
+  if (o.seccomp != nullptr) {
+    filter.len = static_cast<unsigned short>(o.seccomp->size());
+    filter.filter = const_cast<sock_filter*>(o.seccomp->data());
+  }
   // stdin is a socket so that writing to a dead child fails with EPIPE
   // (MSG_NOSIGNAL) instead of raising SIGPIPE in the host.
   int in[2], out[2], err[2] = {-1, -1}, report[2];
@@ -91,7 +156,10 @@ absl::StatusOr<std::unique_ptr<Child>> Child::Spawn(const SpawnOptions& o) {
     }
     return absl::UnavailableError(absl::StrCat("spawn: fork: ", strerror(e)));
   }
-  if (pid == 0) ExecChild(o, argv.data(), in[1], out[1], err[1], report[1]);
+  if (pid == 0) {
+    ExecChild(o, argv.data(), o.env.has_value() ? envp.data() : nullptr,
+              o.seccomp != nullptr ? &filter : nullptr, in[1], out[1], err[1], report[1]);
+  }
   setpgid(pid, pid);  // also in the child: no race either way
   close(in[1]);
   close(out[1]);

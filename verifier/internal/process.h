@@ -2,12 +2,17 @@
 #define TRELLIS_VERIFIER_INTERNAL_PROCESS_H_
 
 // A child process in its own process group, talked to over pipes with
-// poll() deadlines. Killing it kills the whole group (SIGKILL).
+// poll() deadlines. Killing it kills the whole group (SIGKILL). The child
+// inherits no descriptors but its stdin, stdout, stderr and the ones named
+// in SpawnOptions::inherit_fds: every other one is closed before exec,
+// close-on-exec or not.
 
+#include <linux/filter.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +38,16 @@ struct SpawnOptions {
   int gid = -1;
   // unshare(CLONE_NEWNET) before exec when we may (best effort).
   bool unshare_net = false;
+  // Descriptors the child keeps at the same numbers (close-on-exec cleared).
+  std::vector<int> inherit_fds;
+  // The child's whole environment ("NAME=value"); unset keeps ours.
+  std::optional<std::vector<std::string>> env;
+  // A Landlock ruleset (verifier/internal/confine.h) the child restricts
+  // itself to; -1 for none. The caller keeps and closes it.
+  int landlock_ruleset = -1;
+  // A seccomp filter installed last before exec; nullptr for none. Both
+  // confinements set no_new_privs.
+  const std::vector<sock_filter>* seccomp = nullptr;
 };
 
 class Child {

@@ -6,8 +6,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "verifier/internal/confine.h"
 #include "verifier/internal/process.h"
 
 namespace trellis::verifier::internal {
@@ -16,16 +19,32 @@ namespace {
 constexpr int kNobody = 65534;
 constexpr size_t kOutputCap = 1 << 20;
 
-std::vector<std::string> BwrapArgv(const std::string& program_path) {
-  return {"bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-          "--ro-bind", "/usr", "/usr",
-          "--ro-bind-try", "/lib", "/lib", "--ro-bind-try", "/lib64", "/lib64",
-          "--ro-bind-try", "/bin", "/bin", "--ro-bind-try", "/sbin", "/sbin",
-          "--proc", "/proc", "--dev", "/dev",
-          "--tmpfs", "/tmp", "--tmpfs", "/box",
-          "--ro-bind", program_path, "/box/candidate.py",
-          "--chdir", "/box", "--setenv", "HOME", "/box"};
+// What the interpreter needs of the host, read-only.
+constexpr const char* kSystemDirs[] = {"/usr", "/lib", "/lib64", "/bin"};
+
+std::vector<std::string> BwrapArgv(const std::string& program_path, int seccomp_fd) {
+  std::vector<std::string> argv = {
+      "bwrap",          "--unshare-user", "--unshare-pid",  "--unshare-net",
+      "--unshare-ipc",  "--unshare-uts",  "--unshare-cgroup-try",
+      "--die-with-parent", "--new-session", "--cap-drop",   "ALL"};
+  for (const char* dir : kSystemDirs) argv.insert(argv.end(), {"--ro-bind-try", dir, dir});
+  argv.insert(argv.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs",
+                           "/box", "--ro-bind", program_path, "/box/candidate.py", "--chdir",
+                           "/box", "--seccomp", std::to_string(seccomp_fd)});
+  return argv;
 }
+
+std::vector<std::string> Environment(const std::string& home, const std::string& tmp) {
+  return {"PATH=/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + tmp, "LANG=C.UTF-8"};
+}
+
+// Closes a descriptor when the run ends.
+struct FdCloser {
+  int fd = -1;
+  ~FdCloser() {
+    if (fd >= 0) close(fd);
+  }
+};
 
 // A fresh directory readable by nobody; removed by the destructor.
 class TempDir {
@@ -64,13 +83,31 @@ absl::StatusOr<SandboxRun> Run(SandboxMode mode, const std::string& interpreter,
 
   SpawnOptions o;
   o.capture_stderr = true;
+  FdCloser seccomp_fd, ruleset;
   if (mode == SandboxMode::kBwrap) {
-    o.argv = BwrapArgv(file);
+    absl::StatusOr<int> fd = SeccompFilterFd();
+    if (!fd.ok()) return fd.status();
+    seccomp_fd.fd = *fd;
+    o.inherit_fds = {*fd};
+    o.argv = BwrapArgv(file, *fd);
     o.argv.insert(o.argv.end(), {interpreter, "-I", "candidate.py"});
+    o.env = Environment("/box", "/tmp");
   } else {
+    absl::StatusOr<const std::vector<sock_filter>*> filter = SandboxSeccompFilter();
+    if (!filter.ok()) return filter.status();
+    o.seccomp = *filter;
+    if (LandlockAbi() > 0) {
+      std::vector<std::string> read_only(std::begin(kSystemDirs), std::end(kSystemDirs));
+      read_only.push_back(interpreter);
+      absl::StatusOr<int> fd = LandlockRuleset(read_only, {dir.path(), "/dev/null"});
+      if (!fd.ok()) return fd.status();
+      ruleset.fd = *fd;
+      o.landlock_ruleset = *fd;
+    }
     o.argv = {interpreter, "-I", "candidate.py"};
     o.cwd = dir.path();
     o.unshare_net = true;
+    o.env = Environment(dir.path(), dir.path());
   }
   if (root) o.uid = o.gid = kNobody;
   o.rlimits = {{RLIMIT_CPU, static_cast<rlim_t>(limits.cpu_seconds)},
@@ -99,14 +136,36 @@ absl::StatusOr<SandboxRun> Run(SandboxMode mode, const std::string& interpreter,
 
 }  // namespace
 
-bool BwrapWorks() {
-  static const bool works = [] {
-    SandboxLimits limits;
-    absl::StatusOr<SandboxRun> run =
-        Run(SandboxMode::kBwrap, "/usr/bin/true", "", "", limits, absl::Now() + absl::Seconds(5));
-    return run.ok() && !run->timed_out && run->wait_status == 0;
+absl::Status BwrapStatus() {
+  static const absl::Status* status = [] {
+    absl::StatusOr<SandboxRun> run = Run(SandboxMode::kBwrap, "/usr/bin/true", "", "",
+                                         SandboxLimits(), absl::Now() + absl::Seconds(5));
+    if (!run.ok()) return new absl::Status(absl::FailedPreconditionError(run.status().message()));
+    if (run->timed_out) {
+      return new absl::Status(absl::FailedPreconditionError("bwrap did not finish within 5 s"));
+    }
+    if (run->wait_status != 0) {
+      const std::string err(absl::StripAsciiWhitespace(run->err));
+      return new absl::Status(absl::FailedPreconditionError(absl::StrCat(
+          "bwrap failed (", Child::DescribeExit(run->wait_status), ")",
+          err.empty() ? "" : ": ", err.substr(0, 300))));
+    }
+    return new absl::Status();
   }();
-  return works;
+  return *status;
+}
+
+std::string RlimitsWeaknesses() {
+  std::string weak = "no pid, mount or user namespace";
+  if (LandlockAbi() == 0) {
+    absl::StrAppend(&weak, "; no Landlock in this kernel: host files are readable and "
+                           "world-writable places writable");
+  } else if (LandlockAbi() < 6) {
+    absl::StrAppend(&weak, "; Landlock ABI ", LandlockAbi(), " < 6: the program may signal "
+                           "processes of its user");
+  }
+  if (geteuid() != 0) absl::StrAppend(&weak, "; the program runs as this process's user");
+  return weak;
 }
 
 absl::StatusOr<SandboxRun> RunSandboxed(SandboxMode mode, const std::string& interpreter,

@@ -4,20 +4,29 @@
 // Runs an untrusted program with limits.
 //
 // kBwrap: bubblewrap, started as an unprivileged user (nobody) so that it
-//   uses an unprivileged user namespace: new net (no network), pid, ipc, uts
-//   and mount namespaces; /usr (and /lib, /bin, ...) bound read-only; the
-//   working directory /box and /tmp are private tmpfs; --die-with-parent,
-//   --new-session.
-// kRlimits (weaker, where namespaces are unavailable): the program runs as
-//   nobody in a private host directory, with unshare(CLONE_NEWNET) when the
-//   host allows it; other writable places on the host stay writable.
-// Both: RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE (and no core
-// files) set in the child before exec, its own process group, and a wall
-// clock deadline after which the whole group is SIGKILLed.
+//   uses an unprivileged user namespace: new user, pid, net (no network),
+//   ipc, uts and mount namespaces; /usr, /lib, /lib64 and /bin bound
+//   read-only and nothing else of the host; the working directory /box and
+//   /tmp are private tmpfs that vanish with the run; --die-with-parent,
+//   --new-session, --cap-drop ALL, and the seccomp filter of
+//   verifier/internal/confine.h given to bubblewrap as --seccomp FD.
+// kRlimits (weaker, opt-in; where bubblewrap does not work): the program runs
+//   as nobody (when we are root) in a private host directory, with
+//   unshare(CLONE_NEWNET) when the host allows it, the same seccomp filter
+//   installed directly, and Landlock (where the kernel has it) confining it
+//   to reading the system directories and writing its own directory; no pid
+//   or mount namespace.
+// Both: no descriptor but stdin, stdout and stderr; an environment of PATH,
+// HOME, TMPDIR and LANG only; RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC,
+// RLIMIT_FSIZE (and no core files) set in the child before exec; its own
+// process group, which the filter forbids leaving (no setsid, setpgid);
+// and a wall-clock deadline after which the whole group is SIGKILLed (and
+// under kBwrap the pid namespace with it).
 
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -25,8 +34,14 @@ namespace trellis::verifier::internal {
 
 enum class SandboxMode { kBwrap, kRlimits };
 
-// Whether the kBwrap setup works on this host (probed once, cached).
-bool BwrapWorks();
+// Whether the kBwrap setup works on this host (probed once, cached): OK, or
+// FailedPrecondition saying why not (bubblewrap's own message).
+[[nodiscard]] absl::Status BwrapStatus();
+inline bool BwrapWorks() { return BwrapStatus().ok(); }
+
+// What kRlimits cannot contain on this host, for the announcement that the
+// fallback is in use.
+std::string RlimitsWeaknesses();
 
 struct SandboxLimits {
   int cpu_seconds = 5;

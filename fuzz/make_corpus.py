@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora fuzz/corpus/<target>/ from the repository's
+examples and test fixtures (run from anywhere; the output is committed).
+Each seed is small: a few lines of a dataset, one job, one template."""
+import glob
+import json
+import os
+import shutil
+import struct
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "fuzz", "corpus")
+
+
+def path(*parts):
+    return os.path.join(ROOT, *parts)
+
+
+def write(target, name, data):
+    os.makedirs(os.path.join(OUT, target), exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(OUT, target, name), "wb") as f:
+        f.write(data)
+
+
+def head(file, lines):
+    with open(file, encoding="utf-8") as f:
+        return "".join(f.readlines()[:lines])
+
+
+def fdp_string(text):
+    """text as FuzzedDataProvider::ConsumeRandomLengthString reads it back:
+    backslashes doubled, ended by a backslash and one more byte."""
+    return text.replace("\\", "\\\\") + "\\\n"
+
+
+def safetensors(tensors, metadata=None):
+    header, data = {}, b""
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    if metadata:
+        header["__metadata__"] = metadata
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def main():
+    shutil.rmtree(OUT, ignore_errors=True)
+    for f in sorted(glob.glob(path("examples", "jobs", "*.yaml")) +
+                    glob.glob(path("examples", "memory", "*.yaml"))):
+        write("job_yaml_fuzzer", os.path.basename(os.path.dirname(f)) + "_" + os.path.basename(f),
+              open(f, encoding="utf-8").read())
+    write("job_yaml_fuzzer", "empty.yaml", "")
+    for f in sorted(glob.glob(path("examples", "data", "*.jsonl")) +
+                    [path("examples", "verifiers", "samples.jsonl")]):
+        write("jsonl_fuzzer", os.path.basename(f), head(f, 3))
+    write("safetensors_fuzzer", "f32_bf16_i64.safetensors", safetensors({
+        "w": ("F32", [2, 2], struct.pack("<4f", 1, -2, 3.5, 0)),
+        "b": ("BF16", [3], b"\x80\x3f\x00\x40\x40\x40"),
+        "ids": ("I64", [2], struct.pack("<2q", 7, -1))}, {"format": "pt"}))
+    write("safetensors_fuzzer", "scalar_and_empty.safetensors", safetensors({
+        "s": ("F16", [], b"\x00\x3c"), "e": ("U8", [0, 3], b""),
+        "m": ("BOOL", [2], b"\x01\x00")}))
+    write("safetensors_fuzzer", "f64.safetensors", safetensors({
+        "d": ("F64", [1, 2], struct.pack("<2d", 0.5, 1e300))}))
+    texts = json.load(open(path("tests", "fixtures", "tokenizers", "corpus.json"), encoding="utf-8"))
+    for name in ("gpt2", "llama3", "qwen2"):
+        tokenizer = open(path("tests", "fixtures", "tokenizers", name, "tokenizer.json"),
+                         encoding="utf-8").read()
+        write("tokenizer_json_fuzzer", name, fdp_string(texts[0]) + tokenizer)
+    for i, text in enumerate(texts[:8]):
+        for pick in range(6):  # char, gpt2, llama3, qwen2, sentencepiece, own alphabet
+            write("tokenize_fuzzer", f"{pick}_{i}", bytes([pick]) + text.encode())
+    conversations = json.load(open(path("tests", "fixtures", "chat", "conversations.json"),
+                                   encoding="utf-8"))
+    first = json.dumps(next(iter(conversations.values()))["messages"])
+    for d in sorted(glob.glob(path("tests", "fixtures", "chat", "*", ""))):
+        name = os.path.basename(os.path.dirname(d))
+        jinja = os.path.join(d, "chat_template.jinja")
+        template = json.load(open(os.path.join(d, "tokenizer_config.json"))).get("chat_template")
+        if os.path.exists(jinja):
+            template = open(jinja, encoding="utf-8").read()
+        if isinstance(template, list):
+            template = next(t["template"] for t in template if t["name"] == "default")
+        write("chat_template_fuzzer", name, fdp_string(first) + template)
+
+
+if __name__ == "__main__":
+    main()
