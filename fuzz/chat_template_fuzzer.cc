@@ -35,9 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const std::string messages_json = in.ConsumeRandomLengthString(4096);
   const std::string source = in.ConsumeRemainingBytesAsString();
-  auto chat = trellis::chat::ChatTemplate::Create(
-      {{"default", source}}, {{"bos_token", "<s>"}, {"eos_token", "</s>"}}, "fuzz",
-      trellis::env::Env::Default());
+  auto chat = trellis::chat::ChatTemplate::Create({{"default", source}},
+                                                  {{"bos_token", "<s>"}, {"eos_token", "</s>"}},
+                                                  "fuzz", trellis::env::Env::Default());
   if (!chat.ok()) return 0;
   Json parsed = Json::parse(messages_json, nullptr, /*allow_exceptions=*/false);
   auto messages = trellis::chat::ParseMessages(parsed);

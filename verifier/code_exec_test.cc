@@ -25,7 +25,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-constexpr char kTests[] = R"([{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4", "output": "6"}])";
+constexpr char kTests[] =
+    R"([{"input": "2 3\n", "output": "5\n"}, {"input": "10 -4", "output": "6"}])";
 
 absl::StatusOr<std::unique_ptr<Verifier>> Create(v1::VerifierConfig::Sandbox sandbox,
                                                  int deadline_ms = 1500) {
@@ -164,7 +165,8 @@ TEST_P(CodeExecTest, WritingOutsideTheWorkingDirectoryIsDenied) {
   r = Score(*v, R"(open('scratch.txt', 'w').write('5\n')
 input()
 print(open('scratch.txt').read().strip())
-)", R"([{"input": "x\n", "output": "5"}])");
+)",
+            R"([{"input": "x\n", "output": "5"}])");
   EXPECT_EQ(r.verdict(), v1::CORRECT) << r.detail();
 }
 
@@ -190,7 +192,8 @@ for fd in range(3, 1024):
     except OSError:
         pass
 print(found)
-)", Expect("[]"));
+)",
+                             Expect("[]"));
   EXPECT_EQ(r.verdict(), v1::CORRECT) << r.detail();
   close(held);
   std::ifstream f(path);
@@ -205,15 +208,18 @@ print(found)
 TEST_P(CodeExecTest, SetsidGrandchildDiesAtTheDeadline) {
   auto v = Make(800);
   const std::string sleep = UniqueSleep();
-  v1::VerifyResult r = Score(*v, absl::StrCat(R"(import os, time
+  v1::VerifyResult r = Score(*v,
+                             absl::StrCat(R"(import os, time
 if os.fork() == 0:
     try:
         os.setsid()
     except OSError:
         pass
-    os.execv("/usr/bin/sleep", ["sleep", ")", sleep, R"("])
+    os.execv("/usr/bin/sleep", ["sleep", ")",
+                                          sleep, R"("])
 time.sleep(30)
-)"), Expect(""));
+)"),
+                             Expect(""));
   EXPECT_EQ(r.verdict(), v1::TIMEOUT) << r.detail();
   EXPECT_EQ(Strays(sleep), 0) << "a grandchild outlived the deadline";
 }
@@ -222,18 +228,21 @@ time.sleep(30)
 TEST_P(CodeExecTest, SetsidGrandchildDiesWhenTheProgramExits) {
   auto v = Make(5000);
   const std::string sleep = UniqueSleep();
-  v1::VerifyResult r = Score(*v, absl::StrCat(R"(import os
+  v1::VerifyResult r = Score(*v,
+                             absl::StrCat(R"(import os
 if os.fork() == 0:
     try:
         os.setsid()
     except OSError:
         pass
     if os.fork() == 0:
-        os.execv("/usr/bin/sleep", ["sleep", ")", sleep, R"("])
+        os.execv("/usr/bin/sleep", ["sleep", ")",
+                                          sleep, R"("])
     os._exit(0)
 os.wait()
 print("done")
-)"), Expect("done"));
+)"),
+                             Expect("done"));
   EXPECT_EQ(r.verdict(), v1::CORRECT) << r.detail();
   EXPECT_EQ(Strays(sleep), 0) << "a grandchild outlived the program";
 }
@@ -243,20 +252,26 @@ print("done")
 TEST_P(CodeExecTest, TemporaryFilesArePrivateAndVanish) {
   const std::string name = absl::StrCat("/tmp/trellis_private_", getpid(), ".txt");
   auto v = Make();
-  v1::VerifyResult r = Score(*v, absl::StrCat(R"(import tempfile
+  v1::VerifyResult r = Score(*v,
+                             absl::StrCat(R"(import tempfile
 try:
-    open(")", name, R"(", "w").write("left behind")
+    open(")",
+                                          name, R"(", "w").write("left behind")
 except OSError:
     pass
 with tempfile.NamedTemporaryFile() as f:
     f.write(b"x")
 print("wrote")
-)"), Expect("wrote"));
+)"),
+                             Expect("wrote"));
   EXPECT_EQ(r.verdict(), v1::CORRECT) << r.detail();
   EXPECT_NE(access(name.c_str(), F_OK), 0) << name << " reached the host";
-  r = Score(*v, absl::StrCat(R"(import os
-print(os.path.exists(")", name, R"("))
-)"), Expect("False"));
+  r = Score(*v,
+            absl::StrCat(R"(import os
+print(os.path.exists(")",
+                         name, R"("))
+)"),
+            Expect("False"));
   EXPECT_EQ(r.verdict(), v1::CORRECT) << r.detail();
 }
 
@@ -273,7 +288,8 @@ TEST_P(CodeExecTest, HostFilesAreNotReadable) {
         print(open(path).read())
     except OSError:
         print("denied")
-)"), Expect("denied\\ndenied"));
+)"),
+                             Expect("denied\\ndenied"));
   EXPECT_EQ(r.verdict(), v1::CORRECT) << r.detail();
   unlink(secret.c_str());
 }
@@ -286,7 +302,8 @@ libc = ctypes.CDLL(None, use_errno=True)
 print(libc.ptrace(0, 0, 0, 0), ctypes.get_errno())
 print(libc.unshare(0x10000000), ctypes.get_errno())
 print(libc.setns(0, 0), ctypes.get_errno())
-)", Expect("-1 1\\n-1 1\\n-1 1"));
+)",
+                             Expect("-1 1\\n-1 1\\n-1 1"));
   EXPECT_EQ(r.verdict(), v1::CORRECT) << r.detail();
   r = Score(*v, "import os\nos.setpgid(0, 0)\n");
   EXPECT_EQ(r.verdict(), v1::WRONG) << r.detail();

@@ -31,17 +31,46 @@ struct RulesetAttr {
   uint64_t scoped = 0;
 };
 
-constexpr const char* kDenied[] = {
-    "ptrace",        "process_vm_readv", "process_vm_writev", "mount",
-    "umount2",       "pivot_root",       "chroot",            "kexec_load",
-    "kexec_file_load", "bpf",            "keyctl",            "add_key",
-    "request_key",   "unshare",          "setns",             "perf_event_open",
-    "userfaultfd",   "io_uring_setup",   "io_uring_enter",    "io_uring_register",
-    "init_module",   "finit_module",     "delete_module",     "reboot",
-    "swapon",        "swapoff",          "settimeofday",      "clock_settime",
-    "clock_adjtime", "adjtimex",         "acct",              "quotactl",
-    "open_by_handle_at", "name_to_handle_at", "fsopen",       "fsmount",
-    "move_mount",    "open_tree",        "setsid",            "setpgid"};
+constexpr const char* kDenied[] = {"ptrace",
+                                   "process_vm_readv",
+                                   "process_vm_writev",
+                                   "mount",
+                                   "umount2",
+                                   "pivot_root",
+                                   "chroot",
+                                   "kexec_load",
+                                   "kexec_file_load",
+                                   "bpf",
+                                   "keyctl",
+                                   "add_key",
+                                   "request_key",
+                                   "unshare",
+                                   "setns",
+                                   "perf_event_open",
+                                   "userfaultfd",
+                                   "io_uring_setup",
+                                   "io_uring_enter",
+                                   "io_uring_register",
+                                   "init_module",
+                                   "finit_module",
+                                   "delete_module",
+                                   "reboot",
+                                   "swapon",
+                                   "swapoff",
+                                   "settimeofday",
+                                   "clock_settime",
+                                   "clock_adjtime",
+                                   "adjtimex",
+                                   "acct",
+                                   "quotactl",
+                                   "open_by_handle_at",
+                                   "name_to_handle_at",
+                                   "fsopen",
+                                   "fsmount",
+                                   "move_mount",
+                                   "open_tree",
+                                   "setsid",
+                                   "setpgid"};
 
 constexpr uint64_t kNamespaceFlags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,   CLONE_NEWNET,
                                         CLONE_NEWIPC,  CLONE_NEWUTS, CLONE_NEWCGROUP};
@@ -70,8 +99,8 @@ absl::StatusOr<std::vector<sock_filter>> Compile() {
                            "clone");
     if (!s.ok()) return s;
   }
-  absl::Status s = Check(seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0),
-                         "clone3");
+  absl::Status s =
+      Check(seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0), "clone3");
   if (s.ok()) {
     s = Check(seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
                                SCMP_A0(SCMP_CMP_NE, AF_UNIX)),
@@ -120,7 +149,8 @@ absl::Status AddRule(int ruleset, const std::string& path, uint64_t access) {
   const long rc = syscall(__NR_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
   const int e = errno;
   close(fd);
-  if (rc != 0) return absl::InternalError(absl::StrCat("landlock: rule for ", path, ": ", strerror(e)));
+  if (rc != 0)
+    return absl::InternalError(absl::StrCat("landlock: rule for ", path, ": ", strerror(e)));
   return absl::OkStatus();
 }
 

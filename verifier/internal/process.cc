@@ -2,11 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
-#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -33,8 +33,8 @@ int MillisLeft(absl::Time deadline) {
 void CloseRange(unsigned lo, unsigned hi) {
   if (lo > hi || syscall(SYS_close_range, lo, hi, 0) == 0) return;
   struct rlimit rl {};
-  const rlim_t max = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? std::min<rlim_t>(rl.rlim_cur, 1 << 20)
-                                                        : 1024;
+  const rlim_t max =
+      getrlimit(RLIMIT_NOFILE, &rl) == 0 ? std::min<rlim_t>(rl.rlim_cur, 1 << 20) : 1024;
   for (rlim_t fd = lo; fd <= hi && fd < max; ++fd) close(static_cast<int>(fd));
 }
 
@@ -53,6 +53,21 @@ void CloseAllExcept(int* keep, int n) {
 }
 
 constexpr int kMaxInherited = 16;
+
+// The process outside a new pid namespace: waits for the namespace's first
+// process `init` and ends as it did (its exit status, or its signal).
+[[noreturn]] void MirrorExit(pid_t init, int report) {
+  close(report);  // the parent hears from `init` alone
+  for (int fd = 0; fd <= 2; ++fd) close(fd);
+  int status = 0;
+  while (waitpid(init, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  kill(getpid(), WTERMSIG(status));
+  _exit(128 + WTERMSIG(status));
+}
 
 // In the forked child: only async-signal-safe calls until exec.
 [[noreturn]] void ExecChild(const SpawnOptions& o, char* const* argv, char* const* envp,
@@ -83,6 +98,12 @@ constexpr int kMaxInherited = 16;
   CloseAllExcept(keep, n);
   step = 2;
   if (o.unshare_net) (void)unshare(CLONE_NEWNET);  // best effort
+  const bool pid_namespace = o.new_pid_namespace && unshare(CLONE_NEWPID) == 0;
+  if (pid_namespace) {
+    const pid_t init = fork();
+    if (init < 0) fail(errno);
+    if (init > 0) MirrorExit(init, report);
+  }
   if (!o.cwd.empty() && chdir(o.cwd.c_str()) != 0) fail(errno);
   step = 3;
   for (const auto& [resource, limit] : o.rlimits) {
@@ -104,6 +125,11 @@ constexpr int kMaxInherited = 16;
   }
   step = 6;
   if (filter != nullptr && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, filter) != 0) fail(errno);
+  if (pid_namespace) {
+    // The namespace (and all in it) ends with its first process; that one
+    // ends with the process outside that stands for it.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+  }
   step = 7;
   if (envp != nullptr) {
     execvpe(argv[0], argv, envp);
@@ -114,8 +140,8 @@ constexpr int kMaxInherited = 16;
   _exit(127);
 }
 
-constexpr const char* kSteps[] = {"",          "redirect", "chdir",   "setrlimit",
-                                  "drop privileges", "landlock", "seccomp", "exec"};
+constexpr const char* kSteps[] = {"",         "redirect", "chdir", "setrlimit", "drop privileges",
+                                  "landlock", "seccomp",  "exec"};
 
 }  // namespace
 
@@ -178,8 +204,8 @@ absl::StatusOr<std::unique_ptr<Child>> Child::Spawn(const SpawnOptions& o) {
   close(report[0]);
   if (n == sizeof(msg)) {
     child->Kill();
-    return absl::FailedPreconditionError(absl::StrCat("cannot start \"", o.argv[0], "\": ",
-                                                      kSteps[msg[0]], ": ", strerror(msg[1])));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot start \"", o.argv[0], "\": ", kSteps[msg[0]], ": ", strerror(msg[1])));
   }
   return child;
 }
@@ -201,7 +227,8 @@ absl::Status Child::Write(absl::string_view data, absl::Time deadline) {
     const ssize_t n = send(stdin_fd_, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
-      return absl::UnavailableError(absl::StrCat("writing to the child's stdin: ", strerror(errno)));
+      return absl::UnavailableError(
+          absl::StrCat("writing to the child's stdin: ", strerror(errno)));
     }
     data.remove_prefix(n);
   }
@@ -296,7 +323,8 @@ absl::StatusOr<int> Child::Wait(absl::Time deadline) {
       reaped_ = true;  // not our child any more; nothing to reap
       break;
     }
-    if (absl::Now() >= deadline) return absl::DeadlineExceededError("waiting for the child to exit");
+    if (absl::Now() >= deadline)
+      return absl::DeadlineExceededError("waiting for the child to exit");
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return wait_status_;

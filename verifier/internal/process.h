@@ -38,6 +38,11 @@ struct SpawnOptions {
   int gid = -1;
   // unshare(CLONE_NEWNET) before exec when we may (best effort).
   bool unshare_net = false;
+  // Run the program as the first process of a new pid namespace when we may
+  // (best effort): a process outside it stands for it (its exit status is
+  // the program's) and every process in it dies when the program ends or
+  // is killed, and is reaped inside it.
+  bool new_pid_namespace = false;
   // Descriptors the child keeps at the same numbers (close-on-exec cleared).
   std::vector<int> inherit_fds;
   // The child's whole environment ("NAME=value"); unset keeps ours.

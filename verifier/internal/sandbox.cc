@@ -23,14 +23,21 @@ constexpr size_t kOutputCap = 1 << 20;
 constexpr const char* kSystemDirs[] = {"/usr", "/lib", "/lib64", "/bin"};
 
 std::vector<std::string> BwrapArgv(const std::string& program_path, int seccomp_fd) {
-  std::vector<std::string> argv = {
-      "bwrap",          "--unshare-user", "--unshare-pid",  "--unshare-net",
-      "--unshare-ipc",  "--unshare-uts",  "--unshare-cgroup-try",
-      "--die-with-parent", "--new-session", "--cap-drop",   "ALL"};
+  std::vector<std::string> argv = {"bwrap",
+                                   "--unshare-user",
+                                   "--unshare-pid",
+                                   "--unshare-net",
+                                   "--unshare-ipc",
+                                   "--unshare-uts",
+                                   "--unshare-cgroup-try",
+                                   "--die-with-parent",
+                                   "--new-session",
+                                   "--cap-drop",
+                                   "ALL"};
   for (const char* dir : kSystemDirs) argv.insert(argv.end(), {"--ro-bind-try", dir, dir});
-  argv.insert(argv.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs",
-                           "/box", "--ro-bind", program_path, "/box/candidate.py", "--chdir",
-                           "/box", "--seccomp", std::to_string(seccomp_fd)});
+  argv.insert(argv.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/box",
+                           "--ro-bind", program_path, "/box/candidate.py", "--chdir", "/box",
+                           "--seccomp", std::to_string(seccomp_fd)});
   return argv;
 }
 
@@ -107,6 +114,7 @@ absl::StatusOr<SandboxRun> Run(SandboxMode mode, const std::string& interpreter,
     o.argv = {interpreter, "-I", "candidate.py"};
     o.cwd = dir.path();
     o.unshare_net = true;
+    o.new_pid_namespace = true;
     o.env = Environment(dir.path(), dir.path());
   }
   if (root) o.uid = o.gid = kNobody;
@@ -146,9 +154,9 @@ absl::Status BwrapStatus() {
     }
     if (run->wait_status != 0) {
       const std::string err(absl::StripAsciiWhitespace(run->err));
-      return new absl::Status(absl::FailedPreconditionError(absl::StrCat(
-          "bwrap failed (", Child::DescribeExit(run->wait_status), ")",
-          err.empty() ? "" : ": ", err.substr(0, 300))));
+      return new absl::Status(absl::FailedPreconditionError(
+          absl::StrCat("bwrap failed (", Child::DescribeExit(run->wait_status), ")",
+                       err.empty() ? "" : ": ", err.substr(0, 300))));
     }
     return new absl::Status();
   }();
@@ -156,15 +164,21 @@ absl::Status BwrapStatus() {
 }
 
 std::string RlimitsWeaknesses() {
-  std::string weak = "no pid, mount or user namespace";
+  std::string weak = "no mount or user namespace";
   if (LandlockAbi() == 0) {
-    absl::StrAppend(&weak, "; no Landlock in this kernel: host files are readable and "
-                           "world-writable places writable");
+    absl::StrAppend(&weak,
+                    "; no Landlock in this kernel: host files are readable and "
+                    "world-writable places writable");
   } else if (LandlockAbi() < 6) {
-    absl::StrAppend(&weak, "; Landlock ABI ", LandlockAbi(), " < 6: the program may signal "
-                           "processes of its user");
+    absl::StrAppend(&weak, "; Landlock ABI ", LandlockAbi(),
+                    " < 6: the program may signal "
+                    "processes of its user");
   }
-  if (geteuid() != 0) absl::StrAppend(&weak, "; the program runs as this process's user");
+  if (geteuid() != 0) {
+    absl::StrAppend(&weak,
+                    "; the program runs as this process's user, without a pid namespace "
+                    "where this user may not make one");
+  }
   return weak;
 }
 

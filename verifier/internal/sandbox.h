@@ -12,10 +12,10 @@
 //   verifier/internal/confine.h given to bubblewrap as --seccomp FD.
 // kRlimits (weaker, opt-in; where bubblewrap does not work): the program runs
 //   as nobody (when we are root) in a private host directory, with
-//   unshare(CLONE_NEWNET) when the host allows it, the same seccomp filter
-//   installed directly, and Landlock (where the kernel has it) confining it
-//   to reading the system directories and writing its own directory; no pid
-//   or mount namespace.
+//   unshare(CLONE_NEWNET) and a new pid namespace when the host allows them,
+//   the same seccomp filter installed directly, and Landlock (where the
+//   kernel has it) confining it to reading the system directories and
+//   writing its own directory; no mount or user namespace.
 // Both: no descriptor but stdin, stdout and stderr; an environment of PATH,
 // HOME, TMPDIR and LANG only; RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC,
 // RLIMIT_FSIZE (and no core files) set in the child before exec; its own
@@ -59,12 +59,9 @@ struct SandboxRun {
 
 // Runs `interpreter program` with `input` on stdin until `deadline`.
 // An error status means the sandbox itself could not run (not the program).
-[[nodiscard]] absl::StatusOr<SandboxRun> RunSandboxed(SandboxMode mode,
-                                                      const std::string& interpreter,
-                                                      const std::string& program,
-                                                      const std::string& input,
-                                                      const SandboxLimits& limits,
-                                                      absl::Time deadline);
+[[nodiscard]] absl::StatusOr<SandboxRun> RunSandboxed(
+    SandboxMode mode, const std::string& interpreter, const std::string& program,
+    const std::string& input, const SandboxLimits& limits, absl::Time deadline);
 
 }  // namespace trellis::verifier::internal
 
