@@ -72,7 +72,7 @@ def main():
                          encoding="utf-8").read()
         write("tokenizer_json_fuzzer", name, fdp_string(texts[0]) + tokenizer)
     for i, text in enumerate(texts[:8]):
-        for pick in range(6):  # char, gpt2, llama3, qwen2, sentencepiece, own alphabet
+        for pick in range(5):  # char, gpt2, llama3, qwen2, own alphabet
             write("tokenize_fuzzer", f"{pick}_{i}", bytes([pick]) + text.encode())
     conversations = json.load(open(path("tests", "fixtures", "chat", "conversations.json"),
                                    encoding="utf-8"))

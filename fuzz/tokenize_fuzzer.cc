@@ -1,8 +1,10 @@
 // Encoding and decoding with real tokenizers: the character tokenizer
 // (text/tokenizer.h, with the default alphabet and one made of the input)
-// and the fixture directories' byte-level BPE and SentencePiece tokenizers
+// and the fixture directories' byte-level BPE tokenizers
 // (text/hf_tokenizer.h). The first byte picks the tokenizer; the rest is
-// the text, and, read as int32s, ids to decode.
+// the text, and, read as int32s, ids to decode. Not SentencePiece: its
+// library is opened with RTLD_DEEPBIND (text/internal/sentencepiece_model.cc
+// says why), which AddressSanitizer cannot load.
 
 #include <cstddef>
 #include <cstdint>
@@ -23,7 +25,7 @@ std::vector<std::unique_ptr<Tokenizer>>* Tokenizers() {
   static auto* all = [] {
     auto* t = new std::vector<std::unique_ptr<Tokenizer>>();
     t->push_back(trellis::text::NewCharTokenizer());
-    for (const char* name : {"gpt2", "llama3", "qwen2", "sentencepiece"}) {
+    for (const char* name : {"gpt2", "llama3", "qwen2"}) {
       auto hf = trellis::text::LoadHfTokenizer(
           std::string(TRELLIS_SOURCE_DIR "/tests/fixtures/tokenizers/") + name);
       if (!hf.ok()) abort();  // the fixtures load (text/hf_tokenizer_test.cc)
