@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/string_view.h"
 #include "config/internal/scalars.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -41,14 +41,10 @@ using google::protobuf::Message;
 // that say what was found.
 std::string Describe(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Map:
-      return "a map";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Scalar:
-      return internal::Quote(node.Scalar());
-    default:
-      return "nothing";
+    case YAML::NodeType::Map: return "a map";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Scalar: return internal::Quote(node.Scalar());
+    default: return "nothing";
   }
 }
 
@@ -62,7 +58,8 @@ class YamlReader {
 
   // Fills `msg` from the mapping `node`; `path` is the message's field path
   // ("" for the job itself).
-  absl::Status ReadMessage(const YAML::Node& node, const std::string& path, Message* msg) const {
+  absl::Status ReadMessage(const YAML::Node& node, const std::string& path,
+                           Message* msg) const {
     const Descriptor* d = msg->GetDescriptor();
     absl::flat_hash_set<int> seen;
     for (const auto& entry : node) {
@@ -87,11 +84,13 @@ class YamlReader {
     return absl::OkStatus();
   }
 
-  absl::Status Error(const YAML::Node& at, const std::string& path, absl::string_view what) const {
+  absl::Status Error(const YAML::Node& at, const std::string& path,
+                     absl::string_view what) const {
     const int line = at.Mark().line;
-    std::string where =
-        line >= 0 ? absl::StrCat(source_, ":", line + 1, ": ") : absl::StrCat(source_, ": ");
-    return absl::InvalidArgumentError(absl::StrCat(where, path.empty() ? "" : path + ": ", what));
+    std::string where = line >= 0 ? absl::StrCat(source_, ":", line + 1, ": ")
+                                  : absl::StrCat(source_, ": ");
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, path.empty() ? "" : path + ": ", what));
   }
 
  private:
@@ -102,15 +101,16 @@ class YamlReader {
     std::string hint;
     const std::string near = internal::ClosestName(key.Scalar(), known);
     if (!near.empty()) hint = absl::StrCat(" (did you mean ", near, "?)");
-    return Error(
-        key, field_path,
-        absl::StrCat("unknown field", hint, "; known fields of ",
-                     parent.empty() ? "the job" : parent, ": ", absl::StrJoin(known, ", ")));
+    return Error(key, field_path,
+                 absl::StrCat("unknown field", hint, "; known fields of ",
+                              parent.empty() ? "the job" : parent, ": ",
+                              absl::StrJoin(known, ", ")));
   }
 
   // `key` locates errors when the value is empty.
-  absl::Status ReadField(const YAML::Node& key, const YAML::Node& value, const std::string& path,
-                         const FieldDescriptor* f, Message* msg) const {
+  absl::Status ReadField(const YAML::Node& key, const YAML::Node& value,
+                         const std::string& path, const FieldDescriptor* f,
+                         Message* msg) const {
     const YAML::Node& at = value.IsNull() ? key : value;
     if (f->is_map()) return Error(at, path, "map fields are not supported in YAML");
     if (!f->is_repeated()) return ReadValue(at, value, path, f, msg);
@@ -121,23 +121,24 @@ class YamlReader {
     }
     for (size_t i = 0; i < value.size(); ++i) {
       const YAML::Node& item = value[i];
-      absl::Status s = ReadValue(item, item, absl::StrCat(path, "[", i, "]"), f, msg);
+      absl::Status s =
+          ReadValue(item, item, absl::StrCat(path, "[", i, "]"), f, msg);
       if (!s.ok()) return s;
     }
     return absl::OkStatus();
   }
 
   // One value of `f` (the field itself, or one element when repeated).
-  absl::Status ReadValue(const YAML::Node& at, const YAML::Node& value, const std::string& path,
-                         const FieldDescriptor* f, Message* msg) const {
+  absl::Status ReadValue(const YAML::Node& at, const YAML::Node& value,
+                         const std::string& path, const FieldDescriptor* f,
+                         Message* msg) const {
     const auto* r = msg->GetReflection();
     if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       Message* sub = f->is_repeated() ? r->AddMessage(msg, f) : r->MutableMessage(msg, f);
       if (value.IsNull()) return absl::OkStatus();
       if (!value.IsMap()) {
-        return Error(at, path,
-                     absl::StrCat("expected a map of ", f->message_type()->name(),
-                                  " fields, found ", Describe(value)));
+        return Error(at, path, absl::StrCat("expected a map of ", f->message_type()->name(),
+                                            " fields, found ", Describe(value)));
       }
       return ReadMessage(value, path, sub);
     }
@@ -145,8 +146,8 @@ class YamlReader {
     if (value.IsScalar()) {
       text = value.Scalar();
     } else if (!(value.IsNull() && f->cpp_type() == FieldDescriptor::CPPTYPE_STRING)) {
-      return Error(at, path,
-                   absl::StrCat("expected ", internal::TypeName(f), ", found ", Describe(value)));
+      return Error(at, path, absl::StrCat("expected ", internal::TypeName(f),
+                                          ", found ", Describe(value)));
     }
     absl::Status s = internal::SetScalar(text, f, msg);
     return s.ok() ? s : Error(at, path, s.message());
@@ -164,14 +165,14 @@ absl::Status ParseYamlInto(const std::string& text, const std::string& source,
     YAML::Node root = YAML::Load(text);
     if (root.IsNull()) return absl::OkStatus();
     if (!root.IsMap()) {
-      return reader.Error(root, "",
-                          absl::StrCat("expected a map of ", message->GetDescriptor()->name(),
-                                       " fields, found ", Describe(root)));
+      return reader.Error(root, "", absl::StrCat("expected a map of ",
+                                                 message->GetDescriptor()->name(),
+                                                 " fields, found ", Describe(root)));
     }
     return reader.ReadMessage(root, "", message);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": bad YAML: ", e.msg));
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": bad YAML: ", e.msg));
   }
 }
 
@@ -192,7 +193,8 @@ absl::Status LoadYamlFile(const std::string& path, google::protobuf::Message* me
   return ParseYamlInto(buf.str(), path, message);
 }
 
-absl::StatusOr<v1::JobConfig> ParseJobYaml(const std::string& text, const std::string& source) {
+absl::StatusOr<v1::JobConfig> ParseJobYaml(const std::string& text,
+                                           const std::string& source) {
   v1::JobConfig job;
   if (absl::Status s = ParseYamlInto(text, source, &job); !s.ok()) return s;
   return job;
