@@ -81,6 +81,11 @@ TEST(Jsonl, ErrorsNamePathAndLine) {
   EXPECT_THAT(s.message(), HasSubstr(":1: missing \"answer\""));
   s = ReadError("{\"prompt\": \"a\", \"answer\": true}\n");
   EXPECT_THAT(s.message(), HasSubstr(":1: \"answer\" must be a string or a number"));
+
+  // A number beyond a double (found by fuzz/jsonl_fuzzer.cc) is bad JSON, not an abort.
+  s = ReadError("{\"prompt\": \"a\", \"answer\": 1E8034712644}\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr(path + ":1: bad JSON: number overflow"));
 }
 
 TEST(Jsonl, MissingFileAndBadMetadata) {

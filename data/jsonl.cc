@@ -44,7 +44,7 @@ absl::StatusOr<Json> ParseObject(const std::string& line) {
   Json obj;
   try {
     obj = Json::parse(line);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for 1e999
     std::string what = e.what();
     // Drop nlohmann's "[json.exception.parse_error.101] " prefix.
     if (const size_t close = what.find("] "); close != std::string::npos) {

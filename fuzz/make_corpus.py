@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Writes the seed corpora fuzz/corpus/<target>/ from the repository's
 examples and test fixtures (run from anywhere; the output is committed).
-Each seed is small: a few lines of a dataset, one job, one template."""
+Each seed is small: a few lines of a dataset, one job, one template. Files
+named regression_* are inputs that once crashed a target, kept as they are."""
 import glob
 import json
 import os
-import shutil
 import struct
+import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "fuzz", "corpus")
@@ -47,8 +48,37 @@ def safetensors(tensors, metadata=None):
     return struct.pack("<Q", len(text)) + text + data
 
 
+# requests_fuzzer: its first byte picks the message (fuzz/requests_fuzzer.cc).
+REQUESTS = [
+    ("GenerateRequest", 'prompts { id: 1 text: "2+3=" token_ids: [5, 6, 7] answer: "5" } '
+                        'prompts { id: 2 token_ids: [8] } responses_per_prompt: 4 '
+                        'sampling { temperature: 1.0 top_p: 0.9 max_new_tokens: 16 }'),
+    ("TrainBatch", 'samples { prompt_tokens: [1, 2] response_tokens: [3, 4] '
+                   'old_logprobs: [-0.5, -0.25] ref_logprobs: [-0.5, -0.3] advantage: 1 reward: 1 }'),
+    ("SftBatch", 'pairs { prompt_tokens: [1, 2, 3] target_tokens: [4, 5] trained: [true, false] }'),
+    ("PreferenceBatch", 'pairs { prompt_tokens: [1] chosen_tokens: [2, 3] rejected_tokens: [4] '
+                        'ref_chosen_logprob: -1.5 ref_rejected_logprob: -2 }'),
+    ("LogProbRequest", 'samples { prompt_id: 1 prompt_tokens: [1, 2] response_tokens: [3] }'),
+    ("VerifyRequest", 'items { prompt: "2+3=" response: "5" answer: "5" } '
+                      'items { response: "6" answer: "5" metadata_json: "{\\"k\\": 1}" }'),
+    ("LedgerReport", 'worker_id: "actor-0"'),
+    ("HeartbeatRequest", 'worker_id: "learner-0" ledger_step: 3'),
+    ("FetchWeightsRequest", 'min_version: 2 wait_ms: 1000'),
+]
+
+
+def encode(message, text):
+    return subprocess.run(
+        ["protoc", f"--encode=trellis.v1.{message}", "-I", path("proto")] +
+        sorted(glob.glob(path("proto", "trellis", "v1", "*.proto"))),
+        input=text.encode(), check=True, stdout=subprocess.PIPE).stdout
+
+
 def main():
-    shutil.rmtree(OUT, ignore_errors=True)
+    # Inputs that once crashed a target (regression_*) stay; the rest is made afresh.
+    for f in glob.glob(os.path.join(OUT, "*", "*")):
+        if not os.path.basename(f).startswith("regression_"):
+            os.remove(f)
     for f in sorted(glob.glob(path("examples", "jobs", "*.yaml")) +
                     glob.glob(path("examples", "memory", "*.yaml"))):
         write("job_yaml_fuzzer", os.path.basename(os.path.dirname(f)) + "_" + os.path.basename(f),
@@ -86,6 +116,8 @@ def main():
         if isinstance(template, list):
             template = next(t["template"] for t in template if t["name"] == "default")
         write("chat_template_fuzzer", name, fdp_string(first) + template)
+    for pick, (message, text) in enumerate(REQUESTS):
+        write("requests_fuzzer", f"{pick}_{message}", bytes([pick]) + encode(message, text))
 
 
 if __name__ == "__main__":
