@@ -3,8 +3,8 @@
 
 Usage: check_doc_paths.py ROOT
 
-Reads, under ROOT: README.md, docs/*.md, bench/README.md, ledger/README.md
-and every README.md under deploy/. Prints one line per path that does not
+Reads, under ROOT: README.md, docs/*.md, bench/README.md, ledger/README.md,
+fuzz/README.md and every README.md under deploy/. Prints one line per path that does not
 exist, as FILE:LINE: PATH (FILE relative to ROOT), and exits 1 if there is
 any; exits 0 when every path exists, 2 on a usage error.
 
@@ -37,8 +37,8 @@ or line range ("ledger/ledger.cc:120", ":120-140"); a trailing "/".
 
 What is never a repository path (skipped, not reported):
   * absolute paths ("/tmp/x", "/usr/bin/python3", "/metrics") and "~/";
-  * paths under the folders a run or a build writes: build/, runs/
-    (OUTPUT_PREFIXES);
+  * paths under the folders a run or a build writes: build/, build-fuzz/,
+    runs/ (OUTPUT_PREFIXES);
   * placeholders: a word with any of < > { } * $ ... or an ellipsis
     ("step_<k>", "dashboard.{html,css,js}", "deploy/k8s/*.yaml"), or with a
     component that is a capitalised name standing for a value, such as OUT,
@@ -60,7 +60,7 @@ SOURCE_EXTENSIONS = (
     ".h", ".hpp", ".cc", ".cpp", ".c", ".py", ".proto", ".sh", ".cmake",
     ".js", ".css", ".html", ".sbatch",
 )
-OUTPUT_PREFIXES = ("build/", "runs/")
+OUTPUT_PREFIXES = ("build/", "build-fuzz/", "runs/")
 PROTO_IMPORT_ROOT = "proto"
 CONVENTIONAL_CAPITALS = {
     "README", "LICENSE", "NOTICE", "CHANGELOG", "CONTRIBUTING", "AUTHORS",
@@ -81,7 +81,7 @@ _ENDS_IN_CAPITAL = re.compile(r"[a-z_][A-Z]$")
 
 def doc_files(root):
     """The docs to read, as paths relative to root, in a stable order."""
-    names = ["README.md", "bench/README.md", "ledger/README.md"]
+    names = ["README.md", "bench/README.md", "ledger/README.md", "fuzz/README.md"]
     names += sorted(os.path.relpath(p, root)
                     for p in glob.glob(os.path.join(root, "docs", "*.md")))
     names += sorted(
