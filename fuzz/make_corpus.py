@@ -54,7 +54,8 @@ REQUESTS = [
                         'prompts { id: 2 token_ids: [8] } responses_per_prompt: 4 '
                         'sampling { temperature: 1.0 top_p: 0.9 max_new_tokens: 16 }'),
     ("TrainBatch", 'samples { prompt_tokens: [1, 2] response_tokens: [3, 4] '
-                   'old_logprobs: [-0.5, -0.25] ref_logprobs: [-0.5, -0.3] advantage: 1 reward: 1 }'),
+                   'old_logprobs: [-0.5, -0.25] ref_logprobs: [-0.5, -0.3] '
+                   'advantage: 1 reward: 1 }'),
     ("SftBatch", 'pairs { prompt_tokens: [1, 2, 3] target_tokens: [4, 5] trained: [true, false] }'),
     ("PreferenceBatch", 'pairs { prompt_tokens: [1] chosen_tokens: [2, 3] rejected_tokens: [4] '
                         'ref_chosen_logprob: -1.5 ref_rejected_logprob: -2 }'),
@@ -96,7 +97,8 @@ def main():
         "m": ("BOOL", [2], b"\x01\x00")}))
     write("safetensors_fuzzer", "f64.safetensors", safetensors({
         "d": ("F64", [1, 2], struct.pack("<2d", 0.5, 1e300))}))
-    texts = json.load(open(path("tests", "fixtures", "tokenizers", "corpus.json"), encoding="utf-8"))
+    texts = json.load(open(path("tests", "fixtures", "tokenizers", "corpus.json"),
+                           encoding="utf-8"))
     for name in ("gpt2", "llama3", "qwen2"):
         tokenizer = open(path("tests", "fixtures", "tokenizers", name, "tokenizer.json"),
                          encoding="utf-8").read()
