@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -85,6 +86,11 @@ int Strays(const std::string& needle) {
 // A sleep that only this test process starts: "sleep 30.<pid>".
 std::string UniqueSleep() { return absl::StrCat("30.", getpid()); }
 
+// `program` with $SLEEP replaced by UniqueSleep().
+std::string WithSleep(absl::string_view program) {
+  return absl::StrReplaceAll(program, {{"$SLEEP", UniqueSleep()}});
+}
+
 class CodeExecTest : public ::testing::TestWithParam<v1::VerifierConfig::Sandbox> {
  protected:
   void SetUp() override {
@@ -119,13 +125,17 @@ TEST_P(CodeExecTest, CorrectWrongAndRuntimeError) {
 TEST_P(CodeExecTest, InfiniteLoopIsKilledAtTheDeadline) {
   auto v = Make(500);
   const absl::Time start = absl::Now();
-  v1::VerifyResult r = Score(*v, "import os\nos.fork()\nwhile True: pass\n");
+  v1::VerifyResult r = Score(*v, WithSleep(R"(import os
+if os.fork() == 0:
+    os.execv("/usr/bin/sleep", ["sleep", "$SLEEP"])
+while True: pass
+)"));
   const absl::Duration took = absl::Now() - start;
   EXPECT_EQ(r.verdict(), v1::TIMEOUT) << r.detail();
   EXPECT_FLOAT_EQ(r.reward(), -0.5f);
   EXPECT_THAT(r.detail(), StartsWith("timeout"));
   std::cout << "[ measured ] infinite loop contained after " << took << "\n";
-  EXPECT_EQ(Strays("candidate.py"), 0);
+  EXPECT_EQ(Strays(UniqueSleep()), 0);
 }
 
 TEST_P(CodeExecTest, ForkBombHitsTheProcessLimit) {
@@ -207,44 +217,38 @@ print(found)
 // the deadline is dead once the verdict is in.
 TEST_P(CodeExecTest, SetsidGrandchildDiesAtTheDeadline) {
   auto v = Make(800);
-  const std::string sleep = UniqueSleep();
-  v1::VerifyResult r = Score(*v,
-                             absl::StrCat(R"(import os, time
+  v1::VerifyResult r = Score(*v, WithSleep(R"(import os, time
 if os.fork() == 0:
     try:
         os.setsid()
     except OSError:
         pass
-    os.execv("/usr/bin/sleep", ["sleep", ")",
-                                          sleep, R"("])
+    os.execv("/usr/bin/sleep", ["sleep", "$SLEEP"])
 time.sleep(30)
 )"),
                              Expect(""));
   EXPECT_EQ(r.verdict(), v1::TIMEOUT) << r.detail();
-  EXPECT_EQ(Strays(sleep), 0) << "a grandchild outlived the deadline";
+  EXPECT_EQ(Strays(UniqueSleep()), 0) << "a grandchild outlived the deadline";
 }
 
 // The same grandchild left behind by a program that exits at once.
 TEST_P(CodeExecTest, SetsidGrandchildDiesWhenTheProgramExits) {
   auto v = Make(5000);
-  const std::string sleep = UniqueSleep();
-  v1::VerifyResult r = Score(*v,
-                             absl::StrCat(R"(import os
+  v1::VerifyResult r = Score(*v, WithSleep(R"(import os
 if os.fork() == 0:
     try:
         os.setsid()
     except OSError:
         pass
     if os.fork() == 0:
-        os.execv("/usr/bin/sleep", ["sleep", ")",
-                                          sleep, R"("])
+        os.execv("/usr/bin/sleep", ["sleep", "$SLEEP"])
     os._exit(0)
 os.wait()
 print("done")
 )"),
                              Expect("done"));
   EXPECT_EQ(r.verdict(), v1::CORRECT) << r.detail();
-  EXPECT_EQ(Strays(sleep), 0) << "a grandchild outlived the program";
+  EXPECT_EQ(Strays(UniqueSleep()), 0) << "a grandchild outlived the program";
 }
 
 // /tmp is private: a file written there is gone for the next program and
