@@ -123,7 +123,7 @@ TEST(WorkerRegistryTest, AWorkerIsStalledAndThenDeadExactlyAtTheLimits) {
   EXPECT_TRUE(changes.dead.empty());
   EXPECT_TRUE(registry.Alive("actor-0"));  // stalled is waited for
   EXPECT_TRUE(registry.CheckSilence(kLimits).stalled.empty());  // reported once
-  env.Advance(kLimits.dead - kLimits.stall);
+  env.Advance(kLimits.dead - kLimits.stall - absl::Nanoseconds(1));
   EXPECT_TRUE(registry.CheckSilence(kLimits).dead.empty());  // exactly the dead limit
   env.Advance(absl::Nanoseconds(1));
   changes = registry.CheckSilence(kLimits);
