@@ -90,6 +90,7 @@ class RunDir {
   std::string LaunchJobYaml() const { return Launch() + "/" + kJobYaml; }
   std::string LaunchSchedulerAddress() const { return Launch() + "/scheduler.addr"; }
   std::string LaunchProcesses() const { return Launch() + "/processes.tsv"; }
+  std::string LaunchRestarts() const { return Launch() + "/restarts.tsv"; }
 
   // Checkpoints.
   std::string Checkpoints() const { return File(kCheckpoints); }

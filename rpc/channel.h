@@ -30,8 +30,15 @@ struct HostPort {
 // the empty host of ":port"): no other machine can dial them.
 bool IsWildcardHost(const std::string& host);
 
-// An insecure channel to "host:port"; it connects lazily.
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& address);
+// How long a channel waits for a silent peer's keepalive answer before its
+// calls fail, unless told otherwise.
+inline constexpr absl::Duration kDefaultStallLimit = absl::Seconds(5);
+
+// An insecure channel to "host:port"; it connects lazily. Calls in flight
+// fail once the peer has left a keepalive ping unanswered for
+// `stall_limit` (a stopped process answers again when it continues).
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
+                                          absl::Duration stall_limit = kDefaultStallLimit);
 
 // Waits until the channel is connected; Unavailable naming `address` after
 // `timeout`.
