@@ -67,11 +67,13 @@ class FakeVerifier final : public verifier::VerifierClient {
       v1::VerifyResult* r = out.add_results();
       const bool right = item.response() == item.answer();
       r->set_verdict(right ? v1::CORRECT : time_out_wrong ? v1::TIMEOUT : v1::WRONG);
-      r->set_reward(right ? 1 : 0);
+      r->set_reward(right ? correct_reward : wrong_reward);
     }
     return out;
   }
   bool time_out_wrong = false;
+  float correct_reward = 1;
+  float wrong_reward = 0;
 };
 
 // Records every batch; each update is a new policy version.
