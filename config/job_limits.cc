@@ -35,10 +35,8 @@ void CheckBatchSizes(const v1::JobConfig& job, Checker& c) {
         std::pair{"eval.batch_size", job.eval().batch_size()}}) {
     AtMost(c, path, rows, kMaxRows);
   }
-  AtMost(c, "grpo.responses_per_prompt", job.grpo().responses_per_prompt(),
-         kMaxResponsesPerPrompt);
-  AtMost(c, "dpo.responses_per_prompt", job.dpo().responses_per_prompt(),
-         kMaxResponsesPerPrompt);
+  AtMost(c, "grpo.responses_per_prompt", job.grpo().responses_per_prompt(), kMaxResponsesPerPrompt);
+  AtMost(c, "dpo.responses_per_prompt", job.dpo().responses_per_prompt(), kMaxResponsesPerPrompt);
   for (const auto& [path, steps] :
        {std::pair{"grpo.steps", job.grpo().steps()}, std::pair{"sft.steps", job.sft().steps()},
         std::pair{"dpo.steps", job.dpo().steps()},
@@ -47,8 +45,7 @@ void CheckBatchSizes(const v1::JobConfig& job, Checker& c) {
         std::pair{"sft.optimizer.warmup_steps", job.sft().optimizer().warmup_steps()}}) {
     AtMost(c, path, steps, kMaxSteps);
   }
-  AtMost(c, "data.arithmetic.num_problems", job.data().arithmetic().num_problems(),
-         kMaxProblems);
+  AtMost(c, "data.arithmetic.num_problems", job.data().arithmetic().num_problems(), kMaxProblems);
 }
 
 void CheckWorkers(const v1::JobConfig& job, Checker& c) {

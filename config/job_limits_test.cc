@@ -43,15 +43,15 @@ TEST(ValidateJob, RefusesNonFiniteAndAbsurdValuesNamingTheField) {
       {"algorithm: ppo\nppo: {vf_coef: .inf}", "ppo.vf_coef: must be in [0, 1000]"},
       {"dpo: {beta: .inf}", "dpo.beta: must be in (0, 1000]"},
       {"memory: {lora: {rank: 4, alpha: .inf}}", "memory.lora.alpha: must be in (0, 10000]"},
-      {"memory: {lora: {rank: 129}}", "memory.lora.rank: must be <= model.d_model (128), found 129"},
+      {"memory: {lora: {rank: 129}}",
+       "memory.lora.rank: must be <= model.d_model (128), found 129"},
       {"verifier: {max_abs_reward: .inf}", "verifier.max_abs_reward: must be in (0, 1e+09]"},
       {"verifier: {reward_correct: 1e20}",
        "verifier.reward_correct: must be in [-10000, 10000], found 1e+20"},
       {"verifier: {timeout_reward: .nan}", "verifier.timeout_reward: must be in [-10000, 10000]"},
       {"runtime: {max_nonfinite_skips: 0}",
        "runtime.max_nonfinite_skips: must be in [1, 1000], found 0"},
-      {"data: {train_path: a.jsonl}",
-       "data.eval_path: must be set when data.train_path is set"},
+      {"data: {train_path: a.jsonl}", "data.eval_path: must be set when data.train_path is set"},
   };
   for (const auto& [yaml, expected] : cases) {
     absl::Status s = ValidateYaml(yaml);

@@ -27,10 +27,10 @@ struct Update {
 // Samples a step rolls out (0 for a recipe that does not roll out).
 double StepSamples(const v1::JobConfig& job, std::optional<Recipe> recipe) {
   if (recipe == Recipe::kOnlineDpo) {
-    return double{job.dpo().batch_size()} * job.dpo().responses_per_prompt();
+    return static_cast<double>(job.dpo().batch_size()) * job.dpo().responses_per_prompt();
   }
   if (recipe == Recipe::kGrpo || recipe == Recipe::kPpo) {
-    return double{job.grpo().prompts_per_step()} * job.grpo().responses_per_prompt();
+    return static_cast<double>(job.grpo().prompts_per_step()) * job.grpo().responses_per_prompt();
   }
   return 0;
 }
@@ -46,8 +46,7 @@ Update UpdateOf(const v1::JobConfig& job, std::optional<Recipe> recipe) {
     case Recipe::kDpo:
       return {&job.dpo().optimizer(), 2 * std::min<double>(micro, job.dpo().batch_size()), 2};
     case Recipe::kOnlineDpo:
-      return {&job.dpo().optimizer(), 2 * std::min<double>(micro, job.dpo().batch_size()),
-              rl_seq};
+      return {&job.dpo().optimizer(), 2 * std::min<double>(micro, job.dpo().batch_size()), rl_seq};
     case Recipe::kRewardModel:
       return {&job.reward_model().optimizer(),
               2 * std::min<double>(micro, job.reward_model().batch_size()), 2};
@@ -112,13 +111,13 @@ MemoryFloor JobMemoryFloor(const v1::JobConfig& job) {
   if (samples == 0) return learner;
   const int actors = std::max(1, job.deployment().actor().count());
   const double rows = std::max(1.0, samples / actors);
-  const double cache = kFloat * 2 * s.L * s.KV * s.hd * (1.0 + job.sampling().max_new_tokens()) *
-                       rows;
-  MemoryFloor actor{kFloat * n + cache,
-                    absl::StrCat("actor: ", GiB(kFloat * n), " of weights + ", GiB(cache),
-                                 " of KV cache (", rows,
-                                 " samples x 4 B x 2 x n_layers x n_kv_heads x head size x "
-                                 "(1 + sampling.max_new_tokens))")};
+  const double cache =
+      kFloat * 2 * s.L * s.KV * s.hd * (1.0 + job.sampling().max_new_tokens()) * rows;
+  MemoryFloor actor{
+      kFloat * n + cache,
+      absl::StrCat("actor: ", GiB(kFloat * n), " of weights + ", GiB(cache), " of KV cache (", rows,
+                   " samples x 4 B x 2 x n_layers x n_kv_heads x head size x "
+                   "(1 + sampling.max_new_tokens))")};
   return actor.bytes > learner.bytes ? actor : learner;
 }
 

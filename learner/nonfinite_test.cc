@@ -60,8 +60,8 @@ TEST(NonFiniteUpdate, IsSkippedAndLeavesTheWeightsAndOptimizerAsTheyWere) {
   const v1::JobConfig job = Job(5);
   std::unique_ptr<LearnerWorker> skipped = MakeLearner(job);
   std::unique_ptr<LearnerWorker> straight = MakeLearner(job);
-  for (float bad : {std::numeric_limits<float>::quiet_NaN(),
-                    std::numeric_limits<float>::infinity()}) {
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     absl::StatusOr<v1::TrainStats> s = skipped->TrainStep(Batch(bad));
     ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_TRUE(s->skipped_nonfinite());

@@ -33,8 +33,8 @@ struct BadJob {
 };
 
 const BadJob kBadJobs[] = {
-    {"lr_inf", "grpo: {optimizer: {lr: .inf}}\n",
-     "grpo.optimizer.lr: must be in (0, 1], found inf", 2},
+    {"lr_inf", "grpo: {optimizer: {lr: .inf}}\n", "grpo.optimizer.lr: must be in (0, 1], found inf",
+     2},
     {"batch_2_31", "grpo: {prompts_per_step: 2147483648}\n",
      "grpo.prompts_per_step: expected an integer in [-2147483648, 2147483647]", 2},
     {"batch_2_31_minus_1", "grpo: {prompts_per_step: 2147483647}\n",
@@ -69,7 +69,7 @@ TEST(BadNumbersTest, EveryCommandRefusesTheSameJobWithTheSameError) {
       EXPECT_EQ(WEXITSTATUS(status), bad.exit_code) << what << "\n" << Slurp(log);
       EXPECT_THAT(Slurp(log), HasSubstr(bad.error)) << what;
       EXPECT_THAT(Slurp(log), ::testing::Not(HasSubstr("terminate called"))) << what;
-      if (args[0] == "run") EXPECT_FALSE(fs::exists(out)) << what << ": a run directory exists";
+      if (args.size() > 2) EXPECT_FALSE(fs::exists(out)) << what << ": a run directory exists";
     }
   }
 }
