@@ -198,6 +198,16 @@ TEST(DriverTest, NonFiniteRewardsAreVerifierErrors) {
   }
 }
 
+TEST(DriverTest, SkippedUpdatesAreCountedInTheStepRecords) {
+  FakeRun run(Job("grpo"));
+  run.fakes.learner.skip_nonfinite = true;
+  ASSERT_TRUE(run.driver.Run().ok());
+  ASSERT_EQ(run.driver.history().size(), 2u);
+  for (const ledger::StepMetrics& m : run.driver.history()) {
+    EXPECT_EQ(m.counts.steps_skipped_nonfinite, 1);
+  }
+}
+
 TEST(DriverTest, AnUnknownAlgorithmNamesTheRecipes) {
   FakeRun run(Job("kto"));
   const absl::Status s = run.driver.Run();

@@ -122,12 +122,15 @@ class FakeLearner final : public learner::LearnerWorker {
   std::vector<v1::PreferenceBatch> preference_batches;
   std::vector<std::string> saved;
   int publishes = 0;
+  // Every update reports itself skipped for a non-finite loss.
+  bool skip_nonfinite = false;
 
  private:
   absl::StatusOr<v1::TrainStats> Update() {
     ++version_;
     v1::TrainStats stats;
     stats.set_loss(0.25);
+    stats.set_skipped_nonfinite(skip_nonfinite);
     return stats;
   }
   int64_t version_ = 0;
