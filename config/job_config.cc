@@ -176,8 +176,10 @@ absl::Status ParseYamlInto(const std::string& text, const std::string& source,
   }
 }
 
-absl::Status LoadYamlFile(const std::string& path, google::protobuf::Message* message) {
-  const std::string what = message->GetDescriptor()->name() == "JobConfig" ? "job" : "config";
+namespace {
+
+// The text of a config file; `what` ("job", "config") names it in errors.
+absl::StatusOr<std::string> ReadConfigFile(const std::string& path, const std::string& what) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return absl::NotFoundError(
@@ -190,7 +192,26 @@ absl::Status LoadYamlFile(const std::string& path, google::protobuf::Message* me
     return absl::NotFoundError(
         absl::StrCat("cannot read ", what, " file ", path, ": ", std::strerror(errno)));
   }
-  return ParseYamlInto(buf.str(), path, message);
+  return buf.str();
+}
+
+// Whether YAML `text` holds no document content (nothing, or only
+// comments); false for text that does not parse (ParseYamlInto says why).
+bool IsEmptyYaml(const std::string& text) {
+  try {
+    return YAML::Load(text).IsNull();
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+absl::Status LoadYamlFile(const std::string& path, google::protobuf::Message* message) {
+  const std::string what = message->GetDescriptor()->name() == "JobConfig" ? "job" : "config";
+  absl::StatusOr<std::string> text = ReadConfigFile(path, what);
+  if (!text.ok()) return text.status();
+  return ParseYamlInto(*text, path, message);
 }
 
 absl::StatusOr<v1::JobConfig> ParseJobYaml(const std::string& text,
@@ -201,9 +222,14 @@ absl::StatusOr<v1::JobConfig> ParseJobYaml(const std::string& text,
 }
 
 absl::StatusOr<v1::JobConfig> LoadJobFile(const std::string& path) {
-  v1::JobConfig job;
-  if (absl::Status s = LoadYamlFile(path, &job); !s.ok()) return s;
-  return job;
+  absl::StatusOr<std::string> text = ReadConfigFile(path, "job");
+  if (!text.ok()) return text.status();
+  if (IsEmptyYaml(*text)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": the job file is empty (no fields, at most comments); name the fields to set, "
+              "or give no job file for the built-in job"));
+  }
+  return ParseJobYaml(*text, path);
 }
 
 }  // namespace trellis::config

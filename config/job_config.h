@@ -29,12 +29,17 @@ namespace trellis::config {
 [[nodiscard]] absl::Status LoadYamlFile(const std::string& path,
                                         google::protobuf::Message* message);
 
-// Reads and parses a job file.
+// Reads and parses a job file. A file with no fields (empty, or only
+// comments) is InvalidArgument naming the file: it would be a job of the
+// proto's defaults, not the built-in job.
 [[nodiscard]] absl::StatusOr<v1::JobConfig> LoadJobFile(const std::string& path);
 
-// Checks ranges and cross-field rules (n_kv_heads divides n_heads, ...).
-// Whether job.algorithm names a recipe is the loop's recipe registry's to
-// check (loop::CheckRecipe).
+// Checks ranges and cross-field rules (n_kv_heads divides n_heads, ...):
+// every number finite, every size and scale within its bounds
+// (internal/limits.h, docs/jobs.md). Whether job.algorithm names a recipe
+// is the loop's recipe registry's to check (loop::CheckRecipe), whether the
+// job fits this machine's memory config/job_size.h's (both through
+// loop::PrepareJob).
 [[nodiscard]] absl::Status ValidateJob(const v1::JobConfig& job);
 
 // Every field of the job, defaults filled in, as YAML that ParseJobYaml

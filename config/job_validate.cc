@@ -1,6 +1,7 @@
 // Range and cross-field checks of a parsed job. Every violation is reported
-// (joined by "; "), each as "<field path>: must be <rule>, found <value>".
-// Comparisons are written so that NaN fails them.
+// (joined by "; "), each as "<field path>: must be <rule>, found <value>"
+// (internal/checker.h); the upper bounds of sizes and scales are
+// job_limits.cc's.
 
 #include <optional>
 #include <string>
@@ -9,39 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/choice.h"
+#include "config/internal/checker.h"
+#include "config/internal/limits.h"
 #include "config/job_config.h"
 #include "config/recipe.h"
 
 namespace trellis::config {
 namespace {
 
-class Checker {
- public:
-  template <typename T>
-  void Require(bool ok, const std::string& path, const std::string& rule, T found) {
-    if (!ok) errors_.push_back(absl::StrCat(path, ": must be ", rule, ", found ", found));
-  }
-  template <typename T>
-  void Positive(const std::string& path, T v) { Require(v > 0, path, "> 0", v); }
-  template <typename T>
-  void NonNegative(const std::string& path, T v) { Require(v >= 0, path, ">= 0", v); }
-  template <typename T>
-  void AtLeast(const std::string& path, T v, T lo) {
-    Require(v >= lo, path, absl::StrCat(">= ", lo), v);
-  }
-  // lo < v < hi.
-  void OpenUnit(const std::string& path, double v) {
-    Require(v > 0 && v < 1, path, "in (0, 1)", v);
-  }
-
-  absl::Status status() const {
-    if (errors_.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrJoin(errors_, "; "));
-  }
-
- private:
-  std::vector<std::string> errors_;
-};
+using internal::Checker;
 
 void CheckModel(const v1::ModelConfig& m, Checker& c) {
   c.NonNegative("model.vocab_size", m.vocab_size());
@@ -52,8 +29,8 @@ void CheckModel(const v1::ModelConfig& m, Checker& c) {
   c.Positive("model.d_ff", m.d_ff());
   c.AtLeast("model.max_seq_len", m.max_seq_len(), 2);
   c.Positive("model.rope_theta", m.rope_theta());
-  c.Positive("model.rms_norm_eps", m.rms_norm_eps());
-  c.NonNegative("model.init_std", m.init_std());
+  c.PositiveAtMost("model.rms_norm_eps", m.rms_norm_eps(), 1.0f);
+  c.Within("model.init_std", m.init_std(), 0.0f, 1.0f);
   c.NonNegative("model.head_dim", m.head_dim());
   c.NonNegative("model.max_position_embeddings", m.max_position_embeddings());
   if (m.max_position_embeddings() > 0) {
@@ -66,6 +43,7 @@ void CheckModel(const v1::ModelConfig& m, Checker& c) {
     const v1::ModelConfig::RopeScaling& r = m.rope_scaling();
     c.Positive("model.rope_scaling.factor", r.factor());
     c.Positive("model.rope_scaling.low_freq_factor", r.low_freq_factor());
+    c.Finite("model.rope_scaling.high_freq_factor", r.high_freq_factor());
     c.Require(r.high_freq_factor() > r.low_freq_factor(), "model.rope_scaling.high_freq_factor",
               absl::StrCat("> low_freq_factor (", r.low_freq_factor(), ")"),
               r.high_freq_factor());
@@ -112,12 +90,12 @@ void CheckArithmetic(const v1::ArithmeticTaskConfig& a, Checker& c) {
 
 void CheckOptimizer(const std::string& p, const v1::OptimizerConfig& o, Checker& c) {
   c.Require(o.momentum() >= 0 && o.momentum() < 1, p + "momentum", "in [0, 1)", o.momentum());
-  c.Positive(p + "lr", o.lr());
+  c.PositiveAtMost(p + "lr", o.lr(), 1.0f);
   c.Require(o.beta1() >= 0 && o.beta1() < 1, p + "beta1", "in [0, 1)", o.beta1());
   c.Require(o.beta2() >= 0 && o.beta2() < 1, p + "beta2", "in [0, 1)", o.beta2());
-  c.Positive(p + "eps", o.eps());
-  c.NonNegative(p + "weight_decay", o.weight_decay());
-  c.NonNegative(p + "max_grad_norm", o.max_grad_norm());
+  c.PositiveAtMost(p + "eps", o.eps(), 1.0f);
+  c.Within(p + "weight_decay", o.weight_decay(), 0.0f, 1.0f);
+  c.Within(p + "max_grad_norm", o.max_grad_norm(), 0.0f, 1e6f);
   c.AtLeast(p + "warmup_steps", o.warmup_steps(), 0);
 }
 
@@ -125,7 +103,7 @@ void CheckPpo(const v1::JobConfig& job, Checker& c) {
   const v1::PpoConfig& p = job.ppo();
   c.Require(p.gamma() >= 0 && p.gamma() <= 1, "ppo.gamma", "in [0, 1]", p.gamma());
   c.Require(p.lam() >= 0 && p.lam() <= 1, "ppo.lam", "in [0, 1]", p.lam());
-  c.NonNegative("ppo.vf_coef", p.vf_coef());
+  c.Within("ppo.vf_coef", p.vf_coef(), 0.0f, 1e3f);
   c.NonNegative("ppo.value_clip", p.value_clip());
   if (p.reward() == v1::PpoConfig::REWARD_MODEL) {
     c.Require(!p.reward_model_path().empty(), "ppo.reward_model_path",
@@ -142,7 +120,7 @@ void CheckPpo(const v1::JobConfig& job, Checker& c) {
 
 void CheckRl(const v1::JobConfig& job, Checker& c) {
   const v1::SamplingConfig& s = job.sampling();
-  c.Positive("sampling.temperature", s.temperature());
+  c.Within("sampling.temperature", s.temperature(), 1e-3f, 100.0f);
   c.Require(s.top_p() > 0 && s.top_p() <= 1, "sampling.top_p", "in (0, 1]", s.top_p());
   c.AtLeast("sampling.max_new_tokens", s.max_new_tokens(), 1);
   c.Require(s.max_new_tokens() < job.model().max_seq_len(), "sampling.max_new_tokens",
@@ -182,7 +160,7 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
             RecipeOf(job) == Recipe::kPpo ? 1 : 2);
   c.AtLeast("grpo.micro_batch_size", g.micro_batch_size(), 1);
   c.OpenUnit("grpo.clip_eps", g.clip_eps());
-  c.NonNegative("grpo.kl_coef", g.kl_coef());
+  c.Within("grpo.kl_coef", g.kl_coef(), 0.0f, 1e3f);
   c.Require(g.loss_aggregation() != v1::LOSS_AGGREGATION_UNSPECIFIED,
             "grpo.loss_aggregation", "token_mean or sequence_mean",
             ChoiceName(g.loss_aggregation()));
@@ -232,7 +210,7 @@ void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
 void CheckMemory(const v1::MemoryConfig& m, Checker& c) {
   const v1::LoraConfig& lora = m.lora();
   c.NonNegative("memory.lora.rank", lora.rank());
-  c.Positive("memory.lora.alpha", lora.alpha());
+  c.PositiveAtMost("memory.lora.alpha", lora.alpha(), 1e4f);
   for (int i = 0; i < lora.target_modules_size(); ++i) {
     const v1::LoraConfig::Projection t = lora.target_modules(i);
     for (int j = 0; j < i; ++j) {
@@ -262,7 +240,7 @@ void CheckPreference(const v1::JobConfig& job, Checker& c) {
   const v1::DpoConfig& d = job.dpo();
   c.NonNegative("dpo.steps", d.steps());
   c.AtLeast("dpo.batch_size", d.batch_size(), 1);
-  c.Positive("dpo.beta", d.beta());
+  c.PositiveAtMost("dpo.beta", d.beta(), 1e3f);
   CheckOptimizer("dpo.optimizer.", d.optimizer(), c);
   c.AtLeast("dpo.responses_per_prompt", d.responses_per_prompt(), 2);
   c.NonNegative("dpo.eval_every", d.eval_every());
@@ -313,6 +291,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   CheckDeployment(job.deployment(), c);
   CheckMemory(job.memory(), c);
   CheckLora(job, c);
+  internal::CheckLimits(job, c);
   return c.status();
 }
 

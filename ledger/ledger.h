@@ -101,6 +101,9 @@ struct StepCounts {
   // few samples were left).
   int64_t samples_timeout = 0;
   int64_t samples_dropped = 0;
+  // Finite rewards beyond verifier.max_abs_reward, clipped to it (a
+  // non-finite reward is an ERROR verdict, in samples_error).
+  int64_t samples_reward_clipped = 0;
   int64_t generated_tokens = 0;
   int64_t trained_tokens = 0;
   double mean_reward = 0;
@@ -110,6 +113,10 @@ struct StepCounts {
   double kl = 0;
   double clip_fraction = 0;
   double grad_norm = 0;
+  // Updates that took no optimizer step because their loss or gradient
+  // norm was not finite (TrainStats.skipped_nonfinite; the run stops after
+  // runtime.max_nonfinite_skips in a row).
+  int64_t steps_skipped_nonfinite = 0;
   // PPO: the critic's value loss and the fraction of its values clipped.
   double value_loss = 0;
   double value_clip_fraction = 0;

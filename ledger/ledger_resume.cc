@@ -24,6 +24,7 @@ json CountsJson(const StepCounts& c) {
        {"step", "policy_version", "prompts", "responses_per_prompt", "samples_generated",
         "samples_effective", "samples_zero_variance", "samples_truncated",
         "samples_unparseable", "samples_error", "samples_timeout", "samples_dropped",
+        "samples_reward_clipped", "steps_skipped_nonfinite",
         "generated_tokens", "trained_tokens",
         "mean_reward", "accuracy", "loss", "kl", "clip_fraction", "grad_norm",
         "value_loss", "value_clip_fraction",
@@ -50,6 +51,8 @@ StepCounts CountsFromJson(const json& j) {
   // Absent from checkpoints written before they existed.
   c.samples_timeout = j.value("samples_timeout", int64_t{0});
   c.samples_dropped = j.value("samples_dropped", int64_t{0});
+  c.samples_reward_clipped = j.value("samples_reward_clipped", int64_t{0});
+  c.steps_skipped_nonfinite = j.value("steps_skipped_nonfinite", int64_t{0});
   c.generated_tokens = j.at("generated_tokens").get<int64_t>();
   c.trained_tokens = j.at("trained_tokens").get<int64_t>();
   c.mean_reward = j.at("mean_reward").get<double>();

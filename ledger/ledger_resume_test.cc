@@ -21,7 +21,8 @@ using ::testing::HasSubstr;
 using env::testing::FakeEnv;
 using testing_util::ReadJsonLines;
 
-// Three steps of a run with a fake clock: 1 s of rollout each.
+// Steps first..last of a run with a fake clock: 1 s of rollout each, two
+// rewards clipped, every odd step's update skipped.
 void RunSteps(Ledger& ledger, FakeEnv& clock, int64_t first, int64_t last) {
   for (int64_t step = first; step <= last; ++step) {
     ledger.BeginStep(step);
@@ -33,6 +34,8 @@ void RunSteps(Ledger& ledger, FakeEnv& clock, int64_t first, int64_t last) {
     counts.step = step;
     counts.samples_generated = 8;
     counts.mean_reward = 0.25 * step;
+    counts.samples_reward_clipped = 2;
+    counts.steps_skipped_nonfinite = step % 2;
     ledger.EndStep(counts);
   }
 }
@@ -94,6 +97,10 @@ TEST(LedgerResumeTest, ImportedTotalsContinueTheRun) {
   const json summary = json::parse(in);
   EXPECT_EQ(summary["steps"], 3);
   EXPECT_EQ(summary["samples"]["generated"], 24);
+  // The reward rule's and the learner's skip counts, summed over the resume.
+  EXPECT_EQ(summary["samples"]["reward_clipped"], 6);
+  EXPECT_EQ(summary["steps_skipped"]["nonfinite"], 1);
+  EXPECT_EQ(summary["final_step"]["steps_skipped_nonfinite"], 0);
   EXPECT_EQ(summary["eval"]["before"]["accuracy"], 0.5);
   EXPECT_EQ(summary["final_step"]["step"], 2);
 

@@ -47,8 +47,10 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
                     {"error", c.samples_error},
                     {"timeout", c.samples_timeout},
                     {"dropped", c.samples_dropped},
+                    {"reward_clipped", c.samples_reward_clipped},
                     {"surplus", c.samples_surplus},
                     {"overlong", c.samples_overlong}};
+    j["steps_skipped"] = {{"nonfinite", c.steps_skipped_nonfinite}};
     j["dynamic_sampling"] = {{"rounds_extra", c.sampling_rounds_extra},
                              {"prompts_extra", c.prompts_extra},
                              {"seconds_extra", c.sampling_seconds_extra}};

@@ -9,6 +9,7 @@
 #include "config/worker_id.h"
 #include "env/run_dir.h"
 #include "loop/loop_util.h"
+#include "loop/reward_rule.h"
 #include "loop/streaming_verify.h"
 
 namespace trellis::loop {
@@ -162,6 +163,7 @@ absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& 
     }
     absl::StatusOr<v1::VerifyResponse> verdicts = roles_.verifier->Verify(verify);
     if (!verdicts.ok()) return At(verdicts.status(), "eval " + label + ": verify");
+    ApplyRewardRule(job_.verifier(), &*verdicts);
     for (const v1::VerifierStats& s : verdicts->stats()) ledger_->RecordVerifier(s);
     for (const auto& r : verdicts->results()) {
       reward_sum += r.reward();
@@ -213,6 +215,7 @@ absl::Status Driver::SampleRound(int64_t step, int round, int64_t prompts, int64
   absl::StatusOr<StreamingVerify::Result> verified =
       verifying.Finish(rollout->samples(), rollout_end);
   if (!verified.ok()) return At(verified.status(), "verify");
+  out->rewards_clipped += ApplyRewardRule(job_.verifier(), &verified->verdicts).clipped;
   if (seconds != nullptr) *seconds += absl::ToDoubleSeconds(absl::Now() - rollout_start);
   out->verify_overlap_seconds += verified->overlap_seconds;
   out->examples.insert(out->examples.end(), examples.begin(), examples.end());
@@ -232,6 +235,7 @@ absl::StatusOr<StepSamples> Driver::SampleStep(int64_t step, int64_t prompts, in
   counts.samples_generated = drawn.rollout.samples_size();
   counts.generated_tokens = drawn.rollout.generated_tokens();
   counts.verify_overlap_seconds = drawn.verify_overlap_seconds;
+  counts.samples_reward_clipped = drawn.rewards_clipped;
   return drawn;
 }
 

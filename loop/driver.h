@@ -41,6 +41,7 @@ struct StepSamples {
   v1::GenerateResponse rollout;                // samples; generated_tokens summed
   v1::VerifyResponse verdicts;                 // results in sample order; each part's stats
   double verify_overlap_seconds = 0;           // verification while the rollout ran
+  int64_t rewards_clipped = 0;                 // by the reward rule (reward_rule.h)
 };
 
 class Driver {

@@ -3,7 +3,10 @@
 
 #include "loop/driver.h"
 
+#include <cmath>
+#include <limits>
 #include <memory>
+#include <utility>
 #include <sstream>
 
 #include "gmock/gmock.h"
@@ -150,6 +153,59 @@ TEST(DriverTest, CheckpointsEveryNStepsThroughTheWriter) {
   });
   ASSERT_TRUE(run.driver.Run().ok());
   EXPECT_EQ(written, std::vector<int64_t>({1, 2}));
+}
+
+// Rewards of 1e38 are clipped to verifier.max_abs_reward under every
+// estimator, and counted; the advantages stay finite and carry the signal.
+TEST(DriverTest, HugeRewardsAreClippedUnderEveryEstimator) {
+  using Estimator = v1::GrpoConfig::AdvantageEstimator;
+  for (const auto& [estimator, scale] :
+       {std::pair{v1::GrpoConfig::GRPO, true}, std::pair{v1::GrpoConfig::GRPO, false},
+        std::pair{v1::GrpoConfig::RLOO, true}, std::pair{v1::GrpoConfig::REINFORCE_PP, true}}) {
+    v1::JobConfig job = Job("grpo");
+    job.mutable_grpo()->set_advantage_estimator(static_cast<Estimator>(estimator));
+    job.mutable_grpo()->set_scale_rewards(scale);
+    FakeRun run(job);
+    run.fakes.verifier.correct_reward = 1e38f;
+    run.fakes.verifier.wrong_reward = -1e38f;
+    ASSERT_TRUE(run.driver.Run().ok()) << estimator;
+    for (const v1::TrainBatch& batch : run.fakes.learner.train_batches) {
+      for (const v1::TrainSample& s : batch.samples()) {
+        EXPECT_EQ(std::fabs(s.reward()), 1e4f) << estimator;
+        EXPECT_TRUE(std::isfinite(s.advantage())) << estimator;
+        EXPECT_EQ(s.advantage() > 0, s.reward() > 0) << estimator;
+      }
+    }
+    ASSERT_EQ(run.driver.history().size(), 2u);
+    for (const ledger::StepMetrics& m : run.driver.history()) {
+      EXPECT_EQ(m.counts.samples_reward_clipped, 8) << estimator;
+      EXPECT_EQ(m.counts.samples_error, 0) << estimator;
+    }
+  }
+}
+
+// A non-finite reward is an error: ERROR verdict, reward_wrong, counted.
+TEST(DriverTest, NonFiniteRewardsAreVerifierErrors) {
+  FakeRun run(Job("grpo"));
+  run.fakes.verifier.wrong_reward = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(run.driver.Run().ok());
+  for (const v1::TrainBatch& batch : run.fakes.learner.train_batches) {
+    for (const v1::TrainSample& s : batch.samples()) EXPECT_TRUE(std::isfinite(s.advantage()));
+  }
+  for (const ledger::StepMetrics& m : run.driver.history()) {
+    EXPECT_EQ(m.counts.samples_error, 4);
+    EXPECT_EQ(m.counts.samples_reward_clipped, 0);
+  }
+}
+
+TEST(DriverTest, SkippedUpdatesAreCountedInTheStepRecords) {
+  FakeRun run(Job("grpo"));
+  run.fakes.learner.skip_nonfinite = true;
+  ASSERT_TRUE(run.driver.Run().ok());
+  ASSERT_EQ(run.driver.history().size(), 2u);
+  for (const ledger::StepMetrics& m : run.driver.history()) {
+    EXPECT_EQ(m.counts.steps_skipped_nonfinite, 1);
+  }
 }
 
 TEST(DriverTest, AnUnknownAlgorithmNamesTheRecipes) {

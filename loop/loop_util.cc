@@ -25,6 +25,7 @@ void RecordUpdate(const v1::TrainStats& stats, ledger::StepCounts* counts) {
   counts->kl = stats.kl();
   counts->clip_fraction = stats.clip_fraction();
   counts->grad_norm = stats.grad_norm();
+  counts->steps_skipped_nonfinite += stats.skipped_nonfinite() ? 1 : 0;
   counts->value_loss = stats.value_loss();
   counts->value_clip_fraction = stats.value_clip_fraction();
   counts->reward_margin = stats.reward_margin();

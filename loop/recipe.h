@@ -91,9 +91,12 @@ const RecipeRegistry& BuiltinRecipes();
 // none; the others REQUIRE that it passed.
 [[nodiscard]] absl::Status CheckRecipe(const v1::JobConfig& job);
 
-// Makes a job ready to run, plan or serve, the same way everywhere: its
-// model's shape from model.path (model::ResolveHfModel), then
-// config::ValidateJob, then CheckRecipe.
+// Makes a job ready to run, plan, place or serve, the same way everywhere
+// (`trellis resolve`, `plan`, `place`, `run`, `launch` and the scheduler):
+// its model's shape from model.path (model::ResolveHfModel), then
+// config::ValidateJob, then CheckRecipe, then config::CheckJobFitsMemory
+// against this machine's memory. Reads no data and allocates nothing of
+// the job's size.
 [[nodiscard]] absl::Status PrepareJob(v1::JobConfig* job);
 // Whether the job's recipe calls the reference role.
 bool NeedsReference(const v1::JobConfig& job);

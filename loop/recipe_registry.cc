@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/job_config.h"
+#include "config/job_size.h"
 #include "loop/recipe.h"
 #include "model/hf_config.h"
 
@@ -66,7 +67,8 @@ absl::Status CheckRecipe(const v1::JobConfig& job) {
 absl::Status PrepareJob(v1::JobConfig* job) {
   if (absl::Status s = model::ResolveHfModel(job->mutable_model()); !s.ok()) return s;
   if (absl::Status s = config::ValidateJob(*job); !s.ok()) return s;
-  return CheckRecipe(*job);
+  if (absl::Status s = CheckRecipe(*job); !s.ok()) return s;
+  return config::CheckJobFitsMemory(*job, config::MachineMemoryBytes());
 }
 
 bool NeedsReference(const v1::JobConfig& job) { return SpecOf(job).needs_reference(job); }

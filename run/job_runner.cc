@@ -26,10 +26,6 @@ absl::StatusOr<data::Split> LoadJobData(const v1::JobConfig& job) {
   absl::StatusOr<std::vector<data::Example>> train = read(d.train_path());
   if (!train.ok()) return train.status();
   split.train = *std::move(train);
-  if (d.eval_path().empty()) {
-    return absl::InvalidArgumentError(
-        "data.eval_path: required when data.train_path is set");
-  }
   absl::StatusOr<std::vector<data::Example>> eval = read(d.eval_path());
   if (!eval.ok()) return eval.status();
   split.eval = *std::move(eval);

@@ -71,7 +71,8 @@ v1::ClusterSpec LocalCluster(int gpus, int cpus) {
 absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
                                                    const v1::ClusterSpec& cluster) {
   if (absl::Status s = CheckCluster(cluster); !s.ok()) return s;
-  if (absl::Status s = loop::CheckRecipe(job); !s.ok()) return s;
+  v1::JobConfig prepared = job;
+  if (absl::Status s = loop::PrepareJob(&prepared); !s.ok()) return s;
   std::map<std::string, std::vector<NodeState>> pools;
   for (const v1::Pool& pool : cluster.pools()) {
     for (const v1::Node& node : pool.nodes()) {

@@ -31,7 +31,9 @@ struct WorkerPlacement {
 v1::ClusterSpec LocalCluster(int gpus, int cpus);
 
 // Every worker of `job` (learner, reference when loop::NeedsReference,
-// verifier, actors) placed first-fit, in that order. InvalidArgument for a
+// verifier, actors) placed first-fit, in that order. The job is prepared
+// first (loop::PrepareJob): `trellis place` and `trellis launch` refuse an
+// invalid job before any process starts. InvalidArgument for a
 // spec without pools, a pool without nodes or a duplicate name;
 // FailedPrecondition naming the pool and what is short ("pool gpu: the job
 // needs 4 GPUs for actor, learner; 2 of 3 free") when it does not fit.

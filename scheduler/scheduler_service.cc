@@ -194,6 +194,10 @@ grpc::Status SchedulerService::ReportLedger(grpc::ServerContext*, const v1::Ledg
     pending_.push_back(*request);
   } else {
     Record(*ledger_, *request);
+    // A ledger that can no longer write (a full disk) refuses the report
+    // with its error, naming ledger.jsonl: the worker counts the records
+    // lost, and the run stops before its next step (run::RunJob).
+    if (absl::Status s = ledger_->status(); !s.ok()) return rpc::ToGrpc(s);
   }
   return grpc::Status::OK;
 }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/job_size.h"
 #include "config/recipe.h"
 #include "config/worker_id.h"
 #include "model/lora.h"
@@ -21,36 +22,9 @@ namespace {
 
 constexpr int64_t kFloat = 4;  // Every tensor here is float32.
 
-// The transformer's dimensions, as transformer.cc derives them.
-struct Shape {
-  int64_t d, L, H, KV, hd, qd, kvd, f, V;
-  bool tied, attention_bias, qk_norm;
-};
-
-Shape ShapeOf(const v1::ModelConfig& m, int64_t vocab_size) {
-  Shape s;
-  s.d = m.d_model();
-  s.L = m.n_layers();
-  s.H = m.n_heads();
-  s.KV = m.n_kv_heads();
-  s.hd = m.head_dim() > 0 ? m.head_dim() : s.d / s.H;
-  s.qd = s.H * s.hd;
-  s.kvd = s.KV * s.hd;
-  s.f = m.d_ff();
-  s.V = m.vocab_size() > 0 ? m.vocab_size() : vocab_size;
-  s.tied = m.tie_embeddings();
-  s.attention_bias = m.attention_bias();
-  s.qk_norm = m.qk_norm();
-  return s;
-}
-
-// Per layer: norms, q/k/v/o, the MLP, Qwen2's q/k/v biases, Qwen3's q/k
-// norms; the embedding, final norm and LM head unless tied.
-int64_t Parameters(const Shape& s) {
-  const int64_t extras = (s.attention_bias ? s.qd + 2 * s.kvd : 0) + (s.qk_norm ? 2 * s.hd : 0);
-  return s.V * s.d + s.L * (2 * s.d + 2 * s.d * s.qd + 2 * s.d * s.kvd + 3 * s.d * s.f + extras) +
-         s.d + (s.tied ? 0 : s.V * s.d);
-}
+using Shape = config::ModelShape;
+using config::OptimizerStateBytes;
+using config::ShapeOf;
 
 // LoRA's adapters: per layer, rank x (in + out) for each target projection
 // (job.proto LoraConfig; none without a rank).
@@ -146,11 +120,6 @@ int64_t NoGradPerToken(const Shape& s) {
 }
 constexpr char kNoGradFormula[] = "4 B x rows x seq x (max(4d_ff + 5.5d, 2V + d) + 2hd)";
 
-int64_t OptimizerStateBytes(const v1::OptimizerConfig& o, int64_t params) {
-  if (o.name() == v1::OptimizerConfig::SGD) return o.momentum() > 0 ? kFloat * params : 0;
-  return 2 * kFloat * params;
-}
-
 std::string OptimizerFormula(const v1::OptimizerConfig& o) {
   if (o.name() == v1::OptimizerConfig::SGD) {
     return o.momentum() > 0 ? "4 B x N (SGD momentum)" : "0 (SGD, no momentum)";
@@ -212,7 +181,7 @@ double ForwardFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, in
 Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRates& rates) {
   const Shape s = ShapeOf(job.model(), w.vocab_size);
   Plan plan;
-  plan.parameters = Parameters(s);
+  plan.parameters = config::ParameterCount(s);
   plan.matmul_parameters = MatmulParameters(s);
   plan.rates = rates;
   const int64_t N = plan.parameters;

@@ -100,6 +100,11 @@ absl::StatusOr<ProbeResult> RunProbe(const v1::JobConfig& job, const ProbeOption
       return absl::Status(s.code(),
                           absl::StrCat("probe ", options.key, "=", value, ": ", s.message()));
     }
+    log.close();
+    if (!log) {
+      return absl::DataLossError(absl::StrCat("probe ", options.key, "=", value, ": writing ",
+                                              run_dir.ProgressLog(), " failed"));
+    }
     const std::string summary_path = run_dir.Summary();
     try {
       std::ifstream in(summary_path);

@@ -1,6 +1,7 @@
 #include "learner/internal/update_engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -178,23 +179,43 @@ absl::StatusOr<v1::TrainStats> UpdateEngine::Update(PhaseId id, int64_t rows,
     absl::StatusOr<double> norm = phase.params.PrepareGradients(max_norm);
     if (!norm.ok()) return norm.status();
     stats.set_grad_norm(*norm);
-    const double warmup = config.warmup_steps();
-    const double lr = config.lr() * (warmup > 0 ? std::min(1.0, (phase.steps + 1) / warmup) : 1.0);
-    SetLearningRate(optimizer, lr);
-    optimizer.step();
-    if (absl::Status s = phase.params.AfterStep(); !s.ok()) return s;
+    // The whole batch's loss, so that every rank takes the same decision.
+    if (absl::Status s = sums.SumOver(*group_); !s.ok()) return s;
+    if (absl::Status s = SkipNonFinite(sums.loss, *norm, &stats); !s.ok()) return s;
+    if (!stats.skipped_nonfinite()) {
+      const double warmup = config.warmup_steps();
+      const double lr =
+          config.lr() * (warmup > 0 ? std::min(1.0, (phase.steps + 1) / warmup) : 1.0);
+      SetLearningRate(optimizer, lr);
+      optimizer.step();
+      if (absl::Status s = phase.params.AfterStep(); !s.ok()) return s;
+      ++phase.steps;
+    }
     peak_.Observe(window->peak_bytes(), live_before_step, 0, tracker.live_bytes());
     window.reset();
-    ++phase.steps;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(worker_id_, ": update at version ", version_, ": ",
                                             e.what_without_backtrace()));
   }
-  if (absl::Status s = sums.SumOver(*group_); !s.ok()) return s;
   sums.Fill(rows, &stats);
   stats.set_activation_bytes(activation_bytes);
   stats.set_recompute_seconds(models_->RecomputeSeconds() - recompute_before);
   return stats;
+}
+
+absl::Status UpdateEngine::SkipNonFinite(double loss, double grad_norm, v1::TrainStats* stats) {
+  if (std::isfinite(loss) && std::isfinite(grad_norm)) {
+    consecutive_skips_ = 0;
+    return absl::OkStatus();
+  }
+  stats->set_skipped_nonfinite(true);
+  const int32_t limit = job_.runtime().max_nonfinite_skips();
+  if (++consecutive_skips_ < limit) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      worker_id_, ": ", consecutive_skips_,
+      " updates in a row had a non-finite loss or gradient norm (the last at version ", version_,
+      ": loss ", loss, ", grad norm ", grad_norm, "); stopping at runtime.max_nonfinite_skips (",
+      limit, "). Lower the learning rate or check the rewards and the data"));
 }
 
 UpdateEngine::Resident UpdateEngine::PolicyBytes() const {

@@ -6,7 +6,8 @@
 // rows, the memory strategies through TrainableSet (bf16 masters, LoRA's
 // trained adapters, ZeRO-1 shards; activation checkpointing is the
 // models'), gradient summing over the learner group, global-norm clipping,
-// learning-rate warm-up, the optimizer step, each phase's optimizer state,
+// learning-rate warm-up, the optimizer step (skipped, and counted, when the
+// loss or the gradient is not finite), each phase's optimizer state,
 // the policy version, and the ledger records of an update.
 
 #include <array>
@@ -84,6 +85,10 @@ class UpdateEngine {
   // trained on, 0 when it kept none).
   v1::TrainStats Finish(PhaseId id, v1::TrainStats stats, int64_t buffer_bytes);
   Resident PolicyBytes() const;
+  // A batch whose summed `loss` or `grad_norm` is not finite takes no
+  // optimizer step: marks `stats` skipped_nonfinite. FailedPrecondition
+  // once runtime.max_nonfinite_skips updates in a row were skipped.
+  absl::Status SkipNonFinite(double loss, double grad_norm, v1::TrainStats* stats);
   void RecordObjects(ledger::Stage stage, const Resident& resident, int64_t activation_bytes,
                      int64_t buffer_bytes);
   // What the critic holds: weights and gradients, and the separate
@@ -98,6 +103,8 @@ class UpdateEngine {
   std::array<Phase, kPhaseCount> phases_;
   UpdatePeak peak_;
   int64_t version_ = 0;
+  // Updates skipped in a row for a non-finite loss or gradient.
+  int32_t consecutive_skips_ = 0;
 };
 
 }  // namespace trellis::learner::internal

@@ -43,6 +43,7 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"samples_error", c.samples_error},
       {"samples_timeout", c.samples_timeout},
       {"samples_dropped", c.samples_dropped},
+      {"samples_reward_clipped", c.samples_reward_clipped},
       {"generated_tokens", c.generated_tokens},
       {"trained_tokens", c.trained_tokens},
       {"mean_reward", c.mean_reward},
@@ -51,6 +52,7 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"kl", c.kl},
       {"clip_fraction", c.clip_fraction},
       {"grad_norm", c.grad_norm},
+      {"steps_skipped_nonfinite", c.steps_skipped_nonfinite},
       {"value_loss", c.value_loss},
       {"value_clip_fraction", c.value_clip_fraction},
       {"stage_seconds", StageSecondsJson(m.stage_seconds)},
@@ -108,6 +110,8 @@ void AccumulateCounts(const StepCounts& step, StepCounts& total) {
   total.samples_error += step.samples_error;
   total.samples_timeout += step.samples_timeout;
   total.samples_dropped += step.samples_dropped;
+  total.samples_reward_clipped += step.samples_reward_clipped;
+  total.steps_skipped_nonfinite += step.steps_skipped_nonfinite;
   total.generated_tokens += step.generated_tokens;
   total.trained_tokens += step.trained_tokens;
   total.sampling_rounds_extra += step.sampling_rounds_extra;

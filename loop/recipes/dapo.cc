@@ -37,6 +37,7 @@ absl::StatusOr<RewardSummary> SampleUsefulGroups(Driver& driver, int64_t step, S
   }
   counts.samples_generated = drawn->rollout.samples_size();
   counts.generated_tokens = drawn->rollout.generated_tokens();
+  counts.samples_reward_clipped = drawn->rewards_clipped;
 
   RewardSummary all;
   for (const auto& r : drawn->verdicts.results()) {

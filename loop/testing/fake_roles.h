@@ -67,11 +67,13 @@ class FakeVerifier final : public verifier::VerifierClient {
       v1::VerifyResult* r = out.add_results();
       const bool right = item.response() == item.answer();
       r->set_verdict(right ? v1::CORRECT : time_out_wrong ? v1::TIMEOUT : v1::WRONG);
-      r->set_reward(right ? 1 : 0);
+      r->set_reward(right ? correct_reward : wrong_reward);
     }
     return out;
   }
   bool time_out_wrong = false;
+  float correct_reward = 1;
+  float wrong_reward = 0;
 };
 
 // Records every batch; each update is a new policy version.
@@ -120,12 +122,15 @@ class FakeLearner final : public learner::LearnerWorker {
   std::vector<v1::PreferenceBatch> preference_batches;
   std::vector<std::string> saved;
   int publishes = 0;
+  // Every update reports itself skipped for a non-finite loss.
+  bool skip_nonfinite = false;
 
  private:
   absl::StatusOr<v1::TrainStats> Update() {
     ++version_;
     v1::TrainStats stats;
     stats.set_loss(0.25);
+    stats.set_skipped_nonfinite(skip_nonfinite);
     return stats;
   }
   int64_t version_ = 0;

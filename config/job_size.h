@@ -1,0 +1,62 @@
+#ifndef TRELLIS_CONFIG_JOB_SIZE_H_
+#define TRELLIS_CONFIG_JOB_SIZE_H_
+
+// How big a job is before anything is allocated: the transformer's
+// dimensions and parameter count (the formulas `trellis plan` itemizes,
+// tools/planner.h), and a lower bound of the memory one process of the job
+// holds at its peak, checked against the machine's memory when a job is
+// prepared (loop::PrepareJob), so that `resolve`, `plan`, `run` and
+// `launch` refuse a job that cannot fit in well under a second instead of
+// failing inside an allocation. No LibTorch.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "trellis/v1/job.pb.h"
+
+namespace trellis::config {
+
+// The transformer's dimensions, as model/transformer.cc derives them.
+struct ModelShape {
+  int64_t d = 0, L = 0, H = 0, KV = 0, hd = 0, qd = 0, kvd = 0, f = 0, V = 0;
+  bool tied = false, attention_bias = false, qk_norm = false;
+};
+
+// `vocab_size` is used when model.vocab_size is 0 (the tokenizer's size).
+// REQUIRES: model.n_heads > 0.
+ModelShape ShapeOf(const v1::ModelConfig& model, int64_t vocab_size);
+
+// Per layer: norms, q/k/v/o, the MLP, Qwen2's q/k/v biases, Qwen3's q/k
+// norms; the embedding, final norm and LM head unless tied.
+int64_t ParameterCount(const ModelShape& s);
+
+// Bytes of optimizer state for `parameters` trained float32 parameters:
+// AdamW's two tensors (exp_avg, exp_avg_sq), SGD's momentum buffer (none
+// without momentum).
+int64_t OptimizerStateBytes(const v1::OptimizerConfig& optimizer, int64_t parameters);
+
+// A lower bound of the bytes the largest process of a validated `job`
+// holds at its peak: the learner's fp32 weights, gradients and optimizer
+// state (adapters' only under LoRA: then the frozen base alone) with one
+// micro-batch's layer outputs and log-softmax rows, or an actor's weights
+// and the KV cache of its share of a step's samples; sequences at their
+// shortest (a one-token prompt). In double: the products of the bounded
+// sizes overflow int64. `what` names the bound's terms for messages.
+struct MemoryFloor {
+  double bytes = 0;
+  std::string what;
+};
+MemoryFloor JobMemoryFloor(const v1::JobConfig& job);
+
+// FailedPrecondition when JobMemoryFloor(job) exceeds `memory_bytes`,
+// naming the terms, the machine's memory and the fields that size them.
+// REQUIRES: ValidateJob(job) passed.
+[[nodiscard]] absl::Status CheckJobFitsMemory(const v1::JobConfig& job, int64_t memory_bytes);
+
+// This machine's physical memory in bytes.
+int64_t MachineMemoryBytes();
+
+}  // namespace trellis::config
+
+#endif  // TRELLIS_CONFIG_JOB_SIZE_H_
