@@ -53,7 +53,7 @@ class StatsInterceptorFactory final
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const std::string& listen, const std::vector<grpc::Service*>& services,
-    const std::string& advertise, CallStats* stats) {
+    const std::string& advertise, CallStats* stats, int max_receive_bytes) {
   absl::StatusOr<HostPort> where = SplitHostPort(listen);
   if (!where.ok()) return where.status();
   if (advertise.empty() && IsWildcardHost(where->host)) {
@@ -75,7 +75,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(max_receive_bytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);

@@ -59,12 +59,10 @@ class VerifierService final : public v1::Verifier::Service {
 
   grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override {
-    const int n = request->items_size();
-    if (options_.max_items > 0 && n > options_.max_items) {
-      return rpc::ToGrpc(absl::InvalidArgumentError(
-          absl::StrCat("items: ", n, " items in one request; this verifier accepts at most ",
-                       options_.max_items, " (split the batch)")));
+    if (absl::Status s = config::CheckVerifyRequest(*request, options_.limits); !s.ok()) {
+      return rpc::ToGrpc(s);
     }
+    const int n = request->items_size();
     std::vector<v1::VerifyResult> results(n);
     // Items whose metadata is unusable are answered here; the rest go to
     // the verifier as one batch.
