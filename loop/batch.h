@@ -47,8 +47,8 @@ struct BatchInput {
 // tokens, sampling log-probs, reward, reference log-probs (when given) and
 // advantage (when given). Into *counts: mean_reward and accuracy over the
 // kept samples, and added to its counters: samples_dropped, each kept
-// sample's first loss (zero_variance, truncated, unparseable, error,
-// timeout), samples_overlong and samples_effective.
+// sample's first loss (error, timeout, zero_variance, truncated,
+// unparseable), samples_overlong and samples_effective.
 // REQUIRES: rewards, dropped and the verdicts' results one per sample.
 v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts);
 
