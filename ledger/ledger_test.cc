@@ -161,9 +161,14 @@ TEST_F(LedgerTest, VerifierRecordsAndTheirTotalsPerVerifier) {
   a.set_wait_seconds(1.5);
   a.set_latency_p50_seconds(0.1);
   a.set_latency_p99_seconds(0.3);
+  (*a.mutable_errors_by_reason())["unavailable"] = 1;
+  (*a.mutable_timeouts_by_reason())["deadline"] = 2;
+  a.add_reported("plugin@3");
   ledger_.RecordVerifier(a);
   v1::VerifierStats b = a;
   b.set_latency_p99_seconds(0.2);
+  b.clear_reported();
+  b.add_reported("plugin@4");
   ledger_.RecordVerifier(b);
   v1::VerifierStats other;
   other.set_verifier("numeric");
@@ -184,6 +189,9 @@ TEST_F(LedgerTest, VerifierRecordsAndTheirTotalsPerVerifier) {
   EXPECT_DOUBLE_EQ(lines[0]["wait_seconds"].get<double>(), 1.5);
   EXPECT_DOUBLE_EQ(lines[0]["latency_p50_seconds"].get<double>(), 0.1);
   EXPECT_DOUBLE_EQ(lines[0]["latency_p99_seconds"].get<double>(), 0.3);
+  EXPECT_EQ(lines[0]["errors_by_reason"], json({{"unavailable", 1}}));
+  EXPECT_EQ(lines[0]["timeouts_by_reason"], json({{"deadline", 2}}));
+  EXPECT_EQ(lines[0]["reported"], json({"plugin@3"}));
 
   const std::string summary_path = TempPath("ledger_verifier_summary.json");
   ASSERT_TRUE(ledger_.WriteSummary(summary_path).ok());
@@ -196,6 +204,9 @@ TEST_F(LedgerTest, VerifierRecordsAndTheirTotalsPerVerifier) {
   EXPECT_DOUBLE_EQ(t["wait_seconds"].get<double>(), 3.0);
   EXPECT_DOUBLE_EQ(t["latency_p99_seconds_max"].get<double>(), 0.3);
   EXPECT_EQ(summary["verifiers"]["numeric"]["items"], 8);
+  EXPECT_EQ(t["errors_by_reason"], json({{"unavailable", 2}}));
+  EXPECT_EQ(t["timeouts_by_reason"], json({{"deadline", 4}}));
+  EXPECT_EQ(t["reported"], json({"plugin@3", "plugin@4"}));
 
   // The totals survive a checkpoint.
   Ledger resumed(&clock_);
@@ -204,7 +215,32 @@ TEST_F(LedgerTest, VerifierRecordsAndTheirTotalsPerVerifier) {
   ASSERT_TRUE(resumed.WriteSummary(summary_path).ok());
   const json again = ReadJson(summary_path);
   EXPECT_EQ(again["verifiers"]["subprocess@v1"]["items"], 32);
+  EXPECT_EQ(again["verifiers"]["subprocess@v1"]["errors_by_reason"], t["errors_by_reason"]);
+  EXPECT_EQ(again["verifiers"]["subprocess@v1"]["reported"], t["reported"]);
   EXPECT_EQ(again["verifiers"]["numeric"]["items"], 16);
+}
+
+// A rollout evaluation that left items unscored says it is incomplete, and
+// the counts survive a checkpoint.
+TEST_F(LedgerTest, IncompleteEvaluationIsMarkedWithItsCounts) {
+  EvalMetrics e{8, 0.5, 0.2};
+  e.unscored = 3;
+  e.verify_retries = 6;
+  ledger_.RecordEval("after", e);
+  EvalMetrics full{8, 0.25, 0.1};
+  full.unscored = 0;
+  ledger_.RecordEval("before", full);
+  const std::string summary_path = TempPath("ledger_incomplete_eval.json");
+  ASSERT_TRUE(ledger_.WriteSummary(summary_path).ok());
+  const json summary = ReadJson(summary_path);
+  EXPECT_EQ(summary["eval"]["after"]["complete"], false);
+  EXPECT_EQ(summary["eval"]["after"]["unscored"], 3);
+  EXPECT_EQ(summary["eval"]["after"]["verify_retries"], 6);
+  EXPECT_EQ(summary["eval"]["before"]["complete"], true);
+  Ledger resumed(&clock_);
+  ASSERT_TRUE(resumed.ImportState(ledger_.ExportState()).ok());
+  ASSERT_TRUE(resumed.WriteSummary(summary_path).ok());
+  EXPECT_EQ(ReadJson(summary_path)["eval"]["after"]["unscored"], 3);
 }
 
 TEST_F(LedgerTest, OpenFailureNamesThePath) {

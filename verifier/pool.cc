@@ -24,7 +24,6 @@ namespace trellis::verifier {
 namespace {
 
 using internal::Failed;
-using internal::Result;
 
 // Length-prefixed fields: no two different items share a key.
 std::string CacheKey(const v1::VerifyItem& item) {
