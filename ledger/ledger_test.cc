@@ -210,7 +210,8 @@ TEST_F(LedgerTest, VerifierRecordsAndTheirTotalsPerVerifier) {
 
   // The totals survive a checkpoint.
   Ledger resumed(&clock_);
-  ASSERT_TRUE(resumed.ImportState(ledger_.ExportState()).ok());
+  const absl::Status imported = resumed.ImportState(ledger_.ExportState());
+  ASSERT_TRUE(imported.ok()) << imported;
   resumed.RecordVerifier(other);
   ASSERT_TRUE(resumed.WriteSummary(summary_path).ok());
   const json again = ReadJson(summary_path);

@@ -296,7 +296,7 @@ TEST(VerifierPool, BreakerCountsBatchesOfABatchVerifierAsCalls) {
   EXPECT_EQ(s.breaker_openings(), 1);
   s.Clear();
   const int before = calls.load();
-  std::vector<v1::VerifyResult> r = pool->VerifyBatchWithStats(Items({"1", "2", "3"}), &s);
+  std::vector<v1::VerifyResult> r = pool->VerifyBatchWithStats(Items({"5", "6", "7"}), &s);
   EXPECT_EQ(calls.load(), before);
   EXPECT_EQ(s.breaker_rejected(), 3);
   EXPECT_EQ(s.errors(), 0);

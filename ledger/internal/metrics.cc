@@ -205,16 +205,16 @@ std::map<std::string, v1::VerifierStats> VerifierTotalsFromJson(const nlohmann::
     s.set_wait_seconds(t.at("wait_seconds").get<double>());
     s.set_latency_p99_seconds(t.at("latency_p99_seconds_max").get<double>());
     // Absent from checkpoints written before they existed.
-    for (const auto& [reason, n] : t.value("errors_by_reason", nlohmann::json::object()).items()) {
-      (*s.mutable_errors_by_reason())[reason] = n.get<int64_t>();
+    const nlohmann::json errors = t.value("errors_by_reason", nlohmann::json::object());
+    for (const auto& [reason, count] : errors.items()) {
+      (*s.mutable_errors_by_reason())[reason] = count.get<int64_t>();
     }
-    for (const auto& [reason, n] :
-         t.value("timeouts_by_reason", nlohmann::json::object()).items()) {
-      (*s.mutable_timeouts_by_reason())[reason] = n.get<int64_t>();
+    const nlohmann::json timeouts = t.value("timeouts_by_reason", nlohmann::json::object());
+    for (const auto& [reason, count] : timeouts.items()) {
+      (*s.mutable_timeouts_by_reason())[reason] = count.get<int64_t>();
     }
-    for (const auto& name : t.value("reported", nlohmann::json::array())) {
-      s.add_reported(name.get<std::string>());
-    }
+    const nlohmann::json reported = t.value("reported", nlohmann::json::array());
+    for (const auto& name : reported) s.add_reported(name.get<std::string>());
   }
   return out;
 }
