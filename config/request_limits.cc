@@ -12,16 +12,15 @@ namespace {
 
 absl::Status TooMany(absl::string_view field, int64_t found, absl::string_view what,
                      int64_t limit) {
-  return absl::ResourceExhaustedError(absl::StrCat(field, ": ", found, " ", what,
-                                                   " in one request; the limit is ", limit));
+  return absl::ResourceExhaustedError(
+      absl::StrCat(field, ": ", found, " ", what, " in one request; the limit is ", limit));
 }
 
 absl::Status CheckText(absl::string_view field, const std::string& text,
                        const RequestLimits& limits) {
   if (static_cast<int64_t>(text.size()) <= limits.max_text_bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(field, ": ", text.size(),
-                                                   " bytes; the limit is ",
-                                                   limits.max_text_bytes));
+  return absl::ResourceExhaustedError(
+      absl::StrCat(field, ": ", text.size(), " bytes; the limit is ", limits.max_text_bytes));
 }
 
 // One sequence of `prompt` and `response` tokens fits the model; adds its
@@ -29,10 +28,9 @@ absl::Status CheckText(absl::string_view field, const std::string& text,
 absl::Status CheckSequence(absl::string_view where, int64_t prompt, int64_t response,
                            const RequestLimits& limits, int64_t* total) {
   if (prompt + response > limits.max_seq_len) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", prompt + response,
-                                                   " tokens (prompt ", prompt, " + response ",
-                                                   response, "); model.max_seq_len is ",
-                                                   limits.max_seq_len));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", prompt + response, " tokens (prompt ", prompt, " + response ",
+                     response, "); model.max_seq_len is ", limits.max_seq_len));
   }
   *total += prompt + response;
   return absl::OkStatus();
@@ -56,8 +54,7 @@ absl::Status CheckPairs(const Batch& batch, const RequestLimits& limits, Check c
   if (absl::Status s = CheckBatchSize("pairs", batch.pairs_size(), limits); !s.ok()) return s;
   int64_t tokens = 0;
   for (int i = 0; i < batch.pairs_size(); ++i) {
-    if (absl::Status s = check(batch.pairs(i), absl::StrCat("pairs[", i, "]"), &tokens);
-        !s.ok()) {
+    if (absl::Status s = check(batch.pairs(i), absl::StrCat("pairs[", i, "]"), &tokens); !s.ok()) {
       return s;
     }
   }
@@ -83,10 +80,13 @@ absl::Status CheckSamples(const Samples& samples, const RequestLimits& limits) {
 int MaxRequestBytes(v1::Role role) {
   switch (role) {
     case v1::LEARNER:
-    case v1::REFERENCE: return 256 << 20;
+    case v1::REFERENCE:
+      return 256 << 20;
     case v1::ACTOR:
-    case v1::VERIFIER: return 64 << 20;
-    default: return 16 << 20;
+    case v1::VERIFIER:
+      return 64 << 20;
+    default:
+      return 16 << 20;
   }
 }
 
@@ -97,10 +97,11 @@ RequestLimits RequestLimitsFor(const v1::ModelConfig& model, int64_t vocab_size)
   return limits;
 }
 
-absl::Status CheckGenerateRequest(const v1::GenerateRequest& request,
-                                  const RequestLimits& limits) {
+absl::Status CheckGenerateRequest(const v1::GenerateRequest& request, const RequestLimits& limits) {
   const int prompts = request.prompts_size();
-  if (prompts > limits.max_prompts) return TooMany("prompts", prompts, "prompts", limits.max_prompts);
+  if (prompts > limits.max_prompts) {
+    return TooMany("prompts", prompts, "prompts", limits.max_prompts);
+  }
   const int n = request.responses_per_prompt();
   if (n < 0) {
     return absl::InvalidArgumentError(
@@ -112,8 +113,7 @@ absl::Status CheckGenerateRequest(const v1::GenerateRequest& request,
   }
   const int64_t rows = int64_t{prompts} * std::max(1, n);
   if (rows > limits.max_generated_samples) {
-    return TooMany("prompts x responses_per_prompt", rows, "samples",
-                   limits.max_generated_samples);
+    return TooMany("prompts x responses_per_prompt", rows, "samples", limits.max_generated_samples);
   }
   const int64_t max_new = request.sampling().max_new_tokens();
   int64_t tokens = 0;
@@ -144,26 +144,23 @@ absl::Status CheckLogProbRequest(const v1::LogProbRequest& request, const Reques
 }
 
 absl::Status CheckSftBatch(const v1::SftBatch& batch, const RequestLimits& limits) {
-  return CheckPairs(batch, limits,
-                    [&limits](const v1::SftBatch::Pair& p, const std::string& where,
-                              int64_t* tokens) {
-                      return CheckSequence(where, p.prompt_tokens_size(), p.target_tokens_size(),
-                                           limits, tokens);
-                    });
+  return CheckPairs(
+      batch, limits,
+      [&limits](const v1::SftBatch::Pair& p, const std::string& where, int64_t* tokens) {
+        return CheckSequence(where, p.prompt_tokens_size(), p.target_tokens_size(), limits, tokens);
+      });
 }
 
-absl::Status CheckPreferenceBatch(const v1::PreferenceBatch& batch,
-                                  const RequestLimits& limits) {
-  return CheckPairs(batch, limits,
-                    [&limits](const v1::PreferencePair& p, const std::string& where,
-                              int64_t* tokens) {
-                      absl::Status s = CheckSequence(where + ".chosen_tokens",
-                                                     p.prompt_tokens_size(),
-                                                     p.chosen_tokens_size(), limits, tokens);
-                      if (!s.ok()) return s;
-                      return CheckSequence(where + ".rejected_tokens", p.prompt_tokens_size(),
-                                           p.rejected_tokens_size(), limits, tokens);
-                    });
+absl::Status CheckPreferenceBatch(const v1::PreferenceBatch& batch, const RequestLimits& limits) {
+  return CheckPairs(
+      batch, limits,
+      [&limits](const v1::PreferencePair& p, const std::string& where, int64_t* tokens) {
+        absl::Status s = CheckSequence(where + ".chosen_tokens", p.prompt_tokens_size(),
+                                       p.chosen_tokens_size(), limits, tokens);
+        if (!s.ok()) return s;
+        return CheckSequence(where + ".rejected_tokens", p.prompt_tokens_size(),
+                             p.rejected_tokens_size(), limits, tokens);
+      });
 }
 
 absl::Status CheckVerifyRequest(const v1::VerifyRequest& request, const RequestLimits& limits) {
@@ -197,7 +194,8 @@ absl::Status CheckWorkerId(const std::string& worker_id, const RequestLimits& li
                                                    limits.max_worker_id_bytes));
   }
   absl::StatusOr<WorkerId> id = WorkerId::Parse(worker_id);
-  if (!id.ok()) return absl::InvalidArgumentError(absl::StrCat("worker_id: ", id.status().message()));
+  if (!id.ok())
+    return absl::InvalidArgumentError(absl::StrCat("worker_id: ", id.status().message()));
   return absl::OkStatus();
 }
 
@@ -216,9 +214,8 @@ absl::Status CheckFetchRequest(const v1::FetchWeightsRequest& request,
         absl::StrCat("min_version: must be >= 0, found ", request.min_version()));
   }
   if (request.wait_ms() > limits.max_fetch_wait_ms) {
-    return absl::InvalidArgumentError(absl::StrCat("wait_ms: ", request.wait_ms(),
-                                                   "; the longest wait is ",
-                                                   limits.max_fetch_wait_ms, " ms"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wait_ms: ", request.wait_ms(), "; the longest wait is ", limits.max_fetch_wait_ms, " ms"));
   }
   return absl::OkStatus();
 }

@@ -103,8 +103,7 @@ class SharedLimits {
 [[nodiscard]] absl::Status CheckFetchRequest(const v1::FetchWeightsRequest& request,
                                              const RequestLimits& limits);
 // `worker_id` of a heartbeat or report: "<role>-<index>", bounded.
-[[nodiscard]] absl::Status CheckWorkerId(const std::string& worker_id,
-                                         const RequestLimits& limits);
+[[nodiscard]] absl::Status CheckWorkerId(const std::string& worker_id, const RequestLimits& limits);
 
 }  // namespace trellis::config
 

@@ -217,8 +217,8 @@ absl::StatusOr<v1::VerifyResponse> Driver::VerifyHeldOut(const v1::VerifyRequest
     if (!more.ok()) return At(more.status(), "eval " + label + ": verify again");
     if (more->results_size() != static_cast<int>(failed.size())) {
       return absl::InternalError(absl::StrCat("eval ", label, ": the verifier answered ",
-                                              more->results_size(), " results for ",
-                                              failed.size(), " items"));
+                                              more->results_size(), " results for ", failed.size(),
+                                              " items"));
     }
     for (const v1::VerifierStats& s : more->stats()) ledger_->RecordVerifier(s);
     *retried += static_cast<int64_t>(failed.size());

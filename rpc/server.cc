@@ -51,9 +51,10 @@ class StatsInterceptorFactory final
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Server>> Server::Start(
-    const std::string& listen, const std::vector<grpc::Service*>& services,
-    const std::string& advertise, CallStats* stats, int max_receive_bytes) {
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const std::string& listen,
+                                                      const std::vector<grpc::Service*>& services,
+                                                      const std::string& advertise,
+                                                      CallStats* stats, int max_receive_bytes) {
   absl::StatusOr<HostPort> where = SplitHostPort(listen);
   if (!where.ok()) return where.status();
   if (advertise.empty() && IsWildcardHost(where->host)) {

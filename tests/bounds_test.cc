@@ -28,9 +28,6 @@
 namespace trellis {
 namespace {
 
-using ::testing::AllOf;
-using ::testing::HasSubstr;
-
 MATCHER_P2(IsStatus, code, text, "") {
   return arg.code() == code && std::string(arg.message()).find(text) != std::string::npos;
 }
@@ -65,9 +62,9 @@ class BoundsTest : public ::testing::Test {
     verifier_ = std::make_shared<CountingVerifier>();
     verifier_service_ = verifier::NewVerifierService(verifier_);
     weights_ = weightsync::NewWeightStreamHost();
-    absl::StatusOr<std::unique_ptr<rpc::Server>> server = rpc::Server::Start(
-        "127.0.0.1:0", {&actor_, &learner_, &reference_, verifier_service_.get(), &scheduler_,
-                        weights_->service()});
+    absl::StatusOr<std::unique_ptr<rpc::Server>> server =
+        rpc::Server::Start("127.0.0.1:0", {&actor_, &learner_, &reference_, verifier_service_.get(),
+                                           &scheduler_, weights_->service()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     channel_ = rpc::NewChannel(server_->address());
@@ -110,7 +107,8 @@ TEST_F(BoundsTest, GenerateRefusesHugeCountsAndLongSequences) {
                        "limit is 65536"));
 
   v1::GenerateRequest prompts = OnePrompt(1);
-  for (int i = 0; i < config::RequestLimits().max_prompts; ++i) *prompts.add_prompts() = prompts.prompts(0);
+  for (int i = 0; i < config::RequestLimits().max_prompts; ++i)
+    *prompts.add_prompts() = prompts.prompts(0);
   EXPECT_THAT(StatusOf(actor->Generate(prompts)),
               IsStatus(absl::StatusCode::kResourceExhausted, "prompts: 16385 prompts"));
 
@@ -202,8 +200,8 @@ TEST_F(BoundsTest, SchedulerRefusesOversizedReportsAndForeignIds) {
   v1::LedgerReport huge_id;
   huge_id.set_worker_id(std::string(1 << 20, 'a'));
   huge_id.add_records()->mutable_object()->set_object("kv_cache");
-  absl::Status s = StatusOf(rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, huge_id,
-                                      absl::Seconds(5), "scheduler"));
+  absl::Status s = StatusOf(
+      rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, huge_id, absl::Seconds(5), "scheduler"));
   EXPECT_THAT(s, IsStatus(absl::StatusCode::kInvalidArgument,
                           "worker_id: 1048576 bytes; a worker id has at most 32"));
   // The refusal does not echo the megabyte back.
@@ -216,8 +214,8 @@ TEST_F(BoundsTest, SchedulerRefusesOversizedReportsAndForeignIds) {
     o->set_object("kv_cache");
     o->set_stage("rollout");
   }
-  EXPECT_THAT(StatusOf(rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, many,
-                                 absl::Seconds(5), "scheduler")),
+  EXPECT_THAT(StatusOf(rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, many, absl::Seconds(5),
+                                 "scheduler")),
               IsStatus(absl::StatusCode::kResourceExhausted, "records: 65537 records"));
 
   v1::HeartbeatRequest beat;
@@ -253,8 +251,8 @@ TEST(ServerLimitTest, MessageBeyondTheReceiveLimitIsResourceExhausted) {
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
       rpc::Server::Start("127.0.0.1:0", {service.get()}, "", nullptr, 1 << 20);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = verifier::NewGrpcVerifierClient(rpc::NewChannel((*server)->address()),
-                                                "verifier-0", absl::Seconds(30));
+  auto client = verifier::NewGrpcVerifierClient(rpc::NewChannel((*server)->address()), "verifier-0",
+                                                absl::Seconds(30));
   v1::VerifyRequest big;
   big.add_items()->set_response(std::string(1 << 20, 'x'));
   EXPECT_EQ(StatusOf(client->Verify(big)).code(), absl::StatusCode::kResourceExhausted);

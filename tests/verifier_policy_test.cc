@@ -215,8 +215,7 @@ TEST(VerifierPolicyTest, DeadVerifierIsCountedAndLeavesTheEvaluationIncomplete) 
   }
   ASSERT_EQ(lines.size(), 2u) << err.str();
   EXPECT_NE(lines[0].find("failing: "), std::string::npos) << lines[0];
-  EXPECT_NE(lines[1].find("circuit open: subprocess failed 4 consecutive calls"),
-            std::string::npos)
+  EXPECT_NE(lines[1].find("circuit open: subprocess failed 4 consecutive calls"), std::string::npos)
       << lines[1];
 }
 

@@ -190,10 +190,11 @@ std::string Pool::Admit() const {
 void Pool::Open(const std::string& detail) const {
   state_ = State::kOpen;
   open_until_ = env_->Now() + absl::Milliseconds(config_.breaker_pause_ms());
-  open_detail_ = absl::StrCat(
-      "circuit open: ", label_, " failed ", failures_, " consecutive calls (last: ",
-      detail.substr(0, kMaxDetail), detail.size() > kMaxDetail ? "..." : "", "); paused until ",
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", open_until_, absl::UTCTimeZone()));
+  open_detail_ =
+      absl::StrCat("circuit open: ", label_, " failed ", failures_,
+                   " consecutive calls (last: ", detail.substr(0, kMaxDetail),
+                   detail.size() > kMaxDetail ? "..." : "", "); paused until ",
+                   absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", open_until_, absl::UTCTimeZone()));
 }
 
 bool Pool::Observe(bool failed, const std::string& detail) const {
@@ -305,9 +306,9 @@ void Pool::DispatchBatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem
   bool all_bad = true;
   for (size_t k = 0; k < positions.size(); ++k) {
     v1::VerifyResult& r = results[positions[k]];
-    r = failure.empty() ? std::move(got[k])
-                        : Failed(v1::ERROR, config_.reward_wrong(), failure,
-                                 v1::VerifyResult::CALL_FAILED);
+    r = failure.empty()
+            ? std::move(got[k])
+            : Failed(v1::ERROR, config_.reward_wrong(), failure, v1::VerifyResult::CALL_FAILED);
     all_bad = all_bad && Bad(r);
     if (Bad(r) && first_bad == nullptr) first_bad = &r;
     tally.latencies.push_back(seconds);

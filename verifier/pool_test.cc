@@ -226,8 +226,9 @@ TEST(VerifierPool, BreakerOpensAfterConsecutiveFailedCallsPausesAndTriesAgain) {
   (void)pool->VerifyBatchWithStats(Items({"error", "timeout", "1", "error", "error"}), &s);
   EXPECT_EQ(s.breaker_openings(), 0);
   ASSERT_EQ(log.size(), 3u);  // failing, recovered, failing: one line per change
-  EXPECT_EQ(log[0], "verifier fake: failing: fake; the circuit opens after 3 consecutive "
-                    "failed calls");
+  EXPECT_EQ(log[0],
+            "verifier fake: failing: fake; the circuit opens after 3 consecutive "
+            "failed calls");
   EXPECT_EQ(log[1], "verifier fake: recovered after 2 consecutive failed calls");
   EXPECT_EQ(log[2], log[0]);
   // The third failure in a row opens it; the rest of the request is refused.
@@ -240,8 +241,9 @@ TEST(VerifierPool, BreakerOpensAfterConsecutiveFailedCallsPausesAndTriesAgain) {
   EXPECT_EQ(r[1].verdict(), v1::ERROR);
   EXPECT_EQ(r[1].failure(), v1::VerifyResult::CIRCUIT_OPEN);
   EXPECT_EQ(r[1].reward(), -0.5f);
-  EXPECT_EQ(r[1].detail(), "circuit open: fake failed 3 consecutive calls (last: fake); paused "
-                           "until 2023-11-14T22:13:21.000Z");
+  EXPECT_EQ(r[1].detail(),
+            "circuit open: fake failed 3 consecutive calls (last: fake); paused "
+            "until 2023-11-14T22:13:21.000Z");
   ASSERT_EQ(log.size(), 4u);
   EXPECT_EQ(log[3], "verifier fake: " + r[1].detail());
   // During the pause nothing is called.

@@ -38,8 +38,7 @@ void Sanitize(v1::VerifyResult& r, float error_reward, const std::string& what) 
   const std::string why = Malformation(r);
   if (why.empty()) return;
   std::string name = r.verifier();
-  r = Failed(v1::ERROR, error_reward, absl::StrCat(what, ": ", why),
-             v1::VerifyResult::MALFORMED);
+  r = Failed(v1::ERROR, error_reward, absl::StrCat(what, ": ", why), v1::VerifyResult::MALFORMED);
   r.set_verifier(std::move(name));
 }
 
@@ -204,10 +203,10 @@ class RemoteVerifier final : public Verifier {
                      v1::VerifyResult::DEADLINE, retries);
     }
     if (!status.ok()) {
-      return Uniform(n, v1::ERROR, config_.reward_wrong(),
-                     rpc::FromGrpc(status, absl::StrCat("the verifier at ", address, " Verify"))
-                         .ToString(),
-                     v1::VerifyResult::CALL_FAILED, retries);
+      return Uniform(
+          n, v1::ERROR, config_.reward_wrong(),
+          rpc::FromGrpc(status, absl::StrCat("the verifier at ", address, " Verify")).ToString(),
+          v1::VerifyResult::CALL_FAILED, retries);
     }
     if (static_cast<size_t>(response.results_size()) != n) {
       return Uniform(n, v1::ERROR, config_.reward_wrong(),

@@ -165,7 +165,9 @@ void AddVerifierStats(const v1::VerifierStats& s, v1::VerifierStats& total) {
   total.set_calls(total.calls() + s.calls());
   total.set_wait_seconds(total.wait_seconds() + s.wait_seconds());
   total.set_latency_p99_seconds(std::max(total.latency_p99_seconds(), s.latency_p99_seconds()));
-  for (const auto& [reason, n] : s.errors_by_reason()) (*total.mutable_errors_by_reason())[reason] += n;
+  for (const auto& [reason, n] : s.errors_by_reason()) {
+    (*total.mutable_errors_by_reason())[reason] += n;
+  }
   for (const auto& [reason, n] : s.timeouts_by_reason()) {
     (*total.mutable_timeouts_by_reason())[reason] += n;
   }
