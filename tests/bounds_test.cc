@@ -1,9 +1,10 @@
-// Oversized requests to every service are refused at the top of the handler
-// (config/request_limits.h), with RESOURCE_EXHAUSTED or INVALID_ARGUMENT
-// naming the field and the limit, before anything is allocated for them:
-// the role services here are bound to no worker, so a request that passed
-// the checks would get FAILED_PRECONDITION ("no assignment yet") instead,
-// and the verifier counts every item it is asked to score.
+// Oversized requests to every role service are refused at the top of the
+// handler (config/request_limits.h), with RESOURCE_EXHAUSTED or
+// INVALID_ARGUMENT naming the field and the limit, before anything is
+// allocated for them: the role services here are bound to no worker, so a
+// request that passed the checks would get FAILED_PRECONDITION ("no
+// assignment yet") instead, and the verifier counts every item it is asked
+// to score. (The scheduler's: tests/services_test.cc.)
 
 #include <grpcpp/grpcpp.h>
 
@@ -19,7 +20,6 @@
 #include "reference/reference_service.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
-#include "scheduler/scheduler_service.h"
 #include "trellis/v1/weights.grpc.pb.h"
 #include "verifier/internal/result.h"
 #include "verifier/verifier_service.h"
@@ -83,7 +83,6 @@ class BoundsTest : public ::testing::Test {
   reference::ReferenceService reference_{"reference-0"};
   std::shared_ptr<CountingVerifier> verifier_;
   std::unique_ptr<v1::Verifier::Service> verifier_service_;
-  scheduler::SchedulerService scheduler_{absl::Seconds(1)};
   std::unique_ptr<weightsync::WeightStreamHost> weights_;
   std::unique_ptr<rpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -193,36 +192,6 @@ TEST_F(BoundsTest, VerifierRefusesOversizedRequestsBeforeScoringAnything) {
               IsStatus(absl::StatusCode::kResourceExhausted,
                        "items[1].metadata_json: 1048577 bytes; the limit is 1048576"));
   EXPECT_EQ(verifier_->items.load(), 0);
-}
-
-TEST_F(BoundsTest, SchedulerRefusesOversizedReportsAndForeignIds) {
-  auto stub = v1::Scheduler::NewStub(channel_);
-  v1::LedgerReport huge_id;
-  huge_id.set_worker_id(std::string(1 << 20, 'a'));
-  huge_id.add_records()->mutable_object()->set_object("kv_cache");
-  absl::Status s = StatusOf(
-      rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, huge_id, absl::Seconds(5), "scheduler"));
-  EXPECT_THAT(s, IsStatus(absl::StatusCode::kInvalidArgument,
-                          "worker_id: 1048576 bytes; a worker id has at most 32"));
-  // The refusal does not echo the megabyte back.
-  EXPECT_LT(s.message().size(), 200u);
-
-  v1::LedgerReport many;
-  many.set_worker_id("actor-0");
-  for (int i = 0; i <= config::RequestLimits().max_ledger_records; ++i) {
-    v1::ObjectRecord* o = many.add_records()->mutable_object();
-    o->set_object("kv_cache");
-    o->set_stage("rollout");
-  }
-  EXPECT_THAT(StatusOf(rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, many, absl::Seconds(5),
-                                 "scheduler")),
-              IsStatus(absl::StatusCode::kResourceExhausted, "records: 65537 records"));
-
-  v1::HeartbeatRequest beat;
-  beat.set_worker_id("not a worker");
-  EXPECT_THAT(StatusOf(rpc::Call(*stub, &v1::Scheduler::Stub::Heartbeat, beat, absl::Seconds(5),
-                                 "scheduler")),
-              IsStatus(absl::StatusCode::kInvalidArgument, "worker_id: "));
 }
 
 TEST_F(BoundsTest, WeightFetchRefusesEndlessWaits) {

@@ -194,6 +194,42 @@ TEST_F(ServicesTest, SchedulerRefusesUnknownJobsAndMalformedReports) {
 }
 
 
+// Oversized reports and ids that are no worker's are refused before
+// anything is kept (config/request_limits.h): no report becomes a huge
+// ledger.jsonl line.
+TEST_F(ServicesTest, SchedulerRefusesOversizedReportsAndForeignIds) {
+  auto stub = v1::Scheduler::NewStub(channel_);
+  v1::LedgerReport huge_id;
+  huge_id.set_worker_id(std::string(1 << 20, 'a'));
+  huge_id.add_records()->mutable_object()->set_object("kv_cache");
+  absl::Status s = StatusOf(
+      rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, huge_id, absl::Seconds(5), "scheduler"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("worker_id: 1048576 bytes; a worker id has at most 32"));
+  // The refusal does not echo the megabyte back.
+  EXPECT_LT(s.message().size(), 200u);
+
+  v1::LedgerReport many;
+  many.set_worker_id("actor-0");
+  for (int i = 0; i <= config::RequestLimits().max_ledger_records; ++i) {
+    v1::ObjectRecord* o = many.add_records()->mutable_object();
+    o->set_object("kv_cache");
+    o->set_stage("rollout");
+  }
+  s = StatusOf(
+      rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, many, absl::Seconds(5), "scheduler"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("records: 65537 records"));
+
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("not a worker");
+  s = StatusOf(
+      rpc::Call(*stub, &v1::Scheduler::Stub::Heartbeat, beat, absl::Seconds(5), "scheduler"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("worker_id: "));
+}
+
 // A worker's batched records reach the scheduler's ledger over gRPC, each
 // once and in the order the worker made them, in one call.
 TEST_F(ServicesTest, SchedulerRecordsAForwardedBatchInOrder) {
