@@ -63,8 +63,8 @@ class BoundsTest : public ::testing::Test {
     verifier_service_ = verifier::NewVerifierService(verifier_);
     weights_ = weightsync::NewWeightStreamHost();
     absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-        rpc::Server::Start("127.0.0.1:0", {&actor_, &learner_, &reference_, verifier_service_.get(),
-                                           &scheduler_, weights_->service()});
+        rpc::Server::Start("127.0.0.1:0", {&actor_, &learner_, &reference_,
+                                           verifier_service_.get(), weights_->service()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     channel_ = rpc::NewChannel(server_->address());
