@@ -68,7 +68,8 @@ absl::Status CheckSamples(const Samples& samples, const RequestLimits& limits) {
   int64_t tokens = 0;
   for (int i = 0; i < samples.size(); ++i) {
     absl::Status s =
-        CheckSequence(absl::StrCat("samples[", i, "]"), samples[i].prompt_tokens_size(),
+        CheckSequence(absl::StrCat("samples[", i, "] (token batch row ", i, ")"),
+                      samples[i].prompt_tokens_size(),
                       samples[i].response_tokens_size(), limits, &tokens);
     if (!s.ok()) return s;
   }
@@ -120,8 +121,9 @@ absl::Status CheckGenerateRequest(const v1::GenerateRequest& request, const Requ
   for (int i = 0; i < prompts; ++i) {
     const v1::Prompt& p = request.prompts(i);
     const std::string where = absl::StrCat("prompts[", i, "]");
-    absl::Status s = CheckSequence(where + ".token_ids + sampling.max_new_tokens",
-                                   p.token_ids_size(), max_new, limits, &tokens);
+    absl::Status s =
+        CheckSequence(absl::StrCat(where, " (prompt ", p.id(), ") with sampling.max_new_tokens"),
+                      p.token_ids_size(), max_new, limits, &tokens);
     if (s.ok()) s = CheckText(where + ".text", p.text(), limits);
     if (s.ok()) s = CheckText(where + ".answer", p.answer(), limits);
     if (!s.ok()) return s;

@@ -55,8 +55,8 @@ TEST(RequestLimits, GenerateCountsAreCheckedAsProducts) {
   EXPECT_TRUE(CheckGenerateRequest(request, limits).ok());
   request.mutable_sampling()->set_max_new_tokens(8);
   EXPECT_EQ(CheckGenerateRequest(request, limits).message(),
-            "prompts[0].token_ids + sampling.max_new_tokens: 9 tokens (prompt 1 + response 8); "
-            "model.max_seq_len is 8");
+            "prompts[0] (prompt 0) with sampling.max_new_tokens: 9 tokens (prompt 1 + response "
+            "8); model.max_seq_len is 8");
 }
 
 TEST(RequestLimits, FetchWaitsAreBounded) {

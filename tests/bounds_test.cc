@@ -115,7 +115,7 @@ TEST_F(BoundsTest, GenerateRefusesHugeCountsAndLongSequences) {
   long_answer.mutable_sampling()->set_max_new_tokens(2147483647);
   EXPECT_THAT(StatusOf(actor->Generate(long_answer)),
               IsStatus(absl::StatusCode::kInvalidArgument,
-                       "prompts[0].token_ids + sampling.max_new_tokens: 2147483648 tokens"));
+                       "prompts[0] (prompt 0) with sampling.max_new_tokens: 2147483648 tokens"));
 
   v1::GenerateRequest big_text = OnePrompt(1);
   big_text.mutable_prompts(0)->set_answer(std::string(2 << 20, 'x'));
@@ -141,7 +141,8 @@ TEST_F(BoundsTest, LearnerRefusesOversizedBatches) {
   s->add_response_tokens(2);
   EXPECT_THAT(StatusOf(learner->TrainStep(long_sample)),
               IsStatus(absl::StatusCode::kInvalidArgument,
-                       "samples[0]: 33 tokens (prompt 32 + response 1); model.max_seq_len is 32"));
+                       "samples[0] (token batch row 0): 33 tokens (prompt 32 + response 1); "
+                       "model.max_seq_len is 32"));
 
   v1::SftBatch sft;
   for (int i = 0; i <= config::RequestLimits().max_batch_samples; ++i) sft.add_pairs();
@@ -176,7 +177,7 @@ TEST_F(BoundsTest, ReferenceRefusesOversizedRequests) {
   for (int i = 0; i < 40; ++i) long_sample.add_samples()->add_response_tokens(1);
   for (int i = 0; i < kSeqLen; ++i) long_sample.mutable_samples(39)->add_prompt_tokens(1);
   EXPECT_THAT(StatusOf(reference->Scores(long_sample)),
-              IsStatus(absl::StatusCode::kInvalidArgument, "samples[39]: 33 tokens"));
+              IsStatus(absl::StatusCode::kInvalidArgument, "samples[39] (token batch row 39): 33 tokens"));
 }
 
 TEST_F(BoundsTest, VerifierRefusesOversizedRequestsBeforeScoringAnything) {
