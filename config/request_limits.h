@@ -14,6 +14,7 @@
 // each message names the field and the limit.
 
 #include <cstdint>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
