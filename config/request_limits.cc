@@ -67,10 +67,9 @@ absl::Status CheckSamples(const Samples& samples, const RequestLimits& limits) {
   if (absl::Status s = CheckBatchSize("samples", samples.size(), limits); !s.ok()) return s;
   int64_t tokens = 0;
   for (int i = 0; i < samples.size(); ++i) {
-    absl::Status s =
-        CheckSequence(absl::StrCat("samples[", i, "] (token batch row ", i, ")"),
-                      samples[i].prompt_tokens_size(),
-                      samples[i].response_tokens_size(), limits, &tokens);
+    absl::Status s = CheckSequence(absl::StrCat("samples[", i, "] (token batch row ", i, ")"),
+                                   samples[i].prompt_tokens_size(),
+                                   samples[i].response_tokens_size(), limits, &tokens);
     if (!s.ok()) return s;
   }
   return CheckBatchTokens("samples", tokens, limits);

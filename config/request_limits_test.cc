@@ -62,8 +62,7 @@ TEST(RequestLimits, GenerateCountsAreCheckedAsProducts) {
 TEST(RequestLimits, FetchWaitsAreBounded) {
   v1::FetchWeightsRequest request;
   request.set_wait_ms(RequestLimits().max_fetch_wait_ms + 1);
-  EXPECT_EQ(CheckFetchRequest(request, RequestLimits()).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckFetchRequest(request, RequestLimits()).code(), absl::StatusCode::kInvalidArgument);
   request.set_wait_ms(1000);
   EXPECT_TRUE(CheckFetchRequest(request, RequestLimits()).ok());
 }
