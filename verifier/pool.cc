@@ -18,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "verifier/internal/breaker.h"
 #include "verifier/internal/result.h"
 
 namespace trellis::verifier {
@@ -43,9 +44,6 @@ bool Cacheable(const v1::VerifyResult& r) {
 bool Bad(const v1::VerifyResult& r) {
   return r.verdict() == v1::ERROR || r.verdict() == v1::TIMEOUT;
 }
-
-// How much of a failure's detail a breaker line quotes.
-constexpr size_t kMaxDetail = 200;
 
 // VerifierStats' key for why `r` is ERROR or TIMEOUT.
 std::string Reason(const v1::VerifyResult& r) {
@@ -108,8 +106,9 @@ class Pool : public Verifier {
         config_(config),
         label_(VerifierLabel(config)),
         env_(options.env != nullptr ? options.env : env::Env::Default()),
-        log_(options.log ? std::move(options.log)
-                         : [](const std::string& line) { std::cerr << line << std::endl; }),
+        breaker_(label_, config, env_,
+                 options.log ? std::move(options.log)
+                             : [](const std::string& line) { std::cerr << line << std::endl; }),
         cache_(static_cast<size_t>(std::max(0, config.cache_entries()))) {}
 
   v1::VerifyResult Verify(const v1::VerifyItem& item) const override {
@@ -140,15 +139,6 @@ class Pool : public Verifier {
     std::vector<double> latencies;  // one per item verified by a call
   };
 
-  // The breaker's answer for a call about to be made: "" to go ahead, else
-  // the detail of its ERROR.
-  std::string Admit() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Feeds the outcome of one call to the breaker (`failed`: every item it
-  // answered was ERROR or TIMEOUT, the first with `detail`); logs a line
-  // when the state changes; returns whether it opened the breaker.
-  bool Observe(bool failed, const std::string& detail) const ABSL_LOCKS_EXCLUDED(mu_);
-  void Open(const std::string& detail) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   // Verifies items[positions[k]] into results[positions[k]].
   void Dispatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items,
                 const std::vector<int>& positions, std::vector<v1::VerifyResult>& results,
@@ -165,72 +155,9 @@ class Pool : public Verifier {
   const v1::VerifierConfig config_;
   const std::string label_;
   env::Env* const env_;
-  const std::function<void(const std::string&)> log_;
+  mutable internal::Breaker breaker_;
   mutable ResultCache cache_;
-
-  // kFailing: closed, with failed calls since the last good one; kTrial:
-  // the pause is over and the next call decides.
-  enum class State { kHealthy, kFailing, kOpen, kTrial };
-  mutable absl::Mutex mu_;
-  mutable State state_ ABSL_GUARDED_BY(mu_) = State::kHealthy;
-  mutable int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;  // consecutive failed calls
-  mutable absl::Time open_until_ ABSL_GUARDED_BY(mu_);
-  mutable std::string open_detail_ ABSL_GUARDED_BY(mu_);
 };
-
-std::string Pool::Admit() const {
-  if (config_.breaker_failures() <= 0) return "";
-  absl::MutexLock lock(&mu_);
-  if (state_ != State::kOpen) return "";
-  if (env_->Now() < open_until_) return open_detail_;
-  state_ = State::kTrial;  // the pause is over: this call is the trial
-  return "";
-}
-
-void Pool::Open(const std::string& detail) const {
-  state_ = State::kOpen;
-  open_until_ = env_->Now() + absl::Milliseconds(config_.breaker_pause_ms());
-  open_detail_ =
-      absl::StrCat("circuit open: ", label_, " failed ", failures_,
-                   " consecutive calls (last: ", detail.substr(0, kMaxDetail),
-                   detail.size() > kMaxDetail ? "..." : "", "); paused until ",
-                   absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", open_until_, absl::UTCTimeZone()));
-}
-
-bool Pool::Observe(bool failed, const std::string& detail) const {
-  const int limit = config_.breaker_failures();
-  std::string line;
-  bool opened = false;
-  {
-    absl::MutexLock lock(&mu_);
-    if (state_ == State::kOpen) return false;  // a call admitted before it opened
-    if (!failed) {
-      if (state_ != State::kHealthy) {
-        line = absl::StrCat("verifier ", label_, ": recovered after ", failures_,
-                            " consecutive failed calls");
-      }
-      state_ = State::kHealthy;
-      failures_ = 0;
-    } else {
-      ++failures_;
-      if (state_ == State::kTrial || (limit > 0 && failures_ >= limit)) {
-        // A failed trial leaves it open: no new state, no new line.
-        if (state_ != State::kTrial) line = absl::StrCat("verifier ", label_, ": ");
-        Open(detail);
-        if (!line.empty()) absl::StrAppend(&line, open_detail_);
-        opened = true;
-      } else if (state_ == State::kHealthy) {
-        state_ = State::kFailing;
-        line = absl::StrCat("verifier ", label_, ": failing: ", detail.substr(0, kMaxDetail),
-                            limit > 0 ? absl::StrCat("; the circuit opens after ", limit,
-                                                     " consecutive failed calls")
-                                      : "");
-      }
-    }
-  }
-  if (!line.empty()) log_(line);
-  return opened;
-}
 
 void Pool::Dispatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items,
                     const std::vector<int>& positions, std::vector<v1::VerifyResult>& results,
@@ -245,7 +172,7 @@ void Pool::Dispatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& it
   auto run = [&] {
     for (size_t k = next++; k < positions.size(); k = next++) {
       v1::VerifyResult& r = results[positions[k]];
-      const std::string refused = Admit();
+      const std::string refused = breaker_.Admit();
       if (!refused.empty()) {
         r = Rejected(refused);
         absl::MutexLock lock(&mu);
@@ -260,7 +187,7 @@ void Pool::Dispatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& it
                    v1::VerifyResult::CALL_FAILED);
       }
       const double seconds = absl::ToDoubleSeconds(env_->Now() - start);
-      const bool opened = Observe(Bad(r), r.detail());
+      const bool opened = breaker_.Observe(Bad(r), r.detail());
       absl::MutexLock lock(&mu);
       ++tally.calls;
       tally.openings += opened;
@@ -278,7 +205,7 @@ void Pool::Dispatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& it
 void Pool::DispatchBatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items,
                          const std::vector<int>& positions,
                          std::vector<v1::VerifyResult>& results, Tally& tally) const {
-  const std::string refused = Admit();
+  const std::string refused = breaker_.Admit();
   if (!refused.empty()) {
     for (int p : positions) results[p] = Rejected(refused);
     tally.rejected += static_cast<int64_t>(positions.size());
@@ -313,7 +240,7 @@ void Pool::DispatchBatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem
     if (Bad(r) && first_bad == nullptr) first_bad = &r;
     tally.latencies.push_back(seconds);
   }
-  tally.openings += Observe(all_bad, first_bad != nullptr ? first_bad->detail() : "");
+  tally.openings += breaker_.Observe(all_bad, first_bad != nullptr ? first_bad->detail() : "");
 }
 
 std::vector<v1::VerifyResult> Pool::VerifyBatchWithStats(
