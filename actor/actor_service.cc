@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "model/token_ids.h"
@@ -16,21 +17,30 @@ constexpr int kPromptsPerMessage = 8;
 
 }  // namespace
 
-void ActorService::Bind(RolloutWorker* worker, int64_t vocab_size) {
-  vocab_size_ = vocab_size;
+void ActorService::Bind(RolloutWorker* worker, const config::RequestLimits& limits) {
+  limits_.Set(limits);
   worker_.Bind(worker);
 }
 
-grpc::Status ActorService::Generate(grpc::ServerContext*, const v1::GenerateRequest* request,
+grpc::Status ActorService::Generate(grpc::ServerContext* context,
+                                    const v1::GenerateRequest* request,
                                     grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  const config::RequestLimits limits = limits_.Get();
+  if (absl::Status s = config::CheckGenerateRequest(*request, limits); !s.ok()) {
+    return rpc::ToGrpc(s);
+  }
   for (int i = 0; i < request->prompts_size(); ++i) {
-    absl::Status s = model::CheckTokenIds(request->prompts(i).token_ids(), vocab_size_,
+    absl::Status s = model::CheckTokenIds(request->prompts(i).token_ids(), limits.vocab_size,
                                           absl::StrCat("prompts[", i, "].token_ids"));
     if (!s.ok()) return rpc::ToGrpc(s);
   }
+  // The work stops once the caller cancels or its deadline passes.
+  const RolloutWorker::StopFn caller_gone = [context] {
+    return context->IsCancelled() || std::chrono::system_clock::now() > context->deadline();
+  };
   absl::StatusOr<v1::GenerateResponse> response;
   absl::Status run = worker_.Run([&](RolloutWorker& worker) {
-    response = worker.Generate(*request);
+    response = worker.GenerateUntil(*request, caller_gone);
     return response.status();
   });
   if (!run.ok()) return rpc::ToGrpc(run);

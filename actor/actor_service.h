@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "actor/rollout_worker.h"
+#include "config/request_limits.h"
 #include "model/torch_status.h"
 #include "rpc/bound_worker.h"
 #include "trellis/v1/services.grpc.pb.h"
@@ -19,10 +20,11 @@ namespace trellis::actor {
 
 class ActorService final : public v1::Actor::Service {
  public:
-  // Token ids of requests are checked against `vocab_size`.
   explicit ActorService(std::string worker_id)
       : worker_(std::move(worker_id), model::StatusFromException) {}
-  void Bind(RolloutWorker* worker, int64_t vocab_size);
+  // Requests are checked against `limits` (config/request_limits.h) before
+  // they reach `worker`; token ids against limits.vocab_size.
+  void Bind(RolloutWorker* worker, const config::RequestLimits& limits);
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;
@@ -33,7 +35,7 @@ class ActorService final : public v1::Actor::Service {
 
  private:
   rpc::BoundWorker<RolloutWorker> worker_;
-  std::atomic<int64_t> vocab_size_{0};
+  config::SharedLimits limits_;
 };
 
 // A RolloutWorker calling the Actor service at `address` (named `worker_id`

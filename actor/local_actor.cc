@@ -56,7 +56,14 @@ class LocalActor : public RolloutWorker {
 
   absl::StatusOr<v1::GenerateResponse> Generate(
       const v1::GenerateRequest& request) override {
+    return GenerateUntil(request, nullptr);
+  }
+
+  absl::StatusOr<v1::GenerateResponse> GenerateUntil(const v1::GenerateRequest& request,
+                                                     const StopFn& stop) override {
     absl::MutexLock lock(&mu_);
+    // The caller may have left while an earlier call held the model.
+    if (absl::Status s = Stopped(stop, 0); !s.ok()) return s;
     if (version_ < 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           options_.worker_id, ": Generate before any weights were received"));
@@ -122,6 +129,7 @@ class LocalActor : public RolloutWorker {
     std::vector<bool> done(rows, false);
     int64_t live = rows;
     int64_t generated = 0;
+    absl::Status stopped;
     for (int64_t t = 0; t < max_new && live > 0; ++t) {
       SampledTokens s = SampleNext(logits, request.sampling(), generator);
       const int64_t* tok = s.tokens.data_ptr<int64_t>();
@@ -137,6 +145,8 @@ class LocalActor : public RolloutWorker {
         }
       }
       if (live == 0 || t + 1 == max_new) break;
+      stopped = Stopped(stop, t + 1);
+      if (!stopped.ok()) break;
       key_valid = torch::cat({key_valid, torch::ones({rows, 1}, torch::kBool)}, 1);
       logits = model_->forward(s.tokens.unsqueeze(1), next_pos.unsqueeze(1),
                                key_valid, &cache)
@@ -144,6 +154,10 @@ class LocalActor : public RolloutWorker {
       next_pos = next_pos + 1;
     }
 
+    if (!stopped.ok()) {
+      ReleaseRolloutMemory(window, cache.bytes());
+      return stopped;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const auto& prompt = request.prompts(r / n);
       v1::Sample* sample = response.add_samples();
@@ -158,16 +172,7 @@ class LocalActor : public RolloutWorker {
     }
     response.set_kv_cache_bytes(cache.bytes());
     response.set_generated_tokens(generated);
-    if (ledger_ != nullptr) {
-      // Both are freed when this call returns.
-      const std::string& id = options_.worker_id;
-      ledger_->RecordObject(
-          id, ledger::Object::kWorkspace,
-          std::max<int64_t>(0, window.peak_bytes() - window.start_live_bytes() - cache.bytes()),
-          ledger::Stage::kRollout);
-      ledger_->RecordObject(id, ledger::Object::kWorkspace, 0, ledger::Stage::kRollout);
-      ledger_->RecordObject(id, ledger::Object::kKvCache, 0, ledger::Stage::kRollout);
-    }
+    ReleaseRolloutMemory(window, cache.bytes());
     return response;
   }
 
@@ -201,6 +206,28 @@ class LocalActor : public RolloutWorker {
   }
 
  private:
+  // Records the workspace's peak over `window` and that it and the KV cache
+  // (`cache_bytes`) are freed when Generate returns.
+  void ReleaseRolloutMemory(const ledger::PeakWindow& window, int64_t cache_bytes) const {
+    if (ledger_ == nullptr) return;
+    const std::string& id = options_.worker_id;
+    ledger_->RecordObject(
+        id, ledger::Object::kWorkspace,
+        std::max<int64_t>(0, window.peak_bytes() - window.start_live_bytes() - cache_bytes),
+        ledger::Stage::kRollout);
+    ledger_->RecordObject(id, ledger::Object::kWorkspace, 0, ledger::Stage::kRollout);
+    ledger_->RecordObject(id, ledger::Object::kKvCache, 0, ledger::Stage::kRollout);
+  }
+
+  // Cancelled when the caller has gone (stop() is true), after `tokens`
+  // decode steps.
+  absl::Status Stopped(const StopFn& stop, int64_t tokens) const {
+    if (!stop || !stop()) return absl::OkStatus();
+    return absl::CancelledError(absl::StrCat(options_.worker_id,
+                                             ": Generate stopped: its caller has gone (after ",
+                                             tokens, " decode steps)"));
+  }
+
   static int64_t Bytes(const weightsync::NamedTensors& tensors) {
     int64_t bytes = 0;
     for (const auto& [name, tensor] : tensors) bytes += static_cast<int64_t>(tensor.nbytes());

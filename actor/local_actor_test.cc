@@ -142,5 +142,24 @@ TEST_F(LocalActorTest, TakesNewWeightsOnlyThroughSync) {
   EXPECT_NE(before->samples(0).logprobs(0), after->samples(0).logprobs(0));
 }
 
+// The service passes a predicate that turns true once its caller has gone
+// (cancelled, past its deadline): sampling stops at the next decode step.
+TEST_F(LocalActorTest, GenerateStopsOnceItsCallerHasGone) {
+  int polls = 0;
+  auto stopped = actor_->GenerateUntil(Request(4, 9), [&polls] { return ++polls > 1; });
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_NE(stopped.status().message().find("after 1 decode steps"), std::string::npos)
+      << stopped.status();
+  EXPECT_EQ(polls, 2);
+  auto gone_before = actor_->GenerateUntil(Request(4, 9), [] { return true; });
+  EXPECT_EQ(gone_before.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_NE(gone_before.status().message().find("after 0 decode steps"), std::string::npos);
+  // A caller that stays gets what Generate gives.
+  auto stays = actor_->GenerateUntil(Request(4, 9), [] { return false; });
+  auto plain = actor_->Generate(Request(4, 9));
+  ASSERT_TRUE(stays.ok() && plain.ok());
+  EXPECT_EQ(stays->SerializeAsString(), plain->SerializeAsString());
+}
+
 }  // namespace
 }  // namespace trellis::actor

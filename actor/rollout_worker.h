@@ -38,6 +38,18 @@ class RolloutWorker {
     return response;
   }
 
+  // Generate for a caller that may leave: `stop` is polled before sampling
+  // and between decode steps, and once it returns true the work stops with
+  // Cancelled (no samples), so that no worker stays busy after its caller
+  // (a cancelled call, a passed deadline) has gone. The default runs
+  // Generate whole.
+  using StopFn = std::function<bool()>;
+  [[nodiscard]] virtual absl::StatusOr<v1::GenerateResponse> GenerateUntil(
+      const v1::GenerateRequest& request, const StopFn& stop) {
+    (void)stop;
+    return Generate(request);
+  }
+
   // Brings the worker's weights to policy `version` (or newer) from its
   // weight transport. Sampling never sees half-new weights.
   [[nodiscard]] virtual absl::StatusOr<v1::WeightSyncStats> SyncWeights(

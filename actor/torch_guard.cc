@@ -19,6 +19,10 @@ class TorchGuardedActor final : public RolloutWorker {
                                                          const PartSink& on_part) override {
     return edge_.Call("Generate", [&] { return inner_->GenerateStreaming(request, on_part); });
   }
+  absl::StatusOr<v1::GenerateResponse> GenerateUntil(const v1::GenerateRequest& request,
+                                                     const StopFn& stop) override {
+    return edge_.Call("Generate", [&] { return inner_->GenerateUntil(request, stop); });
+  }
   absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override {
     return edge_.Call("SyncWeights", [&] { return inner_->SyncWeights(version); });
   }

@@ -139,9 +139,7 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   c.AtLeast("verifier.max_processes", v.max_processes(), 1);
   c.NonNegative("verifier.max_file_mb", v.max_file_mb());
   c.NonNegative("verifier.cache_entries", v.cache_entries());
-  c.NonNegative("verifier.breaker_window", v.breaker_window());
-  c.Require(v.breaker_error_rate() > 0 && v.breaker_error_rate() <= 1,
-            "verifier.breaker_error_rate", "in (0, 1]", v.breaker_error_rate());
+  c.NonNegative("verifier.breaker_failures", v.breaker_failures());
   c.AtLeast("verifier.breaker_pause_ms", v.breaker_pause_ms(), 1);
 
   const v1::SftConfig& sft = job.sft();
@@ -286,6 +284,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   CheckPreference(job, c);
   c.NonNegative("eval.num_prompts", job.eval().num_prompts());
   c.AtLeast("eval.batch_size", job.eval().batch_size(), 1);
+  c.NonNegative("eval.verify_retries", job.eval().verify_retries());
   c.NonNegative("runtime.num_threads", job.runtime().num_threads());
   c.NonNegative("runtime.checkpoint_every", job.runtime().checkpoint_every());
   CheckDeployment(job.deployment(), c);

@@ -19,6 +19,7 @@
 #include "comm/tcp_store.h"
 #include "config/choice.h"
 #include "config/job_config.h"
+#include "config/request_limits.h"
 #include "config/worker_id.h"
 #include "launch/ledger_forwarder.h"
 #include "learner/learner_service.h"
@@ -161,7 +162,8 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   }
   rpc::CallStats call_stats;
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-      rpc::Server::Start(options.listen, services, options.advertise, &call_stats);
+      rpc::Server::Start(options.listen, services, options.advertise, &call_stats,
+                         config::MaxRequestBytes(options.role));
   if (!server.ok()) return server.status();
   // Every address this worker hands out names the host it advertises.
   const std::string host = rpc::SplitHostPort((*server)->address())->host;
@@ -241,6 +243,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   if (!format.ok()) return format.status();
   const text::Tokenizer* tokenizer = &(*format)->tokenizer();
   const int64_t vocab = model::VocabSize(job.model(), tokenizer->vocab_size());
+  const config::RequestLimits limits = config::RequestLimitsFor(job.model(), vocab);
   std::unique_ptr<weightsync::Publisher> publisher;
   std::unique_ptr<weightsync::Receiver> receiver;
   std::unique_ptr<learner::LearnerWorker> learner;
@@ -281,7 +284,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
           roles::MakeLocalActor(job, tokenizer, receiver.get(), &ledger, id);
       if (!a.ok()) return a.status();
       actor = *std::move(a);
-      actor_service.Bind(actor.get(), vocab);
+      actor_service.Bind(actor.get(), limits);
       break;
     }
     case v1::LEARNER: {
@@ -299,7 +302,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
           roles::MakeLocalLearner(job, *tokenizer, publisher.get(), &ledger, id, member);
       if (!l.ok()) return l.status();
       learner = *std::move(l);
-      learner_service.Bind(learner.get(), vocab);
+      learner_service.Bind(learner.get(), limits);
       break;
     }
     case v1::REFERENCE: {
@@ -307,7 +310,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
           reference::NewLocalReference(job, tokenizer, &ledger);
       if (!r.ok()) return r.status();
       reference = *std::move(r);
-      reference_service.Bind(reference.get(), vocab);
+      reference_service.Bind(reference.get(), limits);
       break;
     }
     case v1::VERIFIER: {
@@ -361,9 +364,9 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   log << id << ": " << (result.ok() ? "job over, exiting" : std::string(result.message()))
       << std::endl;
   std::move(stop_server).Invoke();
-  actor_service.Bind(nullptr, 0);
-  learner_service.Bind(nullptr, 0);
-  reference_service.Bind(nullptr, 0);
+  actor_service.Bind(nullptr, config::RequestLimits());
+  learner_service.Bind(nullptr, config::RequestLimits());
+  reference_service.Bind(nullptr, config::RequestLimits());
   // What is still buffered goes before the worker stops.
   ledger.ForwardObjects(nullptr);
   const LedgerForwarder::Counts counts = forwarder.Close();

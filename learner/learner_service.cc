@@ -41,40 +41,50 @@ absl::Status CheckPairIds(const Batch& batch, int64_t vocab_size, Fields fields)
   return absl::OkStatus();
 }
 
-absl::Status CheckSftBatch(const v1::SftBatch& batch, int64_t vocab_size) {
-  return CheckPairIds(batch, vocab_size, [](const v1::SftBatch::Pair& p) {
+// The request's sizes, then its token ids.
+absl::Status CheckSft(const v1::SftBatch& batch, const config::RequestLimits& limits) {
+  if (absl::Status s = config::CheckSftBatch(batch, limits); !s.ok()) return s;
+  return CheckPairIds(batch, limits.vocab_size, [](const v1::SftBatch::Pair& p) {
     return std::vector<IdList>{{"prompt_tokens", &p.prompt_tokens()},
                                {"target_tokens", &p.target_tokens()}};
   });
 }
 
-absl::Status CheckPreferenceBatch(const v1::PreferenceBatch& batch, int64_t vocab_size) {
-  return CheckPairIds(batch, vocab_size, [](const v1::PreferencePair& p) {
+absl::Status CheckPreference(const v1::PreferenceBatch& batch,
+                             const config::RequestLimits& limits) {
+  if (absl::Status s = config::CheckPreferenceBatch(batch, limits); !s.ok()) return s;
+  return CheckPairIds(batch, limits.vocab_size, [](const v1::PreferencePair& p) {
     return std::vector<IdList>{{"prompt_tokens", &p.prompt_tokens()},
                                {"chosen_tokens", &p.chosen_tokens()},
                                {"rejected_tokens", &p.rejected_tokens()}};
   });
 }
 
+absl::Status CheckTrain(const v1::TrainBatch& batch, const config::RequestLimits& limits) {
+  if (absl::Status s = config::CheckTrainBatch(batch, limits); !s.ok()) return s;
+  for (int i = 0; i < batch.samples_size(); ++i) {
+    absl::Status s = model::CheckSampleTokenIds(batch.samples(i), limits.vocab_size, i);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-void LearnerService::Bind(LearnerWorker* worker, int64_t vocab_size) {
-  vocab_size_ = vocab_size;
+void LearnerService::Bind(LearnerWorker* worker, const config::RequestLimits& limits) {
+  limits_.Set(limits);
   worker_.Bind(worker);
 }
 
 grpc::Status LearnerService::SftStep(grpc::ServerContext*, const v1::SftBatch* request,
                                      v1::TrainStats* response) {
-  if (absl::Status s = CheckSftBatch(*request, vocab_size_); !s.ok()) return rpc::ToGrpc(s);
+  if (absl::Status s = CheckSft(*request, limits_.Get()); !s.ok()) return rpc::ToGrpc(s);
   return worker_.Unary(response, [&](LearnerWorker& w) { return w.SftStep(*request); });
 }
 
 grpc::Status LearnerService::TrainStep(grpc::ServerContext*, const v1::TrainBatch* request,
                                        v1::TrainStats* response) {
-  for (int i = 0; i < request->samples_size(); ++i) {
-    absl::Status s = model::CheckSampleTokenIds(request->samples(i), vocab_size_, i);
-    if (!s.ok()) return rpc::ToGrpc(s);
-  }
+  if (absl::Status s = CheckTrain(*request, limits_.Get()); !s.ok()) return rpc::ToGrpc(s);
   return worker_.Unary(response, [&](LearnerWorker& w) { return w.TrainStep(*request); });
 }
 
@@ -114,7 +124,7 @@ grpc::Status LearnerService::GetVersion(grpc::ServerContext*, const v1::Empty*,
 grpc::Status LearnerService::PreferenceStep(grpc::ServerContext*,
                                             const v1::PreferenceBatch* request,
                                             v1::TrainStats* response) {
-  if (absl::Status s = CheckPreferenceBatch(*request, vocab_size_); !s.ok()) {
+  if (absl::Status s = CheckPreference(*request, limits_.Get()); !s.ok()) {
     return rpc::ToGrpc(s);
   }
   return worker_.Unary(response, [&](LearnerWorker& w) { return w.PreferenceStep(*request); });
@@ -122,14 +132,14 @@ grpc::Status LearnerService::PreferenceStep(grpc::ServerContext*,
 
 grpc::Status LearnerService::EvalSft(grpc::ServerContext*, const v1::SftBatch* request,
                                      v1::TrainStats* response) {
-  if (absl::Status s = CheckSftBatch(*request, vocab_size_); !s.ok()) return rpc::ToGrpc(s);
+  if (absl::Status s = CheckSft(*request, limits_.Get()); !s.ok()) return rpc::ToGrpc(s);
   return worker_.Unary(response, [&](LearnerWorker& w) { return w.EvalSft(*request); });
 }
 
 grpc::Status LearnerService::EvalPreference(grpc::ServerContext*,
                                             const v1::PreferenceBatch* request,
                                             v1::TrainStats* response) {
-  if (absl::Status s = CheckPreferenceBatch(*request, vocab_size_); !s.ok()) {
+  if (absl::Status s = CheckPreference(*request, limits_.Get()); !s.ok()) {
     return rpc::ToGrpc(s);
   }
   return worker_.Unary(response, [&](LearnerWorker& w) { return w.EvalPreference(*request); });

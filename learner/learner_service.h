@@ -4,13 +4,13 @@
 // The learner role over gRPC: the trellis.v1.Learner service around a
 // LearnerWorker, and a LearnerWorker that calls one.
 
-#include <atomic>
 #include <memory>
 #include <string>
 
 #include <grpcpp/channel.h>
 
 #include "absl/time/time.h"
+#include "config/request_limits.h"
 #include "learner/learner_worker.h"
 #include "model/torch_status.h"
 #include "rpc/bound_worker.h"
@@ -22,8 +22,9 @@ class LearnerService final : public v1::Learner::Service {
  public:
   explicit LearnerService(std::string worker_id)
       : worker_(std::move(worker_id), model::StatusFromException) {}
-  // Token ids of requests are checked against `vocab_size`.
-  void Bind(LearnerWorker* worker, int64_t vocab_size);
+  // Requests are checked against `limits` (config/request_limits.h) before
+  // they reach `worker`; token ids against limits.vocab_size.
+  void Bind(LearnerWorker* worker, const config::RequestLimits& limits);
 
   grpc::Status SftStep(grpc::ServerContext*, const v1::SftBatch* request,
                        v1::TrainStats* response) override;
@@ -48,7 +49,7 @@ class LearnerService final : public v1::Learner::Service {
 
  private:
   rpc::BoundWorker<LearnerWorker> worker_;
-  std::atomic<int64_t> vocab_size_{0};
+  config::SharedLimits limits_;
 };
 
 // A LearnerWorker calling the Learner service behind `channel` (named

@@ -176,6 +176,13 @@ struct EvalMetrics {
   // reward margin (dpo).
   std::optional<double> loss;
   std::optional<double> reward_margin;
+  // Rollout evaluations (set there only): held-out items whose every
+  // verification failed (ERROR or TIMEOUT, eval.verify_retries + 1 times),
+  // left out of accuracy and mean_reward rather than scored wrong; the
+  // evaluation is complete when there are none. verify_retries counts the
+  // items verified again after a failure.
+  std::optional<int64_t> unscored;
+  int64_t verify_retries = 0;
 };
 
 class Ledger {

@@ -15,22 +15,29 @@ std::vector<bool> DroppedSamples(const v1::VerifyResponse& verdicts, bool drop_t
   return dropped;
 }
 
+void CountNoGradient(v1::Verdict verdict, ledger::StepCounts* counts) {
+  if (verdict == v1::ERROR) {
+    ++counts->samples_error;
+  } else if (verdict == v1::TIMEOUT) {
+    ++counts->samples_timeout;
+  } else {
+    ++counts->samples_zero_variance;
+  }
+}
+
 namespace {
 
-// Counts the sample's first loss: a group with no gradient, a truncated
-// response, a verdict other than CORRECT or WRONG.
+// Counts the sample's first loss: a verifier that failed on it or a group
+// with no gradient (CountNoGradient), a truncated response, an unparseable
+// answer.
 void CountLoss(bool zero_variance, bool truncated, v1::Verdict verdict,
                ledger::StepCounts* counts) {
-  if (zero_variance) {
-    ++counts->samples_zero_variance;
+  if (zero_variance || verdict == v1::ERROR || verdict == v1::TIMEOUT) {
+    CountNoGradient(verdict, counts);
   } else if (truncated) {
     ++counts->samples_truncated;
   } else if (verdict == v1::UNPARSEABLE) {
     ++counts->samples_unparseable;
-  } else if (verdict == v1::ERROR) {
-    ++counts->samples_error;
-  } else if (verdict == v1::TIMEOUT) {
-    ++counts->samples_timeout;
   }
 }
 

@@ -43,12 +43,18 @@ struct BatchInput {
   bool overlong_filtering = false;
 };
 
+// Counts a sample whose group carries no gradient (all rewards equal) or
+// whose verifier failed: samples_error or samples_timeout when the verifier
+// failed on it (a dead verifier's equal rewards are what left the group
+// without a gradient), else samples_zero_variance.
+void CountNoGradient(v1::Verdict verdict, ledger::StepCounts* counts);
+
 // The batch: one TrainSample per kept, non-empty sample, in order, with its
 // tokens, sampling log-probs, reward, reference log-probs (when given) and
 // advantage (when given). Into *counts: mean_reward and accuracy over the
 // kept samples, and added to its counters: samples_dropped, each kept
-// sample's first loss (zero_variance, truncated, unparseable, error,
-// timeout), samples_overlong and samples_effective.
+// sample's first loss (error, timeout, zero_variance, truncated,
+// unparseable), samples_overlong and samples_effective.
 // REQUIRES: rewards, dropped and the verdicts' results one per sample.
 v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts);
 

@@ -114,6 +114,34 @@ TEST(AssembleBatchTest, DroppedTimeoutsLeaveTheBatchAndTheMeans) {
   EXPECT_DOUBLE_EQ(counts.accuracy, 1);
 }
 
+// A dead verifier gives every sample ERROR and the same reward, so every
+// group is without a gradient: the samples count as errors, the cause.
+TEST(AssembleBatchTest, ADeadVerifiersSamplesCountAsErrorsNotZeroVariance) {
+  testing::FakeActor actor;
+  testing::FakeVerifier verifier;
+  Drawn d = Draw(actor, verifier);
+  for (int i = 0; i < d.verdicts.results_size(); ++i) {
+    d.verdicts.mutable_results(i)->set_verdict(i < 6 ? v1::ERROR : v1::TIMEOUT);
+    d.rewards[i] = 0;
+  }
+  learner::GroupAdvantages adv;
+  adv.advantages.assign(8, 0);
+  adv.zero_variance = {true, true};
+  BatchInput in = Input(d);
+  in.advantages = &adv;
+  ledger::StepCounts counts;
+  (void)AssembleBatch(in, &counts);
+  EXPECT_EQ(counts.samples_error, 6);
+  EXPECT_EQ(counts.samples_timeout, 2);
+  EXPECT_EQ(counts.samples_zero_variance, 0);
+
+  ledger::StepCounts left_out;
+  CountNoGradient(v1::ERROR, &left_out);
+  CountNoGradient(v1::WRONG, &left_out);
+  EXPECT_EQ(left_out.samples_error, 1);
+  EXPECT_EQ(left_out.samples_zero_variance, 1);
+}
+
 TEST(AssembleBatchTest, OverlongFilteringLeavesTruncatedResponsesOut) {
   testing::FakeActor actor;
   actor.truncate_odd = true;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "config/worker_id.h"
 #include "env/run_dir.h"
 #include "loop/loop_util.h"
@@ -28,6 +29,11 @@ v1::SamplingParams TrainSampling(const v1::JobConfig& job) {
 // Salt of the RL prompt stream's seed, so that it does not replay the SFT
 // stream's order. (Per-step sampling seeds use the step number as salt.)
 constexpr uint64_t kRlStreamSalt = 1ULL << 40;
+
+// ERROR or TIMEOUT: the verifier failed, not the model.
+bool VerifierFailed(const v1::VerifyResult& r) {
+  return r.verdict() == v1::ERROR || r.verdict() == v1::TIMEOUT;
+}
 
 std::vector<data::Example> SftExamples(const std::vector<data::Example>& train, int limit) {
   if (limit <= 0 || static_cast<size_t>(limit) >= train.size()) return train;
@@ -141,6 +147,7 @@ absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& 
   ledger::EvalMetrics metrics;
   double reward_sum = 0;
   int64_t correct = 0;
+  int64_t unscored = 0;
   for (int64_t begin = 0; begin < n; begin += job_.eval().batch_size()) {
     const int64_t end = std::min<int64_t>(n, begin + job_.eval().batch_size());
     v1::GenerateRequest request;
@@ -161,22 +168,67 @@ absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& 
       item->set_response(out->samples(i - begin).response_text());
       item->set_answer(eval[i].answer);
     }
-    absl::StatusOr<v1::VerifyResponse> verdicts = roles_.verifier->Verify(verify);
-    if (!verdicts.ok()) return At(verdicts.status(), "eval " + label + ": verify");
+    absl::StatusOr<v1::VerifyResponse> verdicts =
+        VerifyHeldOut(verify, label, &metrics.verify_retries);
+    if (!verdicts.ok()) return verdicts.status();
     ApplyRewardRule(job_.verifier(), &*verdicts);
-    for (const v1::VerifierStats& s : verdicts->stats()) ledger_->RecordVerifier(s);
     for (const auto& r : verdicts->results()) {
+      if (VerifierFailed(r)) {
+        ++unscored;
+        continue;
+      }
       reward_sum += r.reward();
       correct += r.verdict() == v1::CORRECT;
     }
   }
+  const int64_t scored = n - unscored;
   metrics.prompts = n;
-  metrics.accuracy = n > 0 ? static_cast<double>(correct) / n : 0;
-  metrics.mean_reward = n > 0 ? reward_sum / n : 0;
+  metrics.accuracy = scored > 0 ? static_cast<double>(correct) / scored : 0;
+  metrics.mean_reward = scored > 0 ? reward_sum / scored : 0;
+  metrics.unscored = unscored;
   ledger_->RecordEval(label, metrics);
-  Print(absl::StrFormat("eval %-6s  accuracy %.3f  (%d held-out prompts, greedy)\n", label,
-                        metrics.accuracy, n));
+  Print(absl::StrFormat("eval %-6s  accuracy %.3f  (%d held-out prompts, greedy)%s\n", label,
+                        metrics.accuracy, n,
+                        unscored == 0 ? ""
+                                      : absl::StrFormat("  INCOMPLETE: %d not scored, the "
+                                                        "verifier failed on them",
+                                                        unscored)));
   return metrics;
+}
+
+absl::StatusOr<v1::VerifyResponse> Driver::VerifyHeldOut(const v1::VerifyRequest& request,
+                                                         const std::string& label,
+                                                         int64_t* retried) {
+  absl::StatusOr<v1::VerifyResponse> verdicts = roles_.verifier->Verify(request);
+  if (!verdicts.ok()) return At(verdicts.status(), "eval " + label + ": verify");
+  for (const v1::VerifierStats& s : verdicts->stats()) ledger_->RecordVerifier(s);
+  for (int attempt = 0; attempt < job_.eval().verify_retries(); ++attempt) {
+    std::vector<int> failed;
+    bool refused = false;  // by the breaker: wait for its pause
+    for (int i = 0; i < verdicts->results_size(); ++i) {
+      const v1::VerifyResult& r = verdicts->results(i);
+      if (!VerifierFailed(r)) continue;
+      failed.push_back(i);
+      refused = refused || r.failure() == v1::VerifyResult::CIRCUIT_OPEN;
+    }
+    if (failed.empty()) break;
+    if (refused) absl::SleepFor(absl::Milliseconds(job_.verifier().breaker_pause_ms()));
+    v1::VerifyRequest again;
+    for (int i : failed) *again.add_items() = request.items(i);
+    absl::StatusOr<v1::VerifyResponse> more = roles_.verifier->Verify(again);
+    if (!more.ok()) return At(more.status(), "eval " + label + ": verify again");
+    if (more->results_size() != static_cast<int>(failed.size())) {
+      return absl::InternalError(absl::StrCat("eval ", label, ": the verifier answered ",
+                                              more->results_size(), " results for ", failed.size(),
+                                              " items"));
+    }
+    for (const v1::VerifierStats& s : more->stats()) ledger_->RecordVerifier(s);
+    *retried += static_cast<int64_t>(failed.size());
+    for (size_t k = 0; k < failed.size(); ++k) {
+      *verdicts->mutable_results(failed[k]) = std::move(*more->mutable_results(k));
+    }
+  }
+  return verdicts;
 }
 
 absl::Status Driver::SampleRound(int64_t step, int round, int64_t prompts, int64_t group,

@@ -98,7 +98,11 @@ class Driver {
   // A rolling-out recipe's Prepare: weights synced, the SFT warm-up
   // (job.sft), weights synced again, the reference taken when there is one.
   [[nodiscard]] absl::Status PrepareRollouts();
-  // Greedy decoding of the held-out prompts, scored by the verifier.
+  // Greedy decoding of the held-out prompts, scored by the verifier. An
+  // item whose verification failed (ERROR or TIMEOUT) is verified again, up
+  // to eval.verify_retries times, after the breaker's pause when the
+  // breaker refused it; one that still fails is left out of the accuracy
+  // (EvalMetrics::unscored), never scored wrong.
   [[nodiscard]] absl::StatusOr<ledger::EvalMetrics> EvaluateRollouts(const std::string& label);
   // One rollout round of `step`: draws `prompts` prompts from the RL
   // stream, samples `group` responses to each and verifies them while they
@@ -121,6 +125,10 @@ class Driver {
   absl::Status Resume();
   absl::Status RunStep(int64_t step);
   absl::Status CheckpointAfter(int64_t steps_done);
+  // EvaluateRollouts' verification of one batch, with its retries (counted
+  // in *retried); every request's stats go to the ledger.
+  absl::StatusOr<v1::VerifyResponse> VerifyHeldOut(const v1::VerifyRequest& request,
+                                                   const std::string& label, int64_t* retried);
 
   const v1::JobConfig job_;
   const Roles roles_;

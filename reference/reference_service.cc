@@ -8,14 +8,16 @@
 
 namespace trellis::reference {
 
-void ReferenceService::Bind(ReferenceWorker* worker, int64_t vocab_size) {
-  vocab_size_ = vocab_size;
+void ReferenceService::Bind(ReferenceWorker* worker, const config::RequestLimits& limits) {
+  limits_.Set(limits);
   worker_.Bind(worker);
 }
 
-absl::Status ReferenceService::CheckTokens(const v1::LogProbRequest& request) const {
+absl::Status ReferenceService::CheckRequest(const v1::LogProbRequest& request) const {
+  const config::RequestLimits limits = limits_.Get();
+  if (absl::Status s = config::CheckLogProbRequest(request, limits); !s.ok()) return s;
   for (int i = 0; i < request.samples_size(); ++i) {
-    absl::Status s = model::CheckSampleTokenIds(request.samples(i), vocab_size_, i);
+    absl::Status s = model::CheckSampleTokenIds(request.samples(i), limits.vocab_size, i);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -23,13 +25,13 @@ absl::Status ReferenceService::CheckTokens(const v1::LogProbRequest& request) co
 
 grpc::Status ReferenceService::LogProbs(grpc::ServerContext*, const v1::LogProbRequest* request,
                                         v1::LogProbResponse* response) {
-  if (absl::Status s = CheckTokens(*request); !s.ok()) return rpc::ToGrpc(s);
+  if (absl::Status s = CheckRequest(*request); !s.ok()) return rpc::ToGrpc(s);
   return worker_.Unary(response, [&](ReferenceWorker& w) { return w.LogProbs(*request); });
 }
 
 grpc::Status ReferenceService::Scores(grpc::ServerContext*, const v1::LogProbRequest* request,
                                       v1::ScoreResponse* response) {
-  if (absl::Status s = CheckTokens(*request); !s.ok()) return rpc::ToGrpc(s);
+  if (absl::Status s = CheckRequest(*request); !s.ok()) return rpc::ToGrpc(s);
   return worker_.Unary(response, [&](ReferenceWorker& w) { return w.Scores(*request); });
 }
 

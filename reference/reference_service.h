@@ -4,13 +4,13 @@
 // The reference role over gRPC: the trellis.v1.Reference service around a
 // ReferenceWorker, and a ReferenceWorker that calls one.
 
-#include <atomic>
 #include <memory>
 #include <string>
 
 #include <grpcpp/channel.h>
 
 #include "absl/time/time.h"
+#include "config/request_limits.h"
 #include "reference/reference_worker.h"
 #include "model/torch_status.h"
 #include "rpc/bound_worker.h"
@@ -22,8 +22,9 @@ class ReferenceService final : public v1::Reference::Service {
  public:
   explicit ReferenceService(std::string worker_id)
       : worker_(std::move(worker_id), model::StatusFromException) {}
-  // Token ids of requests are checked against `vocab_size`.
-  void Bind(ReferenceWorker* worker, int64_t vocab_size);
+  // Requests are checked against `limits` (config/request_limits.h) before
+  // they reach `worker`; token ids against limits.vocab_size.
+  void Bind(ReferenceWorker* worker, const config::RequestLimits& limits);
 
   grpc::Status LogProbs(grpc::ServerContext*, const v1::LogProbRequest* request,
                         v1::LogProbResponse* response) override;
@@ -33,11 +34,12 @@ class ReferenceService final : public v1::Reference::Service {
                       v1::ScoreResponse* response) override;
 
  private:
-  // InvalidArgument naming the first sample with an id outside the vocabulary.
-  absl::Status CheckTokens(const v1::LogProbRequest& request) const;
+  // The request's sizes (config/request_limits.h), then its token ids:
+  // the first sample at fault is named.
+  absl::Status CheckRequest(const v1::LogProbRequest& request) const;
 
   rpc::BoundWorker<ReferenceWorker> worker_;
-  std::atomic<int64_t> vocab_size_{0};
+  config::SharedLimits limits_;
 };
 
 // A ReferenceWorker calling the Reference service behind `channel` (named

@@ -51,9 +51,10 @@ class StatsInterceptorFactory final
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Server>> Server::Start(
-    const std::string& listen, const std::vector<grpc::Service*>& services,
-    const std::string& advertise, CallStats* stats) {
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const std::string& listen,
+                                                      const std::vector<grpc::Service*>& services,
+                                                      const std::string& advertise,
+                                                      CallStats* stats, int max_receive_bytes) {
   absl::StatusOr<HostPort> where = SplitHostPort(listen);
   if (!where.ok()) return where.status();
   if (advertise.empty() && IsWildcardHost(where->host)) {
@@ -75,7 +76,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(max_receive_bytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   // A stopped client (SIGSTOP, a long pause) is waited for; a dead one

@@ -38,10 +38,14 @@ class Server {
   // the listen host. A wildcard listen host (0.0.0.0, ::, [::]) names no
   // machine, so it needs `advertise`: InvalidArgument without one. With
   // `stats` (not owned; it must outlive the server), every call answered is
-  // counted and timed there.
+  // counted and timed there. A request message larger than
+  // `max_receive_bytes` is refused by gRPC (RESOURCE_EXHAUSTED) before any
+  // handler runs; a role's server passes its limit
+  // (config/request_limits.h MaxRequestBytes).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Server>> Start(
       const std::string& listen, const std::vector<grpc::Service*>& services,
-      const std::string& advertise = "", CallStats* stats = nullptr);
+      const std::string& advertise = "", CallStats* stats = nullptr,
+      int max_receive_bytes = kMaxMessageBytes);
   ~Server();
 
   // "host:port" that callers dial: the advertised host (or the listen host)

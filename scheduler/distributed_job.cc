@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
+#include "config/request_limits.h"
 #include "config/worker_id.h"
 #include "env/run_dir.h"
 #include "absl/strings/str_format.h"
@@ -112,7 +113,8 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
   }
   rpc::CallStats call_stats;
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-      rpc::Server::Start(options.listen, {&service}, options.advertise, &call_stats);
+      rpc::Server::Start(options.listen, {&service}, options.advertise, &call_stats,
+                         config::MaxRequestBytes(v1::SCHEDULER));
   if (!server.ok()) return server.status();
   (*server)->SetServing(true);
   if (!options.address_file.empty()) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
+#include "config/request_limits.h"
 #include "loop/recipe.h"
 #include "rpc/status.h"
 #include "weightsync/grpc_transport.h"
@@ -156,6 +157,10 @@ grpc::Status SchedulerService::Register(grpc::ServerContext*, const v1::Register
 
 grpc::Status SchedulerService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
                                          v1::HeartbeatResponse* response) {
+  if (absl::Status s = config::CheckWorkerId(request->worker_id(), config::RequestLimits());
+      !s.ok()) {
+    return rpc::ToGrpc(s);
+  }
   WorkerRegistry* registry = nullptr;
   {
     absl::MutexLock lock(&mu_);
@@ -170,8 +175,9 @@ grpc::Status SchedulerService::Heartbeat(grpc::ServerContext*, const v1::Heartbe
 
 grpc::Status SchedulerService::ReportLedger(grpc::ServerContext*, const v1::LedgerReport* request,
                                             v1::Empty*) {
-  if (request->worker_id().empty()) {
-    return rpc::ToGrpc(absl::InvalidArgumentError("worker_id: required"));
+  // Bounded before anything is kept: one record is one ledger.jsonl line.
+  if (absl::Status s = config::CheckLedgerReport(*request, config::RequestLimits()); !s.ok()) {
+    return rpc::ToGrpc(s);
   }
   // All or none: a batch is checked whole, then recorded in its order.
   for (int i = 0; i < request->records_size(); ++i) {

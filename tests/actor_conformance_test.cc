@@ -31,7 +31,7 @@ absl::StatusOr<BoundActor> MakeGrpc(const ActorSetup& setup) {
   if (!engine.ok()) return engine.status();
   std::shared_ptr<RolloutWorker> worker = std::move(engine->worker);
   auto service = std::make_shared<ActorService>(setup.worker_id);
-  service->Bind(worker.get(), setup.tokenizer->vocab_size());
+  service->Bind(worker.get(), config::RequestLimitsFor(setup.model, setup.tokenizer->vocab_size()));
   absl::StatusOr<std::shared_ptr<rpc::Server>> server =
       rpc::testing::ServeInProcess(service.get(), rpc::testing::KeepBoth(service, worker));
   if (!server.ok()) return server.status();

@@ -41,7 +41,9 @@ absl::StatusOr<BoundLearner> MakeGrpc(const v1::JobConfig& job,
   if (!engine.ok()) return engine.status();
   std::shared_ptr<LearnerWorker> worker = std::move(engine->worker);
   auto service = std::make_shared<LearnerService>("learner-0");
-  service->Bind(worker.get(), model::VocabSize(job.model(), CharTokenizer().vocab_size()));
+  service->Bind(worker.get(),
+                config::RequestLimitsFor(
+                    job.model(), model::VocabSize(job.model(), CharTokenizer().vocab_size())));
   absl::StatusOr<std::shared_ptr<rpc::Server>> server =
       rpc::testing::ServeInProcess(service.get(), rpc::testing::KeepBoth(service, worker));
   if (!server.ok()) return server.status();

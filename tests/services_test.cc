@@ -50,8 +50,8 @@ class ServicesTest : public ::testing::Test {
     ASSERT_TRUE(actor.ok()) << actor.status();
     actor_ = *std::move(actor);
     const int64_t vocab = model::VocabSize(job_.model(), tokenizer_->vocab_size());
-    learner_service_.Bind(learner_.get(), vocab);
-    actor_service_.Bind(actor_.get(), vocab);
+    learner_service_.Bind(learner_.get(), config::RequestLimitsFor(job_.model(), vocab));
+    actor_service_.Bind(actor_.get(), config::RequestLimitsFor(job_.model(), vocab));
     ASSERT_TRUE(scheduler_service_.SetJob(job_).ok());
     absl::StatusOr<std::unique_ptr<rpc::Server>> server = rpc::Server::Start(
         "127.0.0.1:0", {&learner_service_, &actor_service_, &scheduler_service_});
@@ -146,6 +146,14 @@ TEST_F(ServicesTest, ActorRefusesBadPromptsAndCallsInTheWrongState) {
   absl::StatusOr<v1::GenerateResponse> good = actor->Generate(request);
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_EQ(good->samples_size(), 2);
+
+  // A version the learner will never publish is refused at once instead of
+  // holding the actor for its sync timeout (60 s, which would fail the
+  // client's 30 s deadline with DEADLINE_EXCEEDED).
+  absl::Status ahead = StatusOf(actor->SyncWeights(int64_t{1} << 40));
+  EXPECT_EQ(ahead.code(), absl::StatusCode::kFailedPrecondition) << ahead;
+  EXPECT_THAT(std::string(ahead.message()), HasSubstr("will never be published"));
+  EXPECT_TRUE(actor->Generate(request).ok());
 }
 
 TEST_F(ServicesTest, SchedulerRefusesUnknownJobsAndMalformedReports) {
@@ -185,6 +193,42 @@ TEST_F(ServicesTest, SchedulerRefusesUnknownJobsAndMalformedReports) {
   EXPECT_EQ(good->state(), "placing");
 }
 
+
+// Oversized reports and ids that are no worker's are refused before
+// anything is kept (config/request_limits.h): no report becomes a huge
+// ledger.jsonl line.
+TEST_F(ServicesTest, SchedulerRefusesOversizedReportsAndForeignIds) {
+  auto stub = v1::Scheduler::NewStub(channel_);
+  v1::LedgerReport huge_id;
+  huge_id.set_worker_id(std::string(1 << 20, 'a'));
+  huge_id.add_records()->mutable_object()->set_object("kv_cache");
+  absl::Status s = StatusOf(
+      rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, huge_id, absl::Seconds(5), "scheduler"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("worker_id: 1048576 bytes; a worker id has at most 32"));
+  // The refusal does not echo the megabyte back.
+  EXPECT_LT(s.message().size(), 200u);
+
+  v1::LedgerReport many;
+  many.set_worker_id("actor-0");
+  for (int i = 0; i <= config::RequestLimits().max_ledger_records; ++i) {
+    v1::ObjectRecord* o = many.add_records()->mutable_object();
+    o->set_object("kv_cache");
+    o->set_stage("rollout");
+  }
+  s = StatusOf(
+      rpc::Call(*stub, &v1::Scheduler::Stub::ReportLedger, many, absl::Seconds(5), "scheduler"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("records: 65537 records"));
+
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("not a worker");
+  s = StatusOf(
+      rpc::Call(*stub, &v1::Scheduler::Stub::Heartbeat, beat, absl::Seconds(5), "scheduler"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("worker_id: "));
+}
 
 // A worker's batched records reach the scheduler's ledger over gRPC, each
 // once and in the order the worker made them, in one call.
@@ -246,8 +290,8 @@ TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
   auto without_rm = reference::NewLocalReference(job_, tokenizer_.get(), nullptr);
   ASSERT_TRUE(without_rm.ok()) << without_rm.status();
   reference::ReferenceService scoring{"reference-0"}, plain{"reference-1"};
-  scoring.Bind(with_rm->get(), vocab);
-  plain.Bind(without_rm->get(), vocab);
+  scoring.Bind(with_rm->get(), config::RequestLimitsFor(ppo.model(), vocab));
+  plain.Bind(without_rm->get(), config::RequestLimitsFor(job_.model(), vocab));
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
       rpc::Server::Start("127.0.0.1:0", {&scoring});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -305,7 +349,7 @@ class ThrowingActor final : public actor::RolloutWorker {
 TEST(ServiceEdgeTest, LibTorchErrorsGetTheCodeTheEmbeddedEdgeGives) {
   ThrowingActor raw;
   actor::ActorService service{"actor-9"};
-  service.Bind(&raw, 100);
+  service.Bind(&raw, config::RequestLimitsFor(testing_util::TinyJob().model(), 100));
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
       rpc::Server::Start("127.0.0.1:0", {&service});
   ASSERT_TRUE(server.ok()) << server.status();

@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -79,7 +81,7 @@ TEST(VerifierPolicyTest, DropPolicyTrainsAndRecordsTimeoutsAndDrops) {
   v->set_timeout_reward(-1);
   v->set_timeout_policy(v1::VerifierConfig::DROP);
   v->set_version("hang1");
-  v->set_breaker_window(0);  // only timeouts here, no pauses
+  v->set_breaker_failures(0);  // only timeouts here, no pauses
 
   const fs::path dir = RunJob("verifier_drop", job);
   const auto summary = nlohmann::json::parse(Slurp(dir / "summary.json"));
@@ -129,7 +131,7 @@ TEST(VerifierPolicyTest, RewardPolicyTrainsTimeoutsWithTheirReward) {
   v->add_command(plugin.string());
   v->set_workers(4);
   v->set_deadline_ms(1500);
-  v->set_breaker_window(0);
+  v->set_breaker_failures(0);
 
   const fs::path dir = RunJob("verifier_reward", job);
   int64_t timeout_verdicts = 0;
@@ -160,6 +162,61 @@ TEST(VerifierPolicyTest, BuiltinVerifierRecordsStatsEveryStep) {
   EXPECT_TRUE(steps.count(0) && steps.count(1) && steps.count(2));
   const auto summary = nlohmann::json::parse(Slurp(dir / "summary.json"));
   EXPECT_EQ(summary["verifiers"]["numeric"]["items"].get<int64_t>(), items);
+}
+
+// A verifier that is dead from the start: every step's samples are counted
+// as samples_error (not as the zero-variance groups their equal rewards
+// make), the breaker opens once after breaker_failures failed calls, stderr
+// gets one line per state change, and the final evaluation, whose every
+// item keeps failing after eval.verify_retries, says it is incomplete
+// instead of scoring the items wrong.
+TEST(VerifierPolicyTest, DeadVerifierIsCountedAndLeavesTheEvaluationIncomplete) {
+  v1::JobConfig job = TinyJob();
+  job.mutable_eval()->set_num_prompts(4);
+  v1::VerifierConfig* v = job.mutable_verifier();
+  v->set_name("subprocess");
+  v->add_command("exit 3");  // every worker dies at once
+  v->set_breaker_failures(4);
+  v->set_breaker_pause_ms(50);
+  v->set_cache_entries(0);
+
+  std::ostringstream err;
+  std::streambuf* old = std::cerr.rdbuf(err.rdbuf());
+  const fs::path dir = RunJob("verifier_dead", job);
+  std::cerr.rdbuf(old);
+
+  const auto summary = nlohmann::json::parse(Slurp(dir / "summary.json"));
+  const auto& samples = summary["samples"];
+  EXPECT_GT(samples["generated"].get<int64_t>(), 0);
+  EXPECT_EQ(samples["error"].get<int64_t>(), samples["generated"].get<int64_t>());
+  EXPECT_EQ(samples["zero_variance"].get<int64_t>(), 0);
+
+  for (const char* label : {"before", "after"}) {
+    const auto& eval = summary["eval"][label];
+    EXPECT_FALSE(eval["complete"].get<bool>()) << label;
+    EXPECT_EQ(eval["unscored"].get<int64_t>(), 4) << label;
+    EXPECT_EQ(eval["verify_retries"].get<int64_t>(), 8) << label;  // 2 retries of 4 items
+    EXPECT_EQ(eval["accuracy"].get<double>(), 0.0) << label;
+  }
+
+  const auto& totals = summary["verifiers"]["subprocess"];
+  // Every worker died: each error is a failed call.
+  EXPECT_GT(totals["errors_by_reason"]["call_failed"].get<int64_t>(), 0);
+  EXPECT_EQ(totals["errors_by_reason"]["call_failed"].get<int64_t>(),
+            totals["errors"].get<int64_t>());
+  EXPECT_GT(totals["breaker_rejected"].get<int64_t>(), 0);
+
+  // One line per change of state, however many calls failed: failing, then
+  // open (failed trials leave it open and say nothing).
+  std::vector<std::string> lines;
+  std::istringstream in(err.str());
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("verifier subprocess: ", 0) == 0) lines.push_back(line);
+  }
+  ASSERT_EQ(lines.size(), 2u) << err.str();
+  EXPECT_NE(lines[0].find("failing: "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("circuit open: subprocess failed 4 consecutive calls"), std::string::npos)
+      << lines[1];
 }
 
 }  // namespace

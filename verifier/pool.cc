@@ -5,24 +5,26 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <exception>
 #include <iostream>
 #include <list>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "verifier/internal/breaker.h"
 #include "verifier/internal/result.h"
 
 namespace trellis::verifier {
 namespace {
 
-using internal::Result;
+using internal::Failed;
 
 // Length-prefixed fields: no two different items share a key.
 std::string CacheKey(const v1::VerifyItem& item) {
@@ -41,6 +43,12 @@ bool Cacheable(const v1::VerifyResult& r) {
 
 bool Bad(const v1::VerifyResult& r) {
   return r.verdict() == v1::ERROR || r.verdict() == v1::TIMEOUT;
+}
+
+// VerifierStats' key for why `r` is ERROR or TIMEOUT.
+std::string Reason(const v1::VerifyResult& r) {
+  if (r.failure() == v1::VerifyResult::FAILURE_UNSPECIFIED) return "verifier";
+  return absl::AsciiStrToLower(v1::VerifyResult::Failure_Name(r.failure()));
 }
 
 // The value at quantile q (0..1) of `v`, nearest rank; 0 when empty.
@@ -98,8 +106,9 @@ class Pool : public Verifier {
         config_(config),
         label_(VerifierLabel(config)),
         env_(options.env != nullptr ? options.env : env::Env::Default()),
-        log_(options.log ? std::move(options.log)
-                         : [](const std::string& line) { std::cerr << line << std::endl; }),
+        breaker_(label_, config, env_,
+                 options.log ? std::move(options.log)
+                             : [](const std::string& line) { std::cerr << line << std::endl; }),
         cache_(static_cast<size_t>(std::max(0, config.cache_entries()))) {}
 
   v1::VerifyResult Verify(const v1::VerifyItem& item) const override {
@@ -130,14 +139,6 @@ class Pool : public Verifier {
     std::vector<double> latencies;  // one per item verified by a call
   };
 
-  // The breaker's answer for an item about to be verified: "" to go ahead,
-  // else the detail of its ERROR.
-  std::string Admit() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Feeds one answer from the verifier to the breaker; returns whether it
-  // opened it.
-  bool Observe(bool bad) const ABSL_LOCKS_EXCLUDED(mu_);
-  void Open(int64_t bad, int64_t of) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   // Verifies items[positions[k]] into results[positions[k]].
   void Dispatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items,
                 const std::vector<int>& positions, std::vector<v1::VerifyResult>& results,
@@ -147,81 +148,16 @@ class Pool : public Verifier {
                      Tally& tally) const;
 
   v1::VerifyResult Rejected(const std::string& detail) const {
-    return Result(v1::ERROR, config_.reward_wrong(), detail);
+    return Failed(v1::ERROR, config_.reward_wrong(), detail, v1::VerifyResult::CIRCUIT_OPEN);
   }
 
   const std::unique_ptr<Verifier> inner_;
   const v1::VerifierConfig config_;
   const std::string label_;
   env::Env* const env_;
-  const std::function<void(const std::string&)> log_;
+  mutable internal::Breaker breaker_;
   mutable ResultCache cache_;
-
-  enum class State { kClosed, kOpen, kHalfOpen };
-  mutable absl::Mutex mu_;
-  mutable State state_ ABSL_GUARDED_BY(mu_) = State::kClosed;
-  mutable std::deque<bool> window_ ABSL_GUARDED_BY(mu_);  // true: ERROR or TIMEOUT
-  mutable int64_t window_bad_ ABSL_GUARDED_BY(mu_) = 0;
-  mutable absl::Time open_until_ ABSL_GUARDED_BY(mu_);
-  mutable std::string open_detail_ ABSL_GUARDED_BY(mu_);
 };
-
-std::string Pool::Admit() const {
-  if (config_.breaker_window() <= 0) return "";
-  absl::MutexLock lock(&mu_);
-  if (state_ != State::kOpen) return "";
-  if (env_->Now() < open_until_) return open_detail_;
-  state_ = State::kHalfOpen;  // the pause is over: this item is the trial
-  return "";
-}
-
-void Pool::Open(int64_t bad, int64_t of) const {
-  state_ = State::kOpen;
-  open_until_ = env_->Now() + absl::Milliseconds(config_.breaker_pause_ms());
-  open_detail_ = absl::StrCat("circuit open: ", label_, " failed ", bad, " of the last ", of,
-                              " items; paused until ",
-                              absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", open_until_,
-                                               absl::UTCTimeZone()));
-  window_.clear();
-  window_bad_ = 0;
-}
-
-bool Pool::Observe(bool bad) const {
-  const int window = config_.breaker_window();
-  if (window <= 0) return false;
-  std::string line;
-  {
-    absl::MutexLock lock(&mu_);
-    if (state_ == State::kOpen) return false;  // an item admitted before it opened
-    if (state_ == State::kHalfOpen) {
-      if (!bad) {
-        state_ = State::kClosed;
-        window_.clear();
-        window_bad_ = 0;
-        return false;
-      }
-      Open(1, 1);
-      line = absl::StrCat("verifier ", label_, ": trial item failed after the pause; ",
-                          open_detail_);
-    } else {
-      window_.push_back(bad);
-      window_bad_ += bad;
-      if (static_cast<int>(window_.size()) > window) {
-        window_bad_ -= window_.front();
-        window_.pop_front();
-      }
-      if (static_cast<int>(window_.size()) < window ||
-          static_cast<double>(window_bad_) <=
-              static_cast<double>(config_.breaker_error_rate()) * window) {
-        return false;
-      }
-      Open(window_bad_, window);
-      line = absl::StrCat("verifier ", label_, ": ", open_detail_);
-    }
-  }
-  log_(line);
-  return true;
-}
 
 void Pool::Dispatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items,
                     const std::vector<int>& positions, std::vector<v1::VerifyResult>& results,
@@ -236,7 +172,7 @@ void Pool::Dispatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& it
   auto run = [&] {
     for (size_t k = next++; k < positions.size(); k = next++) {
       v1::VerifyResult& r = results[positions[k]];
-      const std::string refused = Admit();
+      const std::string refused = breaker_.Admit();
       if (!refused.empty()) {
         r = Rejected(refused);
         absl::MutexLock lock(&mu);
@@ -247,10 +183,11 @@ void Pool::Dispatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& it
       try {
         r = inner_->Verify(items[positions[k]]);
       } catch (const std::exception& e) {
-        r = Result(v1::ERROR, config_.reward_wrong(), absl::StrCat("verifier threw: ", e.what()));
+        r = Failed(v1::ERROR, config_.reward_wrong(), absl::StrCat("verifier threw: ", e.what()),
+                   v1::VerifyResult::CALL_FAILED);
       }
       const double seconds = absl::ToDoubleSeconds(env_->Now() - start);
-      const bool opened = Observe(Bad(r));
+      const bool opened = breaker_.Observe(Bad(r), r.detail());
       absl::MutexLock lock(&mu);
       ++tally.calls;
       tally.openings += opened;
@@ -268,7 +205,7 @@ void Pool::Dispatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& it
 void Pool::DispatchBatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items,
                          const std::vector<int>& positions,
                          std::vector<v1::VerifyResult>& results, Tally& tally) const {
-  const std::string refused = Admit();
+  const std::string refused = breaker_.Admit();
   if (!refused.empty()) {
     for (int p : positions) results[p] = Rejected(refused);
     tally.rejected += static_cast<int64_t>(positions.size());
@@ -291,12 +228,19 @@ void Pool::DispatchBatch(const google::protobuf::RepeatedPtrField<v1::VerifyItem
   }
   const double seconds = absl::ToDoubleSeconds(env_->Now() - start);
   ++tally.calls;
+  // The call failed when no item got an answer.
+  const v1::VerifyResult* first_bad = nullptr;
+  bool all_bad = true;
   for (size_t k = 0; k < positions.size(); ++k) {
     v1::VerifyResult& r = results[positions[k]];
-    r = failure.empty() ? std::move(got[k]) : Result(v1::ERROR, config_.reward_wrong(), failure);
-    tally.openings += Observe(Bad(r));
+    r = failure.empty()
+            ? std::move(got[k])
+            : Failed(v1::ERROR, config_.reward_wrong(), failure, v1::VerifyResult::CALL_FAILED);
+    all_bad = all_bad && Bad(r);
+    if (Bad(r) && first_bad == nullptr) first_bad = &r;
     tally.latencies.push_back(seconds);
   }
+  tally.openings += breaker_.Observe(all_bad, first_bad != nullptr ? first_bad->detail() : "");
 }
 
 std::vector<v1::VerifyResult> Pool::VerifyBatchWithStats(
@@ -350,12 +294,21 @@ std::vector<v1::VerifyResult> Pool::VerifyBatchWithStats(
   stats->set_items(stats->items() + n);
   stats->set_cache_hits(stats->cache_hits() + tally.cache_hits);
   int64_t timeouts = 0, errors = 0, retries = 0;
+  std::set<std::string> reported;
   for (int i : todo) {
     const v1::VerifyResult& r = results[i];
     timeouts += r.verdict() == v1::TIMEOUT;
     errors += r.verdict() == v1::ERROR;
     retries += r.retries();
+    if (!r.verifier().empty()) reported.insert(r.verifier());
+    if (r.verdict() == v1::TIMEOUT) ++(*stats->mutable_timeouts_by_reason())[Reason(r)];
+    if (r.verdict() == v1::ERROR && r.failure() != v1::VerifyResult::CIRCUIT_OPEN) {
+      ++(*stats->mutable_errors_by_reason())[Reason(r)];
+    }
   }
+  for (const std::string& name : stats->reported()) reported.insert(name);
+  stats->clear_reported();
+  for (const std::string& name : reported) stats->add_reported(name);
   errors -= tally.rejected;  // counted on their own
   stats->set_timeouts(stats->timeouts() + timeouts);
   stats->set_errors(stats->errors() + errors);

@@ -8,15 +8,21 @@
 //    and metadata; LRU-bounded by verifier.cache_entries (0: off); keeps
 //    only CORRECT, WRONG and UNPARSEABLE results; equal items of one batch
 //    are verified once (counted as cache hits);
-//  - circuit breaker: when more than verifier.breaker_error_rate of the last
-//    verifier.breaker_window items came back ERROR or TIMEOUT, the verifier
-//    is not called for verifier.breaker_pause_ms: items get ERROR
-//    "circuit open: ..." with reward_wrong, and one log line says so per
-//    opening. After the pause the next item is a trial (half-open): a
-//    good answer closes the breaker with an empty window, a bad one opens
-//    it again;
-//  - stats (v1::VerifierStats) per request: items, cache hits, timeouts,
-//    errors, retries, breaker openings and rejections, and the per-item
+//  - circuit breaker: a call to the verifier fails when every item it
+//    answered came back ERROR or TIMEOUT (a verifier called item by item:
+//    that item; one that PrefersBatches(): the whole batch). After
+//    verifier.breaker_failures consecutive failed calls the verifier is not
+//    called for verifier.breaker_pause_ms: items get ERROR "circuit open:
+//    ..." (VerifyResult.failure CIRCUIT_OPEN) with reward_wrong. After the
+//    pause the next call is a trial: a good one closes the breaker, a
+//    failed one opens it again. Any good call resets the count; 0 turns
+//    the breaker off;
+//  - one log line per change of the verifier's state, never per call:
+//    healthy -> failing (the first failed call, with its detail) -> open
+//    (the breaker opened) -> recovered (a good call after failures);
+//  - stats (v1::VerifierStats) per request: items, cache hits, timeouts
+//    and errors (each by reason), retries, breaker openings and
+//    rejections, the name@version the verifier reported, and the per-item
 //    latency (p50 / p99 of the wall time of the call that verified each
 //    item: Verify(item), or for a verifier that PrefersBatches() the one
 //    VerifyBatch call of the request's cache misses).
@@ -28,8 +34,9 @@
 //
 // Retries are the verifier's: subprocess retries an item whose worker
 // died (verifier.retries), remote retries a call that found the service
-// unavailable; both report them in VerifyResult.retries. ERROR and TIMEOUT
-// verdicts are answers, not retried.
+// unavailable; both report them in VerifyResult.retries. The pool does not
+// retry ERROR and TIMEOUT verdicts (they are answers); a held-out
+// evaluation does (eval.verify_retries, loop/driver.cc).
 
 #include <functional>
 #include <memory>

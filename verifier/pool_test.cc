@@ -15,7 +15,8 @@ namespace trellis::verifier {
 namespace {
 
 // Fails, times out or throws on command: the response "error" gets ERROR,
-// "timeout" TIMEOUT, "retried" CORRECT after 2 retries, "throw" throws;
+// "timeout" TIMEOUT, "retried" CORRECT after 2 retries, "named" CORRECT
+// from "fake-service@7", "throw" throws;
 // otherwise CORRECT when the response equals the answer, else WRONG.
 class FakeVerifier : public Verifier {
  public:
@@ -35,6 +36,9 @@ class FakeVerifier : public Verifier {
     } else if (got == "retried") {
       r.set_verdict(v1::CORRECT);
       r.set_retries(2);
+    } else if (got == "named") {
+      r.set_verdict(v1::CORRECT);
+      r.set_verifier("fake-service@7");
     } else {
       r.set_verdict(got == item.answer() ? v1::CORRECT : v1::WRONG);
       r.set_reward(got == item.answer() ? 1 : 0);
@@ -75,7 +79,7 @@ google::protobuf::RepeatedPtrField<v1::VerifyItem> Items(
 v1::VerifierConfig Config() {
   v1::VerifierConfig c;
   c.set_name("fake");
-  c.set_breaker_window(0);
+  c.set_breaker_failures(0);
   return c;
 }
 
@@ -158,6 +162,21 @@ TEST(VerifierPool, CountsTimeoutsErrorsRetriesAndLatency) {
   EXPECT_EQ(r[3].verdict(), v1::ERROR);
   EXPECT_NE(r[3].detail().find("verifier threw: boom"), std::string::npos);
   EXPECT_EQ(r[0].reward(), -1);  // the verifier's timeout reward stands
+  EXPECT_EQ(r[3].failure(), v1::VerifyResult::CALL_FAILED);
+  EXPECT_EQ(s.errors_by_reason().at("verifier"), 1);
+  EXPECT_EQ(s.errors_by_reason().at("call_failed"), 1);
+  EXPECT_EQ(s.timeouts_by_reason().at("verifier"), 1);
+  EXPECT_EQ(s.reported_size(), 0);
+}
+
+TEST(VerifierPool, RecordsTheNameTheVerifierReports) {
+  std::atomic<int> calls{0};
+  auto pool = NewVerifierPool(std::make_unique<FakeVerifier>(&calls), Config());
+  v1::VerifierStats s;
+  (void)pool->VerifyBatchWithStats(Items({"named", "1", "named"}), &s);
+  EXPECT_EQ(s.verifier(), "fake");
+  ASSERT_EQ(s.reported_size(), 1);
+  EXPECT_EQ(s.reported(0), "fake-service@7");
 }
 
 TEST(VerifierPool, BatchVerifierGetsOneCallWithTheMisses) {
@@ -188,85 +207,119 @@ TEST(VerifierPool, ConcurrentCallsKeepResultsInOrder) {
   EXPECT_EQ(calls.load(), 50);
 }
 
-TEST(VerifierPool, BreakerOpensPausesAndTriesAgain) {
+TEST(VerifierPool, BreakerOpensAfterConsecutiveFailedCallsPausesAndTriesAgain) {
   std::atomic<int> calls{0};
   env::testing::FakeEnv clock;
   std::vector<std::string> log;
   v1::VerifierConfig c = Config();
-  c.set_breaker_window(4);
-  c.set_breaker_error_rate(0.5);
+  c.set_breaker_failures(3);
   c.set_breaker_pause_ms(1000);
   c.set_reward_wrong(-0.5);
+  c.set_cache_entries(0);  // every item is a call
   PoolOptions options;
   options.env = &clock;
   options.log = [&log](const std::string& line) { log.push_back(line); };
   auto pool = NewVerifierPool(std::make_unique<FakeVerifier>(&calls), c, options);
 
-  // 2 bad of 4 is not more than half: still closed.
+  // Two failures, a good call, two failures: never three in a row.
   v1::VerifierStats s;
-  (void)pool->VerifyBatchWithStats(Items({"1", "error", "timeout", "2"}), &s);
+  (void)pool->VerifyBatchWithStats(Items({"error", "timeout", "1", "error", "error"}), &s);
   EXPECT_EQ(s.breaker_openings(), 0);
-  EXPECT_TRUE(log.empty());
-  // One more error: 3 of the last 4.
+  ASSERT_EQ(log.size(), 3u);  // failing, recovered, failing: one line per change
+  EXPECT_EQ(log[0],
+            "verifier fake: failing: fake; the circuit opens after 3 consecutive "
+            "failed calls");
+  EXPECT_EQ(log[1], "verifier fake: recovered after 2 consecutive failed calls");
+  EXPECT_EQ(log[2], log[0]);
+  // The third failure in a row opens it; the rest of the request is refused.
   s.Clear();
   std::vector<v1::VerifyResult> r = pool->VerifyBatchWithStats(Items({"error", "3", "4"}), &s);
   EXPECT_EQ(s.breaker_openings(), 1);
-  EXPECT_EQ(s.breaker_rejected(), 2);  // "3" and "4" came after the opening
+  EXPECT_EQ(s.breaker_rejected(), 2);
   EXPECT_EQ(s.errors(), 1);
-  EXPECT_EQ(calls.load(), 5);
+  EXPECT_EQ(calls.load(), 6);
   EXPECT_EQ(r[1].verdict(), v1::ERROR);
+  EXPECT_EQ(r[1].failure(), v1::VerifyResult::CIRCUIT_OPEN);
   EXPECT_EQ(r[1].reward(), -0.5f);
-  EXPECT_EQ(r[1].detail().rfind("circuit open: fake failed 3 of the last 4 items; paused until "
-                                "2023-11-14T22:13:21.000Z",
-                                0),
-            0u)
-      << r[1].detail();
-  ASSERT_EQ(log.size(), 1u);
-  EXPECT_NE(log[0].find("circuit open: fake failed 3 of the last 4 items"), std::string::npos);
-  // Rejected items are not cached; during the pause nothing is called.
+  EXPECT_EQ(r[1].detail(),
+            "circuit open: fake failed 3 consecutive calls (last: fake); paused "
+            "until 2023-11-14T22:13:21.000Z");
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[3], "verifier fake: " + r[1].detail());
+  // During the pause nothing is called.
   clock.Advance(absl::Milliseconds(999));
   (void)pool->VerifyBatch(Items({"3"}));
-  EXPECT_EQ(calls.load(), 5);
-  EXPECT_EQ(log.size(), 1u);  // one line per opening
+  EXPECT_EQ(calls.load(), 6);
 
-  // Half-open: the trial fails, so it opens again at once.
+  // The trial fails: open again at once, and no new line (still open).
   clock.Advance(absl::Milliseconds(2));
   s.Clear();
   r = pool->VerifyBatchWithStats(Items({"error", "3"}), &s);
-  EXPECT_EQ(calls.load(), 6);
+  EXPECT_EQ(calls.load(), 7);
   EXPECT_EQ(s.breaker_openings(), 1);
   EXPECT_EQ(s.breaker_rejected(), 1);
-  EXPECT_EQ(log.size(), 2u);
+  EXPECT_EQ(log.size(), 4u);
 
-  // Half-open again: a good trial closes it with a fresh window.
+  // A good trial closes it: recovered.
   clock.Advance(absl::Milliseconds(1001));
   r = pool->VerifyBatch(Items({"3", "4", "error", "error"}));
-  EXPECT_EQ(calls.load(), 9);  // the two "error"s are one item
+  EXPECT_EQ(calls.load(), 11);
   EXPECT_EQ(r[1].verdict(), v1::WRONG);
-  EXPECT_EQ(log.size(), 2u);
+  ASSERT_EQ(log.size(), 6u);
+  EXPECT_EQ(log[4], "verifier fake: recovered after 4 consecutive failed calls");
+  EXPECT_EQ(log[5], log[0]);  // the "error" after it starts failing again
 }
 
-TEST(VerifierPool, BreakerRejectsWholeBatchesOfABatchVerifier) {
+// A batch is one call: one failed batch (every item ERROR or TIMEOUT) never
+// opens the breaker, and a batch with one good item is a good call.
+TEST(VerifierPool, BreakerCountsBatchesOfABatchVerifierAsCalls) {
   std::atomic<int> calls{0};
   env::testing::FakeEnv clock;
+  std::vector<std::string> log;
   v1::VerifierConfig c = Config();
-  c.set_breaker_window(2);
-  c.set_breaker_error_rate(0.4);
+  c.set_breaker_failures(2);
   c.set_breaker_pause_ms(50);
   PoolOptions options;
   options.env = &clock;
-  options.log = [](const std::string&) {};
+  options.log = [&log](const std::string& line) { log.push_back(line); };
   auto pool = NewVerifierPool(std::make_unique<FakeVerifier>(&calls, true), c, options);
   v1::VerifierStats s;
-  (void)pool->VerifyBatchWithStats(Items({"error", "timeout"}), &s);
+  (void)pool->VerifyBatchWithStats(Items({"error", "timeout", "error", "timeout"}), &s);
+  EXPECT_EQ(s.breaker_openings(), 0);
+  (void)pool->VerifyBatchWithStats(Items({"1", "error"}), &s);
+  EXPECT_EQ(s.breaker_openings(), 0);
+  EXPECT_EQ(log.size(), 2u);  // failing, recovered
+  (void)pool->VerifyBatchWithStats(Items({"timeout"}), &s);
+  (void)pool->VerifyBatchWithStats(Items({"error", "x"}), &s);  // "x" is WRONG: a good call
+  EXPECT_EQ(s.breaker_openings(), 0);
+  (void)pool->VerifyBatchWithStats(Items({"timeout"}), &s);
+  s.Clear();
+  (void)pool->VerifyBatchWithStats(Items({"error"}), &s);
   EXPECT_EQ(s.breaker_openings(), 1);
   s.Clear();
-  std::vector<v1::VerifyResult> r = pool->VerifyBatchWithStats(Items({"1", "2", "3"}), &s);
-  EXPECT_EQ(calls.load(), 2);
+  const int before = calls.load();
+  std::vector<v1::VerifyResult> r = pool->VerifyBatchWithStats(Items({"5", "6", "7"}), &s);
+  EXPECT_EQ(calls.load(), before);
   EXPECT_EQ(s.breaker_rejected(), 3);
   EXPECT_EQ(s.errors(), 0);
   EXPECT_EQ(s.calls(), 0);
-  for (const auto& x : r) EXPECT_EQ(x.detail().rfind("circuit open: fake", 0), 0u);
+  for (const auto& x : r) EXPECT_EQ(x.detail().rfind("circuit open: fake failed 2", 0), 0u);
+}
+
+TEST(VerifierPool, BreakerOffStillSaysWhenTheVerifierFails) {
+  std::atomic<int> calls{0};
+  std::vector<std::string> log;
+  PoolOptions options;
+  options.log = [&log](const std::string& line) { log.push_back(line); };
+  v1::VerifierConfig c = Config();
+  c.set_cache_entries(0);
+  auto pool = NewVerifierPool(std::make_unique<FakeVerifier>(&calls), c, options);
+  v1::VerifierStats s;
+  (void)pool->VerifyBatchWithStats(Items(std::vector<std::string>(20, "timeout")), &s);
+  EXPECT_EQ(s.breaker_openings(), 0);
+  EXPECT_EQ(calls.load(), 20);
+  ASSERT_EQ(log.size(), 1u);  // 20 failed calls, one line
+  EXPECT_EQ(log[0], "verifier fake: failing: fake");
 }
 
 TEST(VerifierPool, RegistryWrapsEveryVerifierAndTheLocalClientReportsStats) {

@@ -85,8 +85,11 @@ class Subprocess : public Verifier {
     free_.push_back(w);
   }
 
-  v1::VerifyResult Error(std::string detail) const {
-    return Result(v1::ERROR, config_.reward_wrong(), std::move(detail));
+  // ERROR for a plugin that broke the protocol (MALFORMED) or died
+  // (CALL_FAILED).
+  v1::VerifyResult Error(std::string detail,
+                         v1::VerifyResult::Failure failure = v1::VerifyResult::MALFORMED) const {
+    return internal::Failed(v1::ERROR, config_.reward_wrong(), std::move(detail), failure);
   }
 
   // Retries an item whose worker died, up to config.retries times.
@@ -123,7 +126,10 @@ class Subprocess : public Verifier {
       SpawnOptions o;
       o.argv = argv_;
       absl::StatusOr<std::unique_ptr<Child>> child = Child::Spawn(o);
-      if (!child.ok()) return Error(absl::StrCat(where, ": ", child.status().message()));
+      if (!child.ok()) {
+        return Error(absl::StrCat(where, ": ", child.status().message()),
+                     v1::VerifyResult::CALL_FAILED);
+      }
       w.child = *std::move(child);
     }
     const uint64_t request_id = w.next_request++;
@@ -153,13 +159,15 @@ class Subprocess : public Verifier {
     }
     if (absl::IsDeadlineExceeded(answer.status())) {
       Reap(w, /*kill=*/true);
-      return Result(v1::TIMEOUT, config_.timeout_reward(),
-                    absl::StrCat("timeout: no answer within ", config_.deadline_ms(), " ms; ",
-                                 where, " killed and restarted"));
+      return internal::Failed(v1::TIMEOUT, config_.timeout_reward(),
+                              absl::StrCat("timeout: no answer within ", config_.deadline_ms(),
+                                           " ms; ", where, " killed and restarted"),
+                              v1::VerifyResult::DEADLINE);
     }
     if (absl::IsUnavailable(answer.status())) {
       *died = true;
-      return Error(absl::StrCat(where, " died while verifying (", Reap(w, false), ")"));
+      return Error(absl::StrCat(where, " died while verifying (", Reap(w, false), ")"),
+                   v1::VerifyResult::CALL_FAILED);
     }
     if (!answer.ok()) {
       Reap(w, true);

@@ -20,7 +20,7 @@
 namespace trellis::verifier {
 namespace {
 
-using internal::Result;
+using internal::Failed;
 
 // Empty when `r` is a well-formed result, else why not.
 std::string Malformation(const v1::VerifyResult& r) {
@@ -38,7 +38,7 @@ void Sanitize(v1::VerifyResult& r, float error_reward, const std::string& what) 
   const std::string why = Malformation(r);
   if (why.empty()) return;
   std::string name = r.verifier();
-  r = Result(v1::ERROR, error_reward, absl::StrCat(what, ": ", why));
+  r = Failed(v1::ERROR, error_reward, absl::StrCat(what, ": ", why), v1::VerifyResult::MALFORMED);
   r.set_verifier(std::move(name));
 }
 
@@ -59,12 +59,10 @@ class VerifierService final : public v1::Verifier::Service {
 
   grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override {
-    const int n = request->items_size();
-    if (options_.max_items > 0 && n > options_.max_items) {
-      return rpc::ToGrpc(absl::InvalidArgumentError(
-          absl::StrCat("items: ", n, " items in one request; this verifier accepts at most ",
-                       options_.max_items, " (split the batch)")));
+    if (absl::Status s = config::CheckVerifyRequest(*request, options_.limits); !s.ok()) {
+      return rpc::ToGrpc(s);
     }
+    const int n = request->items_size();
     std::vector<v1::VerifyResult> results(n);
     // Items whose metadata is unusable are answered here; the rest go to
     // the verifier as one batch.
@@ -76,9 +74,10 @@ class VerifierService final : public v1::Verifier::Service {
         positions.push_back(i);
         continue;
       }
-      results[i] = Result(v1::ERROR, 0,
+      results[i] = Failed(v1::ERROR, 0,
                           absl::StrCat("items[", i, "].metadata_json: ", problem,
-                                       "; expected \"\" or a JSON object text"));
+                                       "; expected \"\" or a JSON object text"),
+                          v1::VerifyResult::MALFORMED);
     }
     const bool all = static_cast<int>(positions.size()) == n;
     if (!all) {
@@ -101,7 +100,7 @@ class VerifierService final : public v1::Verifier::Service {
     for (size_t k = 0; k < positions.size(); ++k) {
       v1::VerifyResult& r = results[positions[k]];
       if (!failure.empty()) {
-        r = Result(v1::ERROR, 0, failure);
+        r = Failed(v1::ERROR, 0, failure, v1::VerifyResult::CALL_FAILED);
         continue;
       }
       r = std::move(scored[k]);
@@ -189,30 +188,36 @@ class RemoteVerifier final : public Verifier {
       if (absl::Now() - start >= deadline) break;
     }
     const std::string& address = config_.address();
+    // Every item counts the retry after UNAVAILABLE, answered or not.
+    const int retries = unavailable.empty() ? 0 : 1;
     if (!status.ok() && !unavailable.empty()) {
       return Uniform(n, v1::ERROR, config_.reward_wrong(),
                      absl::StrCat("the verifier at ", address, " is unavailable (", unavailable,
-                                  "); no connection within ", config_.deadline_ms(), " ms"));
+                                  "); no connection within ", config_.deadline_ms(), " ms"),
+                     v1::VerifyResult::UNAVAILABLE, retries);
     }
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       return Uniform(n, v1::TIMEOUT, config_.timeout_reward(),
                      absl::StrCat("timeout: the verifier at ", address, " did not answer ", n,
-                                  " items within ", config_.deadline_ms(), " ms"));
+                                  " items within ", config_.deadline_ms(), " ms"),
+                     v1::VerifyResult::DEADLINE, retries);
     }
     if (!status.ok()) {
-      return Uniform(n, v1::ERROR, config_.reward_wrong(),
-                     rpc::FromGrpc(status, absl::StrCat("the verifier at ", address, " Verify"))
-                         .ToString());
+      return Uniform(
+          n, v1::ERROR, config_.reward_wrong(),
+          rpc::FromGrpc(status, absl::StrCat("the verifier at ", address, " Verify")).ToString(),
+          v1::VerifyResult::CALL_FAILED, retries);
     }
     if (static_cast<size_t>(response.results_size()) != n) {
       return Uniform(n, v1::ERROR, config_.reward_wrong(),
                      absl::StrCat("malformed reply from the verifier at ", address, ": ",
-                                  response.results_size(), " results for ", n, " items"));
+                                  response.results_size(), " results for ", n, " items"),
+                     v1::VerifyResult::MALFORMED, retries);
     }
     std::vector<v1::VerifyResult> results(n);
     for (size_t i = 0; i < n; ++i) {
       results[i] = std::move(*response.mutable_results(static_cast<int>(i)));
-      if (!unavailable.empty()) results[i].set_retries(results[i].retries() + 1);
+      results[i].set_retries(results[i].retries() + retries);
       Sanitize(results[i], config_.reward_wrong(),
                absl::StrCat("malformed reply from the verifier at ", address, ": results[", i,
                             "]"));
@@ -222,8 +227,11 @@ class RemoteVerifier final : public Verifier {
 
  private:
   static std::vector<v1::VerifyResult> Uniform(size_t n, v1::Verdict verdict, float reward,
-                                               const std::string& detail) {
-    return std::vector<v1::VerifyResult>(n, Result(verdict, reward, detail));
+                                               const std::string& detail,
+                                               v1::VerifyResult::Failure failure, int retries) {
+    v1::VerifyResult r = Failed(verdict, reward, detail, failure);
+    r.set_retries(retries);
+    return std::vector<v1::VerifyResult>(n, r);
   }
 
   const v1::VerifierConfig config_;

@@ -14,21 +14,25 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "config/request_limits.h"
 #include "trellis/v1/services.grpc.pb.h"
 #include "verifier/verifier.h"
 
 namespace trellis::verifier {
 
 struct VerifierServiceOptions {
-  // A request with more items is refused as a whole (INVALID_ARGUMENT
-  // naming "items"); 0: no limit.
-  int max_items = 1 << 16;
+  // A request with more than limits.max_verify_items items is refused as a
+  // whole (INVALID_ARGUMENT naming "items"), one with a text field beyond
+  // limits.max_text_bytes too (RESOURCE_EXHAUSTED naming the item's field).
+  config::RequestLimits limits;
 };
 
 // Serves trellis.v1.Verifier/Verify with `verifier` (which must be
 // thread-safe: gRPC calls Verify from several threads).
-//  - A request unusable as a whole is INVALID_ARGUMENT naming the field:
-//    more than options.max_items items ("items: ...").
+//  - A request unusable as a whole is refused naming the field, before
+//    anything is verified: more items than options.limits allows
+//    (INVALID_ARGUMENT, "items: ..."), a text field too long
+//    (RESOURCE_EXHAUSTED, "items[3].response: ...").
 //  - Problems of one item are that item's ERROR verdict with a reason, never
 //    a failed call: metadata_json that is not a JSON object
 //    ("items[3].metadata_json: ..."), a verifier that throws, a non-finite

@@ -100,7 +100,7 @@ TEST(VerifierServiceTest, RoundTripThroughClientAndRemoteVerifier) {
 
 TEST(VerifierServiceTest, OversizedRequestIsInvalidArgumentAndTheServerKeepsServing) {
   VerifierServiceOptions options;
-  options.max_items = 2;
+  options.limits.max_verify_items = 2;
   Served served(NewVerifierService(Builtin("exact_match"), "", options));
   std::unique_ptr<VerifierClient> client = served.Client();
 
@@ -108,7 +108,7 @@ TEST(VerifierServiceTest, OversizedRequestIsInvalidArgumentAndTheServerKeepsServ
       client->Verify(Items({{"a", "a"}, {"b", "b"}, {"c", "c"}}));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("verifier-0 Verify: items: 3 items"));
-  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("at most 2"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("the limit is 2"));
 
   absl::StatusOr<v1::VerifyResponse> ok = client->Verify(Items({{"a", "a"}, {"b", "c"}}));
   ASSERT_TRUE(ok.ok()) << ok.status();

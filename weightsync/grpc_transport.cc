@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "config/request_limits.h"
 #include "rpc/status.h"
 #include "trellis/v1/weights.grpc.pb.h"
 #include "weightsync/internal/bucket_set.h"
@@ -47,6 +48,9 @@ class WeightStreamService final : public v1::WeightStream::Service, public Weigh
 
   grpc::Status Fetch(grpc::ServerContext* context, const v1::FetchWeightsRequest* request,
                      grpc::ServerWriter<v1::WeightChunk>* writer) override {
+    if (absl::Status s = config::CheckFetchRequest(*request, config::RequestLimits()); !s.ok()) {
+      return rpc::ToGrpc(s);
+    }
     absl::Time deadline =
         absl::Now() + absl::Milliseconds(std::max<int64_t>(0, request->wait_ms()));
     deadline = std::min(deadline, absl::FromChrono(context->deadline()));

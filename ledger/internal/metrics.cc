@@ -1,8 +1,9 @@
 #include "ledger/internal/metrics.h"
 
 #include <algorithm>
-
+#include <set>
 #include <string>
+#include <vector>
 
 namespace trellis::ledger::internal {
 
@@ -84,6 +85,11 @@ nlohmann::json EvalMetricsJson(const EvalMetrics& e) {
       {"prompts", e.prompts}, {"accuracy", e.accuracy}, {"mean_reward", e.mean_reward}};
   if (e.loss.has_value()) j["loss"] = *e.loss;
   if (e.reward_margin.has_value()) j["reward_margin"] = *e.reward_margin;
+  if (e.unscored.has_value()) {
+    j["complete"] = *e.unscored == 0;
+    j["unscored"] = *e.unscored;
+    j["verify_retries"] = e.verify_retries;
+  }
   return j;
 }
 
@@ -94,6 +100,10 @@ EvalMetrics EvalMetricsFromJson(const nlohmann::json& j) {
   e.mean_reward = j.at("mean_reward").get<double>();
   if (j.contains("loss")) e.loss = j.at("loss").get<double>();
   if (j.contains("reward_margin")) e.reward_margin = j.at("reward_margin").get<double>();
+  if (j.contains("unscored")) {
+    e.unscored = j.at("unscored").get<int64_t>();
+    e.verify_retries = j.at("verify_retries").get<int64_t>();
+  }
   return e;
 }
 
@@ -123,7 +133,7 @@ void AccumulateCounts(const StepCounts& step, StepCounts& total) {
 }
 
 nlohmann::json VerifierStatsJson(const v1::VerifierStats& s) {
-  return {
+  nlohmann::json j = {
       {"verifier", s.verifier()},
       {"items", s.items()},
       {"cache_hits", s.cache_hits()},
@@ -138,6 +148,12 @@ nlohmann::json VerifierStatsJson(const v1::VerifierStats& s) {
       {"latency_p50_seconds", s.latency_p50_seconds()},
       {"latency_p99_seconds", s.latency_p99_seconds()},
   };
+  j["errors_by_reason"] = nlohmann::json::object();
+  for (const auto& [reason, n] : s.errors_by_reason()) j["errors_by_reason"][reason] = n;
+  j["timeouts_by_reason"] = nlohmann::json::object();
+  for (const auto& [reason, n] : s.timeouts_by_reason()) j["timeouts_by_reason"][reason] = n;
+  j["reported"] = std::vector<std::string>(s.reported().begin(), s.reported().end());
+  return j;
 }
 
 void AddVerifierStats(const v1::VerifierStats& s, v1::VerifierStats& total) {
@@ -153,6 +169,16 @@ void AddVerifierStats(const v1::VerifierStats& s, v1::VerifierStats& total) {
   total.set_calls(total.calls() + s.calls());
   total.set_wait_seconds(total.wait_seconds() + s.wait_seconds());
   total.set_latency_p99_seconds(std::max(total.latency_p99_seconds(), s.latency_p99_seconds()));
+  for (const auto& [reason, n] : s.errors_by_reason()) {
+    (*total.mutable_errors_by_reason())[reason] += n;
+  }
+  for (const auto& [reason, n] : s.timeouts_by_reason()) {
+    (*total.mutable_timeouts_by_reason())[reason] += n;
+  }
+  std::set<std::string> reported(total.reported().begin(), total.reported().end());
+  reported.insert(s.reported().begin(), s.reported().end());
+  total.clear_reported();
+  for (const std::string& name : reported) total.add_reported(name);
 }
 
 nlohmann::json VerifierTotalsJson(const std::map<std::string, v1::VerifierStats>& totals) {
@@ -184,6 +210,17 @@ std::map<std::string, v1::VerifierStats> VerifierTotalsFromJson(const nlohmann::
     s.set_calls(t.at("calls").get<int64_t>());
     s.set_wait_seconds(t.at("wait_seconds").get<double>());
     s.set_latency_p99_seconds(t.at("latency_p99_seconds_max").get<double>());
+    // Absent from checkpoints written before they existed.
+    const nlohmann::json errors = t.value("errors_by_reason", nlohmann::json::object());
+    for (const auto& [reason, count] : errors.items()) {
+      (*s.mutable_errors_by_reason())[reason] = count.get<int64_t>();
+    }
+    const nlohmann::json timeouts = t.value("timeouts_by_reason", nlohmann::json::object());
+    for (const auto& [reason, count] : timeouts.items()) {
+      (*s.mutable_timeouts_by_reason())[reason] = count.get<int64_t>();
+    }
+    const nlohmann::json reported = t.value("reported", nlohmann::json::array());
+    for (const auto& name : reported) s.add_reported(name.get<std::string>());
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "loop/batch.h"
 #include "loop/dynamic_sampling.h"
 #include "loop/loop_util.h"
 
@@ -49,7 +50,13 @@ absl::StatusOr<RewardSummary> SampleUsefulGroups(Driver& driver, int64_t step, S
   all.accuracy = n > 0 ? all.accuracy / n : 0;
 
   const GroupSelection selection = SelectGroups(useful, want);
-  counts.samples_zero_variance += selection.zero_variance * group;
+  // Left out for equal rewards: counted by cause (a failed verifier first).
+  for (int64_t g = 0; g < static_cast<int64_t>(useful.size()); ++g) {
+    if (useful[g]) continue;
+    for (int64_t i = g * group; i < (g + 1) * group; ++i) {
+      CountNoGradient(drawn->verdicts.results(static_cast<int>(i)).verdict(), &counts);
+    }
+  }
   counts.samples_surplus += selection.surplus * group;
   StepSamples kept;
   *kept.verdicts.mutable_stats() = drawn->verdicts.stats();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "config/worker_id.h"
+#include "loop/batch.h"
 #include "loop/loop_util.h"
 #include "loop/recipes/builtin.h"
 #include "loop/rollout_recipe.h"
@@ -61,9 +62,14 @@ class OnlineDpo final : public RolloutRecipe {
     // responses of every pair in one call.
     v1::LogProbRequest scored;
     std::vector<PairChoice> pairs;
-    for (const std::optional<PairChoice>& choice : ChoosePairs(rewards, group)) {
+    const std::vector<std::optional<PairChoice>> choices = ChoosePairs(rewards, group);
+    for (int64_t prompt = 0; prompt < static_cast<int64_t>(choices.size()); ++prompt) {
+      const std::optional<PairChoice>& choice = choices[prompt];
       if (!choice.has_value()) {
-        counts.samples_zero_variance += group;  // no pair: nothing carries gradient
+        // No pair: nothing carries gradient (a failed verifier counted first).
+        for (int64_t i = prompt * group; i < (prompt + 1) * group; ++i) {
+          CountNoGradient(drawn->verdicts.results(static_cast<int>(i)).verdict(), &counts);
+        }
         continue;
       }
       pairs.push_back(*choice);

@@ -28,6 +28,14 @@ inline v1::VerifyResult Result(v1::Verdict verdict, float reward, std::string de
   return r;
 }
 
+// A failure Trellis made (ERROR or TIMEOUT) and why.
+inline v1::VerifyResult Failed(v1::Verdict verdict, float reward, std::string detail,
+                               v1::VerifyResult::Failure failure) {
+  v1::VerifyResult r = Result(verdict, reward, std::move(detail));
+  r.set_failure(failure);
+  return r;
+}
+
 }  // namespace trellis::verifier::internal
 
 #endif  // TRELLIS_VERIFIER_INTERNAL_RESULT_H_

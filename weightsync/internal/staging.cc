@@ -67,6 +67,14 @@ absl::StatusOr<std::shared_ptr<const BucketSet>> VersionStage::WaitFor(
     int64_t min_version, absl::Time deadline) {
   const absl::Time start = absl::Now();
   absl::MutexLock lock(&mu_);
+  if (latest_ != nullptr && min_version > latest_->version + kVersionsInFlight) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name_, ": weights version >= ", min_version,
+                     " will never be published: the newest is ", latest_->version,
+                     " and the sender publishes one version at a time (a receiver may ask "
+                     "for at most the next, ",
+                     latest_->version + kVersionsInFlight, ")"));
+  }
   while (!ReadyLocked(min_version) && !closed_) {
     if (staged_cv_.WaitWithDeadline(&mu_, deadline)) break;
   }

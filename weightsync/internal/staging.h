@@ -55,10 +55,17 @@ class VersionStage {
   [[nodiscard]] absl::StatusOr<v1::WeightSyncStats> Stage(
       int64_t version, const NamedTensors& tensors);
 
+  // How far past the newest staged version a receiver may ask: the one a
+  // Stage in progress may bring. The driver publishes a version before any
+  // receiver asks for it.
+  static constexpr int64_t kVersionsInFlight = 1;
+
   // Waits until `deadline` for a staged version >= `min_version`. Returns
   // it (immutable while shared, but for Corrupt), or DeadlineExceeded
   // naming `min_version` and the newest staged version, or Cancelled once
-  // Close() was called.
+  // Close() was called. A version more than kVersionsInFlight past the
+  // newest staged one will never come: FailedPrecondition at once, without
+  // waiting (before anything is staged every version is waited for).
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const BucketSet>> WaitFor(
       int64_t min_version, absl::Time deadline);
 

@@ -211,6 +211,23 @@ TEST_P(TransportConformanceTest, OlderVersionDoesNotSatisfyAWait) {
       << got.status();
 }
 
+// A version beyond the next will never be published: refused at once, not
+// waited for (30 s); the link stays usable for the next version.
+TEST_P(TransportConformanceTest, VersionNeverToBePublishedIsRefusedAtOnce) {
+  TransportEnds t = Make(kBucketBytes);
+  ASSERT_NE(t.publisher, nullptr);
+  auto first = PublishAsync(*t.publisher, 1, MakeWeights(1));
+  NamedTensors dst = MakeReceiver(MakeWeights(1));
+  ASSERT_TRUE(t.receiver->Receive(1, dst, absl::Seconds(30)).ok());
+  ASSERT_TRUE(first.get().ok());
+  absl::StatusOr<v1::WeightSyncStats> got = t.receiver->Receive(1 << 30, dst, absl::Seconds(30));
+  EXPECT_EQ(got.status().code(), StatusCode::kFailedPrecondition) << got.status();
+  EXPECT_NE(got.status().message().find("will never be published"), std::string::npos);
+  auto second = PublishAsync(*t.publisher, 2, MakeWeights(2));
+  ASSERT_TRUE(t.receiver->Receive(2, dst, absl::Seconds(30)).ok());
+  ASSERT_TRUE(second.get().ok());
+}
+
 TEST_P(TransportConformanceTest, CorruptBucketIsDataLossAndLeavesDstAlone) {
   if (!GetParam().corrupt) GTEST_SKIP() << "transport cannot inject corruption";
   TransportEnds t = Make(kBucketBytes);

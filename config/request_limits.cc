@@ -1,0 +1,224 @@
+#include "config/request_limits.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "config/worker_id.h"
+
+namespace trellis::config {
+namespace {
+
+absl::Status TooMany(absl::string_view field, int64_t found, absl::string_view what,
+                     int64_t limit) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(field, ": ", found, " ", what, " in one request; the limit is ", limit));
+}
+
+absl::Status CheckText(absl::string_view field, const std::string& text,
+                       const RequestLimits& limits) {
+  if (static_cast<int64_t>(text.size()) <= limits.max_text_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat(field, ": ", text.size(), " bytes; the limit is ", limits.max_text_bytes));
+}
+
+// One sequence of `prompt` and `response` tokens fits the model; adds its
+// tokens to *total.
+absl::Status CheckSequence(absl::string_view where, int64_t prompt, int64_t response,
+                           const RequestLimits& limits, int64_t* total) {
+  if (prompt + response > limits.max_seq_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", prompt + response, " tokens (prompt ", prompt, " + response ",
+                     response, "); model.max_seq_len is ", limits.max_seq_len));
+  }
+  *total += prompt + response;
+  return absl::OkStatus();
+}
+
+absl::Status CheckBatchSize(absl::string_view field, int size, const RequestLimits& limits) {
+  if (size <= limits.max_batch_samples) return absl::OkStatus();
+  return TooMany(field, size, "entries", limits.max_batch_samples);
+}
+
+absl::Status CheckBatchTokens(absl::string_view field, int64_t tokens,
+                              const RequestLimits& limits) {
+  if (tokens <= limits.max_batch_tokens) return absl::OkStatus();
+  return TooMany(field, tokens, "tokens", limits.max_batch_tokens);
+}
+
+// Checks every pair of `batch` with check(pair, where, &tokens), then the
+// batch's total.
+template <typename Batch, typename Check>
+absl::Status CheckPairs(const Batch& batch, const RequestLimits& limits, Check check) {
+  if (absl::Status s = CheckBatchSize("pairs", batch.pairs_size(), limits); !s.ok()) return s;
+  int64_t tokens = 0;
+  for (int i = 0; i < batch.pairs_size(); ++i) {
+    if (absl::Status s = check(batch.pairs(i), absl::StrCat("pairs[", i, "]"), &tokens); !s.ok()) {
+      return s;
+    }
+  }
+  return CheckBatchTokens("pairs", tokens, limits);
+}
+
+// The samples of a TrainBatch or a LogProbRequest.
+template <typename Samples>
+absl::Status CheckSamples(const Samples& samples, const RequestLimits& limits) {
+  if (absl::Status s = CheckBatchSize("samples", samples.size(), limits); !s.ok()) return s;
+  int64_t tokens = 0;
+  for (int i = 0; i < samples.size(); ++i) {
+    absl::Status s = CheckSequence(absl::StrCat("samples[", i, "] (token batch row ", i, ")"),
+                                   samples[i].prompt_tokens_size(),
+                                   samples[i].response_tokens_size(), limits, &tokens);
+    if (!s.ok()) return s;
+  }
+  return CheckBatchTokens("samples", tokens, limits);
+}
+
+}  // namespace
+
+int MaxRequestBytes(v1::Role role) {
+  switch (role) {
+    case v1::LEARNER:
+    case v1::REFERENCE:
+      return 256 << 20;
+    case v1::ACTOR:
+    case v1::VERIFIER:
+      return 64 << 20;
+    default:
+      return 16 << 20;
+  }
+}
+
+RequestLimits RequestLimitsFor(const v1::ModelConfig& model, int64_t vocab_size) {
+  RequestLimits limits;
+  limits.vocab_size = vocab_size;
+  limits.max_seq_len = model.max_seq_len();
+  return limits;
+}
+
+absl::Status CheckGenerateRequest(const v1::GenerateRequest& request, const RequestLimits& limits) {
+  const int prompts = request.prompts_size();
+  if (prompts > limits.max_prompts) {
+    return TooMany("prompts", prompts, "prompts", limits.max_prompts);
+  }
+  const int n = request.responses_per_prompt();
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("responses_per_prompt: must be >= 0, found ", n));
+  }
+  if (n > limits.max_responses_per_prompt) {
+    return TooMany("responses_per_prompt", n, "responses per prompt",
+                   limits.max_responses_per_prompt);
+  }
+  const int64_t rows = int64_t{prompts} * std::max(1, n);
+  if (rows > limits.max_generated_samples) {
+    return TooMany("prompts x responses_per_prompt", rows, "samples", limits.max_generated_samples);
+  }
+  const int64_t max_new = request.sampling().max_new_tokens();
+  int64_t tokens = 0;
+  for (int i = 0; i < prompts; ++i) {
+    const v1::Prompt& p = request.prompts(i);
+    const std::string where = absl::StrCat("prompts[", i, "]");
+    absl::Status s =
+        CheckSequence(absl::StrCat(where, " (prompt ", p.id(), ") with sampling.max_new_tokens"),
+                      p.token_ids_size(), max_new, limits, &tokens);
+    if (s.ok()) s = CheckText(where + ".text", p.text(), limits);
+    if (s.ok()) s = CheckText(where + ".answer", p.answer(), limits);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTrainBatch(const v1::TrainBatch& batch, const RequestLimits& limits) {
+  return CheckSamples(batch.samples(), limits);
+}
+
+absl::Status CheckLogProbRequest(const v1::LogProbRequest& request, const RequestLimits& limits) {
+  if (absl::Status s = CheckSamples(request.samples(), limits); !s.ok()) return s;
+  for (int i = 0; i < request.samples_size(); ++i) {
+    absl::Status s = CheckText(absl::StrCat("samples[", i, "].response_text"),
+                               request.samples(i).response_text(), limits);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSftBatch(const v1::SftBatch& batch, const RequestLimits& limits) {
+  return CheckPairs(
+      batch, limits,
+      [&limits](const v1::SftBatch::Pair& p, const std::string& where, int64_t* tokens) {
+        return CheckSequence(where, p.prompt_tokens_size(), p.target_tokens_size(), limits, tokens);
+      });
+}
+
+absl::Status CheckPreferenceBatch(const v1::PreferenceBatch& batch, const RequestLimits& limits) {
+  return CheckPairs(
+      batch, limits,
+      [&limits](const v1::PreferencePair& p, const std::string& where, int64_t* tokens) {
+        absl::Status s = CheckSequence(where + ".chosen_tokens", p.prompt_tokens_size(),
+                                       p.chosen_tokens_size(), limits, tokens);
+        if (!s.ok()) return s;
+        return CheckSequence(where + ".rejected_tokens", p.prompt_tokens_size(),
+                             p.rejected_tokens_size(), limits, tokens);
+      });
+}
+
+absl::Status CheckVerifyRequest(const v1::VerifyRequest& request, const RequestLimits& limits) {
+  const int n = request.items_size();
+  if (n > limits.max_verify_items) {
+    // InvalidArgument: the code the verifier protocol gives a request with
+    // more items than a server accepts (docs/verifier-protocol.md).
+    return absl::InvalidArgumentError(absl::StrCat("items: ", n,
+                                                   " items in one request; the limit is ",
+                                                   limits.max_verify_items, " (split the batch)"));
+  }
+  for (int i = 0; i < n; ++i) {
+    const v1::VerifyItem& item = request.items(i);
+    const std::string where = absl::StrCat("items[", i, "].");
+    const std::pair<const char*, const std::string*> fields[] = {
+        {"prompt", &item.prompt()},
+        {"response", &item.response()},
+        {"answer", &item.answer()},
+        {"metadata_json", &item.metadata_json()}};
+    for (const auto& [name, text] : fields) {
+      if (absl::Status s = CheckText(where + name, *text, limits); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckWorkerId(const std::string& worker_id, const RequestLimits& limits) {
+  if (static_cast<int64_t>(worker_id.size()) > limits.max_worker_id_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("worker_id: ", worker_id.size(),
+                                                   " bytes; a worker id has at most ",
+                                                   limits.max_worker_id_bytes));
+  }
+  absl::StatusOr<WorkerId> id = WorkerId::Parse(worker_id);
+  if (!id.ok())
+    return absl::InvalidArgumentError(absl::StrCat("worker_id: ", id.status().message()));
+  return absl::OkStatus();
+}
+
+absl::Status CheckLedgerReport(const v1::LedgerReport& report, const RequestLimits& limits) {
+  if (absl::Status s = CheckWorkerId(report.worker_id(), limits); !s.ok()) return s;
+  if (report.records_size() > limits.max_ledger_records) {
+    return TooMany("records", report.records_size(), "records", limits.max_ledger_records);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFetchRequest(const v1::FetchWeightsRequest& request,
+                               const RequestLimits& limits) {
+  if (request.min_version() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_version: must be >= 0, found ", request.min_version()));
+  }
+  if (request.wait_ms() > limits.max_fetch_wait_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wait_ms: ", request.wait_ms(), "; the longest wait is ", limits.max_fetch_wait_ms, " ms"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace trellis::config
