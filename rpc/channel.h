@@ -2,7 +2,8 @@
 #define TRELLIS_RPC_CHANNEL_H_
 
 // The client side of every Trellis call: channels with keepalive and the
-// message-size limits of rpc/server.h, and unary calls that always carry a
+// message-size limits of rpc/server.h that send the job's secret
+// (rpc/auth.h) with every call, and unary calls that always carry a
 // deadline and come back as absl::Status naming the callee.
 
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/auth.h"
 #include "rpc/status.h"
 
 namespace trellis::rpc {
@@ -30,8 +32,10 @@ struct HostPort {
 // the empty host of ":port"): no other machine can dial them.
 bool IsWildcardHost(const std::string& host);
 
-// An insecure channel to "host:port"; it connects lazily.
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& address);
+// A channel to "host:port" whose every call carries `secret` (none when
+// insecure); it connects lazily.
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
+                                          const JobSecret& secret = ProcessSecret());
 
 // Waits until the channel is connected; Unavailable naming `address` after
 // `timeout`.
