@@ -10,6 +10,8 @@
 
 #include <grpcpp/channel.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "learner/learner_worker.h"
 #include "model/torch_status.h"
@@ -22,8 +24,11 @@ class LearnerService final : public v1::Learner::Service {
  public:
   explicit LearnerService(std::string worker_id)
       : worker_(std::move(worker_id), model::StatusFromException) {}
-  // Token ids of requests are checked against `vocab_size`.
-  void Bind(LearnerWorker* worker, int64_t vocab_size);
+  // Token ids of requests are checked against `vocab_size`. The paths of
+  // SaveWeights, SaveCheckpoint and RestoreCheckpoint name files relative to
+  // `run_dir` and stay inside it (env/confined_path.h): INVALID_ARGUMENT or
+  // PERMISSION_DENIED naming the path otherwise.
+  void Bind(LearnerWorker* worker, int64_t vocab_size, std::string run_dir);
 
   grpc::Status SftStep(grpc::ServerContext*, const v1::SftBatch* request,
                        v1::TrainStats* response) override;
@@ -47,15 +52,22 @@ class LearnerService final : public v1::Learner::Service {
                               v1::TrainStats* response) override;
 
  private:
+  std::string run_dir() const;
+
   rpc::BoundWorker<LearnerWorker> worker_;
   std::atomic<int64_t> vocab_size_{0};
+  mutable absl::Mutex mu_;
+  std::string run_dir_ ABSL_GUARDED_BY(mu_);
 };
 
 // A LearnerWorker calling the Learner service behind `channel` (named
-// `worker_id` in errors); each call has `timeout`.
+// `worker_id` in errors); each call has `timeout`. Paths it is given must
+// lie inside `run_dir` (the service's run directory as this process names
+// it) and travel relative to it.
 std::unique_ptr<LearnerWorker> NewGrpcLearnerClient(std::shared_ptr<grpc::Channel> channel,
                                                     std::string worker_id,
-                                                    absl::Duration timeout);
+                                                    absl::Duration timeout,
+                                                    std::string run_dir);
 
 }  // namespace trellis::learner
 

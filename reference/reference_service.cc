@@ -3,13 +3,18 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "env/confined_path.h"
 #include "model/token_ids.h"
 #include "rpc/channel.h"
 
 namespace trellis::reference {
 
-void ReferenceService::Bind(ReferenceWorker* worker, int64_t vocab_size) {
+void ReferenceService::Bind(ReferenceWorker* worker, int64_t vocab_size, std::string run_dir) {
   vocab_size_ = vocab_size;
+  {
+    absl::MutexLock lock(&mu_);
+    run_dir_ = std::move(run_dir);
+  }
   worker_.Bind(worker);
 }
 
@@ -35,10 +40,13 @@ grpc::Status ReferenceService::Scores(grpc::ServerContext*, const v1::LogProbReq
 
 grpc::Status ReferenceService::Load(grpc::ServerContext*, const v1::PathRequest* request,
                                     v1::Empty*) {
-  if (request->path().empty()) {
-    return rpc::ToGrpc(absl::InvalidArgumentError("path: required"));
+  absl::StatusOr<std::string> path;
+  {
+    absl::MutexLock lock(&mu_);
+    path = env::ConfinedPath(run_dir_, request->path());
   }
-  return rpc::ToGrpc(worker_.Run([&](ReferenceWorker& w) { return w.Load(request->path()); }));
+  if (!path.ok()) return rpc::ToGrpc(path.status());
+  return rpc::ToGrpc(worker_.Run([&](ReferenceWorker& w) { return w.Load(*path); }));
 }
 
 namespace {
@@ -46,8 +54,11 @@ namespace {
 class GrpcReferenceClient final : public ReferenceWorker {
  public:
   GrpcReferenceClient(std::shared_ptr<grpc::Channel> channel, std::string worker_id,
-                      absl::Duration timeout)
-      : stub_(v1::Reference::NewStub(channel)), id_(std::move(worker_id)), timeout_(timeout) {}
+                      absl::Duration timeout, std::string run_dir)
+      : stub_(v1::Reference::NewStub(channel)),
+        id_(std::move(worker_id)),
+        timeout_(timeout),
+        run_dir_(std::move(run_dir)) {}
 
   absl::StatusOr<v1::LogProbResponse> LogProbs(const v1::LogProbRequest& request) override {
     return rpc::Call(*stub_, &v1::Reference::Stub::LogProbs, request, timeout_,
@@ -58,8 +69,10 @@ class GrpcReferenceClient final : public ReferenceWorker {
                      absl::StrCat(id_, " Scores"));
   }
   absl::Status Load(const std::string& weights_path) override {
+    absl::StatusOr<std::string> relative = env::PathInside(run_dir_, weights_path);
+    if (!relative.ok()) return relative.status();
     v1::PathRequest request;
-    request.set_path(weights_path);
+    request.set_path(*relative);
     return rpc::Call(*stub_, &v1::Reference::Stub::Load, request, timeout_,
                      absl::StrCat(id_, " Load"))
         .status();
@@ -69,15 +82,17 @@ class GrpcReferenceClient final : public ReferenceWorker {
   std::unique_ptr<v1::Reference::Stub> stub_;
   const std::string id_;
   const absl::Duration timeout_;
+  const std::string run_dir_;
 };
 
 }  // namespace
 
 std::unique_ptr<ReferenceWorker> NewGrpcReferenceClient(std::shared_ptr<grpc::Channel> channel,
                                                         std::string worker_id,
-                                                        absl::Duration timeout) {
+                                                        absl::Duration timeout,
+                                                        std::string run_dir) {
   return std::make_unique<GrpcReferenceClient>(std::move(channel), std::move(worker_id),
-                                               timeout);
+                                               timeout, std::move(run_dir));
 }
 
 }  // namespace trellis::reference
