@@ -141,7 +141,8 @@ v1::ClusterSpec ThisHost() {
 
 absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
                          const std::string& out_dir, const std::string& trellis_binary,
-                         std::ostream& progress, bool resume, const std::string& http) {
+                         std::ostream& progress, bool resume, const std::string& http,
+                         const SecretSource& secret) {
   absl::StatusOr<std::vector<scheduler::WorkerPlacement>> placed = scheduler::Place(job, cluster);
   if (!placed.ok()) return placed.status();
   for (const scheduler::WorkerPlacement& p : *placed) {
@@ -160,6 +161,11 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
   if (absl::Status s = env->WriteFileAtomically(job_path, config::ResolvedJobYaml(job)); !s.ok()) {
     return s;
   }
+  absl::StatusOr<std::string> secret_file = LaunchSecretFile(secret, run.LaunchSecret());
+  if (!secret_file.ok()) return secret_file.status();
+  const std::vector<std::string> security =
+      secret_file->empty() ? std::vector<std::string>{"--insecure"}
+                           : std::vector<std::string>{"--secret-file", *secret_file};
 
   g_stop_signal = 0;
   struct sigaction action = {};
@@ -174,6 +180,7 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
                    const std::vector<int>& gpus) {
     children.push_back(std::make_unique<Child>(id));
     argv.insert(argv.begin(), trellis_binary);
+    argv.insert(argv.end(), security.begin(), security.end());
     return Spawn(*children.back(), argv, gpus, progress, out_mu);
   };
   std::vector<std::string> scheduler_args = {"serve", config::RoleName(v1::SCHEDULER),

@@ -7,12 +7,15 @@
 // process behind: at the end of the job, on SIGINT/SIGTERM, or when a role
 // other than an actor fails (a failed actor's work is re-dispatched by the
 // scheduler, so the job goes on). OUT/launch/ holds the job as launched,
-// the scheduler's address and processes.tsv (name, pid).
+// the scheduler's address, processes.tsv (name, pid) and, unless another
+// secret file is given, the job's secret (mode 0600) that every process
+// checks and sends on every call (rpc/auth.h).
 
 #include <ostream>
 #include <string>
 
 #include "absl/status/status.h"
+#include "launch/secret.h"
 #include "trellis/v1/cluster.pb.h"
 #include "trellis/v1/job.pb.h"
 
@@ -30,12 +33,15 @@ v1::ClusterSpec ThisHost();
 // /proc/self/exe). With `resume`, out_dir holds a launched run (its
 // job.yaml is `job`) that continues from its newest checkpoint. With
 // `http` (host:port) the scheduler serves the dashboard and /metrics there
-// and writes the bound address to out_dir/http.addr.
+// and writes the bound address to out_dir/http.addr. `secret`: the
+// operator's secret file, or --insecure; by default a new secret in
+// OUT/launch/secret (env::RunDir::LaunchSecret).
 [[nodiscard]] absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
                                        const std::string& out_dir,
                                        const std::string& trellis_binary,
                                        std::ostream& progress, bool resume = false,
-                                       const std::string& http = "");
+                                       const std::string& http = "",
+                                       const SecretSource& secret = SecretSource());
 
 }  // namespace trellis::launch
 

@@ -160,8 +160,11 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
     default: return absl::InvalidArgumentError("role: unspecified");
   }
   rpc::CallStats call_stats;
+  rpc::ServerOptions serving;
+  serving.advertise = options.advertise;
+  serving.stats = &call_stats;
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-      rpc::Server::Start(options.listen, services, options.advertise, &call_stats);
+      rpc::Server::Start(options.listen, services, serving);
   if (!server.ok()) return server.status();
   // Every address this worker hands out names the host it advertises.
   const std::string host = rpc::SplitHostPort((*server)->address())->host;
@@ -299,7 +302,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
           roles::MakeLocalLearner(job, *tokenizer, publisher.get(), &ledger, id, member);
       if (!l.ok()) return l.status();
       learner = *std::move(l);
-      learner_service.Bind(learner.get(), vocab);
+      learner_service.Bind(learner.get(), vocab, assignment->run_dir());
       break;
     }
     case v1::REFERENCE: {
@@ -307,7 +310,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
           reference::NewLocalReference(job, tokenizer, &ledger);
       if (!r.ok()) return r.status();
       reference = *std::move(r);
-      reference_service.Bind(reference.get(), vocab);
+      reference_service.Bind(reference.get(), vocab, assignment->run_dir());
       break;
     }
     case v1::VERIFIER: {
@@ -352,8 +355,8 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       << std::endl;
   std::move(stop_server).Invoke();
   actor_service.Bind(nullptr, 0);
-  learner_service.Bind(nullptr, 0);
-  reference_service.Bind(nullptr, 0);
+  learner_service.Bind(nullptr, 0, "");
+  reference_service.Bind(nullptr, 0, "");
   // What is still buffered goes before the worker stops.
   ledger.ForwardObjects(nullptr);
   const LedgerForwarder::Counts counts = forwarder.Close();
