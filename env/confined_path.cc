@@ -54,7 +54,7 @@ absl::StatusOr<std::string> PathInside(const std::string& root, const std::strin
   const fs::path rel = full.lexically_relative(base);
   if (ec || !Within(base, full) || rel == ".") {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not inside the run directory ", root));
+        absl::StrCat("path '", path, "' is not inside the run directory ", root));
   }
   return rel.string();
 }

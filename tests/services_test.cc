@@ -50,7 +50,7 @@ class ServicesTest : public ::testing::Test {
     ASSERT_TRUE(actor.ok()) << actor.status();
     actor_ = *std::move(actor);
     const int64_t vocab = model::VocabSize(job_.model(), tokenizer_->vocab_size());
-    learner_service_.Bind(learner_.get(), vocab);
+    learner_service_.Bind(learner_.get(), vocab, ::testing::TempDir());
     actor_service_.Bind(actor_.get(), vocab);
     ASSERT_TRUE(scheduler_service_.SetJob(job_).ok());
     absl::StatusOr<std::unique_ptr<rpc::Server>> server = rpc::Server::Start(
@@ -84,7 +84,8 @@ class ServicesTest : public ::testing::Test {
 };
 
 TEST_F(ServicesTest, LearnerRefusesMalformedBatchesAndKeepsServing) {
-  auto learner = learner::NewGrpcLearnerClient(channel_, "learner-0", absl::Seconds(30));
+  auto learner = learner::NewGrpcLearnerClient(channel_, "learner-0", absl::Seconds(30),
+                                               ::testing::TempDir());
 
   absl::Status empty = StatusOf(learner->SftStep(v1::SftBatch()));
   EXPECT_EQ(empty.code(), absl::StatusCode::kInvalidArgument);
@@ -246,8 +247,8 @@ TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
   auto without_rm = reference::NewLocalReference(job_, tokenizer_.get(), nullptr);
   ASSERT_TRUE(without_rm.ok()) << without_rm.status();
   reference::ReferenceService scoring{"reference-0"}, plain{"reference-1"};
-  scoring.Bind(with_rm->get(), vocab);
-  plain.Bind(without_rm->get(), vocab);
+  scoring.Bind(with_rm->get(), vocab, ::testing::TempDir());
+  plain.Bind(without_rm->get(), vocab, ::testing::TempDir());
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
       rpc::Server::Start("127.0.0.1:0", {&scoring});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -262,7 +263,8 @@ TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
     for (int id : Ids(text)) sample->add_response_tokens(id);
   }
   auto client = reference::NewGrpcReferenceClient(rpc::NewChannel((*server)->address()),
-                                                  "reference-0", absl::Seconds(30));
+                                                  "reference-0", absl::Seconds(30),
+                                                  ::testing::TempDir());
   absl::StatusOr<v1::ScoreResponse> scores = client->Scores(request);
   ASSERT_TRUE(scores.ok()) << scores.status();
   ASSERT_EQ(scores->scores_size(), 3);
@@ -277,7 +279,8 @@ TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
   EXPECT_THAT(std::string(out_of_vocab.message()), HasSubstr("100000"));
 
   auto plain_client = reference::NewGrpcReferenceClient(
-      rpc::NewChannel((*plain_server)->address()), "reference-1", absl::Seconds(30));
+      rpc::NewChannel((*plain_server)->address()), "reference-1", absl::Seconds(30),
+      ::testing::TempDir());
   absl::Status no_rm = StatusOf(plain_client->Scores(request));
   EXPECT_EQ(no_rm.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(no_rm.message()), HasSubstr("ppo.reward"));

@@ -352,14 +352,14 @@ TEST(ServeWatchTest, WorkersServeTheirOwnMetrics) {
   std::vector<pid_t> pids = {StartTrellis(
       {"serve", "scheduler", "--job", (root / "job.yaml").string(), "--out",
        (root / "run").string(), "--address-file", (root / "scheduler.addr").string(), "--http",
-       "127.0.0.1:0"},
+       "127.0.0.1:0", "--insecure"},
       root / "scheduler.log")};
   ASSERT_TRUE(WaitFor([&] { return !Slurp(root / "scheduler.addr").empty(); }, 60))
       << Slurp(root / "scheduler.log");
   const std::string scheduler = Slurp(root / "scheduler.addr");
   for (const char* role : {"learner", "reference", "verifier", "actor"}) {
     pids.push_back(StartTrellis({"serve", role, "--scheduler", scheduler, "--index", "0",
-                                 "--metrics", "127.0.0.1:0"},
+                                 "--metrics", "127.0.0.1:0", "--insecure"},
                                 root / (std::string(role) + ".log")));
   }
   // The learner logs "learner-0: metrics on http://HOST:PORT/metrics".
