@@ -32,15 +32,15 @@ constexpr char kRefused[] =
 absl::Mutex g_mu;
 JobSecret* g_process_secret ABSL_GUARDED_BY(g_mu) = nullptr;
 
-std::string_view View(const grpc_slice& slice) {
-  return std::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slice)),
+absl::string_view View(const grpc_slice& slice) {
+  return absl::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slice)),
                           GRPC_SLICE_LENGTH(slice));
 }
 
 // Methods open to anyone: the health service, which readiness probes
 // (Kubernetes' grpc probe) call without metadata. It tells only whether
 // the server serves.
-bool IsOpen(std::string_view path) {
+bool IsOpen(absl::string_view path) {
   return path.rfind("/grpc.health.v1.Health/", 0) == 0;
 }
 
@@ -52,7 +52,7 @@ void Process(void* state, grpc_auth_context*, const grpc_metadata* md, size_t n,
   bool open = false;
   bool authorized = false;
   for (size_t i = 0; i < n; ++i) {
-    const std::string_view key = View(md[i].key);
+    const absl::string_view key = View(md[i].key);
     if (key == ":path") open = IsOpen(View(md[i].value));
     if (key == kAuthorizationKey) authorized = secret.Accepts(View(md[i].value));
   }
@@ -101,11 +101,11 @@ absl::StatusOr<JobSecret> JobSecret::Generate() {
     got += static_cast<size_t>(n);
   }
   return JobSecret(absl::BytesToHexString(
-      std::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes))));
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes))));
 }
 
-absl::StatusOr<JobSecret> JobSecret::Parse(std::string_view text, std::string_view where) {
-  const std::string_view secret = absl::StripAsciiWhitespace(text);
+absl::StatusOr<JobSecret> JobSecret::Parse(absl::string_view text, absl::string_view where) {
+  const absl::string_view secret = absl::StripAsciiWhitespace(text);
   if (secret.size() < kMinSecretChars) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": the secret has ", secret.size(),
                                                    " characters; expected at least ",
@@ -139,7 +139,7 @@ absl::StatusOr<JobSecret> JobSecret::ReadFile(const std::string& path) {
   return Parse(text.str(), absl::StrCat("secret file ", path));
 }
 
-bool JobSecret::Accepts(std::string_view header) const {
+bool JobSecret::Accepts(absl::string_view header) const {
   if (!secure()) return true;
   const std::string want = BearerHeader();
   if (header.size() != want.size()) return false;

@@ -9,9 +9,9 @@
 
 #include <memory>
 #include <string>
-#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace grpc {
 class ServerCredentials;
@@ -35,8 +35,8 @@ class JobSecret {
   // `text` without surrounding whitespace: at least 32 characters, none
   // of them whitespace or control characters. InvalidArgument naming
   // `where` (never quoting the text) otherwise.
-  [[nodiscard]] static absl::StatusOr<JobSecret> Parse(std::string_view text,
-                                                       std::string_view where);
+  [[nodiscard]] static absl::StatusOr<JobSecret> Parse(absl::string_view text,
+                                                       absl::string_view where);
   // A secret file: NotFound when it is missing; PermissionDenied when group
   // or others may read or write it (chmod 600); Parse's errors.
   [[nodiscard]] static absl::StatusOr<JobSecret> ReadFile(const std::string& path);
@@ -47,7 +47,7 @@ class JobSecret {
   std::string BearerHeader() const { return "Bearer " + value_; }
   // Whether `header` is BearerHeader(), compared in constant time. Always
   // true when insecure.
-  bool Accepts(std::string_view header) const;
+  bool Accepts(absl::string_view header) const;
 
  private:
   explicit JobSecret(std::string value) : value_(std::move(value)) {}
