@@ -36,7 +36,9 @@ absl::StatusOr<std::string> ConfinedPath(const std::string& root, const std::str
   }
   std::error_code ec;
   const fs::path base = fs::weakly_canonical(fs::absolute(root, ec), ec);
-  if (ec) return absl::FailedPreconditionError(absl::StrCat("run directory ", root, ": ", ec.message()));
+  if (ec) {
+    return absl::FailedPreconditionError(absl::StrCat("run directory ", root, ": ", ec.message()));
+  }
   const fs::path joined = base / rel;
   // Symbolic links among the parts that exist, resolved.
   const fs::path resolved = fs::weakly_canonical(joined, ec);
