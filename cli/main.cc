@@ -33,8 +33,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
-#include <memory>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -43,11 +43,11 @@
 #include "absl/strings/numbers.h"
 #include "cli/usage.h"
 #include "config/job_config.h"
-#include "loop/recipe.h"
 #include "env/run_dir.h"
 #include "launch/launcher.h"
 #include "launch/secret.h"
 #include "launch/worker.h"
+#include "loop/recipe.h"
 #include "roles/local_roles.h"
 #include "rpc/auth.h"
 #include "run/embedded_job.h"
@@ -206,9 +206,8 @@ int RunOrLaunch(const std::string& command, std::vector<std::string> args) {
     std::cerr << "trellis launch: --insecure: the job's services take calls from anyone who "
                  "can reach their ports\n";
   }
-  return ExitCode(command, trellis::launch::LaunchLocal(*job, *cluster, out_dir,
-                                                        "/proc/self/exe", std::cout, resume,
-                                                        flags["--http"],
+  return ExitCode(command, trellis::launch::LaunchLocal(*job, *cluster, out_dir, "/proc/self/exe",
+                                                        std::cout, resume, flags["--http"],
                                                         {flags["--secret-file"], insecure}));
 }
 
@@ -245,8 +244,7 @@ int ResolveOrPlace(const std::string& command, const std::vector<std::string>& a
 // Sets the secret every server of this process checks and every channel
 // sends (launch/secret.h); false after saying why there is none.
 bool SetServeSecret(const std::string& file, bool insecure) {
-  absl::StatusOr<trellis::rpc::JobSecret> secret =
-      trellis::launch::ServeSecret({file, insecure});
+  absl::StatusOr<trellis::rpc::JobSecret> secret = trellis::launch::ServeSecret({file, insecure});
   if (!secret.ok()) {
     std::cerr << "trellis serve: " << secret.status().message() << "\n";
     return false;

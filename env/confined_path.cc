@@ -43,8 +43,8 @@ absl::StatusOr<std::string> ConfinedPath(const std::string& root, const std::str
   // Symbolic links among the parts that exist, resolved.
   const fs::path resolved = fs::weakly_canonical(joined, ec);
   if (ec || !Within(base, resolved)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "path '", relative, "': a symbolic link leads outside the run directory"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("path '", relative, "': a symbolic link leads outside the run directory"));
   }
   return joined.lexically_normal().string();
 }

@@ -16,13 +16,13 @@ namespace trellis::env {
 // symbolic link that leads outside root; FailedPrecondition when root is
 // empty.
 [[nodiscard]] absl::StatusOr<std::string> ConfinedPath(const std::string& root,
-                                                      const std::string& relative);
+                                                       const std::string& relative);
 
 // `path` relative to `root` (both taken as written, then made absolute
 // against the working directory): InvalidArgument naming both when path
 // is not inside root.
 [[nodiscard]] absl::StatusOr<std::string> PathInside(const std::string& root,
-                                                    const std::string& path);
+                                                     const std::string& path);
 
 }  // namespace trellis::env
 

@@ -56,8 +56,7 @@ TEST_F(ConfinedPathTest, PathInsideGivesThePathRelativeToTheRoot) {
   EXPECT_EQ(*rel, "a/b");
   for (const std::string bad : {std::string("/etc/passwd"), root_.string(),
                                 root_.string() + "/../x", root_.string() + "x/y"}) {
-    EXPECT_EQ(PathInside(root_.string(), bad).status().code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(PathInside(root_.string(), bad).status().code(), absl::StatusCode::kInvalidArgument)
         << bad;
   }
 }

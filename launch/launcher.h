@@ -38,9 +38,8 @@ v1::ClusterSpec ThisHost();
 // OUT/launch/secret (env::RunDir::LaunchSecret).
 [[nodiscard]] absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
                                        const std::string& out_dir,
-                                       const std::string& trellis_binary,
-                                       std::ostream& progress, bool resume = false,
-                                       const std::string& http = "",
+                                       const std::string& trellis_binary, std::ostream& progress,
+                                       bool resume = false, const std::string& http = "",
                                        const SecretSource& secret = SecretSource());
 
 }  // namespace trellis::launch

@@ -20,8 +20,8 @@ absl::StatusOr<rpc::JobSecret> ServeSecret(const SecretSource& source) {
   const std::string file = FileOf(source);
   if (source.insecure) {
     if (!file.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--insecure and a secret file (", file, ") both given: choose one"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--insecure and a secret file (", file, ") both given: choose one"));
     }
     return rpc::JobSecret::Insecure();
   }

@@ -29,7 +29,7 @@ struct SecretSource {
 // (mode 0600); insecure with --insecure. Returns the file its processes
 // read, empty when insecure.
 [[nodiscard]] absl::StatusOr<std::string> LaunchSecretFile(const SecretSource& source,
-                                                          const std::string& generated);
+                                                           const std::string& generated);
 
 }  // namespace trellis::launch
 

@@ -104,9 +104,8 @@ grpc::Status LearnerService::SaveCheckpoint(grpc::ServerContext*, const v1::Path
 
 grpc::Status LearnerService::RestoreCheckpoint(grpc::ServerContext*,
                                                const v1::PathRequest* request, v1::Empty*) {
-  return EmptyReply(worker_, run_dir(), *request, [](LearnerWorker& w, const std::string& p) {
-    return w.RestoreCheckpoint(p);
-  });
+  return EmptyReply(worker_, run_dir(), *request,
+                    [](LearnerWorker& w, const std::string& p) { return w.RestoreCheckpoint(p); });
 }
 
 grpc::Status LearnerService::GetVersion(grpc::ServerContext*, const v1::Empty*,
@@ -191,7 +190,7 @@ class GrpcLearnerClient final : public LearnerWorker {
  private:
   // A call naming `path`, a file of the run directory, relative to it.
   absl::Status OnPath(grpc::Status (v1::Learner::Stub::*method)(grpc::ClientContext*,
-                                                               const v1::PathRequest&, v1::Empty*),
+                                                                const v1::PathRequest&, v1::Empty*),
                       const std::string& path, const char* name) {
     absl::StatusOr<std::string> relative = env::PathInside(run_dir_, path);
     if (!relative.ok()) return relative.status();
@@ -221,8 +220,7 @@ class GrpcLearnerClient final : public LearnerWorker {
 }  // namespace
 
 std::unique_ptr<LearnerWorker> NewGrpcLearnerClient(std::shared_ptr<grpc::Channel> channel,
-                                                    std::string worker_id,
-                                                    absl::Duration timeout,
+                                                    std::string worker_id, absl::Duration timeout,
                                                     std::string run_dir) {
   return std::make_unique<GrpcLearnerClient>(std::move(channel), std::move(worker_id), timeout,
                                              std::move(run_dir));

@@ -65,8 +65,7 @@ class LearnerService final : public v1::Learner::Service {
 // lie inside `run_dir` (the service's run directory as this process names
 // it) and travel relative to it.
 std::unique_ptr<LearnerWorker> NewGrpcLearnerClient(std::shared_ptr<grpc::Channel> channel,
-                                                    std::string worker_id,
-                                                    absl::Duration timeout,
+                                                    std::string worker_id, absl::Duration timeout,
                                                     std::string run_dir);
 
 }  // namespace trellis::learner

@@ -91,8 +91,8 @@ std::unique_ptr<ReferenceWorker> NewGrpcReferenceClient(std::shared_ptr<grpc::Ch
                                                         std::string worker_id,
                                                         absl::Duration timeout,
                                                         std::string run_dir) {
-  return std::make_unique<GrpcReferenceClient>(std::move(channel), std::move(worker_id),
-                                               timeout, std::move(run_dir));
+  return std::make_unique<GrpcReferenceClient>(std::move(channel), std::move(worker_id), timeout,
+                                               std::move(run_dir));
 }
 
 }  // namespace trellis::reference

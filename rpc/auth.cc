@@ -34,15 +34,13 @@ JobSecret* g_process_secret ABSL_GUARDED_BY(g_mu) = nullptr;
 
 absl::string_view View(const grpc_slice& slice) {
   return absl::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slice)),
-                          GRPC_SLICE_LENGTH(slice));
+                           GRPC_SLICE_LENGTH(slice));
 }
 
 // Methods open to anyone: the health service, which readiness probes
 // (Kubernetes' grpc probe) call without metadata. It tells only whether
 // the server serves.
-bool IsOpen(absl::string_view path) {
-  return path.rfind("/grpc.health.v1.Health/", 0) == 0;
-}
+bool IsOpen(absl::string_view path) { return path.rfind("/grpc.health.v1.Health/", 0) == 0; }
 
 // The gRPC core calls Process for every call's initial metadata before
 // any handler runs; a refusal ends the call with that status.
@@ -128,9 +126,9 @@ absl::StatusOr<JobSecret> JobSecret::ReadFile(const std::string& path) {
     return err == ENOENT ? absl::NotFoundError(why) : absl::PermissionDeniedError(why);
   }
   if ((st.st_mode & 077) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "secret file ", path, ": mode ", absl::StrFormat("%03o", st.st_mode & 0777),
-        " lets group or others read or write it; chmod 600 ", path));
+    return absl::PermissionDeniedError(
+        absl::StrCat("secret file ", path, ": mode ", absl::StrFormat("%03o", st.st_mode & 0777),
+                     " lets group or others read or write it; chmod 600 ", path));
   }
   std::ifstream in(path);
   std::stringstream text;
@@ -156,8 +154,8 @@ absl::Status WriteSecretFile(const std::string& path, const JobSecret& secret) {
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return absl::PermissionDeniedError(absl::StrCat(tmp, ": ", strerror(errno)));
   const std::string text = secret.value() + "\n";
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       fsync(fd) == 0;
+  const bool written =
+      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
   const int err = errno;
   close(fd);
   if (!written || rename(tmp.c_str(), path.c_str()) != 0) {

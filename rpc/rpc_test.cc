@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/synchronization/notification.h"
 #include "rpc/auth.h"
 #include "rpc/call_stats.h"
 #include "rpc/channel.h"
@@ -228,11 +228,10 @@ grpc::Status RawCall(const std::shared_ptr<grpc::Channel>& channel, const std::s
   grpc::ByteBuffer request(&empty, 1), response;
   grpc::Status status;
   absl::Notification done;
-  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
   done.WaitForNotification();
   return status;
 }

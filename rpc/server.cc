@@ -51,9 +51,9 @@ class StatsInterceptorFactory final
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Server>> Server::Start(
-    const std::string& listen, const std::vector<grpc::Service*>& services,
-    const ServerOptions& options) {
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const std::string& listen,
+                                                      const std::vector<grpc::Service*>& services,
+                                                      const ServerOptions& options) {
   const std::string& advertise = options.advertise;
   absl::StatusOr<HostPort> where = SplitHostPort(listen);
   if (!where.ok()) return where.status();

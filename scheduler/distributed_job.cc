@@ -32,10 +32,10 @@ namespace {
 class RemoteRoleSet final : public run::RoleSet {
  public:
   static absl::StatusOr<std::unique_ptr<run::RoleSet>> Bind(const v1::JobConfig& job,
-                                                       WorkerRegistry* registry,
-                                                       absl::Duration register_timeout,
-                                                       const std::string& run_dir,
-                                                       env::Env* env, std::ostream* log) {
+                                                            WorkerRegistry* registry,
+                                                            absl::Duration register_timeout,
+                                                            const std::string& run_dir,
+                                                            env::Env* env, std::ostream* log) {
     if (absl::Status s = registry->WaitComplete(register_timeout, /*ready=*/true); !s.ok()) {
       return s;
     }
@@ -57,17 +57,16 @@ class RemoteRoleSet final : public run::RoleSet {
     // A group of learners is one learner to the loop.
     std::vector<std::unique_ptr<learner::LearnerWorker>> learners;
     for (const WorkerInfo& w : registry->Workers(v1::LEARNER)) {
-      learners.push_back(
-          learner::NewGrpcLearnerClient(rpc::NewChannel(w.request.address()), w.id, timeout,
-                                        run_dir));
+      learners.push_back(learner::NewGrpcLearnerClient(rpc::NewChannel(w.request.address()), w.id,
+                                                       timeout, run_dir));
     }
     set->learner_ = learners.size() == 1 ? std::move(learners.front())
                                          : NewLearnerGroup(std::move(learners));
     const std::vector<WorkerInfo> references = registry->Workers(v1::REFERENCE);
     if (!references.empty()) {
-      set->reference_ = reference::NewGrpcReferenceClient(
-          rpc::NewChannel(references.front().request.address()), references.front().id,
-          timeout, run_dir);
+      set->reference_ =
+          reference::NewGrpcReferenceClient(rpc::NewChannel(references.front().request.address()),
+                                            references.front().id, timeout, run_dir);
     }
     // Recipes that do not roll out start no verifier (loop::WorkersNeeded).
     const std::vector<WorkerInfo> verifiers = registry->Workers(v1::VERIFIER);
@@ -81,8 +80,7 @@ class RemoteRoleSet final : public run::RoleSet {
         absl::StrAppend(&table, w.id, "\t", w.request.address(), "\t", w.request.pid(), "\n");
       }
     }
-    if (absl::Status s = env->WriteFileAtomically(env::RunDir(run_dir).Workers(), table);
-        !s.ok()) {
+    if (absl::Status s = env->WriteFileAtomically(env::RunDir(run_dir).Workers(), table); !s.ok()) {
       return s;
     }
     return set;
@@ -162,9 +160,8 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
 
   service.SetState("running");
   run::RoleBinder bind = [&, registry = registry](const v1::JobConfig& j, const text::Tokenizer*,
-                                             ledger::Ledger*) {
-    return RemoteRoleSet::Bind(j, registry, options.register_timeout, out, options.env,
-                               &progress);
+                                                  ledger::Ledger*) {
+    return RemoteRoleSet::Bind(j, registry, options.register_timeout, out, options.env, &progress);
   };
   absl::Status status = run::RunJob(
       job, out, resume, bind, progress,

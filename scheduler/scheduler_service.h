@@ -25,8 +25,8 @@ class SchedulerService final : public v1::Scheduler::Service {
   // The job's WorkerRegistry keeps time on `env`. `run_dir` is the run
   // directory assignments name (made absolute); empty: the job's
   // runtime.out_dir.
-  explicit SchedulerService(absl::Duration register_timeout,
-                            env::Env* env = env::Env::Default(), std::string run_dir = "")
+  explicit SchedulerService(absl::Duration register_timeout, env::Env* env = env::Env::Default(),
+                            std::string run_dir = "")
       : register_timeout_(register_timeout), env_(env), run_dir_(std::move(run_dir)) {}
 
   // Sets the job (from the command line, or SubmitJob). InvalidArgument

@@ -42,9 +42,8 @@ absl::StatusOr<std::string> WorkerRegistry::Add(const v1::RegisterRequest& reque
     int taken = 0;
     for (const auto& [id, w] : workers_) taken += w.role == role;
     if (taken >= expected) {
-      return absl::FailedPreconditionError(absl::StrCat("the job needs ", expected, " ",
-                                                        config::RoleName(role),
-                                                        " workers and has them"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the job needs ", expected, " ", config::RoleName(role), " workers and has them"));
     }
     while (workers_.count(config::WorkerId(role, index).ToString())) ++index;
   }

@@ -13,6 +13,8 @@
 // `trellis launch --insecure` says so on stderr and makes no secret;
 // `trellis serve` without a secret refuses to start.
 
+#include "rpc/auth.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,7 +29,6 @@
 #include "config/job_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/auth.h"
 #include "rpc/channel.h"
 #include "tests/tiny_job.h"
 #include "trellis/v1/scheduler.grpc.pb.h"
@@ -72,7 +73,7 @@ Caller Unary(grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, 
 // One server-streaming call of Stub::method, read to its end.
 template <typename Stub, typename Request, typename Chunk>
 Caller Streaming(std::unique_ptr<grpc::ClientReader<Chunk>> (Stub::*method)(grpc::ClientContext*,
-                                                                           const Request&),
+                                                                            const Request&),
                  Request request) {
   return [method, request](const Channel& channel) {
     Stub stub(channel);
@@ -229,13 +230,12 @@ TEST_F(AuthTest, ALaunchedJobServesOnlyCallsCarryingItsSecret) {
     ExpectGuarded("learner-0", what, call, absl::StatusCode::kInvalidArgument);
   }
   ExpectGuarded("learner-0", "SaveWeights",
-                Unary(&Learner::SaveWeights, Path("auth_test.safetensors")),
-                absl::StatusCode::kOk);
+                Unary(&Learner::SaveWeights, Path("auth_test.safetensors")), absl::StatusCode::kOk);
   EXPECT_TRUE(fs::exists(out / "auth_test.safetensors"));
   v1::FetchWeightsRequest fetch;
   fetch.set_wait_ms(1000);
-  ExpectGuarded("learner-0", "WeightStream.Fetch",
-                Streaming(&v1::WeightStream::Stub::Fetch, fetch), absl::StatusCode::kOk);
+  ExpectGuarded("learner-0", "WeightStream.Fetch", Streaming(&v1::WeightStream::Stub::Fetch, fetch),
+                absl::StatusCode::kOk);
 
   // The reference.
   using Reference = v1::Reference::Stub;
@@ -298,17 +298,17 @@ TEST_F(AuthTest, InsecureIsExplicitAndAnnounced) {
   v1::JobConfig job = testing_util::TinyJob();
   job.mutable_grpo()->set_steps(1);
   WriteText(root_ / "job.yaml", config::ResolvedJobYaml(job));
-  const int launched = Wait(StartTrellis({"launch", (root_ / "job.yaml").string(), "--out",
-                                          (root_ / "run").string(), "--insecure"},
-                                         root_ / "launch.log"));
+  const int launched = Wait(StartTrellis(
+      {"launch", (root_ / "job.yaml").string(), "--out", (root_ / "run").string(), "--insecure"},
+      root_ / "launch.log"));
   const std::string log = Slurp(root_ / "launch.log");
   EXPECT_TRUE(WIFEXITED(launched) && WEXITSTATUS(launched) == 0) << log;
   EXPECT_THAT(log, HasSubstr("trellis launch: --insecure"));
   EXPECT_FALSE(fs::exists(root_ / "run" / "launch" / "secret"));
 
   // A service started without a secret and without --insecure refuses.
-  const int serve = Wait(StartTrellis({"serve", "learner", "--scheduler", "127.0.0.1:1"},
-                                      root_ / "serve.log"));
+  const int serve =
+      Wait(StartTrellis({"serve", "learner", "--scheduler", "127.0.0.1:1"}, root_ / "serve.log"));
   EXPECT_TRUE(WIFEXITED(serve) && WEXITSTATUS(serve) == 2) << Slurp(root_ / "serve.log");
   EXPECT_THAT(Slurp(root_ / "serve.log"), HasSubstr("--secret-file"));
 }

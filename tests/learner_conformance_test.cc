@@ -46,9 +46,9 @@ absl::StatusOr<BoundLearner> MakeGrpc(const v1::JobConfig& job,
   absl::StatusOr<std::shared_ptr<rpc::Server>> server =
       rpc::testing::ServeInProcess(service.get(), rpc::testing::KeepBoth(service, worker));
   if (!server.ok()) return server.status();
-  return BoundLearner{*server, NewGrpcLearnerClient(rpc::NewChannel((*server)->address()),
-                                                    "learner-0", absl::Seconds(60),
-                                                    ::testing::TempDir())};
+  return BoundLearner{*server,
+                      NewGrpcLearnerClient(rpc::NewChannel((*server)->address()), "learner-0",
+                                           absl::Seconds(60), ::testing::TempDir())};
 }
 
 // Two ranks joined on a free loopback port; rank 0 publishes.

@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
@@ -46,7 +45,8 @@ TEST(PythonVerifierTest, TrainsLikeTheBuiltinItMirrors) {
   ASSERT_TRUE(rpc::WriteSecretFile((root / "secret").string(), *secret).ok());
   verifier::internal::SpawnOptions options;
   options.argv = {TRELLIS_PYTHON3, TRELLIS_SOURCE_DIR "/examples/verifiers/python_numeric.py",
-                  "--port", "0", "--secret-file", (root / "secret").string()};
+                  "--port",        "0",
+                  "--secret-file", (root / "secret").string()};
   absl::StatusOr<std::unique_ptr<verifier::internal::Child>> child =
       verifier::internal::Child::Spawn(options);
   ASSERT_TRUE(child.ok()) << child.status();

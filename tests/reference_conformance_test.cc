@@ -33,9 +33,9 @@ absl::StatusOr<BoundReference> MakeGrpc(const v1::JobConfig& job,
   absl::StatusOr<std::shared_ptr<rpc::Server>> server =
       rpc::testing::ServeInProcess(service.get(), rpc::testing::KeepBoth(service, worker));
   if (!server.ok()) return server.status();
-  return BoundReference{*server, NewGrpcReferenceClient(rpc::NewChannel((*server)->address()),
-                                                        "reference-0", absl::Seconds(30),
-                                                        ::testing::TempDir())};
+  return BoundReference{*server,
+                        NewGrpcReferenceClient(rpc::NewChannel((*server)->address()), "reference-0",
+                                               absl::Seconds(30), ::testing::TempDir())};
 }
 
 v1::JobConfig Job() {

@@ -84,8 +84,8 @@ class ServicesTest : public ::testing::Test {
 };
 
 TEST_F(ServicesTest, LearnerRefusesMalformedBatchesAndKeepsServing) {
-  auto learner = learner::NewGrpcLearnerClient(channel_, "learner-0", absl::Seconds(30),
-                                               ::testing::TempDir());
+  auto learner =
+      learner::NewGrpcLearnerClient(channel_, "learner-0", absl::Seconds(30), ::testing::TempDir());
 
   absl::Status empty = StatusOf(learner->SftStep(v1::SftBatch()));
   EXPECT_EQ(empty.code(), absl::StatusCode::kInvalidArgument);
@@ -262,9 +262,9 @@ TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
     for (int id : Ids("5+7=")) sample->add_prompt_tokens(id);
     for (int id : Ids(text)) sample->add_response_tokens(id);
   }
-  auto client = reference::NewGrpcReferenceClient(rpc::NewChannel((*server)->address()),
-                                                  "reference-0", absl::Seconds(30),
-                                                  ::testing::TempDir());
+  auto client =
+      reference::NewGrpcReferenceClient(rpc::NewChannel((*server)->address()), "reference-0",
+                                        absl::Seconds(30), ::testing::TempDir());
   absl::StatusOr<v1::ScoreResponse> scores = client->Scores(request);
   ASSERT_TRUE(scores.ok()) << scores.status();
   ASSERT_EQ(scores->scores_size(), 3);
@@ -278,9 +278,9 @@ TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
   EXPECT_EQ(out_of_vocab.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(out_of_vocab.message()), HasSubstr("100000"));
 
-  auto plain_client = reference::NewGrpcReferenceClient(
-      rpc::NewChannel((*plain_server)->address()), "reference-1", absl::Seconds(30),
-      ::testing::TempDir());
+  auto plain_client =
+      reference::NewGrpcReferenceClient(rpc::NewChannel((*plain_server)->address()), "reference-1",
+                                        absl::Seconds(30), ::testing::TempDir());
   absl::Status no_rm = StatusOf(plain_client->Scores(request));
   EXPECT_EQ(no_rm.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(no_rm.message()), HasSubstr("ppo.reward"));
