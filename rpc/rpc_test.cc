@@ -1,9 +1,8 @@
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
-#include <filesystem>
-#include <fstream>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
 #include <thread>
 
 #include "absl/strings/str_cat.h"
