@@ -15,6 +15,7 @@
 
 #include "rpc/auth.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -91,6 +92,7 @@ v1::JobConfig Job() {
   v1::JobConfig job = testing_util::TinyJob();
   job.set_name("secret-job-name");
   job.mutable_grpo()->set_steps(100000);  // Cancelled by the test.
+  job.mutable_deployment()->mutable_actor()->set_count(1);
   job.mutable_deployment()->set_weight_transport("grpc");
   return job;
 }
@@ -101,6 +103,11 @@ class AuthTest : public ::testing::Test {
     root_ = fs::path(::testing::TempDir()) / ("auth_test_" + std::to_string(::getpid()));
     fs::remove_all(root_);
     fs::create_directories(root_ / "outside");
+  }
+  // A job left running by a failed assertion is stopped (the launcher
+  // stops every process it started).
+  void TearDown() override {
+    if (launcher_ > 0 && ::kill(launcher_, SIGTERM) == 0) Wait(launcher_);
   }
 
   // Without the secret: UNAUTHENTICATED, naming no job. With it: `served`
@@ -129,6 +136,7 @@ class AuthTest : public ::testing::Test {
   }
 
   fs::path root_;
+  pid_t launcher_ = -1;
   rpc::JobSecret secret_ = rpc::JobSecret::Insecure();
   // Worker id (and "scheduler") -> address.
   std::map<std::string, std::string> addresses_;
@@ -144,8 +152,8 @@ TEST_F(AuthTest, ALaunchedJobServesOnlyCallsCarryingItsSecret) {
   const v1::JobConfig job = Job();
   WriteText(root_ / "job.yaml", config::ResolvedJobYaml(job));
   const fs::path out = root_ / "run";
-  const pid_t launcher = StartTrellis(
-      {"launch", (root_ / "job.yaml").string(), "--out", out.string()}, root_ / "launch.log");
+  launcher_ = StartTrellis({"launch", (root_ / "job.yaml").string(), "--out", out.string()},
+                           root_ / "launch.log");
   // Serving, and past the warm-up (the reference weights are written).
   ASSERT_TRUE(WaitFor(
       [&] { return fs::exists(out / "workers.tsv") && fs::exists(out / "reference.safetensors"); },
@@ -290,7 +298,8 @@ TEST_F(AuthTest, ALaunchedJobServesOnlyCallsCarryingItsSecret) {
   // Cancel: refused without the secret, the job goes on; with it, it ends.
   ExpectGuarded("scheduler", "CancelJob", Unary(&Scheduler::CancelJob, status),
                 absl::StatusCode::kOk);
-  Wait(launcher);
+  Wait(launcher_);
+  launcher_ = -1;
   EXPECT_THAT(Slurp(root_ / "launch.log"), HasSubstr("cancelled before step"));
 }
 
