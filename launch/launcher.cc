@@ -166,6 +166,10 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
   const std::vector<std::string> security =
       secret_file->empty() ? std::vector<std::string>{"--insecure"}
                            : std::vector<std::string>{"--secret-file", *secret_file};
+  if (!secret_file->empty()) {
+    progress << "[launch] every call to the job's services needs its secret (" << *secret_file
+             << ")" << std::endl;
+  }
 
   g_stop_signal = 0;
   struct sigaction action = {};
