@@ -97,7 +97,16 @@ bool TakeSwitch(std::vector<std::string>& args, const std::string& name) {
 int ExitCode(const std::string& command, const absl::Status& status) {
   if (status.ok()) return 0;
   std::cerr << "trellis " << command << ": " << status << "\n";
-  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      return trellis::launch::kExitInvalidInput;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kDeadlineExceeded:
+      return trellis::launch::kExitRetryable;
+    default:
+      return 1;
+  }
 }
 
 // Sets runtime.seed from --seed (when given); false after saying why when

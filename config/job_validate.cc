@@ -223,6 +223,10 @@ void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
             "deployment.heartbeat_timeout_ms", "> deployment.heartbeat_interval_ms",
             d.heartbeat_timeout_ms());
   c.Positive("deployment.call_timeout_ms", d.call_timeout_ms());
+  c.Require(d.stall_timeout_ms() >= d.heartbeat_timeout_ms(), "deployment.stall_timeout_ms",
+            ">= deployment.heartbeat_timeout_ms", d.stall_timeout_ms());
+  c.Require(d.max_restarts() >= 0 && d.max_restarts() <= 100, "deployment.max_restarts",
+            "in [0, 100]", d.max_restarts());
 }
 
 void CheckMemory(const v1::MemoryConfig& m, Checker& c) {

@@ -16,7 +16,7 @@
 //   RUN/progress.log             a probed run's progress lines
 //   RUN/report.html              `trellis report`
 //   RUN/launch/                  `trellis launch`: job.yaml, scheduler.addr, processes.tsv,
-//                                secret (the job's secret, mode 0600)
+//                                restarts.tsv, secret (the job's secret, mode 0600)
 //   RUN/checkpoints/step_<N>/    a checkpoint after N steps (CheckpointDir)
 //   RUN/checkpoints/.tmp_step_<N>/  one being written
 //   RUN/checkpoints/latest       "step_<N>\n": the newest complete checkpoint
@@ -93,6 +93,7 @@ class RunDir {
   std::string LaunchProcesses() const { return Launch() + "/processes.tsv"; }
   // The job's secret (rpc/auth.h), readable by its owner alone.
   std::string LaunchSecret() const { return Launch() + "/secret"; }
+  std::string LaunchRestarts() const { return Launch() + "/restarts.tsv"; }
 
   // Checkpoints.
   std::string Checkpoints() const { return File(kCheckpoints); }

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "env/env.h"
 #include "env/run_dir.h"
@@ -22,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "config/job_config.h"
 #include "config/worker_id.h"
+#include "run/checkpoint.h"
 #include "scheduler/placement.h"
 
 namespace trellis::launch {
@@ -139,6 +141,149 @@ v1::ClusterSpec ThisHost() {
   return scheduler::LocalCluster(gpus, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+namespace {
+
+// The part of a launch every attempt shares.
+struct LaunchPlan {
+  std::vector<scheduler::WorkerPlacement> placed;
+  std::string out_dir;
+  std::string trellis_binary;
+  std::string http;
+  std::ostream* progress;
+  // What every process is started with: --secret-file FILE, or --insecure.
+  std::vector<std::string> security;
+};
+
+struct AttemptResult {
+  absl::Status status;
+  // The failure is one a restart from the newest checkpoint may mend: a
+  // role other than the scheduler died or failed (every actor, or the one
+  // learner, reference or verifier), the scheduler was killed by a signal,
+  // or it ended with a retryable status (cli's exit code kExitRetryable).
+  bool restartable = false;
+};
+
+bool ExitedOk(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+// What made the attempt fail, once the scheduler or a worker has ended
+// badly; OK while nothing has.
+AttemptResult Failure(const std::vector<std::unique_ptr<Child>>& children) {
+  int actors = 0, failed_actors = 0;
+  for (const auto& c : children) {
+    if (c->id.role() == v1::ACTOR) {
+      ++actors;
+      failed_actors += c->exited && !ExitedOk(c->status);
+    }
+  }
+  for (const auto& c : children) {
+    const v1::Role role = c->id.role();
+    if (!c->exited || ExitedOk(c->status) || role == v1::SCHEDULER) continue;
+    if (role == v1::ACTOR && failed_actors < actors) continue;  // others take its work
+    return {absl::UnavailableError(absl::StrCat(
+                c->id.ToString(), role == v1::ACTOR ? " (the last actor)" : "", " exited (",
+                Describe(c->status), ") during the job")),
+            true};
+  }
+  const Child& scheduler = *children.front();
+  if (scheduler.exited && !ExitedOk(scheduler.status)) {
+    const int s = scheduler.status;
+    return {absl::UnavailableError(absl::StrCat("the scheduler failed (", Describe(s), ")")),
+            WIFSIGNALED(s) || (WIFEXITED(s) && WEXITSTATUS(s) == kExitRetryable)};
+  }
+  return {};
+}
+
+AttemptResult RunAttempt(const LaunchPlan& plan, bool resume) {
+  env::Env* const env = env::Env::Default();
+  const env::RunDir run(plan.out_dir);
+  const std::string address_file = run.LaunchSchedulerAddress();
+  if (absl::Status s = env->RemoveAll(address_file); !s.ok()) return {s};
+  std::ostream& progress = *plan.progress;
+  std::mutex out_mu;
+  std::vector<std::unique_ptr<Child>> children;
+  auto start = [&](const config::WorkerId& id, std::vector<std::string> argv,
+                   const std::vector<int>& gpus) {
+    children.push_back(std::make_unique<Child>(id));
+    argv.insert(argv.begin(), plan.trellis_binary);
+    argv.insert(argv.end(), plan.security.begin(), plan.security.end());
+    return Spawn(*children.back(), argv, gpus, progress, out_mu);
+  };
+  std::vector<std::string> scheduler_args = {"serve", config::RoleName(v1::SCHEDULER),
+                                             "--address-file", address_file};
+  for (const std::string& a :
+       resume ? std::vector<std::string>{"--resume", plan.out_dir}
+              : std::vector<std::string>{"--job", run.LaunchJobYaml(), "--out", plan.out_dir}) {
+    scheduler_args.push_back(a);
+  }
+  if (!plan.http.empty()) {
+    scheduler_args.push_back("--http");
+    scheduler_args.push_back(plan.http);
+  }
+  AttemptResult result{start(config::WorkerId(v1::SCHEDULER), scheduler_args, {})};
+  // The scheduler's bound address, once it serves.
+  std::string scheduler;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (result.status.ok() && scheduler.empty()) {
+    std::ifstream in(address_file);
+    if (in && std::getline(in, scheduler) && !scheduler.empty()) break;
+    scheduler.clear();
+    Reap(children);
+    if (children[0]->exited) {
+      result = Failure(children);
+      if (result.status.ok()) {
+        result.status = absl::InternalError("the scheduler exited before serving");
+      }
+    } else if (absl::Now() > deadline) {
+      result.status = absl::DeadlineExceededError("the scheduler did not start serving within 60 s");
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  for (const scheduler::WorkerPlacement& p : plan.placed) {
+    if (!result.status.ok()) break;
+    result.status = start(p.id,
+                          {"serve", config::RoleName(p.id.role()), "--scheduler", scheduler,
+                           "--index", absl::StrCat(p.id.index())},
+                          p.gpus);
+  }
+  if (result.status.ok()) {
+    std::string table;
+    for (auto& c : children) absl::StrAppend(&table, c->id.ToString(), "\t", c->pid, "\n");
+    result.status = env->WriteFileAtomically(run.LaunchProcesses(), table);
+  }
+
+  // Until the scheduler ends the job, a signal arrives, or a role that
+  // cannot be replaced fails. A worker that exits 0 was told by the
+  // scheduler that the job is over.
+  while (result.status.ok()) {
+    Reap(children);
+    if (g_stop_signal != 0) {
+      result.status =
+          absl::CancelledError(absl::StrCat("stopped by signal ", g_stop_signal.load()));
+      break;
+    }
+    result = Failure(children);
+    if (!result.status.ok() || children[0]->exited) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  {
+    std::lock_guard<std::mutex> lock(out_mu);
+    progress << "[launch] "
+             << (result.status.ok() ? "job finished" : std::string(result.status.message()))
+             << "; stopping every process" << std::endl;
+  }
+  // Workers exit by themselves once the scheduler says the job is over.
+  TearDown(children, absl::Seconds(result.status.ok() ? 5 : 2));
+  for (auto& c : children) {
+    if (c->id.role() == v1::ACTOR && !ExitedOk(c->status)) {
+      progress << "[launch] " << c->id.ToString() << " ended with " << Describe(c->status)
+               << std::endl;
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
 absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
                          const std::string& out_dir, const std::string& trellis_binary,
                          std::ostream& progress, bool resume, const std::string& http,
@@ -155,21 +300,20 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
   env::Env* const env = env::Env::Default();
   const env::RunDir run(out_dir);
   if (absl::Status s = env->CreateDir(run.Launch()); !s.ok()) return s;
-  const std::string job_path = run.LaunchJobYaml();
-  const std::string address_file = run.LaunchSchedulerAddress();
-  if (absl::Status s = env->RemoveAll(address_file); !s.ok()) return s;
-  if (absl::Status s = env->WriteFileAtomically(job_path, config::ResolvedJobYaml(job)); !s.ok()) {
+  if (absl::Status s = env->WriteFileAtomically(run.LaunchJobYaml(), config::ResolvedJobYaml(job));
+      !s.ok()) {
     return s;
   }
   absl::StatusOr<std::string> secret_file = LaunchSecretFile(secret, run.LaunchSecret());
   if (!secret_file.ok()) return secret_file.status();
-  const std::vector<std::string> security =
-      secret_file->empty() ? std::vector<std::string>{"--insecure"}
-                           : std::vector<std::string>{"--secret-file", *secret_file};
   if (!secret_file->empty()) {
     progress << "[launch] every call to the job's services needs its secret (" << *secret_file
              << ")" << std::endl;
   }
+  const LaunchPlan plan{*std::move(placed), out_dir, trellis_binary, http, &progress,
+                        secret_file->empty()
+                            ? std::vector<std::string>{"--insecure"}
+                            : std::vector<std::string>{"--secret-file", *secret_file}};
 
   g_stop_signal = 0;
   struct sigaction action = {};
@@ -177,98 +321,39 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
   struct sigaction old_int, old_term;
   sigaction(SIGINT, &action, &old_int);
   sigaction(SIGTERM, &action, &old_term);
-
-  std::mutex out_mu;
-  std::vector<std::unique_ptr<Child>> children;
-  auto start = [&](const config::WorkerId& id, std::vector<std::string> argv,
-                   const std::vector<int>& gpus) {
-    children.push_back(std::make_unique<Child>(id));
-    argv.insert(argv.begin(), trellis_binary);
-    argv.insert(argv.end(), security.begin(), security.end());
-    return Spawn(*children.back(), argv, gpus, progress, out_mu);
+  absl::Cleanup restore_signals = [&] {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
   };
-  std::vector<std::string> scheduler_args = {"serve", config::RoleName(v1::SCHEDULER),
-                                             "--address-file", address_file};
-  for (const std::string& a : resume ? std::vector<std::string>{"--resume", out_dir}
-                                     : std::vector<std::string>{"--job", job_path, "--out", out_dir}) {
-    scheduler_args.push_back(a);
-  }
-  if (!http.empty()) {
-    scheduler_args.push_back("--http");
-    scheduler_args.push_back(http);
-  }
-  absl::Status status = start(config::WorkerId(v1::SCHEDULER), scheduler_args, {});
-  // The scheduler's bound address, once it serves.
-  std::string scheduler;
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (status.ok() && scheduler.empty()) {
-    std::ifstream in(address_file);
-    if (in && std::getline(in, scheduler) && !scheduler.empty()) break;
-    scheduler.clear();
-    Reap(children);
-    if (children[0]->exited) {
-      status = absl::InternalError(absl::StrCat("the scheduler exited before serving (",
-                                                Describe(children[0]->status), ")"));
-    } else if (absl::Now() > deadline) {
-      status = absl::DeadlineExceededError("the scheduler did not start serving within 60 s");
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  for (const scheduler::WorkerPlacement& p : *placed) {
-    if (!status.ok()) break;
-    status = start(p.id, {"serve", config::RoleName(p.id.role()), "--scheduler", scheduler,
-                          "--index", absl::StrCat(p.id.index())},
-                   p.gpus);
-  }
-  if (status.ok()) {
-    std::string table;
-    for (auto& c : children) absl::StrAppend(&table, c->id.ToString(), "\t", c->pid, "\n");
-    status = env->WriteFileAtomically(run.LaunchProcesses(), table);
-  }
 
-  // Until the scheduler ends the job, a signal arrives, or a role that
-  // cannot be replaced fails.
-  while (status.ok()) {
-    Reap(children);
-    if (g_stop_signal != 0) {
-      status = absl::CancelledError(absl::StrCat("stopped by signal ", g_stop_signal.load()));
-      break;
+  // Restarts (launch/restarts.tsv): one line each, with what failed and
+  // where the next attempt went on from.
+  std::string restarts = "attempt\tcause\tresumed_from\n";
+  const int max_restarts = job.deployment().max_restarts();
+  for (int attempt = 0;; ++attempt) {
+    AttemptResult result = RunAttempt(plan, resume);
+    if (result.status.ok() || !result.restartable || g_stop_signal != 0) return result.status;
+    if (attempt == max_restarts) {
+      return absl::Status(result.status.code(),
+                          absl::StrCat(result.status.message(), " (", max_restarts,
+                                       " restarts used: deployment.max_restarts)"));
     }
-    if (children[0]->exited) {
-      const int s = children[0]->status;
-      if (!(WIFEXITED(s) && WEXITSTATUS(s) == 0)) {
-        status = absl::InternalError(absl::StrCat("the scheduler failed (", Describe(s), ")"));
-      }
-      break;
+    // The newest checkpoint, or the start when the run has none yet.
+    absl::StatusOr<run::Checkpoint> checkpoint = run::ReadLatestCheckpoint(env, out_dir);
+    if (!checkpoint.ok() && !absl::IsNotFound(checkpoint.status())) {
+      return absl::Status(checkpoint.status().code(),
+                          absl::StrCat(result.status.message(), "; cannot restart: ",
+                                       checkpoint.status().message()));
     }
-    // A worker that exits 0 was told by the scheduler that the job is over.
-    for (auto& c : children) {
-      if (!c->exited || c->id.role() == v1::SCHEDULER || c->id.role() == v1::ACTOR ||
-          (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)) {
-        continue;
-      }
-      status = absl::InternalError(
-          absl::StrCat(c->id.ToString(), " exited (", Describe(c->status), ") during the job"));
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  {
-    std::lock_guard<std::mutex> lock(out_mu);
-    progress << "[launch] " << (status.ok() ? "job finished" : std::string(status.message()))
-             << "; stopping every process" << std::endl;
-  }
-  // Workers exit by themselves once the scheduler says the job is over.
-  TearDown(children, absl::Seconds(status.ok() ? 5 : 2));
-  for (auto& c : children) {
-    if (c->id.role() == v1::ACTOR && !(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)) {
-      progress << "[launch] " << c->id.ToString() << " ended with " << Describe(c->status)
-               << std::endl;
+    resume = checkpoint.ok();
+    const std::string from = resume ? checkpoint->dir : "the start";
+    progress << "[launch] restart " << attempt + 1 << " of " << max_restarts << ": "
+             << result.status.message() << "; going on from " << from << std::endl;
+    absl::StrAppend(&restarts, attempt + 1, "\t", result.status.message(), "\t", from, "\n");
+    if (absl::Status s = env->WriteFileAtomically(run.LaunchRestarts(), restarts); !s.ok()) {
+      return s;
     }
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  return status;
 }
 
 }  // namespace trellis::launch

@@ -6,10 +6,13 @@
 // prefixed with its role and index ("[actor-1] ..."). Teardown leaves no
 // process behind: at the end of the job, on SIGINT/SIGTERM, or when a role
 // other than an actor fails (a failed actor's work is re-dispatched by the
-// scheduler, so the job goes on). OUT/launch/ holds the job as launched,
-// the scheduler's address, processes.tsv (name, pid) and, unless another
-// secret file is given, the job's secret (mode 0600) that every process
-// checks and sends on every call (rpc/auth.h).
+// scheduler, so the job goes on). Then, within deployment.max_restarts,
+// every process is started again from the newest checkpoint (or from the
+// start when there is none): the job completes without a person. OUT/launch/
+// holds the job as launched, the scheduler's address, processes.tsv (name,
+// pid), restarts.tsv (each restart's cause and starting point) and, unless
+// another secret file is given, the job's secret (mode 0600) that every
+// process checks and sends on every call (rpc/auth.h).
 
 #include <ostream>
 #include <string>
@@ -20,6 +23,13 @@
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::launch {
+
+// Exit codes of `trellis` commands besides 0 and 1: bad input (fix it and
+// run again), and a failure a retry may mend (a peer died or went silent:
+// absl's Unavailable, Aborted, DeadlineExceeded), which `trellis launch`
+// answers by restarting the job from its newest checkpoint.
+inline constexpr int kExitInvalidInput = 2;
+inline constexpr int kExitRetryable = 3;
 
 // This host as a cluster: one pool "local" with its GPUs (/dev/nvidiaN)
 // and cores.

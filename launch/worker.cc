@@ -325,10 +325,13 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   log << id << ": serving on " << (*server)->address() << std::endl;
 
   // Heartbeats until the scheduler says the job is over, or stays silent
-  // past the job's heartbeat timeout.
+  // past the job's stall timeout (warned of at the heartbeat timeout: a
+  // stopped scheduler is waited for).
   const absl::Duration interval = absl::Milliseconds(assignment->heartbeat_interval_ms());
-  const absl::Duration timeout = absl::Milliseconds(job.deployment().heartbeat_timeout_ms());
+  const absl::Duration warn_after = absl::Milliseconds(job.deployment().heartbeat_timeout_ms());
+  const absl::Duration give_up_after = absl::Milliseconds(job.deployment().stall_timeout_ms());
   absl::Time last_ok = absl::Now();
+  bool warned = false;
   absl::Status result;
   v1::HeartbeatRequest beat;
   beat.set_worker_id(id);
@@ -337,17 +340,24 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
     absl::StatusOr<v1::HeartbeatResponse> reply = rpc::Call(
         *scheduler, &v1::Scheduler::Stub::Heartbeat, beat, interval, "scheduler Heartbeat");
     if (reply.ok()) {
+      if (warned) log << id << ": scheduler answers again" << std::endl;
+      warned = false;
       last_ok = absl::Now();
       forwarder.StepAdvanced(reply->step());
       if (reply->shutdown()) break;
     } else if (absl::IsFailedPrecondition(reply.status()) || absl::IsNotFound(reply.status())) {
       result = reply.status();  // Declared dead: our work went elsewhere.
       break;
-    } else if (absl::Now() - last_ok > timeout) {
+    } else if (absl::Now() - last_ok > give_up_after) {
       result = absl::UnavailableError(absl::StrCat(id, ": scheduler ", options.scheduler,
                                                    " silent for ",
-                                                   absl::FormatDuration(timeout)));
+                                                   absl::FormatDuration(give_up_after)));
       break;
+    } else if (!warned && absl::Now() - last_ok > warn_after) {
+      warned = true;
+      log << id << ": scheduler " << options.scheduler << " silent for "
+          << absl::FormatDuration(warn_after) << "; waiting for it up to "
+          << absl::FormatDuration(give_up_after) << std::endl;
     }
     absl::SleepFor(interval);
   }

@@ -8,7 +8,8 @@
 // heartbeats, and forwards its ledger records to the scheduler in batches
 // off the step's path (ledger_forwarder.h). Returns
 // when the scheduler says the job is over (OK), or when the scheduler has
-// been unreachable past the heartbeat timeout (Unavailable).
+// been unreachable past the job's stall timeout (Unavailable; it warns at
+// the heartbeat timeout).
 
 #include <optional>
 #include <ostream>

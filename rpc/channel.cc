@@ -66,12 +66,14 @@ bool IsWildcardHost(const std::string& host) {
   return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
 }
 
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const JobSecret& secret) {
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, absl::Duration stall_limit,
+                                          const JobSecret& secret) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(stall_limit)));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Reconnect quickly after a peer restarts.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);

@@ -32,9 +32,16 @@ struct HostPort {
 // the empty host of ":port"): no other machine can dial them.
 bool IsWildcardHost(const std::string& host);
 
-// A channel to "host:port" whose every call carries `secret` (none when
-// insecure); it connects lazily.
+// How long a channel waits for a silent peer's keepalive answer before its
+// calls fail, unless told otherwise.
+inline constexpr absl::Duration kDefaultStallLimit = absl::Seconds(5);
+
+// A channel to "host:port"; it connects lazily. Calls in flight fail once
+// the peer has left a keepalive ping unanswered for `stall_limit` (a
+// stopped process answers again when it continues). Every call carries
+// `secret` (nothing when insecure).
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
+                                          absl::Duration stall_limit = kDefaultStallLimit,
                                           const JobSecret& secret = ProcessSecret());
 
 // Waits until the channel is connected; Unavailable naming `address` after

@@ -250,20 +250,22 @@ TEST(ServerTest, WithASecretOnlyCallsCarryingItReachTheService) {
   v1::VerifyRequest request;
   request.add_items()->set_response("fine");
   for (const JobSecret& wrong : {JobSecret::Insecure(), *other}) {
-    auto stub = v1::Verifier::NewStub(NewChannel(address, wrong));
+    auto stub = v1::Verifier::NewStub(NewChannel(address, kDefaultStallLimit, wrong));
     absl::StatusOr<v1::VerifyResponse> refused =
         Call(*stub, &v1::Verifier::Stub::Verify, request, absl::Seconds(5), "v");
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated);
     EXPECT_THAT(refused.status().message(), HasSubstr("credentials"));
     // Reflection would list the services: it is closed too.
-    EXPECT_EQ(RawCall(NewChannel(address, wrong),
+    EXPECT_EQ(RawCall(NewChannel(address, kDefaultStallLimit, wrong),
                       "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
                   .error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
     // Health stays open for readiness probes.
-    EXPECT_TRUE(RawCall(NewChannel(address, wrong), "/grpc.health.v1.Health/Check").ok());
+    EXPECT_TRUE(
+        RawCall(NewChannel(address, kDefaultStallLimit, wrong), "/grpc.health.v1.Health/Check")
+            .ok());
   }
-  auto stub = v1::Verifier::NewStub(NewChannel(address, *secret));
+  auto stub = v1::Verifier::NewStub(NewChannel(address, kDefaultStallLimit, *secret));
   absl::StatusOr<v1::VerifyResponse> served =
       Call(*stub, &v1::Verifier::Stub::Verify, request, absl::Seconds(5), "v");
   ASSERT_TRUE(served.ok()) << served.status();

@@ -26,6 +26,9 @@ class CallStats;
 
 // Largest message a Trellis server or channel accepts.
 inline constexpr int kMaxMessageBytes = 256 << 20;
+// How long a server waits for a silent client's keepalive answer before it
+// drops the connection: a client process that is stopped, not dead.
+inline constexpr int kServerStallLimitMs = 600000;
 
 struct ServerOptions {
   // The host other machines reach this one by (a name or an address);

@@ -40,11 +40,14 @@ class RemoteRoleSet final : public run::RoleSet {
       return s;
     }
     const absl::Duration timeout = absl::Milliseconds(job.deployment().call_timeout_ms());
+    // A call to a stalled worker stays open up to the stall timeout.
+    const absl::Duration stall = absl::Milliseconds(job.deployment().stall_timeout_ms());
+    auto channel = [stall](const WorkerInfo& w) { return rpc::NewChannel(w.request.address(), stall); };
     auto set = std::make_unique<RemoteRoleSet>();
     std::vector<ActorPool::Member> members;
     for (const WorkerInfo& w : registry->Workers(v1::ACTOR)) {
       members.push_back(
-          {w.id, actor::NewGrpcActorClient(rpc::NewChannel(w.request.address()), w.id, timeout)});
+          {w.id, actor::NewGrpcActorClient(channel(w), w.id, timeout)});
     }
     set->actors_ = std::make_unique<ActorPool>(
         std::move(members), [registry](const std::string& id) { return registry->Alive(id); },
@@ -57,22 +60,20 @@ class RemoteRoleSet final : public run::RoleSet {
     // A group of learners is one learner to the loop.
     std::vector<std::unique_ptr<learner::LearnerWorker>> learners;
     for (const WorkerInfo& w : registry->Workers(v1::LEARNER)) {
-      learners.push_back(learner::NewGrpcLearnerClient(rpc::NewChannel(w.request.address()), w.id,
-                                                       timeout, run_dir));
+      learners.push_back(learner::NewGrpcLearnerClient(channel(w), w.id, timeout, run_dir));
     }
     set->learner_ = learners.size() == 1 ? std::move(learners.front())
                                          : NewLearnerGroup(std::move(learners));
     const std::vector<WorkerInfo> references = registry->Workers(v1::REFERENCE);
     if (!references.empty()) {
-      set->reference_ =
-          reference::NewGrpcReferenceClient(rpc::NewChannel(references.front().request.address()),
-                                            references.front().id, timeout, run_dir);
+      set->reference_ = reference::NewGrpcReferenceClient(channel(references.front()),
+                                                          references.front().id, timeout, run_dir);
     }
     // Recipes that do not roll out start no verifier (loop::WorkersNeeded).
     const std::vector<WorkerInfo> verifiers = registry->Workers(v1::VERIFIER);
     if (!verifiers.empty()) {
-      set->verifier_ = verifier::NewGrpcVerifierClient(
-          rpc::NewChannel(verifiers.front().request.address()), verifiers.front().id, timeout);
+      set->verifier_ = verifier::NewGrpcVerifierClient(channel(verifiers.front()),
+                                                       verifiers.front().id, timeout);
     }
     std::string table = "id\taddress\tpid\n";
     for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {
@@ -145,14 +146,27 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
     });
   }
 
-  // Liveness: a worker silent past the timeout is declared dead, once.
+  // Liveness: a worker silent past the heartbeat timeout is stalled and
+  // waited for; silent past the stall timeout it is declared dead, once.
   absl::Notification done;
   std::thread monitor([&, registry = registry] {
-    const absl::Duration timeout = absl::Milliseconds(d.heartbeat_timeout_ms());
+    const SilenceLimits limits{absl::Milliseconds(d.heartbeat_timeout_ms()),
+                               absl::Milliseconds(d.stall_timeout_ms())};
     while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(d.heartbeat_interval_ms()))) {
-      for (const WorkerInfo& w : registry->ExpireSilent(timeout)) {
+      const SilenceChanges changes = registry->CheckSilence(limits);
+      for (const WorkerInfo& w : changes.stalled) {
+        progress << absl::StrFormat(
+                        "scheduler: %s stalled (no heartbeat for %s); waiting for it up to %s\n",
+                        w.id, absl::FormatDuration(limits.stall),
+                        absl::FormatDuration(limits.dead))
+                 << std::flush;
+      }
+      for (const WorkerInfo& w : changes.recovered) {
+        progress << "scheduler: " << w.id << " is heartbeating again" << std::endl;
+      }
+      for (const WorkerInfo& w : changes.dead) {
         progress << absl::StrFormat("scheduler: %s declared dead (no heartbeat for %s)\n", w.id,
-                                    absl::FormatDuration(timeout))
+                                    absl::FormatDuration(limits.dead))
                  << std::flush;
       }
     }

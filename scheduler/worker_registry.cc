@@ -109,17 +109,27 @@ absl::Status WorkerRegistry::Heartbeat(const std::string& id) {
   return absl::OkStatus();
 }
 
-std::vector<WorkerInfo> WorkerRegistry::ExpireSilent(absl::Duration timeout) {
-  std::vector<WorkerInfo> expired;
+SilenceChanges WorkerRegistry::CheckSilence(const SilenceLimits& limits) {
+  SilenceChanges changes;
   const absl::Time now = env_->Now();
   absl::MutexLock lock(&mu_);
   for (auto& [id, w] : workers_) {
-    if (w.ready && !w.dead && now - w.last_seen > timeout) {
+    if (!w.ready || w.dead) continue;
+    const absl::Duration silent = now - w.last_seen;
+    if (silent > limits.dead) {
       w.dead = true;
-      expired.push_back(w);
+      changes.dead.push_back(w);
+    } else if (silent > limits.stall) {
+      if (!w.stalled) {
+        w.stalled = true;
+        changes.stalled.push_back(w);
+      }
+    } else if (w.stalled) {
+      w.stalled = false;
+      changes.recovered.push_back(w);
     }
   }
-  return expired;
+  return changes;
 }
 
 bool WorkerRegistry::MarkDead(const std::string& id) {

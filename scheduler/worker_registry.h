@@ -3,7 +3,9 @@
 
 // The scheduler's view of its workers: who registered for which role, where
 // they listen, and whether they are alive (heartbeats). A worker silent
-// past the timeout is declared dead once, and stays dead.
+// past the stall limit is stalled (and may come back: a stopped process,
+// a long pause); silent past the dead limit it is declared dead once, and
+// stays dead.
 //
 // Thread-safe.
 
@@ -29,7 +31,21 @@ struct WorkerInfo {
   absl::Time last_seen;
   // Its first heartbeat came: it built its role and serves it.
   bool ready = false;
+  // Silent past SilenceLimits::stall, and not yet heard from again.
+  bool stalled = false;
   bool dead = false;
+};
+
+struct SilenceLimits {
+  absl::Duration stall;  // silent this long: stalled (waited for)
+  absl::Duration dead;   // silent this long: dead (given up on)
+};
+
+// What one CheckSilence changed; each worker appears at most once.
+struct SilenceChanges {
+  std::vector<WorkerInfo> stalled;    // newly silent past `stall`
+  std::vector<WorkerInfo> recovered;  // stalled, and heartbeating again
+  std::vector<WorkerInfo> dead;       // newly silent past `dead`
 };
 
 class WorkerRegistry {
@@ -57,10 +73,11 @@ class WorkerRegistry {
   // work was given to others).
   [[nodiscard]] absl::Status Heartbeat(const std::string& id);
 
-  // Declares dead every ready, live worker silent for longer than
-  // `timeout` and returns them (each once). Workers still building their
-  // role are bounded by WaitComplete's timeout instead.
-  std::vector<WorkerInfo> ExpireSilent(absl::Duration timeout);
+  // Marks ready, live workers stalled or dead by how long they have been
+  // silent, and reports what changed since the last call. Workers still
+  // building their role are bounded by WaitComplete's timeout instead.
+  // REQUIRES: limits.stall <= limits.dead.
+  SilenceChanges CheckSilence(const SilenceLimits& limits);
 
   // Marks `id` dead (e.g. after its calls failed); false if it already was.
   bool MarkDead(const std::string& id);

@@ -123,21 +123,54 @@ TEST(WorkerRegistryTest, WaitCompleteReturnsWhenTheLastWorkerRegisters) {
   late.join();
 }
 
-TEST(WorkerRegistryTest, AWorkerIsDeadExactlyAfterTheHeartbeatTimeout) {
+constexpr SilenceLimits kLimits{absl::Seconds(5), absl::Seconds(20)};
+
+std::vector<std::string> Ids(const std::vector<WorkerInfo>& workers) {
+  std::vector<std::string> ids;
+  for (const WorkerInfo& w : workers) ids.push_back(w.id);
+  return ids;
+}
+
+TEST(WorkerRegistryTest, AWorkerIsStalledAndThenDeadExactlyAtTheLimits) {
   FakeEnv env;
   WorkerRegistry registry(Job(1), &env);
   ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
   ASSERT_TRUE(registry.Heartbeat("actor-0").ok());
-  const absl::Duration timeout = absl::Seconds(5);
-  env.Advance(timeout);
-  EXPECT_TRUE(registry.ExpireSilent(timeout).empty());  // silent for exactly the timeout
-  EXPECT_TRUE(registry.Alive("actor-0"));
+  env.Advance(kLimits.stall);  // silent for exactly the stall limit
+  SilenceChanges changes = registry.CheckSilence(kLimits);
+  EXPECT_TRUE(changes.stalled.empty());
   env.Advance(absl::Nanoseconds(1));
-  std::vector<WorkerInfo> dead = registry.ExpireSilent(timeout);
-  ASSERT_EQ(dead.size(), 1u);
-  EXPECT_EQ(dead[0].id, "actor-0");
-  EXPECT_EQ(dead[0].last_seen, absl::FromUnixSeconds(FakeEnv::kStartUnixSeconds));
+  changes = registry.CheckSilence(kLimits);
+  EXPECT_THAT(Ids(changes.stalled), ::testing::ElementsAre("actor-0"));
+  EXPECT_TRUE(changes.dead.empty());
+  EXPECT_TRUE(registry.Alive("actor-0"));  // stalled is waited for
+  EXPECT_TRUE(registry.CheckSilence(kLimits).stalled.empty());  // reported once
+  env.Advance(kLimits.dead - kLimits.stall - absl::Nanoseconds(1));
+  EXPECT_TRUE(registry.CheckSilence(kLimits).dead.empty());  // exactly the dead limit
+  env.Advance(absl::Nanoseconds(1));
+  changes = registry.CheckSilence(kLimits);
+  ASSERT_THAT(Ids(changes.dead), ::testing::ElementsAre("actor-0"));
+  EXPECT_EQ(changes.dead[0].last_seen, absl::FromUnixSeconds(FakeEnv::kStartUnixSeconds));
   EXPECT_FALSE(registry.Alive("actor-0"));
+  EXPECT_TRUE(registry.CheckSilence(kLimits).dead.empty());  // declared once
+}
+
+TEST(WorkerRegistryTest, AStalledWorkerThatHeartbeatsAgainRecovers) {
+  FakeEnv env;
+  WorkerRegistry registry(Job(1), &env);
+  ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
+  ASSERT_TRUE(registry.Heartbeat("actor-0").ok());
+  env.Advance(absl::Seconds(12));  // e.g. SIGSTOP
+  EXPECT_THAT(Ids(registry.CheckSilence(kLimits).stalled), ::testing::ElementsAre("actor-0"));
+  ASSERT_TRUE(registry.Heartbeat("actor-0").ok());  // SIGCONT
+  SilenceChanges changes = registry.CheckSilence(kLimits);
+  EXPECT_THAT(Ids(changes.recovered), ::testing::ElementsAre("actor-0"));
+  EXPECT_TRUE(changes.stalled.empty());
+  EXPECT_TRUE(registry.CheckSilence(kLimits).recovered.empty());
+  env.Advance(absl::Seconds(12));  // stalled again: the count starts from its last heartbeat
+  changes = registry.CheckSilence(kLimits);
+  EXPECT_THAT(Ids(changes.stalled), ::testing::ElementsAre("actor-0"));
+  EXPECT_TRUE(changes.dead.empty());
 }
 
 TEST(WorkerRegistryTest, SilentWorkersAreDeclaredDeadOnceAndStayDead) {
@@ -145,18 +178,19 @@ TEST(WorkerRegistryTest, SilentWorkersAreDeclaredDeadOnceAndStayDead) {
   WorkerRegistry registry(Job(2), &env);
   ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
   ASSERT_TRUE(registry.Add(Request(v1::ACTOR)).ok());
-  // Not serving yet: never expired for silence.
+  // Not serving yet: never stalled or dead for silence.
   env.Advance(absl::Seconds(60));
-  EXPECT_TRUE(registry.ExpireSilent(absl::Seconds(5)).empty());
+  SilenceChanges changes = registry.CheckSilence(kLimits);
+  EXPECT_TRUE(changes.stalled.empty());
+  EXPECT_TRUE(changes.dead.empty());
   ASSERT_TRUE(registry.Heartbeat("actor-0").ok());
   ASSERT_TRUE(registry.Heartbeat("actor-1").ok());
-  env.Advance(absl::Seconds(4));
+  env.Advance(absl::Seconds(19));
   ASSERT_TRUE(registry.Heartbeat("actor-0").ok());
   env.Advance(absl::Seconds(2));
-  std::vector<WorkerInfo> dead = registry.ExpireSilent(absl::Seconds(5));
-  ASSERT_EQ(dead.size(), 1u);
-  EXPECT_EQ(dead[0].id, "actor-1");
-  EXPECT_TRUE(registry.ExpireSilent(absl::Seconds(5)).empty());
+  changes = registry.CheckSilence(kLimits);
+  EXPECT_THAT(Ids(changes.dead), ::testing::ElementsAre("actor-1"));
+  EXPECT_TRUE(registry.CheckSilence(kLimits).dead.empty());
   EXPECT_FALSE(registry.Alive("actor-1"));
   EXPECT_TRUE(registry.Alive("actor-0"));
   EXPECT_EQ(registry.Heartbeat("actor-1").code(), absl::StatusCode::kFailedPrecondition);

@@ -61,6 +61,11 @@ bool WaitFor(Fn ready, int seconds) {
   return false;
 }
 
+// A channel to `address` sending `secret`.
+Channel To(const std::string& address, const rpc::JobSecret& secret) {
+  return rpc::NewChannel(address, rpc::kDefaultStallLimit, secret);
+}
+
 // One unary call of Stub::method.
 template <typename Stub, typename Request, typename Response>
 Caller Unary(grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
@@ -115,10 +120,10 @@ class AuthTest : public ::testing::Test {
   void ExpectGuarded(const std::string& worker, const std::string& what, const Caller& call,
                      std::optional<absl::StatusCode> served) {
     const std::string& address = addresses_.at(worker);
-    const absl::Status refused = call(rpc::NewChannel(address, rpc::JobSecret::Insecure()));
+    const absl::Status refused = call(To(address, rpc::JobSecret::Insecure()));
     EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated) << what << ": " << refused;
     EXPECT_THAT(std::string(refused.message()), Not(HasSubstr("secret-job-name"))) << what;
-    const absl::Status answered = call(rpc::NewChannel(address, secret_));
+    const absl::Status answered = call(To(address, secret_));
     if (served.has_value()) {
       EXPECT_EQ(answered.code(), *served) << what << " with the secret: " << answered;
     } else {
@@ -129,7 +134,7 @@ class AuthTest : public ::testing::Test {
   // With the secret: `code`, the message naming `path`.
   void ExpectPathRefused(const std::string& worker, const Caller& call, const std::string& path,
                          absl::StatusCode code) {
-    const absl::Status s = call(rpc::NewChannel(addresses_.at(worker), secret_));
+    const absl::Status s = call(To(addresses_.at(worker), secret_));
     EXPECT_EQ(s.code(), code) << worker << " " << path << ": " << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr(path));
     EXPECT_THAT(std::string(s.message()), Not(HasSubstr("root:")));
@@ -211,7 +216,7 @@ TEST_F(AuthTest, ALaunchedJobServesOnlyCallsCarryingItsSecret) {
   v1::JobStatusRequest unknown;
   unknown.set_job_id("guess");
   const absl::Status guessed =
-      Unary(&Scheduler::GetJobStatus, unknown)(rpc::NewChannel(addresses_["scheduler"], secret_));
+      Unary(&Scheduler::GetJobStatus, unknown)(To(addresses_["scheduler"], secret_));
   EXPECT_EQ(guessed.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(guessed.message()), Not(HasSubstr(job.name())));
 

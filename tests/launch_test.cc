@@ -26,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/safetensors.h"
+#include "tests/launch_util.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {
@@ -33,11 +34,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using testing_util::ExitedOk;
+using testing_util::ExpectNoneLeft;
+using testing_util::Processes;
 using testing_util::Slurp;
 using testing_util::StartTrellis;
 using testing_util::StepRecords;
 using testing_util::StepRewards;
 using testing_util::Wait;
+using testing_util::WaitFor;
 using testing_util::WriteText;
 
 // One-digit sums after 30 SFT steps, half credit for a wrong number: the
@@ -55,36 +60,6 @@ v1::JobConfig Job(int actors, int steps, const std::string& transport = "gloo") 
   d->set_heartbeat_timeout_ms(2000);
   d->set_weight_transport(transport);
   return job;
-}
-
-bool ExitedOk(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-
-// name -> pid of every process the launcher started (OUT/launch/processes.tsv).
-std::map<std::string, pid_t> Processes(const fs::path& out) {
-  std::map<std::string, pid_t> pids;
-  std::ifstream in(out / "launch" / "processes.tsv");
-  std::string name;
-  pid_t pid;
-  while (in >> name >> pid) pids[name] = pid;
-  return pids;
-}
-
-void ExpectNoneLeft(const std::map<std::string, pid_t>& pids) {
-  EXPECT_FALSE(pids.empty());
-  for (const auto& [name, pid] : pids) {
-    EXPECT_NE(::kill(pid, 0), 0) << name << " (pid " << pid << ") outlived the launcher";
-  }
-}
-
-// Polls `ready` every 50 ms for up to `seconds`.
-template <typename Fn>
-bool WaitFor(Fn ready, int seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
 }
 
 class LaunchTest : public ::testing::TestWithParam<std::string> {
@@ -190,10 +165,12 @@ TEST_F(LaunchTest, PythonClientChecksEveryServiceThenAKilledActorsWorkIsRedone) 
   ExpectNoneLeft(Processes(out));
 }
 
-// Ctrl-C, and a role that cannot be replaced failing: the launcher stops
-// the job and leaves no process behind.
+// Ctrl-C, and a role that cannot be replaced failing with no restarts
+// allowed: the launcher stops the job and leaves no process behind.
 TEST_F(LaunchTest, InterruptOrAFailedRoleLeavesNoProcessBehind) {
-  WriteText(root_ / "job.yaml", config::ResolvedJobYaml(Job(2, 2000)));
+  v1::JobConfig job = Job(2, 2000);
+  job.mutable_deployment()->set_max_restarts(0);
+  WriteText(root_ / "job.yaml", config::ResolvedJobYaml(job));
   for (const std::string how : {"sigint", "verifier"}) {
     const fs::path out = root_ / how;
     const pid_t launcher = StartTrellis(
