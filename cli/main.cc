@@ -6,7 +6,7 @@
 //   trellis run --resume RUN_DIR
 //       Continues the run in RUN_DIR from its newest checkpoint.
 //   trellis launch [JOB.yaml] [--out DIR] [--seed N] [--override FILE] [--cluster CLUSTER.yaml]
-//                  [--http HOST:PORT]
+//                  [--http HOST:PORT] [--secret-file FILE | --insecure]
 //   trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml] [--http HOST:PORT]
 //       The same job with the scheduler and every role a process of its own.
 //   trellis serve ROLE --scheduler ADDR [--listen HOST:PORT] [--advertise HOST]
@@ -14,7 +14,8 @@
 //   trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]
 //                           [--advertise HOST] [--address-file FILE]
 //                           [--resume RUN_DIR] [--http HOST:PORT]
-//       One service, as a launcher, Slurm or Kubernetes starts it.
+//       One service, as a launcher, Slurm or Kubernetes starts it, with the
+//       job's secret (--secret-file FILE or $TRELLIS_SECRET_FILE) or --insecure.
 //       --http: the dashboard and the job's Prometheus /metrics
 //       (web/watch_server.h); --metrics: a worker's own /metrics.
 //   trellis report RUN_DIR
@@ -29,21 +30,26 @@
 //       Memory and step-time plan, pressure probes, strategy comparison
 //       (tools/measure_commands.h).
 
+#include <algorithm>
+#include <cstdlib>
 #include <iostream>
-#include <memory>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "cli/usage.h"
 #include "config/job_config.h"
-#include "loop/recipe.h"
 #include "env/run_dir.h"
 #include "launch/launcher.h"
+#include "launch/secret.h"
 #include "launch/worker.h"
+#include "loop/recipe.h"
 #include "roles/local_roles.h"
+#include "rpc/auth.h"
 #include "run/embedded_job.h"
 #include "scheduler/distributed_job.h"
 #include "scheduler/placement.h"
@@ -55,58 +61,7 @@
 
 namespace {
 
-constexpr char kUsage[] =
-    "usage: trellis run [JOB.yaml] [--out DIR] [--seed N] [--override FILE]\n"
-    "                   [--http HOST:PORT]\n"
-    "       trellis run --resume RUN_DIR [--http HOST:PORT]\n"
-    "       trellis launch [JOB.yaml] [--out DIR] [--seed N] [--override FILE]\n"
-    "                      [--cluster CLUSTER.yaml] [--http HOST:PORT]\n"
-    "       trellis launch --resume RUN_DIR [--cluster CLUSTER.yaml] [--http HOST:PORT]\n"
-    "       trellis serve ROLE --scheduler HOST:PORT [--listen HOST:PORT]\n"
-    "                          [--advertise HOST] [--index K] [--transport-port PORT]\n"
-    "                          [--metrics HOST:PORT]\n"
-    "       trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]\n"
-    "                               [--advertise HOST] [--address-file FILE]\n"
-    "                               [--resume RUN_DIR] [--http HOST:PORT]\n"
-    "       trellis resolve [JOB.yaml] [--override FILE] [--seed N]\n"
-    "       trellis place [JOB.yaml] [--cluster CLUSTER.yaml]\n"
-    "       trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl\n"
-    "       trellis report RUN_DIR\n"
-    "       trellis plan [JOB.yaml] [--json FILE]\n"
-    "       trellis probe [JOB.yaml] --vary KEY=V1,V2,... [--steps N] [--role ROLE] [--out DIR]\n"
-    "       trellis compare RUN_A RUN_B [...] [--tolerance X] [--budget X]\n"
-    "  run     run a job with every role in this process; without JOB.yaml,\n"
-    "          the built-in GRPO arithmetic job. Outputs go to --out (default:\n"
-    "          the job's runtime.out_dir); --seed overrides runtime.seed, and\n"
-    "          the fields of --override FILE replace the job's (as for resolve).\n"
-    "          --resume continues the run in RUN_DIR (its job.yaml) from its\n"
-    "          newest checkpoint (runtime.checkpoint_every) and writes there.\n"
-    "  launch  the same job with the scheduler and every role (deployment.*.count\n"
-    "          of each) a separate process on this host, placed on the pools of\n"
-    "          --cluster (default: this host as the pool \"local\"); --resume\n"
-    "          continues a launched run from its newest checkpoint.\n"
-    "  serve   one service: ROLE is actor, learner, reference or verifier; the\n"
-    "          scheduler serves the job given, or the first one submitted.\n"
-    "          --listen HOST:PORT (default 127.0.0.1:0); across hosts listen on\n"
-    "          0.0.0.0 and --advertise the name or address others dial. The\n"
-    "          learner's --transport-port fixes its weight rendezvous port.\n"
-    "  resolve validate a job and print it with every default filled in (the\n"
-    "          job.yaml a run writes); without JOB.yaml, the built-in job. The\n"
-    "          fields of --override FILE replace the job's (lists whole).\n"
-    "  place   print where each worker goes on --cluster's pools (default: this\n"
-    "          host): id, role, index, pool, node, host, GPUs, tab-separated.\n"
-    "  verify  score samples with one verifier, no training.\n"
-    "  report  write RUN_DIR/report.html: a finished run's dashboard in one file.\n"
-    "  --http HOST:PORT   serve the live dashboard (/) and the job's Prometheus\n"
-    "          metrics (/metrics) there; port 0 picks a free port, written to\n"
-    "          OUT/http.addr. Without it, no HTTP server.\n"
-    "  --metrics HOST:PORT   a worker's own Prometheus /metrics.\n"
-    "  plan    memory per role and object, and step time, estimated before running.\n"
-    "  probe   short runs per setting of KEY (micro_batch, seq_len, accumulation,\n"
-    "          optimizer, strategy=none|checkpointing|bf16|lora, or a job field's\n"
-    "          path); names the object whose peak moved.\n"
-    "  compare baseline RUN_A against candidates side by side, with a verdict;\n"
-    "          writes RUN_A/compare.md and compare.json.\n";
+using trellis::cli::kUsage;
 
 // Flags of the form --name VALUE; the rest are positional. Returns false
 // (after saying why) on an unknown flag or a flag without its value.
@@ -130,6 +85,13 @@ bool ParseFlags(const std::string& command, const std::vector<std::string>& args
     ++i;
   }
   return true;
+}
+
+// Removes every `name` (a flag without a value) from args; true if there was one.
+bool TakeSwitch(std::vector<std::string>& args, const std::string& name) {
+  const size_t before = args.size();
+  args.erase(std::remove(args.begin(), args.end(), name), args.end());
+  return args.size() != before;
 }
 
 int ExitCode(const std::string& command, const absl::Status& status) {
@@ -200,11 +162,12 @@ absl::StatusOr<trellis::v1::ClusterSpec> LoadCluster(std::map<std::string, std::
 }
 
 // trellis run / trellis launch.
-int RunOrLaunch(const std::string& command, const std::vector<std::string>& args) {
+int RunOrLaunch(const std::string& command, std::vector<std::string> args) {
   std::map<std::string, std::string> flags;
   std::vector<std::string> positional;
   std::set<std::string> known = {"--out", "--seed", "--override", "--resume", "--http"};
-  if (command == "launch") known.insert("--cluster");
+  const bool insecure = command == "launch" && TakeSwitch(args, "--insecure");
+  if (command == "launch") known.insert({"--cluster", "--secret-file"});
   if (!ParseFlags(command, args, known, flags, positional)) return 2;
   if (positional.size() > 1) {
     std::cerr << "trellis " << command << ": more than one job file (" << positional[0] << ", "
@@ -248,9 +211,13 @@ int RunOrLaunch(const std::string& command, const std::vector<std::string>& args
   }
   absl::StatusOr<trellis::v1::ClusterSpec> cluster = LoadCluster(flags);
   if (!cluster.ok()) return ExitCode(command, cluster.status());
-  return ExitCode(command, trellis::launch::LaunchLocal(*job, *cluster, out_dir,
-                                                        "/proc/self/exe", std::cout, resume,
-                                                        flags["--http"]));
+  if (insecure) {
+    std::cerr << "trellis launch: --insecure: the job's services take calls from anyone who "
+                 "can reach their ports\n";
+  }
+  return ExitCode(command, trellis::launch::LaunchLocal(*job, *cluster, out_dir, "/proc/self/exe",
+                                                        std::cout, resume, flags["--http"],
+                                                        {flags["--secret-file"], insecure}));
 }
 
 // trellis resolve / trellis place: what a job is, and where it would run.
@@ -283,6 +250,19 @@ int ResolveOrPlace(const std::string& command, const std::vector<std::string>& a
   return 0;
 }
 
+// Sets the secret every server of this process checks and every channel
+// sends (launch/secret.h); false after saying why there is none.
+bool SetServeSecret(const std::string& file, bool insecure) {
+  absl::StatusOr<trellis::rpc::JobSecret> secret = trellis::launch::ServeSecret({file, insecure});
+  if (!secret.ok()) {
+    std::cerr << "trellis serve: " << secret.status().message() << "\n";
+    return false;
+  }
+  if (insecure) std::cerr << "trellis serve: --insecure: anyone who reaches the port may call\n";
+  trellis::rpc::SetProcessSecret(*secret);
+  return true;
+}
+
 int Serve(const std::vector<std::string>& args) {
   if (args.empty()) {
     std::cerr << "trellis serve: which role?\n" << kUsage;
@@ -290,12 +270,14 @@ int Serve(const std::vector<std::string>& args) {
   }
   std::map<std::string, std::string> flags;
   std::vector<std::string> positional;
-  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  const bool insecure = TakeSwitch(rest, "--insecure");
   if (args[0] == "scheduler") {
     if (!ParseFlags("serve", rest,
                     {"--job", "--out", "--listen", "--advertise", "--address-file", "--resume",
-                     "--http"},
-                    flags, positional)) {
+                     "--http", "--secret-file"},
+                    flags, positional) ||
+        !SetServeSecret(flags["--secret-file"], insecure)) {
       return 2;
     }
     std::optional<trellis::v1::JobConfig> job;
@@ -319,8 +301,9 @@ int Serve(const std::vector<std::string>& args) {
   if (!role.ok()) return ExitCode("serve", role.status());
   if (!ParseFlags("serve", rest,
                   {"--scheduler", "--listen", "--advertise", "--index", "--transport-port",
-                   "--metrics"},
-                  flags, positional)) {
+                   "--metrics", "--secret-file"},
+                  flags, positional) ||
+      !SetServeSecret(flags["--secret-file"], insecure)) {
     return 2;
   }
   trellis::launch::WorkerOptions options;
@@ -373,6 +356,14 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   trellis::roles::AddVerifierKinds(trellis::verifier::RegisterRemoteVerifier);
+  // Other commands' channels (a remote verifier's) send the secret named
+  // by $TRELLIS_SECRET_FILE, when set.
+  if (const char* file = std::getenv(trellis::rpc::kSecretFileEnv);
+      file != nullptr && command != "serve" && command != "launch") {
+    absl::StatusOr<trellis::rpc::JobSecret> secret = trellis::rpc::JobSecret::ReadFile(file);
+    if (!secret.ok()) return ExitCode(command, secret.status());
+    trellis::rpc::SetProcessSecret(*secret);
+  }
   if (command == "run" || command == "launch") return RunOrLaunch(command, args);
   if (command == "serve") return Serve(args);
   if (command == "report") return Report(args);

@@ -15,7 +15,8 @@
 //   RUN/probe.json               `trellis probe`; RUN/<key>=<value>/ per probed run
 //   RUN/progress.log             a probed run's progress lines
 //   RUN/report.html              `trellis report`
-//   RUN/launch/                  `trellis launch`: job.yaml, scheduler.addr, processes.tsv
+//   RUN/launch/                  `trellis launch`: job.yaml, scheduler.addr, processes.tsv,
+//                                restarts.tsv, secret (the job's secret, mode 0600)
 //   RUN/checkpoints/step_<N>/    a checkpoint after N steps (CheckpointDir)
 //   RUN/checkpoints/.tmp_step_<N>/  one being written
 //   RUN/checkpoints/latest       "step_<N>\n": the newest complete checkpoint
@@ -90,6 +91,8 @@ class RunDir {
   std::string LaunchJobYaml() const { return Launch() + "/" + kJobYaml; }
   std::string LaunchSchedulerAddress() const { return Launch() + "/scheduler.addr"; }
   std::string LaunchProcesses() const { return Launch() + "/processes.tsv"; }
+  // The job's secret (rpc/auth.h), readable by its owner alone.
+  std::string LaunchSecret() const { return Launch() + "/secret"; }
   std::string LaunchRestarts() const { return Launch() + "/restarts.tsv"; }
 
   // Checkpoints.

@@ -150,6 +150,8 @@ struct LaunchPlan {
   std::string trellis_binary;
   std::string http;
   std::ostream* progress;
+  // What every process is started with: --secret-file FILE, or --insecure.
+  std::vector<std::string> security;
 };
 
 struct AttemptResult {
@@ -203,6 +205,7 @@ AttemptResult RunAttempt(const LaunchPlan& plan, bool resume) {
                    const std::vector<int>& gpus) {
     children.push_back(std::make_unique<Child>(id));
     argv.insert(argv.begin(), plan.trellis_binary);
+    argv.insert(argv.end(), plan.security.begin(), plan.security.end());
     return Spawn(*children.back(), argv, gpus, progress, out_mu);
   };
   std::vector<std::string> scheduler_args = {"serve", config::RoleName(v1::SCHEDULER),
@@ -283,7 +286,8 @@ AttemptResult RunAttempt(const LaunchPlan& plan, bool resume) {
 
 absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
                          const std::string& out_dir, const std::string& trellis_binary,
-                         std::ostream& progress, bool resume, const std::string& http) {
+                         std::ostream& progress, bool resume, const std::string& http,
+                         const SecretSource& secret) {
   absl::StatusOr<std::vector<scheduler::WorkerPlacement>> placed = scheduler::Place(job, cluster);
   if (!placed.ok()) return placed.status();
   for (const scheduler::WorkerPlacement& p : *placed) {
@@ -300,7 +304,16 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
       !s.ok()) {
     return s;
   }
-  const LaunchPlan plan{*std::move(placed), out_dir, trellis_binary, http, &progress};
+  absl::StatusOr<std::string> secret_file = LaunchSecretFile(secret, run.LaunchSecret());
+  if (!secret_file.ok()) return secret_file.status();
+  if (!secret_file->empty()) {
+    progress << "[launch] every call to the job's services needs its secret (" << *secret_file
+             << ")" << std::endl;
+  }
+  const LaunchPlan plan{*std::move(placed), out_dir, trellis_binary, http, &progress,
+                        secret_file->empty()
+                            ? std::vector<std::string>{"--insecure"}
+                            : std::vector<std::string>{"--secret-file", *secret_file}};
 
   g_stop_signal = 0;
   struct sigaction action = {};

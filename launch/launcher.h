@@ -10,12 +10,15 @@
 // every process is started again from the newest checkpoint (or from the
 // start when there is none): the job completes without a person. OUT/launch/
 // holds the job as launched, the scheduler's address, processes.tsv (name,
-// pid) and restarts.tsv (each restart's cause and starting point).
+// pid), restarts.tsv (each restart's cause and starting point) and, unless
+// another secret file is given, the job's secret (mode 0600) that every
+// process checks and sends on every call (rpc/auth.h).
 
 #include <ostream>
 #include <string>
 
 #include "absl/status/status.h"
+#include "launch/secret.h"
 #include "trellis/v1/cluster.pb.h"
 #include "trellis/v1/job.pb.h"
 
@@ -40,12 +43,14 @@ v1::ClusterSpec ThisHost();
 // /proc/self/exe). With `resume`, out_dir holds a launched run (its
 // job.yaml is `job`) that continues from its newest checkpoint. With
 // `http` (host:port) the scheduler serves the dashboard and /metrics there
-// and writes the bound address to out_dir/http.addr.
+// and writes the bound address to out_dir/http.addr. `secret`: the
+// operator's secret file, or --insecure; by default a new secret in
+// OUT/launch/secret (env::RunDir::LaunchSecret).
 [[nodiscard]] absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
                                        const std::string& out_dir,
-                                       const std::string& trellis_binary,
-                                       std::ostream& progress, bool resume = false,
-                                       const std::string& http = "");
+                                       const std::string& trellis_binary, std::ostream& progress,
+                                       bool resume = false, const std::string& http = "",
+                                       const SecretSource& secret = SecretSource());
 
 }  // namespace trellis::launch
 

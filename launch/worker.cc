@@ -161,9 +161,12 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
     default: return absl::InvalidArgumentError("role: unspecified");
   }
   rpc::CallStats call_stats;
+  rpc::ServerOptions serving;
+  serving.advertise = options.advertise;
+  serving.stats = &call_stats;
+  serving.max_receive_bytes = config::MaxRequestBytes(options.role);
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-      rpc::Server::Start(options.listen, services, options.advertise, &call_stats,
-                         config::MaxRequestBytes(options.role));
+      rpc::Server::Start(options.listen, services, serving);
   if (!server.ok()) return server.status();
   // Every address this worker hands out names the host it advertises.
   const std::string host = rpc::SplitHostPort((*server)->address())->host;
@@ -302,7 +305,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
           roles::MakeLocalLearner(job, *tokenizer, publisher.get(), &ledger, id, member);
       if (!l.ok()) return l.status();
       learner = *std::move(l);
-      learner_service.Bind(learner.get(), limits);
+      learner_service.Bind(learner.get(), limits, assignment->run_dir());
       break;
     }
     case v1::REFERENCE: {
@@ -310,7 +313,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
           reference::NewLocalReference(job, tokenizer, &ledger);
       if (!r.ok()) return r.status();
       reference = *std::move(r);
-      reference_service.Bind(reference.get(), limits);
+      reference_service.Bind(reference.get(), limits, assignment->run_dir());
       break;
     }
     case v1::VERIFIER: {
@@ -365,8 +368,8 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       << std::endl;
   std::move(stop_server).Invoke();
   actor_service.Bind(nullptr, config::RequestLimits());
-  learner_service.Bind(nullptr, config::RequestLimits());
-  reference_service.Bind(nullptr, config::RequestLimits());
+  learner_service.Bind(nullptr, config::RequestLimits(), "");
+  reference_service.Bind(nullptr, config::RequestLimits(), "");
   // What is still buffered goes before the worker stops.
   ledger.ForwardObjects(nullptr);
   const LedgerForwarder::Counts counts = forwarder.Close();

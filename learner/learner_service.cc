@@ -6,23 +6,21 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "env/confined_path.h"
 #include "model/token_ids.h"
 #include "rpc/channel.h"
 
 namespace trellis::learner {
 namespace {
 
-absl::Status CheckPath(const v1::PathRequest& request) {
-  if (request.path().empty()) return absl::InvalidArgumentError("path: required");
-  return absl::OkStatus();
-}
-
-// Runs a Status-returning call into an Empty reply.
+// Runs a Status-returning call on the file `request` names inside
+// `run_dir` into an Empty reply.
 template <typename Fn>
-grpc::Status EmptyReply(rpc::BoundWorker<LearnerWorker>& worker, const v1::PathRequest& request,
-                        Fn fn) {
-  if (absl::Status s = CheckPath(request); !s.ok()) return rpc::ToGrpc(s);
-  return rpc::ToGrpc(worker.Run([&](LearnerWorker& w) { return fn(w, request.path()); }));
+grpc::Status EmptyReply(rpc::BoundWorker<LearnerWorker>& worker, const std::string& run_dir,
+                        const v1::PathRequest& request, Fn fn) {
+  absl::StatusOr<std::string> path = env::ConfinedPath(run_dir, request.path());
+  if (!path.ok()) return rpc::ToGrpc(path.status());
+  return rpc::ToGrpc(worker.Run([&](LearnerWorker& w) { return fn(w, *path); }));
 }
 
 using IdList = std::pair<const char*, const google::protobuf::RepeatedField<int32_t>*>;
@@ -71,9 +69,19 @@ absl::Status CheckTrain(const v1::TrainBatch& batch, const config::RequestLimits
 
 }  // namespace
 
-void LearnerService::Bind(LearnerWorker* worker, const config::RequestLimits& limits) {
+void LearnerService::Bind(LearnerWorker* worker, const config::RequestLimits& limits,
+                    std::string run_dir) {
   limits_.Set(limits);
+  {
+    absl::MutexLock lock(&mu_);
+    run_dir_ = std::move(run_dir);
+  }
   worker_.Bind(worker);
+}
+
+std::string LearnerService::run_dir() const {
+  absl::MutexLock lock(&mu_);
+  return run_dir_;
 }
 
 grpc::Status LearnerService::SftStep(grpc::ServerContext*, const v1::SftBatch* request,
@@ -95,21 +103,20 @@ grpc::Status LearnerService::PublishWeights(grpc::ServerContext*, const v1::Empt
 
 grpc::Status LearnerService::SaveWeights(grpc::ServerContext*, const v1::PathRequest* request,
                                          v1::Empty*) {
-  return EmptyReply(worker_, *request,
+  return EmptyReply(worker_, run_dir(), *request,
                     [](LearnerWorker& w, const std::string& p) { return w.SaveWeights(p); });
 }
 
 grpc::Status LearnerService::SaveCheckpoint(grpc::ServerContext*, const v1::PathRequest* request,
                                             v1::Empty*) {
-  return EmptyReply(worker_, *request,
+  return EmptyReply(worker_, run_dir(), *request,
                     [](LearnerWorker& w, const std::string& p) { return w.SaveCheckpoint(p); });
 }
 
 grpc::Status LearnerService::RestoreCheckpoint(grpc::ServerContext*,
                                                const v1::PathRequest* request, v1::Empty*) {
-  return EmptyReply(worker_, *request, [](LearnerWorker& w, const std::string& p) {
-    return w.RestoreCheckpoint(p);
-  });
+  return EmptyReply(worker_, run_dir(), *request,
+                    [](LearnerWorker& w, const std::string& p) { return w.RestoreCheckpoint(p); });
 }
 
 grpc::Status LearnerService::GetVersion(grpc::ServerContext*, const v1::Empty*,
@@ -150,8 +157,11 @@ namespace {
 class GrpcLearnerClient final : public LearnerWorker {
  public:
   GrpcLearnerClient(std::shared_ptr<grpc::Channel> channel, std::string worker_id,
-                    absl::Duration timeout)
-      : stub_(v1::Learner::NewStub(channel)), id_(std::move(worker_id)), timeout_(timeout) {}
+                    absl::Duration timeout, std::string run_dir)
+      : stub_(v1::Learner::NewStub(channel)),
+        id_(std::move(worker_id)),
+        timeout_(timeout),
+        run_dir_(std::move(run_dir)) {}
 
   absl::StatusOr<v1::TrainStats> SftStep(const v1::SftBatch& batch) override {
     return Counted(Call(&v1::Learner::Stub::SftStep, batch, "SftStep"));
@@ -163,14 +173,13 @@ class GrpcLearnerClient final : public LearnerWorker {
     return Call(&v1::Learner::Stub::PublishWeights, v1::Empty(), "PublishWeights");
   }
   absl::Status SaveWeights(const std::string& path) override {
-    return Call(&v1::Learner::Stub::SaveWeights, Path(path), "SaveWeights").status();
+    return OnPath(&v1::Learner::Stub::SaveWeights, path, "SaveWeights");
   }
   absl::Status SaveCheckpoint(const std::string& dir) override {
-    return Call(&v1::Learner::Stub::SaveCheckpoint, Path(dir), "SaveCheckpoint").status();
+    return OnPath(&v1::Learner::Stub::SaveCheckpoint, dir, "SaveCheckpoint");
   }
   absl::Status RestoreCheckpoint(const std::string& dir) override {
-    absl::Status s =
-        Call(&v1::Learner::Stub::RestoreCheckpoint, Path(dir), "RestoreCheckpoint").status();
+    absl::Status s = OnPath(&v1::Learner::Stub::RestoreCheckpoint, dir, "RestoreCheckpoint");
     if (!s.ok()) return s;
     absl::StatusOr<v1::VersionResponse> v =
         Call(&v1::Learner::Stub::GetVersion, v1::Empty(), "GetVersion");
@@ -190,10 +199,15 @@ class GrpcLearnerClient final : public LearnerWorker {
   }
 
  private:
-  static v1::PathRequest Path(const std::string& path) {
-    v1::PathRequest r;
-    r.set_path(path);
-    return r;
+  // A call naming `path`, a file of the run directory, relative to it.
+  absl::Status OnPath(grpc::Status (v1::Learner::Stub::*method)(grpc::ClientContext*,
+                                                                const v1::PathRequest&, v1::Empty*),
+                      const std::string& path, const char* name) {
+    absl::StatusOr<std::string> relative = env::PathInside(run_dir_, path);
+    if (!relative.ok()) return relative.status();
+    v1::PathRequest request;
+    request.set_path(*relative);
+    return Call(method, request, name).status();
   }
   template <typename Request, typename Response>
   absl::StatusOr<Response> Call(grpc::Status (v1::Learner::Stub::*method)(grpc::ClientContext*,
@@ -210,15 +224,17 @@ class GrpcLearnerClient final : public LearnerWorker {
   std::unique_ptr<v1::Learner::Stub> stub_;
   const std::string id_;
   const absl::Duration timeout_;
+  const std::string run_dir_;
   int64_t version_ = 0;
 };
 
 }  // namespace
 
 std::unique_ptr<LearnerWorker> NewGrpcLearnerClient(std::shared_ptr<grpc::Channel> channel,
-                                                    std::string worker_id,
-                                                    absl::Duration timeout) {
-  return std::make_unique<GrpcLearnerClient>(std::move(channel), std::move(worker_id), timeout);
+                                                    std::string worker_id, absl::Duration timeout,
+                                                    std::string run_dir) {
+  return std::make_unique<GrpcLearnerClient>(std::move(channel), std::move(worker_id), timeout,
+                                             std::move(run_dir));
 }
 
 }  // namespace trellis::learner

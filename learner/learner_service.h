@@ -9,6 +9,8 @@
 
 #include <grpcpp/channel.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "config/request_limits.h"
 #include "learner/learner_worker.h"
@@ -23,8 +25,11 @@ class LearnerService final : public v1::Learner::Service {
   explicit LearnerService(std::string worker_id)
       : worker_(std::move(worker_id), model::StatusFromException) {}
   // Requests are checked against `limits` (config/request_limits.h) before
-  // they reach `worker`; token ids against limits.vocab_size.
-  void Bind(LearnerWorker* worker, const config::RequestLimits& limits);
+  // they reach `worker`; token ids against limits.vocab_size. The paths of
+  // SaveWeights, SaveCheckpoint and RestoreCheckpoint name files relative to `run_dir` and stay inside it
+  // (env/confined_path.h): INVALID_ARGUMENT or PERMISSION_DENIED naming the
+  // path otherwise.
+  void Bind(LearnerWorker* worker, const config::RequestLimits& limits, std::string run_dir);
 
   grpc::Status SftStep(grpc::ServerContext*, const v1::SftBatch* request,
                        v1::TrainStats* response) override;
@@ -48,15 +53,21 @@ class LearnerService final : public v1::Learner::Service {
                               v1::TrainStats* response) override;
 
  private:
+  std::string run_dir() const;
+
   rpc::BoundWorker<LearnerWorker> worker_;
   config::SharedLimits limits_;
+  mutable absl::Mutex mu_;
+  std::string run_dir_ ABSL_GUARDED_BY(mu_);
 };
 
 // A LearnerWorker calling the Learner service behind `channel` (named
-// `worker_id` in errors); each call has `timeout`.
+// `worker_id` in errors); each call has `timeout`. Paths it is given must
+// lie inside `run_dir` (the service's run directory as this process names
+// it) and travel relative to it.
 std::unique_ptr<LearnerWorker> NewGrpcLearnerClient(std::shared_ptr<grpc::Channel> channel,
-                                                    std::string worker_id,
-                                                    absl::Duration timeout);
+                                                    std::string worker_id, absl::Duration timeout,
+                                                    std::string run_dir);
 
 }  // namespace trellis::learner
 

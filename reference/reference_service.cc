@@ -3,13 +3,19 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "env/confined_path.h"
 #include "model/token_ids.h"
 #include "rpc/channel.h"
 
 namespace trellis::reference {
 
-void ReferenceService::Bind(ReferenceWorker* worker, const config::RequestLimits& limits) {
+void ReferenceService::Bind(ReferenceWorker* worker, const config::RequestLimits& limits,
+                    std::string run_dir) {
   limits_.Set(limits);
+  {
+    absl::MutexLock lock(&mu_);
+    run_dir_ = std::move(run_dir);
+  }
   worker_.Bind(worker);
 }
 
@@ -37,10 +43,13 @@ grpc::Status ReferenceService::Scores(grpc::ServerContext*, const v1::LogProbReq
 
 grpc::Status ReferenceService::Load(grpc::ServerContext*, const v1::PathRequest* request,
                                     v1::Empty*) {
-  if (request->path().empty()) {
-    return rpc::ToGrpc(absl::InvalidArgumentError("path: required"));
+  absl::StatusOr<std::string> path;
+  {
+    absl::MutexLock lock(&mu_);
+    path = env::ConfinedPath(run_dir_, request->path());
   }
-  return rpc::ToGrpc(worker_.Run([&](ReferenceWorker& w) { return w.Load(request->path()); }));
+  if (!path.ok()) return rpc::ToGrpc(path.status());
+  return rpc::ToGrpc(worker_.Run([&](ReferenceWorker& w) { return w.Load(*path); }));
 }
 
 namespace {
@@ -48,8 +57,11 @@ namespace {
 class GrpcReferenceClient final : public ReferenceWorker {
  public:
   GrpcReferenceClient(std::shared_ptr<grpc::Channel> channel, std::string worker_id,
-                      absl::Duration timeout)
-      : stub_(v1::Reference::NewStub(channel)), id_(std::move(worker_id)), timeout_(timeout) {}
+                      absl::Duration timeout, std::string run_dir)
+      : stub_(v1::Reference::NewStub(channel)),
+        id_(std::move(worker_id)),
+        timeout_(timeout),
+        run_dir_(std::move(run_dir)) {}
 
   absl::StatusOr<v1::LogProbResponse> LogProbs(const v1::LogProbRequest& request) override {
     return rpc::Call(*stub_, &v1::Reference::Stub::LogProbs, request, timeout_,
@@ -60,8 +72,10 @@ class GrpcReferenceClient final : public ReferenceWorker {
                      absl::StrCat(id_, " Scores"));
   }
   absl::Status Load(const std::string& weights_path) override {
+    absl::StatusOr<std::string> relative = env::PathInside(run_dir_, weights_path);
+    if (!relative.ok()) return relative.status();
     v1::PathRequest request;
-    request.set_path(weights_path);
+    request.set_path(*relative);
     return rpc::Call(*stub_, &v1::Reference::Stub::Load, request, timeout_,
                      absl::StrCat(id_, " Load"))
         .status();
@@ -71,15 +85,17 @@ class GrpcReferenceClient final : public ReferenceWorker {
   std::unique_ptr<v1::Reference::Stub> stub_;
   const std::string id_;
   const absl::Duration timeout_;
+  const std::string run_dir_;
 };
 
 }  // namespace
 
 std::unique_ptr<ReferenceWorker> NewGrpcReferenceClient(std::shared_ptr<grpc::Channel> channel,
                                                         std::string worker_id,
-                                                        absl::Duration timeout) {
-  return std::make_unique<GrpcReferenceClient>(std::move(channel), std::move(worker_id),
-                                               timeout);
+                                                        absl::Duration timeout,
+                                                        std::string run_dir) {
+  return std::make_unique<GrpcReferenceClient>(std::move(channel), std::move(worker_id), timeout,
+                                               std::move(run_dir));
 }
 
 }  // namespace trellis::reference

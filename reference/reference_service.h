@@ -9,6 +9,8 @@
 
 #include <grpcpp/channel.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "config/request_limits.h"
 #include "reference/reference_worker.h"
@@ -23,8 +25,11 @@ class ReferenceService final : public v1::Reference::Service {
   explicit ReferenceService(std::string worker_id)
       : worker_(std::move(worker_id), model::StatusFromException) {}
   // Requests are checked against `limits` (config/request_limits.h) before
-  // they reach `worker`; token ids against limits.vocab_size.
-  void Bind(ReferenceWorker* worker, const config::RequestLimits& limits);
+  // they reach `worker`; token ids against limits.vocab_size. The paths of
+  // Load names a file relative to `run_dir` and stay inside it
+  // (env/confined_path.h): INVALID_ARGUMENT or PERMISSION_DENIED naming the
+  // path otherwise.
+  void Bind(ReferenceWorker* worker, const config::RequestLimits& limits, std::string run_dir);
 
   grpc::Status LogProbs(grpc::ServerContext*, const v1::LogProbRequest* request,
                         v1::LogProbResponse* response) override;
@@ -40,13 +45,18 @@ class ReferenceService final : public v1::Reference::Service {
 
   rpc::BoundWorker<ReferenceWorker> worker_;
   config::SharedLimits limits_;
+  absl::Mutex mu_;
+  std::string run_dir_ ABSL_GUARDED_BY(mu_);
 };
 
 // A ReferenceWorker calling the Reference service behind `channel` (named
-// `worker_id` in errors); each call has `timeout`.
+// `worker_id` in errors); each call has `timeout`. Load's path must lie
+// inside `run_dir` (the service's run directory as this process names it)
+// and travels relative to it.
 std::unique_ptr<ReferenceWorker> NewGrpcReferenceClient(std::shared_ptr<grpc::Channel> channel,
                                                         std::string worker_id,
-                                                        absl::Duration timeout);
+                                                        absl::Duration timeout,
+                                                        std::string run_dir);
 
 }  // namespace trellis::reference
 

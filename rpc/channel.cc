@@ -3,6 +3,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <grpcpp/support/client_interceptor.h>
 
 #include <chrono>
 
@@ -17,6 +18,35 @@ std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {
   return std::chrono::system_clock::now() +
          std::chrono::microseconds(absl::ToInt64Microseconds(timeout));
 }
+
+// Adds the job's secret to every call's initial metadata.
+class SecretInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit SecretInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace(kAuthorizationKey, *header_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* const header_;
+};
+
+class SecretInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit SecretInterceptorFactory(const JobSecret& secret) : header_(secret.BearerHeader()) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new SecretInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;
+};
 
 }  // namespace
 
@@ -36,8 +66,8 @@ bool IsWildcardHost(const std::string& host) {
   return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
 }
 
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
-                                          absl::Duration stall_limit) {
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, absl::Duration stall_limit,
+                                          const JobSecret& secret) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -47,7 +77,13 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Reconnect quickly after a peer restarts.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (!secret.secure()) {
+    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  }
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> secrets;
+  secrets.push_back(std::make_unique<SecretInterceptorFactory>(secret));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      address, grpc::InsecureChannelCredentials(), args, std::move(secrets));
 }
 
 absl::Status WaitConnected(grpc::Channel& channel, const std::string& address,

@@ -2,7 +2,8 @@
 #define TRELLIS_RPC_CHANNEL_H_
 
 // The client side of every Trellis call: channels with keepalive and the
-// message-size limits of rpc/server.h, and unary calls that always carry a
+// message-size limits of rpc/server.h that send the job's secret
+// (rpc/auth.h) with every call, and unary calls that always carry a
 // deadline and come back as absl::Status naming the callee.
 
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/auth.h"
 #include "rpc/status.h"
 
 namespace trellis::rpc {
@@ -34,11 +36,13 @@ bool IsWildcardHost(const std::string& host);
 // calls fail, unless told otherwise.
 inline constexpr absl::Duration kDefaultStallLimit = absl::Seconds(5);
 
-// An insecure channel to "host:port"; it connects lazily. Calls in flight
-// fail once the peer has left a keepalive ping unanswered for
-// `stall_limit` (a stopped process answers again when it continues).
+// A channel to "host:port"; it connects lazily. Calls in flight fail once
+// the peer has left a keepalive ping unanswered for `stall_limit` (a
+// stopped process answers again when it continues). Every call carries
+// `secret` (nothing when insecure).
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
-                                          absl::Duration stall_limit = kDefaultStallLimit);
+                                          absl::Duration stall_limit = kDefaultStallLimit,
+                                          const JobSecret& secret = ProcessSecret());
 
 // Waits until the channel is connected; Unavailable naming `address` after
 // `timeout`.

@@ -1,10 +1,15 @@
+#include <sys/stat.h>
+
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/auth.h"
 #include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
@@ -15,6 +20,12 @@ namespace trellis::rpc {
 namespace {
 
 using ::testing::HasSubstr;
+
+ServerOptions Advertising(const std::string& host) {
+  ServerOptions options;
+  options.advertise = host;
+  return options;
+}
 
 TEST(StatusTest, CodesAndMessagesSurviveTheRoundTrip) {
   for (absl::StatusCode code :
@@ -76,8 +87,10 @@ TEST(ServerTest, PortZeroReportsTheBoundPortAndCallsCarryErrors) {
 TEST(ServerTest, CallStatsCountAndTimeEveryCallByMethodAndCode) {
   FakeVerifier service(absl::ZeroDuration());
   CallStats stats;
+  ServerOptions options;
+  options.stats = &stats;
   absl::StatusOr<std::unique_ptr<Server>> server =
-      Server::Start("127.0.0.1:0", {&service}, "", &stats);
+      Server::Start("127.0.0.1:0", {&service}, options);
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = v1::Verifier::NewStub(NewChannel((*server)->address()));
   v1::VerifyRequest request;
@@ -122,7 +135,7 @@ TEST(ServerTest, BadListenAddressIsAClearError) {
 TEST(ServerTest, AdvertisesTheGivenHostWithTheBoundPort) {
   FakeVerifier service(absl::ZeroDuration());
   absl::StatusOr<std::unique_ptr<Server>> server =
-      Server::Start("0.0.0.0:0", {&service}, "127.0.0.1");
+      Server::Start("0.0.0.0:0", {&service}, Advertising("127.0.0.1"));
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_EQ((*server)->address(), absl::StrCat("127.0.0.1:", (*server)->port()));
   // The advertised address is the one that works.
@@ -141,7 +154,7 @@ TEST(ServerTest, WildcardListenWithoutAdvertiseIsRefused) {
     EXPECT_THAT(server.status().message(), HasSubstr("host to advertise")) << listen;
   }
   absl::StatusOr<std::unique_ptr<Server>> with_port =
-      Server::Start("0.0.0.0:0", {&service}, "node7:5000");
+      Server::Start("0.0.0.0:0", {&service}, Advertising("node7:5000"));
   EXPECT_EQ(with_port.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(with_port.status().message(), HasSubstr("node7:5000"));
 }
@@ -163,6 +176,101 @@ TEST(ChannelTest, NobodyListeningIsUnavailableNamingTheAddress) {
   absl::Status s = WaitConnected(*channel, "127.0.0.1:1", absl::Milliseconds(300));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(s.message(), HasSubstr("127.0.0.1:1"));
+}
+
+TEST(SecretTest, GeneratedParsedAndComparedWhole) {
+  absl::StatusOr<JobSecret> a = JobSecret::Generate();
+  absl::StatusOr<JobSecret> b = JobSecret::Generate();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->value().size(), 64u);
+  EXPECT_NE(a->value(), b->value());
+  EXPECT_TRUE(a->Accepts("Bearer " + a->value()));
+  EXPECT_FALSE(a->Accepts("Bearer " + b->value()));
+  EXPECT_FALSE(a->Accepts("Bearer " + a->value().substr(1)));
+  EXPECT_FALSE(a->Accepts(""));
+  EXPECT_TRUE(JobSecret::Insecure().Accepts(""));
+  absl::StatusOr<JobSecret> parsed = JobSecret::Parse("  " + a->value() + "\n", "test");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->value(), a->value());
+  for (const std::string bad : {std::string("short"), std::string(40, 'x') + " y"}) {
+    absl::StatusOr<JobSecret> refused = JobSecret::Parse(bad, "FILE");
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(refused.status().message(), HasSubstr("FILE"));
+    EXPECT_THAT(refused.status().message(), ::testing::Not(HasSubstr("short")));
+  }
+}
+
+TEST(SecretTest, FilesAreWrittenPrivateAndOpenOnesRefused) {
+  const std::string path = ::testing::TempDir() + "/rpc_test_secret";
+  absl::StatusOr<JobSecret> secret = JobSecret::Generate();
+  ASSERT_TRUE(secret.ok());
+  ASSERT_TRUE(WriteSecretFile(path, *secret).ok());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  absl::StatusOr<JobSecret> read = JobSecret::ReadFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->value(), secret->value());
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  absl::StatusOr<JobSecret> open = JobSecret::ReadFile(path);
+  EXPECT_EQ(open.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(open.status().message(), HasSubstr("chmod 600"));
+  EXPECT_EQ(JobSecret::ReadFile(path + ".missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+// One unary call of `method` with an empty request through `channel`.
+grpc::Status RawCall(const std::shared_ptr<grpc::Channel>& channel, const std::string& method) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  SetDeadline(context, absl::Seconds(5));
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1), response;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return status;
+}
+
+TEST(ServerTest, WithASecretOnlyCallsCarryingItReachTheService) {
+  FakeVerifier service(absl::ZeroDuration());
+  absl::StatusOr<JobSecret> secret = JobSecret::Generate();
+  absl::StatusOr<JobSecret> other = JobSecret::Generate();
+  ASSERT_TRUE(secret.ok() && other.ok());
+  ServerOptions options;
+  options.secret = *secret;
+  absl::StatusOr<std::unique_ptr<Server>> server =
+      Server::Start("127.0.0.1:0", {&service}, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->SetServing(true);
+  const std::string address = (*server)->address();
+  v1::VerifyRequest request;
+  request.add_items()->set_response("fine");
+  for (const JobSecret& wrong : {JobSecret::Insecure(), *other}) {
+    auto stub = v1::Verifier::NewStub(NewChannel(address, kDefaultStallLimit, wrong));
+    absl::StatusOr<v1::VerifyResponse> refused =
+        Call(*stub, &v1::Verifier::Stub::Verify, request, absl::Seconds(5), "v");
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated);
+    EXPECT_THAT(refused.status().message(), HasSubstr("credentials"));
+    // Reflection would list the services: it is closed too.
+    EXPECT_EQ(RawCall(NewChannel(address, kDefaultStallLimit, wrong),
+                      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+                  .error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    // Health stays open for readiness probes.
+    EXPECT_TRUE(
+        RawCall(NewChannel(address, kDefaultStallLimit, wrong), "/grpc.health.v1.Health/Check")
+            .ok());
+  }
+  auto stub = v1::Verifier::NewStub(NewChannel(address, kDefaultStallLimit, *secret));
+  absl::StatusOr<v1::VerifyResponse> served =
+      Call(*stub, &v1::Verifier::Stub::Verify, request, absl::Seconds(5), "v");
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->results_size(), 1);
+  (*server)->Shutdown(absl::ZeroDuration());
 }
 
 }  // namespace

@@ -53,8 +53,8 @@ class StatsInterceptorFactory final
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const std::string& listen,
                                                       const std::vector<grpc::Service*>& services,
-                                                      const std::string& advertise,
-                                                      CallStats* stats, int max_receive_bytes) {
+                                                      const ServerOptions& options) {
+  const std::string& advertise = options.advertise;
   absl::StatusOr<HostPort> where = SplitHostPort(listen);
   if (!where.ok()) return where.status();
   if (advertise.empty() && IsWildcardHost(where->host)) {
@@ -75,8 +75,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const std::string& listen,
 
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
-  builder.SetMaxReceiveMessageSize(max_receive_bytes);
+  builder.AddListeningPort(listen, ServerCredentialsFor(options.secret), &port);
+  builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   // A stopped client (SIGSTOP, a long pause) is waited for; a dead one
@@ -85,9 +85,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const std::string& listen,
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   for (grpc::Service* service : services) builder.RegisterService(service);
-  if (stats != nullptr) {
+  if (options.stats != nullptr) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
-    creators.push_back(std::make_unique<StatsInterceptorFactory>(stats));
+    creators.push_back(std::make_unique<StatsInterceptorFactory>(options.stats));
     builder.experimental().SetInterceptorCreators(std::move(creators));
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

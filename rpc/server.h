@@ -3,8 +3,8 @@
 
 // Starting a gRPC server the way every Trellis service does: on a given
 // host:port (port 0 picks a free one, reported back), with the
-// grpc.health.v1 health service and server reflection, message-size limits
-// and keepalive.
+// grpc.health.v1 health service and server reflection, message-size limits,
+// keepalive, and the job's secret checked on every call (rpc/auth.h).
 
 #include <memory>
 #include <string>
@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/auth.h"
 
 namespace grpc {
 class Service;
@@ -29,23 +30,32 @@ inline constexpr int kMaxMessageBytes = 256 << 20;
 // drops the connection: a client process that is stopped, not dead.
 inline constexpr int kServerStallLimitMs = 600000;
 
+struct ServerOptions {
+  // The host other machines reach this one by (a name or an address);
+  // empty: the listen host. A wildcard listen host (0.0.0.0, ::, [::])
+  // names no machine, so it needs `advertise`.
+  std::string advertise;
+  // When set (not owned; it must outlive the server), every call answered
+  // is counted and timed there.
+  CallStats* stats = nullptr;
+  // Who may call: with a secret, every call but the health service's needs
+  // it, and gets UNAUTHENTICATED without (before any handler runs).
+  JobSecret secret = ProcessSecret();
+  // A request message larger than this is refused by gRPC
+  // (RESOURCE_EXHAUSTED) before any handler runs; a role's server passes
+  // its limit (config/request_limits.h MaxRequestBytes).
+  int max_receive_bytes = kMaxMessageBytes;
+};
+
 class Server {
  public:
   // Binds `listen` ("host:port"; port 0 picks a free one) and serves
   // `services` (not owned; they must outlive the server). Health reports
-  // NOT_SERVING for every service until SetServing(true). `advertise` is
-  // the host other machines reach this one by (a name or an address); empty:
-  // the listen host. A wildcard listen host (0.0.0.0, ::, [::]) names no
-  // machine, so it needs `advertise`: InvalidArgument without one. With
-  // `stats` (not owned; it must outlive the server), every call answered is
-  // counted and timed there. A request message larger than
-  // `max_receive_bytes` is refused by gRPC (RESOURCE_EXHAUSTED) before any
-  // handler runs; a role's server passes its limit
-  // (config/request_limits.h MaxRequestBytes).
+  // NOT_SERVING for every service until SetServing(true). InvalidArgument
+  // for a wildcard listen host without options.advertise.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Server>> Start(
       const std::string& listen, const std::vector<grpc::Service*>& services,
-      const std::string& advertise = "", CallStats* stats = nullptr,
-      int max_receive_bytes = kMaxMessageBytes);
+      const ServerOptions& options = ServerOptions());
   ~Server();
 
   // "host:port" that callers dial: the advertised host (or the listen host)

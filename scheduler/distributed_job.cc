@@ -33,10 +33,10 @@ namespace {
 class RemoteRoleSet final : public run::RoleSet {
  public:
   static absl::StatusOr<std::unique_ptr<run::RoleSet>> Bind(const v1::JobConfig& job,
-                                                       WorkerRegistry* registry,
-                                                       absl::Duration register_timeout,
-                                                       const std::string& workers_file,
-                                                       env::Env* env, std::ostream* log) {
+                                                            WorkerRegistry* registry,
+                                                            absl::Duration register_timeout,
+                                                            const std::string& run_dir,
+                                                            env::Env* env, std::ostream* log) {
     if (absl::Status s = registry->WaitComplete(register_timeout, /*ready=*/true); !s.ok()) {
       return s;
     }
@@ -61,15 +61,14 @@ class RemoteRoleSet final : public run::RoleSet {
     // A group of learners is one learner to the loop.
     std::vector<std::unique_ptr<learner::LearnerWorker>> learners;
     for (const WorkerInfo& w : registry->Workers(v1::LEARNER)) {
-      learners.push_back(
-          learner::NewGrpcLearnerClient(channel(w), w.id, timeout));
+      learners.push_back(learner::NewGrpcLearnerClient(channel(w), w.id, timeout, run_dir));
     }
     set->learner_ = learners.size() == 1 ? std::move(learners.front())
                                          : NewLearnerGroup(std::move(learners));
     const std::vector<WorkerInfo> references = registry->Workers(v1::REFERENCE);
     if (!references.empty()) {
       set->reference_ = reference::NewGrpcReferenceClient(channel(references.front()),
-                                                          references.front().id, timeout);
+                                                          references.front().id, timeout, run_dir);
     }
     // Recipes that do not roll out start no verifier (loop::WorkersNeeded).
     const std::vector<WorkerInfo> verifiers = registry->Workers(v1::VERIFIER);
@@ -77,14 +76,14 @@ class RemoteRoleSet final : public run::RoleSet {
       set->verifier_ = verifier::NewGrpcVerifierClient(channel(verifiers.front()),
                                                        verifiers.front().id, timeout);
     }
-    if (!workers_file.empty()) {
-      std::string table = "id\taddress\tpid\n";
-      for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {
-        for (const WorkerInfo& w : registry->Workers(role)) {
-          absl::StrAppend(&table, w.id, "\t", w.request.address(), "\t", w.request.pid(), "\n");
-        }
+    std::string table = "id\taddress\tpid\n";
+    for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {
+      for (const WorkerInfo& w : registry->Workers(role)) {
+        absl::StrAppend(&table, w.id, "\t", w.request.address(), "\t", w.request.pid(), "\n");
       }
-      if (absl::Status s = env->WriteFileAtomically(workers_file, table); !s.ok()) return s;
+    }
+    if (absl::Status s = env->WriteFileAtomically(env::RunDir(run_dir).Workers(), table); !s.ok()) {
+      return s;
     }
     return set;
   }
@@ -107,14 +106,17 @@ class RemoteRoleSet final : public run::RoleSet {
 absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& out_dir,
                    const run::Checkpoint* resume, const SchedulerOptions& options,
                    std::ostream& progress) {
-  SchedulerService service(options.register_timeout, options.env);
+  SchedulerService service(options.register_timeout, options.env, out_dir);
   if (given_job.has_value()) {
     if (absl::Status s = service.SetJob(*given_job); !s.ok()) return s;
   }
   rpc::CallStats call_stats;
+  rpc::ServerOptions serving;
+  serving.advertise = options.advertise;
+  serving.stats = &call_stats;
+  serving.max_receive_bytes = config::MaxRequestBytes(v1::SCHEDULER);
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-      rpc::Server::Start(options.listen, {&service}, options.advertise, &call_stats,
-                         config::MaxRequestBytes(v1::SCHEDULER));
+      rpc::Server::Start(options.listen, {&service}, serving);
   if (!server.ok()) return server.status();
   (*server)->SetServing(true);
   if (!options.address_file.empty()) {
@@ -174,9 +176,8 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
 
   service.SetState("running");
   run::RoleBinder bind = [&, registry = registry](const v1::JobConfig& j, const text::Tokenizer*,
-                                             ledger::Ledger*) {
-    return RemoteRoleSet::Bind(j, registry, options.register_timeout,
-                               env::RunDir(out).Workers(), options.env, &progress);
+                                                  ledger::Ledger*) {
+    return RemoteRoleSet::Bind(j, registry, options.register_timeout, out, options.env, &progress);
   };
   absl::Status status = run::RunJob(
       job, out, resume, bind, progress,

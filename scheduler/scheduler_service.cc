@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
@@ -40,8 +41,7 @@ absl::Status SchedulerService::SetJob(const v1::JobConfig& job) {
   if (absl::Status s = loop::PrepareJob(&validated); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   if (job_.has_value()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("this scheduler already runs job '", job_->name(), "'"));
+    return absl::FailedPreconditionError("this scheduler already runs a job");
   }
   job_ = validated;
   registry_ = std::make_unique<WorkerRegistry>(validated, env_);
@@ -125,6 +125,11 @@ grpc::Status SchedulerService::Register(grpc::ServerContext*, const v1::Register
   const v1::DeploymentConfig& d = job.deployment();
   response->set_worker_id(*id);
   *response->mutable_job() = job;
+  std::error_code ec;
+  response->set_run_dir(
+      std::filesystem::absolute(run_dir_.empty() ? job.runtime().out_dir() : run_dir_, ec)
+          .lexically_normal()
+          .string());
   response->set_heartbeat_interval_ms(d.heartbeat_interval_ms());
   response->set_node(request->capabilities().hostname());
   *response->mutable_gpus() = request->capabilities().gpus();
@@ -226,8 +231,8 @@ v1::JobStatus SchedulerService::StatusLocked() const {
 absl::Status SchedulerService::CheckJobId(const v1::JobStatusRequest& request) const {
   if (!job_.has_value()) return absl::FailedPreconditionError("no job has been submitted");
   if (request.job_id() != job_->name()) {
-    return absl::InvalidArgumentError(absl::StrCat("job_id: unknown job '", request.job_id(),
-                                            "' (this scheduler runs '", job_->name(), "')"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("job_id: unknown job '", request.job_id(), "' (this scheduler runs another)"));
   }
   return absl::OkStatus();
 }

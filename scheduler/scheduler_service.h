@@ -22,10 +22,12 @@ namespace trellis::scheduler {
 
 class SchedulerService final : public v1::Scheduler::Service {
  public:
-  // The job's WorkerRegistry keeps time on `env`.
-  explicit SchedulerService(absl::Duration register_timeout,
-                            env::Env* env = env::Env::Default())
-      : register_timeout_(register_timeout), env_(env) {}
+  // The job's WorkerRegistry keeps time on `env`. `run_dir` is the run
+  // directory assignments name (made absolute); empty: the job's
+  // runtime.out_dir.
+  explicit SchedulerService(absl::Duration register_timeout, env::Env* env = env::Env::Default(),
+                            std::string run_dir = "")
+      : register_timeout_(register_timeout), env_(env), run_dir_(std::move(run_dir)) {}
 
   // Sets the job (from the command line, or SubmitJob). InvalidArgument
   // when it does not validate; FailedPrecondition when one is set already.
@@ -67,6 +69,7 @@ class SchedulerService final : public v1::Scheduler::Service {
 
   const absl::Duration register_timeout_;
   env::Env* const env_;
+  const std::string run_dir_;
   mutable absl::Mutex mu_;
   std::optional<v1::JobConfig> job_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<WorkerRegistry> registry_ ABSL_GUARDED_BY(mu_);

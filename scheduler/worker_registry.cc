@@ -31,13 +31,6 @@ absl::StatusOr<std::string> WorkerRegistry::Add(const v1::RegisterRequest& reque
   }
   const int expected = Expected(role);
   absl::MutexLock lock(&mu_);
-  int taken = 0;
-  for (const auto& [id, w] : workers_) taken += w.role == role;
-  if (taken >= expected) {
-    return absl::FailedPreconditionError(absl::StrCat("the job needs ", expected, " ",
-                                                      config::RoleName(role),
-                                                      " workers and has them"));
-  }
   int index = 0;
   if (request.has_index()) {
     index = request.index();
@@ -46,13 +39,25 @@ absl::StatusOr<std::string> WorkerRegistry::Add(const v1::RegisterRequest& reque
           "index: ", index, " is outside [0, ", expected, ") for ", config::RoleName(role)));
     }
   } else {
+    int taken = 0;
+    for (const auto& [id, w] : workers_) taken += w.role == role;
+    if (taken >= expected) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the job needs ", expected, " ", config::RoleName(role), " workers and has them"));
+    }
     while (workers_.count(config::WorkerId(role, index).ToString())) ++index;
   }
   const std::string id = config::WorkerId(role, index).ToString();
-  if (workers_.count(id)) {
-    return absl::FailedPreconditionError(absl::StrCat(id, " is already registered"));
+  // Each slot is given once: again only to the same process asking again,
+  // or to a worker restarted after its predecessor was declared dead.
+  if (auto it = workers_.find(id); it != workers_.end() && !it->second.dead) {
+    const v1::RegisterRequest& holder = it->second.request;
+    if (holder.pid() == request.pid() && holder.address() == request.address()) return id;
+    return absl::FailedPreconditionError(
+        absl::StrCat(id, " is already registered (", holder.address(), ")"));
   }
   WorkerInfo& w = workers_[id];
+  w = WorkerInfo();
   w.id = id;
   w.role = role;
   w.index = index;

@@ -57,7 +57,10 @@ class WorkerRegistry {
 
   // Admits a worker and returns its id. InvalidArgument for an unknown
   // role or missing address; FailedPrecondition when the role is full or
-  // the index is out of range or taken.
+  // the index is out of range or taken by a live worker. Each slot is given
+  // once: the same process asking again (same pid and address) gets the
+  // same id; a worker naming the slot of one declared dead (a restart)
+  // takes it over, alive and not yet ready.
   [[nodiscard]] absl::StatusOr<std::string> Add(const v1::RegisterRequest& request);
 
   // Waits until every expected worker has registered (and, with `ready`,

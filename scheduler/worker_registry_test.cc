@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "env/testing/fake_env.h"
 #include "gmock/gmock.h"
@@ -20,10 +21,12 @@ v1::JobConfig Job(int actors) {
   return job;
 }
 
-v1::RegisterRequest Request(v1::Role role, std::optional<int> index = std::nullopt) {
+v1::RegisterRequest Request(v1::Role role, std::optional<int> index = std::nullopt,
+                            int64_t pid = 100) {
   v1::RegisterRequest r;
   r.set_role(role);
-  r.set_address("127.0.0.1:1");
+  r.set_address(absl::StrCat("127.0.0.1:", pid));
+  r.set_pid(pid);
   if (index) r.set_index(*index);
   return r;
 }
@@ -48,8 +51,27 @@ TEST(WorkerRegistryTest, BadRegistrationsAreRefusedWithTheField) {
   EXPECT_EQ(registry.Add(Request(v1::ACTOR, 5)).status().code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(registry.Add(Request(v1::ACTOR, 1)).ok());
-  EXPECT_EQ(registry.Add(Request(v1::ACTOR, 1)).status().code(),
+  EXPECT_EQ(registry.Add(Request(v1::ACTOR, 1, 200)).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(WorkerRegistryTest, ASlotIsGivenOnceUntilItsWorkerIsDeclaredDead) {
+  WorkerRegistry registry(Job(1));
+  ASSERT_EQ(*registry.Add(Request(v1::ACTOR, 0, 100)), "actor-0");
+  // The same process asking again gets its slot back.
+  EXPECT_EQ(*registry.Add(Request(v1::ACTOR, 0, 100)), "actor-0");
+  // Another process may not take it, with or without naming it.
+  for (std::optional<int> index : {std::optional<int>(0), std::optional<int>()}) {
+    absl::StatusOr<std::string> taken = registry.Add(Request(v1::ACTOR, index, 200));
+    EXPECT_EQ(taken.status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  EXPECT_EQ(registry.Workers(v1::ACTOR).front().request.pid(), 100);
+  // Once it is dead, its restart takes the slot over, alive.
+  ASSERT_TRUE(registry.MarkDead("actor-0"));
+  ASSERT_EQ(*registry.Add(Request(v1::ACTOR, 0, 300)), "actor-0");
+  EXPECT_TRUE(registry.Alive("actor-0"));
+  EXPECT_EQ(registry.Workers(v1::ACTOR).front().request.pid(), 300);
+  EXPECT_TRUE(registry.Heartbeat("actor-0").ok());
 }
 
 TEST(WorkerRegistryTest, WaitCompleteNamesTheRolesStillShort) {

@@ -57,8 +57,8 @@ class BoundsTest : public ::testing::Test {
     model.set_max_seq_len(kSeqLen);
     const config::RequestLimits limits = config::RequestLimitsFor(model, kVocab);
     actor_.Bind(nullptr, limits);
-    learner_.Bind(nullptr, limits);
-    reference_.Bind(nullptr, limits);
+    learner_.Bind(nullptr, limits, ::testing::TempDir());
+    reference_.Bind(nullptr, limits, ::testing::TempDir());
     verifier_ = std::make_shared<CountingVerifier>();
     verifier_service_ = verifier::NewVerifierService(verifier_);
     weights_ = weightsync::NewWeightStreamHost();
@@ -218,8 +218,10 @@ TEST_F(BoundsTest, WeightFetchRefusesEndlessWaits) {
 TEST(ServerLimitTest, MessageBeyondTheReceiveLimitIsResourceExhausted) {
   auto scorer = std::make_shared<CountingVerifier>();
   std::unique_ptr<v1::Verifier::Service> service = verifier::NewVerifierService(scorer);
+  rpc::ServerOptions options;
+  options.max_receive_bytes = 1 << 20;
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
-      rpc::Server::Start("127.0.0.1:0", {service.get()}, "", nullptr, 1 << 20);
+      rpc::Server::Start("127.0.0.1:0", {service.get()}, options);
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = verifier::NewGrpcVerifierClient(rpc::NewChannel((*server)->address()), "verifier-0",
                                                 absl::Seconds(30));

@@ -132,8 +132,11 @@ TEST_F(LaunchTest, PythonClientChecksEveryServiceThenAKilledActorsWorkIsRedone) 
     }
   }
   ASSERT_EQ(address.size(), 5u) << Slurp(out / "workers.tsv");
-  std::string command = std::string("TRELLIS_PYTHON_STUBS=") + TRELLIS_PYTHON_STUBS + " " + TRELLIS_PYTHON3 +
-            " " + TRELLIS_SOURCE_DIR + "/tests/python/check_services.py --timeout 20";
+  // The launched job is secured: the client sends the secret launch made.
+  std::string command = std::string("TRELLIS_PYTHON_STUBS=") + TRELLIS_PYTHON_STUBS +
+                        " TRELLIS_SECRET_FILE=" + (out / "launch" / "secret").string() + " " +
+                        TRELLIS_PYTHON3 + " " + TRELLIS_SOURCE_DIR +
+                        "/tests/python/check_services.py --timeout 20";
   std::string scheduler = Slurp(out / "launch" / "scheduler.addr");
   scheduler.erase(scheduler.find_last_not_of("\n") + 1);
   command += " " + scheduler;

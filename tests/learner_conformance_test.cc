@@ -43,12 +43,14 @@ absl::StatusOr<BoundLearner> MakeGrpc(const v1::JobConfig& job,
   auto service = std::make_shared<LearnerService>("learner-0");
   service->Bind(worker.get(),
                 config::RequestLimitsFor(
-                    job.model(), model::VocabSize(job.model(), CharTokenizer().vocab_size())));
+                    job.model(), model::VocabSize(job.model(), CharTokenizer().vocab_size())),
+                ::testing::TempDir());
   absl::StatusOr<std::shared_ptr<rpc::Server>> server =
       rpc::testing::ServeInProcess(service.get(), rpc::testing::KeepBoth(service, worker));
   if (!server.ok()) return server.status();
-  return BoundLearner{*server, NewGrpcLearnerClient(rpc::NewChannel((*server)->address()),
-                                                    "learner-0", absl::Seconds(60))};
+  return BoundLearner{*server,
+                      NewGrpcLearnerClient(rpc::NewChannel((*server)->address()), "learner-0",
+                                           absl::Seconds(60), ::testing::TempDir())};
 }
 
 // Two ranks joined on a free loopback port; rank 0 publishes.

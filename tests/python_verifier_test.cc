@@ -1,15 +1,16 @@
 // A verifier written in Python with the SDK, run as its own process and
 // reached as `verifier: {name: remote}`, trains a job exactly as the
 // built-in verifier it mirrors: the same per-step rewards and held-out
-// accuracy (examples/verifiers/python_numeric.py against `numeric`).
+// accuracy (examples/verifiers/python_numeric.py against `numeric`). The
+// verifier is secured with a job secret that the run's channel sends.
 
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
 #include "roles/local_roles.h"
+#include "rpc/auth.h"
 #include "run/embedded_job.h"
 #include "tests/tiny_job.h"
 #include "verifier/internal/process.h"
@@ -36,9 +37,16 @@ double AccuracyAfter(const fs::path& dir) {
 
 TEST(PythonVerifierTest, TrainsLikeTheBuiltinItMirrors) {
   ASSERT_NE(std::getenv("TRELLIS_PYTHON_STUBS"), nullptr) << "run through ctest";
+  const fs::path root = fs::path(::testing::TempDir()) / "python_verifier_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  absl::StatusOr<rpc::JobSecret> secret = rpc::JobSecret::Generate();
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  ASSERT_TRUE(rpc::WriteSecretFile((root / "secret").string(), *secret).ok());
   verifier::internal::SpawnOptions options;
   options.argv = {TRELLIS_PYTHON3, TRELLIS_SOURCE_DIR "/examples/verifiers/python_numeric.py",
-                  "--port", "0"};
+                  "--port",        "0",
+                  "--secret-file", (root / "secret").string()};
   absl::StatusOr<std::unique_ptr<verifier::internal::Child>> child =
       verifier::internal::Child::Spawn(options);
   ASSERT_TRUE(child.ok()) << child.status();
@@ -48,13 +56,14 @@ TEST(PythonVerifierTest, TrainsLikeTheBuiltinItMirrors) {
   const size_t on = line->rfind(" on ");
   ASSERT_NE(on, std::string::npos) << *line;
 
-  const fs::path root = fs::path(::testing::TempDir()) / "python_verifier_test";
-  fs::remove_all(root);
   std::ostringstream log;
   v1::JobConfig builtin = Job();
   ASSERT_TRUE(run::RunEmbeddedJob(builtin, (root / "builtin").string(), log).ok())
       << log.str();
   roles::AddVerifierKinds(verifier::RegisterRemoteVerifier);
+  // The remote verifier's channel sends the secret; without it every item
+  // would be refused.
+  rpc::SetProcessSecret(*secret);
   v1::JobConfig python = Job();
   python.mutable_verifier()->set_name("remote");
   python.mutable_verifier()->set_address(line->substr(on + 4));

@@ -29,12 +29,14 @@ absl::StatusOr<BoundReference> MakeGrpc(const v1::JobConfig& job,
   if (!engine.ok()) return engine.status();
   std::shared_ptr<ReferenceWorker> worker = std::move(engine->worker);
   auto service = std::make_shared<ReferenceService>("reference-0");
-  service->Bind(worker.get(), config::RequestLimitsFor(job.model(), tokenizer->vocab_size()));
+  service->Bind(worker.get(), config::RequestLimitsFor(job.model(), tokenizer->vocab_size()),
+                ::testing::TempDir());
   absl::StatusOr<std::shared_ptr<rpc::Server>> server =
       rpc::testing::ServeInProcess(service.get(), rpc::testing::KeepBoth(service, worker));
   if (!server.ok()) return server.status();
-  return BoundReference{*server, NewGrpcReferenceClient(rpc::NewChannel((*server)->address()),
-                                                        "reference-0", absl::Seconds(30))};
+  return BoundReference{*server,
+                        NewGrpcReferenceClient(rpc::NewChannel((*server)->address()), "reference-0",
+                                               absl::Seconds(30), ::testing::TempDir())};
 }
 
 v1::JobConfig Job() {

@@ -50,7 +50,8 @@ class ServicesTest : public ::testing::Test {
     ASSERT_TRUE(actor.ok()) << actor.status();
     actor_ = *std::move(actor);
     const int64_t vocab = model::VocabSize(job_.model(), tokenizer_->vocab_size());
-    learner_service_.Bind(learner_.get(), config::RequestLimitsFor(job_.model(), vocab));
+    learner_service_.Bind(learner_.get(), config::RequestLimitsFor(job_.model(), vocab),
+                          ::testing::TempDir());
     actor_service_.Bind(actor_.get(), config::RequestLimitsFor(job_.model(), vocab));
     ASSERT_TRUE(scheduler_service_.SetJob(job_).ok());
     absl::StatusOr<std::unique_ptr<rpc::Server>> server = rpc::Server::Start(
@@ -84,7 +85,8 @@ class ServicesTest : public ::testing::Test {
 };
 
 TEST_F(ServicesTest, LearnerRefusesMalformedBatchesAndKeepsServing) {
-  auto learner = learner::NewGrpcLearnerClient(channel_, "learner-0", absl::Seconds(30));
+  auto learner =
+      learner::NewGrpcLearnerClient(channel_, "learner-0", absl::Seconds(30), ::testing::TempDir());
 
   absl::Status empty = StatusOf(learner->SftStep(v1::SftBatch()));
   EXPECT_EQ(empty.code(), absl::StatusCode::kInvalidArgument);
@@ -290,8 +292,8 @@ TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
   auto without_rm = reference::NewLocalReference(job_, tokenizer_.get(), nullptr);
   ASSERT_TRUE(without_rm.ok()) << without_rm.status();
   reference::ReferenceService scoring{"reference-0"}, plain{"reference-1"};
-  scoring.Bind(with_rm->get(), config::RequestLimitsFor(ppo.model(), vocab));
-  plain.Bind(without_rm->get(), config::RequestLimitsFor(job_.model(), vocab));
+    scoring.Bind(with_rm->get(), config::RequestLimitsFor(ppo.model(), vocab), ::testing::TempDir());
+    plain.Bind(without_rm->get(), config::RequestLimitsFor(job_.model(), vocab), ::testing::TempDir());
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
       rpc::Server::Start("127.0.0.1:0", {&scoring});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -305,8 +307,9 @@ TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
     for (int id : Ids("5+7=")) sample->add_prompt_tokens(id);
     for (int id : Ids(text)) sample->add_response_tokens(id);
   }
-  auto client = reference::NewGrpcReferenceClient(rpc::NewChannel((*server)->address()),
-                                                  "reference-0", absl::Seconds(30));
+  auto client =
+      reference::NewGrpcReferenceClient(rpc::NewChannel((*server)->address()), "reference-0",
+                                        absl::Seconds(30), ::testing::TempDir());
   absl::StatusOr<v1::ScoreResponse> scores = client->Scores(request);
   ASSERT_TRUE(scores.ok()) << scores.status();
   ASSERT_EQ(scores->scores_size(), 3);
@@ -320,8 +323,9 @@ TEST_F(ServicesTest, ReferenceScoresWithTheJobsRewardModelOnly) {
   EXPECT_EQ(out_of_vocab.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(out_of_vocab.message()), HasSubstr("100000"));
 
-  auto plain_client = reference::NewGrpcReferenceClient(
-      rpc::NewChannel((*plain_server)->address()), "reference-1", absl::Seconds(30));
+  auto plain_client =
+      reference::NewGrpcReferenceClient(rpc::NewChannel((*plain_server)->address()), "reference-1",
+                                        absl::Seconds(30), ::testing::TempDir());
   absl::Status no_rm = StatusOf(plain_client->Scores(request));
   EXPECT_EQ(no_rm.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(no_rm.message()), HasSubstr("ppo.reward"));

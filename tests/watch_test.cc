@@ -349,17 +349,17 @@ TEST(ServeWatchTest, WorkersServeTheirOwnMetrics) {
   v1::JobConfig job = LongJob();
   job.mutable_deployment()->mutable_actor()->set_count(1);
   WriteText(root / "job.yaml", config::ResolvedJobYaml(job));
-  std::vector<pid_t> pids = {StartTrellis(
-      {"serve", "scheduler", "--job", (root / "job.yaml").string(), "--out",
-       (root / "run").string(), "--address-file", (root / "scheduler.addr").string(), "--http",
-       "127.0.0.1:0"},
-      root / "scheduler.log")};
+  std::vector<pid_t> pids = {
+      StartTrellis({"serve", "scheduler", "--job", (root / "job.yaml").string(), "--out",
+                    (root / "run").string(), "--address-file", (root / "scheduler.addr").string(),
+                    "--http", "127.0.0.1:0", "--insecure"},
+                   root / "scheduler.log")};
   ASSERT_TRUE(WaitFor([&] { return !Slurp(root / "scheduler.addr").empty(); }, 60))
       << Slurp(root / "scheduler.log");
   const std::string scheduler = Slurp(root / "scheduler.addr");
   for (const char* role : {"learner", "reference", "verifier", "actor"}) {
     pids.push_back(StartTrellis({"serve", role, "--scheduler", scheduler, "--index", "0",
-                                 "--metrics", "127.0.0.1:0"},
+                                 "--metrics", "127.0.0.1:0", "--insecure"},
                                 root / (std::string(role) + ".log")));
   }
   // The learner logs "learner-0: metrics on http://HOST:PORT/metrics".

@@ -13,7 +13,10 @@
    agree between arguments (--listen, --http, --metrics, --transport-port),
    container ports, Services and Prometheus annotations; workers dial the
    scheduler's Service; the learner and the scheduler share the run
-   directory's volume; every ConfigMap, Secret and claim a pod uses exists.
+   directory's volume; every ConfigMap, Secret and claim a pod uses exists;
+   every Trellis process reads the job's secret (--secret-file: job-secret
+   of the trellis-credentials Secret, mounted with a defaultMode only its
+   owner may read).
 
 Prints each problem and exits 1 if there is any. Runs on the venv that
 scripts/setup.sh makes (.venv/k8s: kubernetes-validate, PyYAML).
@@ -31,6 +34,8 @@ import yaml
 
 POOL_LABEL = "trellis.dev/pool"
 GPU = "nvidia.com/gpu"
+CREDENTIALS = "trellis-credentials"
+SECRET_KEY = "job-secret"
 ROLES = ("learner", "reference", "verifier", "actor")
 
 
@@ -233,6 +238,21 @@ class Checker:
         if scrape is not None and int(scrape) not in ports.values():
             self.problem(where, f"prometheus.io/port {scrape} is none of the container's ports")
 
+    def check_secret(self, where, container, pod):
+        """--secret-file names job-secret of the credentials Secret, mounted for its owner alone."""
+        path = flag(container.get("args", []), "--secret-file")
+        mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+        secrets = [v for v in pod.get("volumes", [])
+                   if v.get("secret", {}).get("secretName") == CREDENTIALS
+                   and path == f"{mounts.get(v['name'], chr(0))}/{SECRET_KEY}"]
+        if not secrets:
+            self.problem(where, f"--secret-file {path}: not {SECRET_KEY} of the {CREDENTIALS} "
+                                "Secret mounted in the pod (every call must carry the job's secret)")
+        elif secrets[0]["secret"].get("defaultMode", 0o644) & 0o077:
+            self.problem(where, f"the {CREDENTIALS} volume's defaultMode "
+                                f"{secrets[0]['secret'].get('defaultMode', 0o644):o} lets others "
+                                "read the job's secret (trellis refuses it): use 0400")
+
     def check_scheduler(self):
         """The scheduler's Service and its address ("name:port"), or None."""
         deployments = [d for d in self.docs.get("Deployment", [])
@@ -248,6 +268,7 @@ class Checker:
         if d["spec"].get("replicas", 1) != 1:
             self.problem(where, "replicas: a job has one scheduler")
         self.check_ports(where, container, template["metadata"].get("annotations", {}))
+        self.check_secret(where, container, template["spec"])
         args = container["args"]
         mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
         volumes = {v["name"]: v for v in template["spec"].get("volumes", [])}
@@ -317,6 +338,7 @@ class Checker:
         elif not selects(governing["spec"].get("selector"), template["metadata"]["labels"]):
             self.problem(where, f"its Service {s['spec']['serviceName']} does not select its pods")
         self.check_ports(where, container, template["metadata"].get("annotations", {}))
+        self.check_secret(where, container, pod)
         if role == "learner":
             self.check_learner(where, container, pod, governing)
 

@@ -107,6 +107,21 @@ class ManifestsTest(unittest.TestCase):
         self.edit("actor.yaml", lambda d: set_arg(d, "--listen", "0.0.0.0:50052"))
         self.expect("--listen 0.0.0.0:50052: the container's port grpc is 50051")
 
+    def test_every_process_reads_the_jobs_secret(self):
+        def drop_secret(d):
+            args = container(d)["args"]
+            del args[args.index("--secret-file"):args.index("--secret-file") + 2]
+        self.edit("actor.yaml", drop_secret)
+        self.expect("--secret-file None: not job-secret of the trellis-credentials Secret")
+
+    def test_the_secret_is_mounted_for_its_owner_alone(self):
+        def open_mode(d):
+            for v in d["spec"]["template"]["spec"]["volumes"]:
+                if "secret" in v:
+                    v["secret"]["defaultMode"] = 0o444
+        self.edit("scheduler.yaml", open_mode)
+        self.expect("defaultMode 444 lets others read the job's secret")
+
     def test_wildcard_listen_needs_advertise(self):
         def drop_advertise(d):
             args = container(d)["args"]

@@ -6,7 +6,9 @@
 # own namespace. A namespace's loopback reaches only that namespace (the
 # learner dials its own weight store), so the services can only reach each
 # other over those links. Each service listens on its namespace's address
-# and advertises it (gloo weight transport, learner -> actors).
+# and advertises it (gloo weight transport, learner -> actors). Security is
+# on: every process reads the job's secret (--secret-file), and a fake actor
+# with another secret is refused (UNAUTHENTICATED) and takes no slot.
 #
 # The job: the default job with fewer steps (short_default.yaml, seed 1);
 # TRELLIS_DEPLOY_FULL_JOB=1 runs the default job itself (minutes).
@@ -97,11 +99,16 @@ while IFS=$'\t' read -r id role index _; do
 done < <(tail -n +2 "$work/placement.tsv")
 log "hosts: $(for h in "${!address[@]}"; do printf '%s=%s ' "$h" "${address[$h]}"; done)"
 
+# The job's secret, and another one for the fake actor.
+for f in secret wrong_secret; do
+  (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/$f")
+done
+
 run="$work/run"
 started=$(date +%s)
 ip netns exec "$tag-scheduler" "$TRELLIS" serve scheduler --job "$job" --out "$run" \
   --listen "${address[scheduler]}:0" --address-file "$work/scheduler.addr" \
-  >"$work/scheduler.log" 2>&1 &
+  --secret-file "$work/secret" >"$work/scheduler.log" 2>&1 &
 scheduler_pid=$!
 pids+=("$scheduler_pid")
 wait_for_file "$work/scheduler.addr" 60 "$scheduler_pid"
@@ -109,9 +116,19 @@ scheduler_address=$(cat "$work/scheduler.addr")
 [ "$scheduler_address" != "${scheduler_address#"${address[scheduler]}":}" ] ||
   fail "the scheduler advertises $scheduler_address, not its namespace's ${address[scheduler]}"
 
+# A fake actor first, from the scheduler's namespace, with the wrong secret.
+fake_rc=0
+timeout 60 ip netns exec "$tag-scheduler" "$TRELLIS" serve actor \
+  --scheduler "$scheduler_address" --listen "${address[scheduler]}:0" --index 0 \
+  --secret-file "$work/wrong_secret" >"$work/fake-actor.log" 2>&1 || fake_rc=$?
+[ "$fake_rc" -ne 0 ] && grep -q UNAUTHENTICATED "$work/fake-actor.log" ||
+  fail "a fake actor with the wrong secret was not refused (exit $fake_rc; $work/fake-actor.log)"
+log "a fake actor with the wrong secret: refused (UNAUTHENTICATED)"
+
 while IFS=$'\t' read -r id role index _; do
   ip netns exec "$tag-$id" "$TRELLIS" serve "$role" --scheduler "$scheduler_address" \
-    --listen "${address[$id]}:0" --index "$index" >"$work/$id.log" 2>&1 &
+    --listen "${address[$id]}:0" --index "$index" --secret-file "$work/secret" \
+    >"$work/$id.log" 2>&1 &
   pids+=($!)
 done < <(tail -n +2 "$work/placement.tsv")
 

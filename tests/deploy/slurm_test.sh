@@ -5,7 +5,9 @@
 # starts munged, slurmctld and slurmd, submits the job with sbatch, waits for
 # it (with a deadline), and checks that the job COMPLETED and that its
 # outputs (per-step rewards, held-out accuracy, final weights) equal those
-# of `trellis launch` of the same job. Then a job whose learner cannot start
+# of `trellis launch` of the same job. Security is on: the batch script
+# makes the job's secret (OUT/slurm/secret, mode 600) and every step reads
+# it. Then a job whose learner cannot start
 # must end FAILED, the batch output naming the step, every step ended; and
 # a cancelled job must still record every step's end.
 #
@@ -190,6 +192,9 @@ cat "$run.sbatch.out"
 expect_every_step_ended "$run"
 awk -F'\t' '$4 != 0 { exit 1 }' "$run/slurm/steps.tsv" || fail "a step failed: $(cat "$run/slurm/steps.tsv")"
 log "steps: the scheduler and every worker exited 0"
+[ "$(stat -c %a "$run/slurm/secret")" = 600 ] ||
+  fail "the job's secret $run/slurm/secret is not mode 600: $(stat -c %a "$run/slurm/secret")"
+log "security on: every step read the job's secret ($run/slurm/secret, mode 600)"
 expect_same_outputs "$dir/reference" "$run"
 log "the sbatch job's outputs equal trellis launch's"
 

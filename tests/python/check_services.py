@@ -2,7 +2,8 @@
 """Checks running Trellis services from the outside, with protoc-generated stubs only.
 
   check_services.py [--stubs DIR] [--timeout S] [--verify ADDR ...]
-                    [--probe JSON ...] [--expect VERDICT ...] ADDR [ADDR ...]
+                    [--probe JSON ...] [--expect VERDICT ...] [--secret-file FILE]
+                    ADDR [ADDR ...]
 
 For every ADDR (host:port):
   1. grpc.health.v1.Health/Check with service "" must answer SERVING (it is
@@ -15,6 +16,10 @@ For every ADDR (host:port):
      '{"prompt": "1+1=", "response": "2", "answer": "2"}', repeatable;
      default: that one item): one result per item, each with a finite
      reward and a verdict; with --expect, the verdicts (names, in order).
+
+Every call but Health's carries `authorization: Bearer <secret>` when a
+secret file is given (--secret-file, default $TRELLIS_SECRET_FILE), as a
+secured job's services require.
 
 Prints one line per address and exits 0 when every check passed, 1 otherwise
 (the failures on stderr), 2 for a usage error. The stubs come from --stubs or
@@ -64,12 +69,12 @@ def wait_serving(channel, deadline):
         time.sleep(0.2)
 
 
-def list_services(channel):
+def list_services(channel, metadata):
     """Service names by reflection, or None when the server offers none."""
     stub = reflection_pb2_grpc.ServerReflectionStub(channel)
     request = reflection_pb2.ServerReflectionRequest(list_services="")
     try:
-        for reply in stub.ServerReflectionInfo(iter([request]), timeout=5):
+        for reply in stub.ServerReflectionInfo(iter([request]), timeout=5, metadata=metadata):
             return sorted(s.name for s in reply.list_services_response.service)
     except grpc.RpcError as e:
         if e.code() == grpc.StatusCode.UNIMPLEMENTED:
@@ -89,10 +94,11 @@ def serves_verifier(channel):
         raise
 
 
-def check_verify(channel, probes, expect):
+def check_verify(channel, probes, expect, metadata):
     """(summary, problem): problem is None when the reply is well-formed."""
     request = rollout_pb2.VerifyRequest(items=[rollout_pb2.VerifyItem(**p) for p in probes])
-    reply = services_pb2_grpc.VerifierStub(channel).Verify(request, timeout=30)
+    reply = services_pb2_grpc.VerifierStub(channel).Verify(request, timeout=30,
+                                                           metadata=metadata)
     if len(reply.results) != len(probes):
         return "", f"Verify: {len(reply.results)} results for {len(probes)} items"
     names = []
@@ -108,14 +114,14 @@ def check_verify(channel, probes, expect):
     return summary, None
 
 
-def check(address, args, probes):
+def check(address, args, probes, metadata):
     """(line, problem) for one address."""
     deadline = time.monotonic() + args.timeout
     with grpc.insecure_channel(address) as channel:
         problem = wait_serving(channel, deadline)
         if problem:
             return f"{address}: {problem}", problem
-        services = list_services(channel)
+        services = list_services(channel, metadata)
         if services is not None:
             verifier = VERIFIER in services
             parts = [f"SERVING; services: {', '.join(services)}"]
@@ -123,7 +129,7 @@ def check(address, args, probes):
             verifier = serves_verifier(channel)
             parts = ["SERVING (no reflection)" + (f"; serves {VERIFIER}" if verifier else "")]
         if verifier or address in args.verify:
-            summary, problem = check_verify(channel, probes, args.expect)
+            summary, problem = check_verify(channel, probes, args.expect, metadata)
             parts += [x for x in (summary, problem) if x]
             if problem:
                 return f"{address}: {'; '.join(parts)}", problem
@@ -143,6 +149,8 @@ def main(argv):
                              '"answer": "2"}')
     parser.add_argument("--expect", action="append", default=[], metavar="VERDICT",
                         help="expected verdict of each probe, in order")
+    parser.add_argument("--secret-file", default=os.environ.get("TRELLIS_SECRET_FILE"),
+                        help="the job's secret, sent with every call but Health's")
     args = parser.parse_args(argv)
     addresses = list(dict.fromkeys(args.addresses + args.verify))
     if not addresses:
@@ -159,10 +167,14 @@ def main(argv):
     if args.expect and len(args.expect) != len(probes):
         parser.error(f"--expect: {len(args.expect)} verdicts for {len(probes)} probes")
     load_stubs(args.stubs)
+    metadata = []
+    if args.secret_file:
+        with open(args.secret_file, encoding="ascii") as f:
+            metadata = [("authorization", "Bearer " + f.read().strip())]
     failed = False
     for address in addresses:
         try:
-            line, problem = check(address, args, probes)
+            line, problem = check(address, args, probes, metadata)
         except grpc.RpcError as e:
             line, problem = f"{address}: {e.code().name}: {e.details()}", "rpc failed"
         print(line, flush=True)

@@ -5,10 +5,12 @@ Run by ctest (verifier_python_sdk_test) with /usr/bin/python3 and
 TRELLIS_PYTHON_STUBS=BUILD_DIR/python.
 """
 import math
+import os
 import pathlib
 import signal
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import grpc
@@ -17,7 +19,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 import trellis_verifier  # noqa: E402
-from trellis_verifier import _stubs  # noqa: E402
+from trellis_verifier import _stubs, auth  # noqa: E402
 
 pb = _stubs.load()
 rollout_pb2 = pb.rollout_pb2
@@ -26,6 +28,15 @@ health_pb2 = pb.health_pb2
 
 def items(*triples):
     return [rollout_pb2.VerifyItem(prompt=p, response=r, answer=a) for p, r, a in triples]
+
+
+def secret_file(mode=0o600):
+    """A temporary secret file (its path) with `mode`."""
+    fd, path = tempfile.mkstemp(prefix="sdk_test_secret")
+    os.write(fd, b"0123456789abcdef0123456789abcdef0123456789abcdef\n")
+    os.close(fd)
+    os.chmod(path, mode)
+    return path
 
 
 class Served:
@@ -132,12 +143,41 @@ class SdkTest(unittest.TestCase):
             watch.cancel()
 
 
+class SecretTest(unittest.TestCase):
+    """With a secret file, only calls carrying the secret are scored."""
+
+    def test_calls_without_the_secret_are_unauthenticated(self):
+        path = secret_file()
+        self.addCleanup(os.unlink, path)
+        secret = auth.read_secret(path)
+        with Served(lambda p, r, a: 1.0, secret_file=path) as s:
+            for wrong in ([], auth.metadata("x" * 48)):
+                with self.assertRaises(grpc.RpcError) as caught:
+                    s.verify(items(("p", "r", "a")), metadata=wrong)
+                self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            results = s.verify(items(("p", "r", "a")), metadata=auth.metadata(secret))
+            self.assertEqual(results[0].verdict, rollout_pb2.CORRECT)
+            # Health stays open for readiness probes.
+            reply = s.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+            self.assertEqual(reply.status, health_pb2.HealthCheckResponse.SERVING)
+
+    def test_a_file_others_may_read_is_refused(self):
+        path = secret_file(0o644)
+        self.addCleanup(os.unlink, path)
+        with self.assertRaises(ValueError) as caught:
+            auth.read_secret(path)
+        self.assertIn("chmod 600", str(caught.exception))
+
+
 class ProcessTest(unittest.TestCase):
     """The example served as its own process, checked by check_services.py."""
 
     def setUp(self):
+        self.secret = secret_file()
+        self.addCleanup(os.unlink, self.secret)
         self.proc = subprocess.Popen(
-            [sys.executable, str(REPO / "examples" / "verifiers" / "python_numeric.py")],
+            [sys.executable, str(REPO / "examples" / "verifiers" / "python_numeric.py"),
+             "--secret-file", self.secret],
             stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         self.assertTrue(line.startswith("trellis_verifier: serving numeric-py@1 on "), line)
@@ -151,7 +191,8 @@ class ProcessTest(unittest.TestCase):
 
     def check(self, *args):
         return subprocess.run(
-            [sys.executable, str(REPO / "tests" / "python" / "check_services.py"), *args],
+            [sys.executable, str(REPO / "tests" / "python" / "check_services.py"),
+             "--secret-file", self.secret, *args],
             capture_output=True, text=True, timeout=60)
 
     def test_check_services_against_the_sdk(self):
@@ -167,6 +208,13 @@ class ProcessTest(unittest.TestCase):
         wrong = self.check(self.address, "--expect", "wrong")
         self.assertEqual(wrong.returncode, 1)
         self.assertIn("expected verdicts wrong, got CORRECT", wrong.stderr)
+
+        outsider = subprocess.run(
+            [sys.executable, str(REPO / "tests" / "python" / "check_services.py"), self.address],
+            capture_output=True, text=True, timeout=60, env={
+                k: v for k, v in os.environ.items() if k != auth.SECRET_FILE_ENV})
+        self.assertEqual(outsider.returncode, 1)
+        self.assertIn("UNAUTHENTICATED", outsider.stdout)
 
     def test_sigterm_stops_it(self):
         self.proc.send_signal(signal.SIGTERM)

@@ -8,7 +8,9 @@
     trellis_verifier.run(score, name="exact", version="1")   # --port N, default: free
 
 The served process speaks trellis.v1.Verifier and grpc.health.v1.Health; a
-job uses it with `verifier: {name: remote, address: HOST:PORT}`.
+job uses it with `verifier: {name: remote, address: HOST:PORT}`. Started with
+the job's secret ($TRELLIS_SECRET_FILE or --secret-file), it refuses calls
+without it (trellis_verifier.auth), as the job's own services do.
 """
 from .server import (VERIFIER_SERVICE, VerifierServer, rollout_pb2, run, serve, start,
                      verifier)

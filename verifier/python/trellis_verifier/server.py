@@ -27,6 +27,7 @@ from concurrent import futures
 import grpc
 
 from . import _stubs
+from .auth import SecretInterceptor, read_secret
 
 _pb = _stubs.load()
 rollout_pb2 = _pb.rollout_pb2
@@ -209,13 +210,23 @@ class VerifierServer:
 
 
 def start(score, name=None, version=None, host="127.0.0.1", port=0, max_workers=4,
-          error_reward=0.0, max_items=1 << 16):
-    """Starts serving `score`; returns a VerifierServer (port 0 picks a free port)."""
+          error_reward=0.0, max_items=1 << 16, secret_file=None):
+    """Starts serving `score`; returns a VerifierServer (port 0 picks a free port).
+
+    With a secret (the file `secret_file`, else $TRELLIS_SECRET_FILE) every
+    Verify call must carry it (trellis_verifier.auth); without one it serves
+    anyone who reaches the port, and says so on stderr.
+    """
     name = name or getattr(score, "trellis_name", None) or getattr(score, "__name__", "verifier")
     version = str(version or getattr(score, "trellis_version", "0"))
     label = f"{name}@{version}"
+    secret = read_secret(secret_file)
+    if secret is None:
+        print("trellis_verifier: no secret (TRELLIS_SECRET_FILE unset): serving anyone who "
+              "reaches the port", file=sys.stderr, flush=True)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
-                         options=_SERVER_OPTIONS)
+                         options=_SERVER_OPTIONS,
+                         interceptors=[SecretInterceptor(secret)] if secret else [])
     _pb.services_pb2_grpc.add_VerifierServicer_to_server(
         _VerifierServicer(_Scorer(score, label, error_reward), max_items), server)
     health = _HealthServicer()
@@ -257,6 +268,10 @@ def run(score, name=None, version=None, argv=None):
     parser.add_argument("--workers", type=int, default=4, help="concurrent Verify calls")
     parser.add_argument("--error-reward", type=float, default=0.0,
                         help="reward of an item the scoring function fails on")
+    parser.add_argument("--secret-file", default=None,
+                        help="the job's secret (default: $TRELLIS_SECRET_FILE); every call "
+                             "must carry it")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     return serve(score, name=name, version=version, host=args.host, port=args.port,
-                 max_workers=args.workers, error_reward=args.error_reward)
+                 max_workers=args.workers, error_reward=args.error_reward,
+                 secret_file=args.secret_file)
