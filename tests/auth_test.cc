@@ -31,6 +31,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/channel.h"
+#include "tests/launch_util.h"
 #include "tests/tiny_job.h"
 #include "trellis/v1/scheduler.grpc.pb.h"
 #include "trellis/v1/services.grpc.pb.h"
@@ -45,21 +46,12 @@ using ::testing::Not;
 using testing_util::Slurp;
 using testing_util::StartTrellis;
 using testing_util::Wait;
+using testing_util::WaitFor;
 using testing_util::WriteText;
 using Channel = std::shared_ptr<grpc::Channel>;
 using Caller = std::function<absl::Status(const Channel&)>;
 
 constexpr int kOutOfVocab = 1 << 30;
-
-template <typename Fn>
-bool WaitFor(Fn ready, int seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
 
 // A channel to `address` sending `secret`.
 Channel To(const std::string& address, const rpc::JobSecret& secret) {
