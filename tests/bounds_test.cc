@@ -128,7 +128,8 @@ TEST_F(BoundsTest, GenerateRefusesHugeCountsAndLongSequences) {
 }
 
 TEST_F(BoundsTest, LearnerRefusesOversizedBatches) {
-  auto learner = learner::NewGrpcLearnerClient(channel_, "learner-0", absl::Seconds(30));
+  auto learner = learner::NewGrpcLearnerClient(channel_, "learner-0", absl::Seconds(30),
+                                              ::testing::TempDir());
   v1::TrainBatch many;
   for (int i = 0; i <= config::RequestLimits().max_batch_samples; ++i) many.add_samples();
   EXPECT_THAT(StatusOf(learner->TrainStep(many)),
@@ -168,7 +169,8 @@ TEST_F(BoundsTest, LearnerRefusesOversizedBatches) {
 }
 
 TEST_F(BoundsTest, ReferenceRefusesOversizedRequests) {
-  auto reference = reference::NewGrpcReferenceClient(channel_, "reference-0", absl::Seconds(30));
+  auto reference = reference::NewGrpcReferenceClient(channel_, "reference-0",
+                                                     absl::Seconds(30), ::testing::TempDir());
   v1::LogProbRequest many;
   for (int i = 0; i <= config::RequestLimits().max_batch_samples; ++i) many.add_samples();
   EXPECT_THAT(StatusOf(reference->LogProbs(many)),
