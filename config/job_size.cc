@@ -82,6 +82,10 @@ int64_t ParameterCount(const ModelShape& s) {
          s.d + (s.tied ? 0 : s.V * s.d);
 }
 
+double KvCacheBytes(const ModelShape& s, double rows, double tokens) {
+  return kFloat * 2.0 * s.L * s.KV * s.hd * tokens * rows;
+}
+
 int64_t OptimizerStateBytes(const v1::OptimizerConfig& o, int64_t parameters) {
   if (o.name() == v1::OptimizerConfig::SGD) return o.momentum() > 0 ? 4 * parameters : 0;
   return 2 * 4 * parameters;
@@ -111,8 +115,7 @@ MemoryFloor JobMemoryFloor(const v1::JobConfig& job) {
   if (samples == 0) return learner;
   const int actors = std::max(1, job.deployment().actor().count());
   const double rows = std::max(1.0, samples / actors);
-  const double cache =
-      kFloat * 2 * s.L * s.KV * s.hd * (1.0 + job.sampling().max_new_tokens()) * rows;
+  const double cache = KvCacheBytes(s, rows, 1.0 + job.sampling().max_new_tokens());
   MemoryFloor actor{
       kFloat * n + cache,
       absl::StrCat("actor: ", GiB(kFloat * n), " of weights + ", GiB(cache), " of KV cache (", rows,

@@ -31,6 +31,11 @@ ModelShape ShapeOf(const v1::ModelConfig& model, int64_t vocab_size);
 // norms; the embedding, final norm and LM head unless tied.
 int64_t ParameterCount(const ModelShape& s);
 
+// Bytes of the float32 KV cache of `rows` sequences of `tokens` positions:
+// keys and values of every layer's n_kv_heads heads. A double: the products
+// of the bounded sizes may overflow int64.
+double KvCacheBytes(const ModelShape& s, double rows, double tokens);
+
 // Bytes of optimizer state for `parameters` trained float32 parameters:
 // AdamW's two tensors (exp_avg, exp_avg_sq), SGD's momentum buffer (none
 // without momentum).

@@ -159,7 +159,7 @@ std::vector<PlanLine> GenerateTransients(const Shape& s, int64_t rows, int64_t p
                                          int64_t max_new) {
   const int64_t cap = prompt + max_new;
   const std::string actor = config::WorkerId(v1::ACTOR).ToString();
-  return {{actor, "kv_cache", kFloat * 2 * s.L * rows * s.KV * cap * s.hd,
+  return {{actor, "kv_cache", static_cast<int64_t>(config::KvCacheBytes(s, rows, cap)),
            absl::StrCat("4 B x 2 x L x rows x KV x (prompt + max_new) x hd, rows ", rows,
                         ", prompt ", prompt, ", max_new ", max_new)},
           {actor, "workspace", kFloat * rows * prompt * NoGradPerToken(s),
