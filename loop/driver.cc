@@ -212,7 +212,7 @@ absl::StatusOr<v1::VerifyResponse> Driver::VerifyHeldOut(const v1::VerifyRequest
       refused = refused || r.failure() == v1::VerifyResult::CIRCUIT_OPEN;
     }
     if (failed.empty()) break;
-    if (refused) absl::SleepFor(absl::Milliseconds(job_.verifier().breaker_pause_ms()));
+    if (refused) ledger_->env()->SleepFor(absl::Milliseconds(job_.verifier().breaker_pause_ms()));
     v1::VerifyRequest again;
     for (int i : failed) *again.add_items() = request.items(i);
     absl::StatusOr<v1::VerifyResponse> more = roles_.verifier->Verify(again);
