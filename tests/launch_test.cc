@@ -45,15 +45,9 @@ using testing_util::Wait;
 using testing_util::WaitFor;
 using testing_util::WriteText;
 
-// One-digit sums after 30 SFT steps, half credit for a wrong number: the
-// rewards vary, so a mismatch between the runs would show.
+// testing_util::VaryingRewardsJob with `actors` actor processes.
 v1::JobConfig Job(int actors, int steps, const std::string& transport = "gloo") {
-  v1::JobConfig job = testing_util::TinyJob();
-  job.mutable_data()->mutable_arithmetic()->set_max_digits(1);
-  job.mutable_data()->mutable_arithmetic()->set_num_problems(100);
-  job.mutable_verifier()->set_reward_wrong(0.5);
-  job.mutable_sft()->set_steps(30);
-  job.mutable_grpo()->set_steps(steps);
+  v1::JobConfig job = testing_util::VaryingRewardsJob(steps);
   auto* d = job.mutable_deployment();
   d->mutable_actor()->set_count(actors);
   d->set_heartbeat_interval_ms(200);

@@ -40,14 +40,7 @@ using testing_util::Wait;
 using testing_util::WriteText;
 
 v1::JobConfig TinyJob() {
-  v1::JobConfig job = testing_util::TinyJob();
-  // One-digit sums, 30 SFT steps and half credit for a wrong number: the
-  // rewards vary within groups, so every step carries gradient.
-  job.mutable_data()->mutable_arithmetic()->set_max_digits(1);
-  job.mutable_data()->mutable_arithmetic()->set_num_problems(100);
-  job.mutable_verifier()->set_reward_wrong(0.5);
-  job.mutable_sft()->set_steps(30);
-  job.mutable_grpo()->set_steps(kSteps);
+  v1::JobConfig job = testing_util::VaryingRewardsJob(kSteps);
   job.mutable_runtime()->set_checkpoint_every(kCheckpointEvery);
   // Launched, one actor: the same samples as the embedded run.
   job.mutable_deployment()->mutable_actor()->set_count(1);

@@ -48,12 +48,7 @@ using testing_util::WriteText;
 constexpr int kSteps = 16;
 
 v1::JobConfig Job(int actors, int steps) {
-  v1::JobConfig job = testing_util::TinyJob();
-  job.mutable_data()->mutable_arithmetic()->set_max_digits(1);
-  job.mutable_data()->mutable_arithmetic()->set_num_problems(100);
-  job.mutable_verifier()->set_reward_wrong(0.5);
-  job.mutable_sft()->set_steps(30);
-  job.mutable_grpo()->set_steps(steps);
+  v1::JobConfig job = testing_util::VaryingRewardsJob(steps);
   job.mutable_runtime()->set_checkpoint_every(2);
   auto* d = job.mutable_deployment();
   d->mutable_actor()->set_count(actors);

@@ -31,6 +31,19 @@ inline v1::JobConfig TinyJob() {
   return job.ok() ? *job : v1::JobConfig();
 }
 
+// TinyJob() on one-digit sums after 30 SFT steps, with half credit for a
+// wrong number: the rewards vary within groups, so every step carries
+// gradient and a mismatch between two runs would show. `steps` GRPO steps.
+inline v1::JobConfig VaryingRewardsJob(int steps) {
+  v1::JobConfig job = TinyJob();
+  job.mutable_data()->mutable_arithmetic()->set_max_digits(1);
+  job.mutable_data()->mutable_arithmetic()->set_num_problems(100);
+  job.mutable_verifier()->set_reward_wrong(0.5);
+  job.mutable_sft()->set_steps(30);
+  job.mutable_grpo()->set_steps(steps);
+  return job;
+}
+
 inline void WriteText(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
