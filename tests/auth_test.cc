@@ -46,6 +46,7 @@ using ::testing::Not;
 using testing_util::Slurp;
 using testing_util::StartTrellis;
 using testing_util::Wait;
+using testing_util::Processes;
 using testing_util::WaitFor;
 using testing_util::WriteText;
 using Channel = std::shared_ptr<grpc::Channel>;
@@ -222,8 +223,35 @@ TEST_F(AuthTest, ALaunchedJobServesOnlyCallsCarryingItsSecret) {
   pairs.add_pairs()->add_prompt_tokens(kOutOfVocab);
   ExpectGuarded("learner-0", "GetVersion", Unary(&Learner::GetVersion, v1::Empty()),
                 absl::StatusCode::kOk);
-  ExpectGuarded("learner-0", "PublishWeights", Unary(&Learner::PublishWeights, v1::Empty()),
-                std::nullopt);
+  {
+    // Published with the secret while the job is held where its newest
+    // version is published and synced already, so that this publish cannot
+    // take the version the job is about to publish.
+    const pid_t scheduler_pid = Processes(out).at("scheduler");
+    auto version = [](auto* stub) {
+      v1::VersionResponse r;
+      grpc::ClientContext context;
+      rpc::SetDeadline(context, absl::Seconds(10));
+      return stub->GetVersion(&context, v1::Empty(), &r).ok() ? r.policy_version() : -1;
+    };
+    auto learner_stub = Learner(To(addresses_.at("learner-0"), secret_));
+    auto actor_stub = v1::Actor::Stub(To(addresses_.at("actor-0"), secret_));
+    bool held = false;
+    for (int attempt = 0; attempt < 200 && !held; ++attempt) {
+      ASSERT_EQ(::kill(scheduler_pid, SIGSTOP), 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // in-flight calls end
+      const int64_t learner = version(&learner_stub);
+      held = learner >= 0 && learner == version(&actor_stub);
+      if (!held) {
+        ::kill(scheduler_pid, SIGCONT);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    ASSERT_TRUE(held) << "the job never rested at a published version";
+    ExpectGuarded("learner-0", "PublishWeights", Unary(&Learner::PublishWeights, v1::Empty()),
+                  std::nullopt);
+    ::kill(scheduler_pid, SIGCONT);
+  }
   for (const auto& [what, call] : std::vector<std::pair<std::string, Caller>>{
            {"SftStep", Unary(&Learner::SftStep, sft)},
            {"EvalSft", Unary(&Learner::EvalSft, sft)},
