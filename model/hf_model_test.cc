@@ -54,25 +54,33 @@ TEST_P(HfFixtureTest, LogitsMatchTransformers) {
   EXPECT_LT(error.max().item<float>(), 1e-4f);
 }
 
+// transformers' greedy tokens, each the argmax here too, or within float
+// noise of it: a near-tie may break the other way on another CPU, and the
+// reference token is then fed on so that the rest stays comparable.
 TEST_P(HfFixtureTest, GreedyGenerationMatchesGenerate) {
   Transformer model = Load(kFixtures + "/" + GetParam());
   ASSERT_TRUE(model);
   std::map<std::string, torch::Tensor> ref = Reference(GetParam());
   torch::NoGradGuard no_grad;
   const torch::Tensor prompt = ref["prompt_ids"];
-  const int64_t new_tokens = ref["generated_ids"].size(1);
+  const torch::Tensor want = ref["generated_ids"].flatten().contiguous();
+  const int64_t new_tokens = want.numel();
   KVCache cache = model->NewCache(1, prompt.size(1) + new_tokens);
   torch::Tensor logits =
       model->forward(prompt, torch::arange(prompt.size(1)).unsqueeze(0), {}, &cache);
-  std::vector<int64_t> generated;
+  int64_t exact = 0;
   for (int64_t i = 0; i < new_tokens; ++i) {
-    const torch::Tensor next = logits.select(1, -1).argmax(-1, /*keepdim=*/true);
-    generated.push_back(next.item<int64_t>());
-    logits = model->forward(next, torch::full({1, 1}, cache.length, torch::kLong), {}, &cache);
+    const torch::Tensor last = logits.select(1, -1).flatten();
+    const int64_t expected = want[i].item<int64_t>();
+    const int64_t argmax = last.argmax().item<int64_t>();
+    exact += argmax == expected;
+    EXPECT_LT((last.max() - last[expected]).item<float>(), 1e-4f)
+        << "token " << i << ": transformers chose " << expected << ", the argmax here is "
+        << argmax;
+    logits = model->forward(torch::full({1, 1}, expected, torch::kLong),
+                            torch::full({1, 1}, cache.length, torch::kLong), {}, &cache);
   }
-  const torch::Tensor want = ref["generated_ids"].flatten().contiguous();
-  EXPECT_EQ(generated, std::vector<int64_t>(want.data_ptr<int64_t>(),
-                                            want.data_ptr<int64_t>() + want.numel()));
+  EXPECT_GE(exact, new_tokens - 1) << "ties broke differently at more than one token";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfFixtureTest,
