@@ -161,6 +161,11 @@ struct StepMetrics {
   int64_t handoff_bytes = 0;
   // Highest live CPU bytes during the step (memory tracker).
   int64_t peak_bytes = 0;
+  // The step's timeline: each role's busy seconds (the union of its spans
+  // within the step), and the share of the roles' time none of their spans
+  // covered (1 - sum busy / (roles x step_seconds)).
+  std::map<std::string, double> role_busy_seconds;
+  double bubble_fraction = 0;
 };
 
 struct EvalMetrics {

@@ -60,6 +60,37 @@ TEST_F(LedgerTest, SpanEndsAtScopeExitAndMovedFromSpanIsInert) {
   EXPECT_DOUBLE_EQ(ledger_.stage_seconds(Stage::kUpdate), 1.0);
 }
 
+// The step's timeline: a role's overlapping spans count once, a span begun
+// before the step counts from the step's start, and the bubble is the
+// roles' unspanned share of the step.
+TEST_F(LedgerTest, EndStepGivesEachRolesBusySecondsAndTheBubbleFraction) {
+  Ledger::Span early = ledger_.Begin(Stage::kVerify, "verifier");
+  Tick(1);
+  ledger_.BeginStep(0);
+  Tick(1);
+  early.End();  // 1 s inside the step.
+  Ledger::Span rollout = ledger_.Begin(Stage::kRollout, "actor");
+  Tick(2);
+  Ledger::Span verify = ledger_.Begin(Stage::kVerify, "actor");
+  Tick(1);
+  rollout.End();
+  Tick(1);
+  verify.End();  // The actor: busy 4 s, its two spans overlapping 1 s.
+  {
+    auto s = ledger_.Begin(Stage::kUpdate, "learner");
+    Tick(2);
+  }
+  const StepMetrics m = ledger_.EndStep(StepCounts{});
+  EXPECT_DOUBLE_EQ(m.step_seconds, 7);
+  ASSERT_EQ(m.role_busy_seconds.size(), 3u);
+  EXPECT_DOUBLE_EQ(m.role_busy_seconds.at("actor"), 4);
+  EXPECT_DOUBLE_EQ(m.role_busy_seconds.at("learner"), 2);
+  EXPECT_DOUBLE_EQ(m.role_busy_seconds.at("verifier"), 1);
+  EXPECT_DOUBLE_EQ(m.bubble_fraction, 1 - 7.0 / 21.0);
+  // A step with no spans has no bubble to report.
+  EXPECT_DOUBLE_EQ(ledger_.EndStep(StepCounts{}).bubble_fraction, 0);
+}
+
 TEST_F(LedgerTest, EndStepDerivesMetrics) {
   ledger_.BeginStep(3);
   { auto s = ledger_.Begin(Stage::kRollout, "actor"); Tick(6); }

@@ -24,11 +24,27 @@ using nlohmann::json;
 std::vector<double> SecondsBuckets() { return ExponentialBuckets(0.001, 2, 20); }
 
 // Step-record fields kept in the step table (the rest stay in ledger.jsonl).
-constexpr const char* kStepFields[] = {
-    "step", "time", "policy_version", "step_seconds", "mean_reward", "accuracy", "loss", "kl",
-    "effective_sample_rate", "rollout_update_ratio", "verifier_wait_seconds",
-    "generated_tokens_per_second", "trained_tokens_per_second", "handoff_seconds",
-    "handoff_bytes", "peak_bytes", "samples_generated", "samples_effective", "stage_seconds"};
+constexpr const char* kStepFields[] = {"step",
+                                       "time",
+                                       "policy_version",
+                                       "step_seconds",
+                                       "mean_reward",
+                                       "accuracy",
+                                       "loss",
+                                       "kl",
+                                       "effective_sample_rate",
+                                       "rollout_update_ratio",
+                                       "verifier_wait_seconds",
+                                       "generated_tokens_per_second",
+                                       "trained_tokens_per_second",
+                                       "handoff_seconds",
+                                       "handoff_bytes",
+                                       "peak_bytes",
+                                       "samples_generated",
+                                       "samples_effective",
+                                       "stage_seconds",
+                                       "role_busy_seconds",
+                                       "bubble_fraction"};
 
 // samples_lost_total{reason}: the step record's loss counts (each sample
 // counted once; surplus samples are left out by dynamic sampling).
@@ -311,6 +327,18 @@ void RunView::WriteMetrics(PrometheusText& out, Scope scope) const {
   out.Family("trellis_rollout_update_ratio", Type::kGauge,
              "Rollout seconds / update seconds of the last step.");
   out.Sample("trellis_rollout_update_ratio", {}, has_step ? Num(last, "rollout_update_ratio") : 0);
+  out.Family("trellis_bubble_fraction", Type::kGauge,
+             "Share of the roles' time in the last step that none of their stages covered.");
+  out.Sample("trellis_bubble_fraction", {}, has_step ? Num(last, "bubble_fraction") : 0);
+  out.Family("trellis_role_busy_fraction", Type::kGauge,
+             "Each role's busy seconds / step seconds, last step.");
+  if (has_step && last.contains("role_busy_seconds")) {
+    const double step_seconds = Num(last, "step_seconds");
+    for (const auto& busy : last["role_busy_seconds"].items()) {
+      out.Sample("trellis_role_busy_fraction", {{"role", busy.key()}},
+                 step_seconds > 0 ? busy.value().get<double>() / step_seconds : 0);
+    }
+  }
   out.Family("trellis_verifier_wait_seconds", Type::kHistogram,
              "Wall seconds each verifier took to answer a request.");
   for (const auto& [name, h] : s.verifier_hist) {

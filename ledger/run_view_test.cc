@@ -135,6 +135,9 @@ TEST_F(RunViewTest, MetricsCoverStagesSamplesHandoffsAndMemory) {
   EXPECT_THAT(text, HasSubstr("trellis_step_seconds_sum 12\n"));
   EXPECT_THAT(text, HasSubstr("trellis_rollout_update_ratio 1.5\n"));
   EXPECT_THAT(text, HasSubstr("trellis_effective_sample_rate 0.75\n"));
+  // 3 s of the 6 s step on the actor; the roles' 18 s, 6 s busy.
+  EXPECT_THAT(text, HasSubstr("trellis_role_busy_fraction{role=\"actor-0\"} 0.5\n"));
+  EXPECT_THAT(text, HasSubstr("trellis_bubble_fraction 0.666"));
   EXPECT_THAT(text, HasSubstr("trellis_samples_generated_total 32\n"));
   EXPECT_THAT(text, HasSubstr("trellis_samples_lost_total{reason=\"zero_variance\"} 8\n"));
   EXPECT_THAT(text, HasSubstr("trellis_samples_lost_total{reason=\"timeout\"} 0\n"));

@@ -115,6 +115,7 @@
       ["verifier wait (s)", "verifier_wait_seconds"],
       ["generated tokens/s", "generated_tokens_per_second"],
       ["step seconds", "step_seconds"],
+      ["bubble fraction", "bubble_fraction"],
       ["mean reward", "mean_reward"]
     ];
     series.forEach(function (s) {
@@ -170,14 +171,27 @@
     var roleIds = Object.keys(lanes).map(Number).sort(function (a, b) {
       return d.roles[a] < d.roles[b] ? -1 : 1;
     });
-    var ROW = 14, L = 110, W = Math.max(700, box.clientWidth || 1000), R = 10;
+    var ROW = 14, L = 170, W = Math.max(700, box.clientWidth || 1000), R = 10;
     var laneTop = {}, y = 4;
     roleIds.forEach(function (r) { laneTop[r] = y; y += lanes[r].length * ROW + 8; });
     var H = y + 22;
     var x = scale(t0, t1, L, W - R);
     var root = svg("svg", {width: W, height: H, class: "gantt"});
+    // Each lane's busy share over the window's closed steps (the ledger's
+    // role_busy_seconds: the union of the role's spans in each step).
+    var busy = {}, wall = 0;
+    d.steps.forEach(function (r) {
+      if (r.step < from || r.step > to || !r.role_busy_seconds) return;
+      wall += r.step_seconds || 0;
+      Object.keys(r.role_busy_seconds).forEach(function (name) {
+        busy[name] = (busy[name] || 0) + r.role_busy_seconds[name];
+      });
+    });
     roleIds.forEach(function (r) {
-      root.appendChild(svg("text", {x: L - 6, y: laneTop[r] + 11, "text-anchor": "end"}, d.roles[r]));
+      var name = d.roles[r];
+      var label = wall > 0 ? name + " " + Math.round(100 * (busy[name] || 0) / wall) + "% busy" : name;
+      root.appendChild(svg("text", {x: L - 6, y: laneTop[r] + 11, "text-anchor": "end",
+                                    class: "lane-label", "data-role": name}, label));
       root.appendChild(svg("line", {x1: L, x2: W - R, y1: laneTop[r] - 3, y2: laneTop[r] - 3, stroke: "#eee"}));
     });
     placed.forEach(function (p) {
@@ -265,10 +279,12 @@
       return [String(r.step), num(r.step_seconds, 2), num(r.mean_reward), num(r.accuracy),
               num(r.effective_sample_rate), num(r.rollout_update_ratio, 2),
               num(r.verifier_wait_seconds, 3), num(r.generated_tokens_per_second, 0),
-              num(r.handoff_seconds, 3), bytes(r.peak_bytes || 0), num(r.kl, 4)];
+              num(r.handoff_seconds, 3), bytes(r.peak_bytes || 0), num(r.kl, 4),
+              num(r.bubble_fraction, 2)];
     });
     box.appendChild(table(["step", "seconds", "reward", "accuracy", "effective", "rollout/update",
-                           "verifier wait s", "gen tok/s", "handoff s", "peak", "kl"], rows, 0));
+                           "verifier wait s", "gen tok/s", "handoff s", "peak", "kl", "bubble"],
+                          rows, 0));
   }
 
   function drawWorkers(workers) {

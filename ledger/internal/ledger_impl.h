@@ -9,17 +9,17 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "env/env.h"
+#include "ledger/internal/role_busy.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
 
@@ -29,6 +29,7 @@ namespace internal {
 // The seconds and bytes gathered since the current step began.
 struct StepAccum {
   std::array<double, kNumStages> stage_seconds{};
+  RoleBusy role_busy;
   double handoff_seconds = 0;
   int64_t handoff_bytes = 0;
 };
@@ -149,6 +150,7 @@ struct Ledger::Impl {
                int64_t live_bytes) ABSL_LOCKS_EXCLUDED(mu) {
     absl::MutexLock lock(&mu);
     cur.stage_seconds[static_cast<int>(stage)] += seconds;
+    cur.role_busy.Add(role, start, start + seconds);
     stage_totals[static_cast<int>(stage)] += seconds;
     ObservePeak(peak_bytes, StageName(stage), start_seq);
     auto it = role_peaks.find(role);

@@ -66,6 +66,8 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"handoff_seconds", m.handoff_seconds},
       {"handoff_bytes", m.handoff_bytes},
       {"peak_bytes", m.peak_bytes},
+      {"role_busy_seconds", m.role_busy_seconds},
+      {"bubble_fraction", m.bubble_fraction},
       {"sampling_rounds_extra", c.sampling_rounds_extra},
       {"prompts_extra", c.prompts_extra},
       {"sampling_seconds_extra", c.sampling_seconds_extra},
