@@ -4,6 +4,8 @@
 #include <c10/util/Exception.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,11 +37,30 @@ int64_t BucketSet::payload_bytes() const {
   return sum;
 }
 
-absl::StatusOr<BucketSet> PackBuckets(const NamedTensors& tensors,
-                                      int64_t bucket_bytes) {
+std::vector<at::Tensor> AllocateBuckets(const std::vector<int64_t>& sizes,
+                                        const std::vector<at::Tensor>* spare) {
+  std::vector<at::Tensor> buckets;
+  std::vector<bool> taken(spare != nullptr ? spare->size() : 0, false);
+  for (const int64_t n : sizes) {
+    at::Tensor bucket;
+    for (size_t j = 0; j < taken.size() && !bucket.defined(); ++j) {
+      const at::Tensor& candidate = (*spare)[j];
+      // Only `spare` holds the tensor, and only the tensor its memory.
+      if (!taken[j] && candidate.defined() && candidate.numel() == n &&
+          candidate.use_count() == 1 && candidate.storage().use_count() == 1) {
+        taken[j] = true;
+        bucket = candidate;
+      }
+    }
+    buckets.push_back(bucket.defined() ? bucket : at::empty({n}, at::dtype(at::kByte)));
+  }
+  return buckets;
+}
+
+absl::StatusOr<BucketSet> PlanBuckets(const NamedTensors& tensors, int64_t bucket_bytes,
+                                      const std::vector<at::Tensor>* spare) {
   BucketSet set;
   std::unordered_set<std::string> names;
-  // Plan: assign every tensor a bucket and an offset.
   std::vector<int64_t> bucket_sizes;
   for (const auto& [name, t] : tensors) {
     if (name.empty()) {
@@ -71,33 +92,69 @@ absl::StatusOr<BucketSet> PackBuckets(const NamedTensors& tensors,
     bucket_sizes.back() = e.offset + e.nbytes;
     set.manifest.push_back(std::move(e));
   }
-  // Pack, one tensor's host copy at a time.
-  size_t i = 0;
   try {
-    for (int64_t size : bucket_sizes) {
-      set.buckets.push_back(at::empty({size}, at::dtype(at::kByte)));
-    }
-    for (; i < tensors.size(); ++i) {
-      const ManifestEntry& e = set.manifest[i];
-      if (e.nbytes == 0) continue;
-      const at::Tensor src = HostCopy(tensors[i].second);
-      std::memcpy(set.buckets[e.bucket].data_ptr<uint8_t>() + e.offset,
-                  src.data_ptr(), static_cast<size_t>(e.nbytes));
-    }
+    set.buckets = AllocateBuckets(bucket_sizes, spare);
   } catch (const c10::Error& err) {
-    return absl::InternalError(absl::StrCat(
-        "weightsync: packing tensor '",
-        i < tensors.size() ? tensors[i].first : std::string("?"),
-        "': ", err.what_without_backtrace()));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "weightsync: allocating buckets for ", tensors.size(), " tensors: ",
+        err.what_without_backtrace()));
   }
+  set.checksums.assign(set.buckets.size(), 0);
   return set;
 }
 
-void ComputeChecksums(BucketSet& set) {
-  set.checksums.clear();
-  for (const at::Tensor& b : set.buckets) {
-    set.checksums.push_back(Checksum64(b.data_ptr(), b.numel()));
+namespace {
+
+// Pieces small enough to be checksummed from cache right after their copy.
+constexpr size_t kPackPiece = size_t{256} << 10;
+
+// Writes `n` bytes to `dst` (copied from `src`, or zeros when `src` is
+// null) and feeds them to `sum`, a piece at a time.
+void Fill(uint8_t* dst, const uint8_t* src, size_t n, Checksum64Stream& sum,
+          PackSeconds& seconds) {
+  for (size_t off = 0; off < n; off += kPackPiece) {
+    const size_t k = std::min(kPackPiece, n - off);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (src != nullptr) {
+      std::memcpy(dst + off, src + off, k);
+    } else {
+      std::memset(dst + off, 0, k);
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    sum.Update(dst + off, k);
+    const auto t2 = std::chrono::steady_clock::now();
+    seconds.copy += std::chrono::duration<double>(t1 - t0).count();
+    seconds.checksum += std::chrono::duration<double>(t2 - t1).count();
   }
+}
+
+}  // namespace
+
+absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i,
+                        PackSeconds* seconds) {
+  at::Tensor& bucket = set.buckets[i];
+  uint8_t* const base = bucket.data_ptr<uint8_t>();
+  Checksum64Stream sum;
+  int64_t cursor = 0;
+  for (size_t k = 0; k < set.manifest.size(); ++k) {
+    const ManifestEntry& e = set.manifest[k];
+    if (e.bucket != static_cast<int>(i)) continue;
+    Fill(base + cursor, nullptr, static_cast<size_t>(e.offset - cursor), sum, *seconds);
+    cursor = e.offset + e.nbytes;
+    if (e.nbytes == 0) continue;
+    at::Tensor src;
+    try {
+      src = HostCopy(tensors[k].second);
+    } catch (const c10::Error& err) {
+      return absl::InternalError(absl::StrCat("weightsync: packing tensor '", e.name,
+                                              "': ", err.what_without_backtrace()));
+    }
+    Fill(base + e.offset, static_cast<const uint8_t*>(src.data_ptr()),
+         static_cast<size_t>(e.nbytes), sum, *seconds);
+  }
+  Fill(base + cursor, nullptr, static_cast<size_t>(bucket.numel() - cursor), sum, *seconds);
+  set.checksums[i] = sum.Finish();
+  return absl::OkStatus();
 }
 
 absl::Status VerifyChecksums(const BucketSet& set) {

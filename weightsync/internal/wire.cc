@@ -7,7 +7,7 @@
 
 namespace trellis::weightsync::internal {
 
-v1::WeightsHeader EncodeHeader(const BucketSet& set) {
+v1::WeightsHeader EncodeHeader(const BucketSet& set, bool with_checksums) {
   v1::WeightsHeader h;
   h.set_version(set.version);
   for (const ManifestEntry& e : set.manifest) {
@@ -20,7 +20,9 @@ v1::WeightsHeader EncodeHeader(const BucketSet& set) {
     t->set_nbytes(e.nbytes);
   }
   for (const at::Tensor& b : set.buckets) h.add_bucket_bytes(b.numel());
-  for (uint64_t c : set.checksums) h.add_checksums(c);
+  for (size_t i = 0; i < set.buckets.size(); ++i) {
+    h.add_checksums(with_checksums ? set.checksums[i] : 0);
+  }
   return h;
 }
 
@@ -81,22 +83,8 @@ absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
     set.manifest.push_back(std::move(e));
   }
   try {
-    std::vector<bool> taken(spare != nullptr ? spare->size() : 0, false);
-    for (int i = 0; i < header.bucket_bytes_size(); ++i) {
-      const int64_t n = header.bucket_bytes(i);
-      at::Tensor bucket;
-      for (size_t j = 0; j < taken.size() && !bucket.defined(); ++j) {
-        const at::Tensor& candidate = (*spare)[j];
-        // use_count 1: only the spare tensor holds the memory (no dst
-        // adopted it, or the dst has moved on).
-        if (!taken[j] && candidate.defined() && candidate.numel() == n &&
-            candidate.storage().use_count() == 1) {
-          taken[j] = true;
-          bucket = candidate;
-        }
-      }
-      set.buckets.push_back(bucket.defined() ? bucket : at::empty({n}, at::dtype(at::kByte)));
-    }
+    set.buckets = AllocateBuckets(
+        std::vector<int64_t>(header.bucket_bytes().begin(), header.bucket_bytes().end()), spare);
   } catch (const c10::Error& err) {
     return absl::ResourceExhaustedError(absl::StrCat(
         where, ": allocating ", total, " bytes: ",
