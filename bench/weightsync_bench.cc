@@ -86,8 +86,7 @@ double TcpSeconds(const std::vector<char>& src, std::vector<char>& dst) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
-  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      listen(listener, 1) != 0 ||
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(listener, 1) != 0 ||
       getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     std::perror("tcp baseline");
     std::exit(1);
@@ -126,8 +125,7 @@ double TcpSeconds(const std::vector<char>& src, std::vector<char>& dst) {
 
 // Buffers for the baseline, faulted in once.
 struct Tcp {
-  explicit Tcp(int64_t bytes)
-      : src(static_cast<size_t>(bytes), 1), dst(src.size(), 0) {
+  explicit Tcp(int64_t bytes) : src(static_cast<size_t>(bytes), 1), dst(src.size(), 0) {
     TcpSeconds(src, dst);
   }
   double Seconds() { return TcpSeconds(src, dst); }

@@ -48,8 +48,8 @@ struct SenderState : SenderCore {
       : SenderCore(kName, options.bucket_bytes), options(options) {}
 
   struct Slot {
-    int64_t generation = 0;  // The receiver connection being served.
-    c10::intrusive_ptr<c10d::Work> request;  // Pending request recv.
+    int64_t generation = 0;                             // The receiver connection being served.
+    c10::intrusive_ptr<c10d::Work> request;             // Pending request recv.
     std::vector<c10::intrusive_ptr<c10d::Work>> sends;  // Pending sends.
   };
 
@@ -88,8 +88,8 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
   const int64_t min_version = request.data_ptr<int64_t>()[0];
   const int64_t wait_ms = request.data_ptr<int64_t>()[1];
 
-  absl::StatusOr<StreamedVersion> version = st.stage.WaitForStream(
-      min_version, absl::Now() + absl::Milliseconds(wait_ms));
+  absl::StatusOr<StreamedVersion> version =
+      st.stage.WaitForStream(min_version, absl::Now() + absl::Milliseconds(wait_ms));
   std::string body;
   int64_t code = 0;
   int64_t bytes = 0;
@@ -98,15 +98,13 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
     for (const at::Tensor& bucket : version->set->buckets) bytes += bucket.numel();
   } else {
     // Closing (Cancelled here) is Unavailable to the receiver: retry later.
-    code = static_cast<int64_t>(absl::IsCancelled(version.status())
-                                    ? absl::StatusCode::kUnavailable
-                                    : version.status().code());
+    code = static_cast<int64_t>(absl::IsCancelled(version.status()) ? absl::StatusCode::kUnavailable
+                                                                    : version.status().code());
     body = std::string(version.status().message());
   }
   // A live receiver drains at loopback or network speed; allow 50 MB/s.
-  const absl::Duration send_timeout =
-      std::max(st.options.connect_timeout, absl::Seconds(10)) +
-      absl::Seconds(static_cast<double>(bytes) / 50e6);
+  const absl::Duration send_timeout = std::max(st.options.connect_timeout, absl::Seconds(10)) +
+                                      absl::Seconds(static_cast<double>(bytes) / 50e6);
   const absl::Time send_deadline = absl::Now() + send_timeout;
 
   // Posts one message; the receiver has posted its receives.
@@ -187,8 +185,8 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
       st->slots[k].generation = generation;
     }
     absl::StatusOr<c10::intrusive_ptr<GlooGroup>> pg =
-        comm::JoinGlooGroup(*store, PairPrefix(k, generation), /*rank=*/0, /*size=*/2,
-                            st->device, st->options.connect_timeout);
+        comm::JoinGlooGroup(*store, PairPrefix(k, generation), /*rank=*/0, /*size=*/2, st->device,
+                            st->options.connect_timeout);
     if (!pg.ok()) continue;  // The receiver retries with a new generation.
     while (!st->stopping && ServeOne(*st, k, **pg).ok()) {
     }

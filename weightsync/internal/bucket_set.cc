@@ -1,8 +1,8 @@
 #include "weightsync/internal/bucket_set.h"
 
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <chrono>
@@ -79,10 +79,8 @@ absl::StatusOr<BucketSet> PlanBuckets(const NamedTensors& tensors, int64_t bucke
     e.dtype = t.scalar_type();
     e.shape = t.sizes().vec();
     e.nbytes = static_cast<int64_t>(t.numel() * t.element_size());
-    const int64_t offset =
-        bucket_sizes.empty() ? 0 : AlignUp(bucket_sizes.back());
-    if (bucket_sizes.empty() ||
-        (bucket_sizes.back() > 0 && offset + e.nbytes > bucket_bytes)) {
+    const int64_t offset = bucket_sizes.empty() ? 0 : AlignUp(bucket_sizes.back());
+    if (bucket_sizes.empty() || (bucket_sizes.back() > 0 && offset + e.nbytes > bucket_bytes)) {
       bucket_sizes.push_back(0);
       e.offset = 0;
     } else {
@@ -95,9 +93,9 @@ absl::StatusOr<BucketSet> PlanBuckets(const NamedTensors& tensors, int64_t bucke
   try {
     set.buckets = AllocateBuckets(bucket_sizes, spare);
   } catch (const c10::Error& err) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "weightsync: allocating buckets for ", tensors.size(), " tensors: ",
-        err.what_without_backtrace()));
+    return absl::ResourceExhaustedError(absl::StrCat("weightsync: allocating buckets for ",
+                                                     tensors.size(),
+                                                     " tensors: ", err.what_without_backtrace()));
   }
   set.checksums.assign(set.buckets.size(), 0);
   return set;
@@ -110,8 +108,7 @@ constexpr size_t kPackPiece = size_t{256} << 10;
 
 // Writes `n` bytes to `dst` (copied from `src`, or zeros when `src` is
 // null) and feeds them to `sum`, a piece at a time.
-void Fill(uint8_t* dst, const uint8_t* src, size_t n, Checksum64Stream& sum,
-          PackSeconds& seconds) {
+void Fill(uint8_t* dst, const uint8_t* src, size_t n, Checksum64Stream& sum, PackSeconds& seconds) {
   for (size_t off = 0; off < n; off += kPackPiece) {
     const size_t k = std::min(kPackPiece, n - off);
     const auto t0 = std::chrono::steady_clock::now();
@@ -159,9 +156,9 @@ absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i,
 
 absl::Status VerifyChecksums(const BucketSet& set) {
   if (set.checksums.size() != set.buckets.size()) {
-    return absl::DataLossError(absl::StrCat(
-        "weightsync: version ", set.version, " has ", set.buckets.size(),
-        " buckets but ", set.checksums.size(), " checksums"));
+    return absl::DataLossError(absl::StrCat("weightsync: version ", set.version, " has ",
+                                            set.buckets.size(), " buckets but ",
+                                            set.checksums.size(), " checksums"));
   }
   for (size_t i = 0; i < set.buckets.size(); ++i) {
     if (absl::Status s = VerifyBucket(set, i); !s.ok()) return s;
@@ -174,15 +171,13 @@ absl::Status VerifyBucket(const BucketSet& set, size_t i) {
   return CheckBucketChecksum(set, i, Checksum64(b.data_ptr(), b.numel()));
 }
 
-absl::Status CheckBucketChecksum(const BucketSet& set, size_t i,
-                                 uint64_t got) {
+absl::Status CheckBucketChecksum(const BucketSet& set, size_t i, uint64_t got) {
   const at::Tensor& b = set.buckets[i];
   if (got != set.checksums[i]) {
-    return absl::DataLossError(absl::StrCat(
-        "weightsync: version ", set.version, " bucket ", i, " of ",
-        set.buckets.size(), " (", b.numel(),
-        " bytes) failed its checksum: expected ",
-        absl::Hex(set.checksums[i]), ", got ", absl::Hex(got)));
+    return absl::DataLossError(absl::StrCat("weightsync: version ", set.version, " bucket ", i,
+                                            " of ", set.buckets.size(), " (", b.numel(),
+                                            " bytes) failed its checksum: expected ",
+                                            absl::Hex(set.checksums[i]), ", got ", absl::Hex(got)));
   }
   return absl::OkStatus();
 }
@@ -195,36 +190,33 @@ absl::Status CheckMatches(const BucketSet& set, const NamedTensors& dst) {
   for (const auto& [name, t] : dst) {
     auto it = by_name.find(name);
     if (it == by_name.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, " has no tensor '", name, "' that the receiver expects"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, " has no tensor '", name, "' that the receiver expects"));
     }
     if (!seen.insert(name).second) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": the receiver lists tensor '", name, "' twice"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, ": the receiver lists tensor '", name, "' twice"));
     }
     const ManifestEntry& e = *it->second;
     if (!t.defined()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": the receiver's tensor '", name, "' is undefined"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, ": the receiver's tensor '", name, "' is undefined"));
     }
     if (t.scalar_type() != e.dtype) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": tensor '", name, "' was published as ",
-          c10::toString(e.dtype), " but the receiver has ",
-          c10::toString(t.scalar_type())));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, ": tensor '", name, "' was published as ", c10::toString(e.dtype),
+                       " but the receiver has ", c10::toString(t.scalar_type())));
     }
     if (t.sizes() != c10::IntArrayRef(e.shape)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": tensor '", name, "' was published with shape ",
-          ShapeString(e.shape), " but the receiver has ",
-          ShapeString(t.sizes())));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, ": tensor '", name, "' was published with shape ",
+                       ShapeString(e.shape), " but the receiver has ", ShapeString(t.sizes())));
     }
   }
   for (const ManifestEntry& e : set.manifest) {
     if (seen.count(e.name) == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, " carries tensor '", e.name,
-          "' that the receiver does not have"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, " carries tensor '", e.name, "' that the receiver does not have"));
     }
   }
   return absl::OkStatus();
@@ -239,8 +231,7 @@ bool Adoptable(const at::Tensor& target, const ManifestEntry& e,
       e.offset % static_cast<int64_t>(c10::elementSize(e.dtype)) != 0) {
     return false;
   }
-  if (target.storage_offset() == 0 &&
-      static_cast<int64_t>(target.storage().nbytes()) == e.nbytes) {
+  if (target.storage_offset() == 0 && static_cast<int64_t>(target.storage().nbytes()) == e.nbytes) {
     return true;
   }
   for (const at::Tensor& bucket : owned) {
@@ -267,15 +258,13 @@ absl::Status LoadInto(const BucketSet& set, const NamedTensors& dst,
         continue;
       }
       uint8_t* base = set.buckets[e.bucket].data_ptr<uint8_t>() + e.offset;
-      const at::Tensor src =
-          at::from_blob(base, e.shape, at::TensorOptions().dtype(e.dtype));
+      const at::Tensor src = at::from_blob(base, e.shape, at::TensorOptions().dtype(e.dtype));
       // copy_ on a const Tensor& writes through to the shared storage.
       target.copy_(src);
     } catch (const c10::Error& err) {
       return absl::InternalError(
-          absl::StrCat("weightsync: loading tensor '", name, "' of version ",
-                       set.version, " (the receiver may be partly updated): ",
-                       err.what_without_backtrace()));
+          absl::StrCat("weightsync: loading tensor '", name, "' of version ", set.version,
+                       " (the receiver may be partly updated): ", err.what_without_backtrace()));
     }
   }
   return absl::OkStatus();

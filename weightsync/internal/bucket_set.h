@@ -5,12 +5,12 @@
 // buckets: the unit every transport moves. Packing, verification and the
 // all-or-nothing load live here so that each transport only moves buckets.
 
+#include <ATen/core/Tensor.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -108,14 +108,12 @@ struct PackSeconds {
 
 // The same, given the checksum `got` of bucket `i`'s bytes (computed as they
 // arrived, Checksum64Stream).
-[[nodiscard]] absl::Status CheckBucketChecksum(const BucketSet& set, size_t i,
-                                               uint64_t got);
+[[nodiscard]] absl::Status CheckBucketChecksum(const BucketSet& set, size_t i, uint64_t got);
 
 // Returns FailedPrecondition naming the tensor unless `dst` holds exactly
 // the manifest's names (each once), each defined and with the manifest's
 // dtype and shape.
-[[nodiscard]] absl::Status CheckMatches(const BucketSet& set,
-                                        const NamedTensors& dst);
+[[nodiscard]] absl::Status CheckMatches(const BucketSet& set, const NamedTensors& dst);
 
 // Copies every tensor into `dst` (any device, any strides) under
 // NoGradGuard. REQUIRES: CheckMatches(set, dst) is OK, so nothing is copied

@@ -8,9 +8,7 @@ namespace trellis::weightsync::internal {
 
 uint64_t Checksum64(const void* data, size_t n) { return XXH3_64bits(data, n); }
 
-void Checksum64Stream::FreeState::operator()(XXH3_state_s* state) const {
-  XXH3_freeState(state);
-}
+void Checksum64Stream::FreeState::operator()(XXH3_state_s* state) const { XXH3_freeState(state); }
 
 Checksum64Stream::Checksum64Stream() : state_(XXH3_createState()) {
   if (state_ == nullptr) throw std::bad_alloc();

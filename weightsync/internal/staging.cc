@@ -17,8 +17,7 @@ v1::WeightSyncStats BaseStats(const BucketSet& set) {
   return stats;
 }
 
-absl::StatusOr<v1::WeightSyncStats> FinishReceive(const BucketSet& set,
-                                                  const NamedTensors& dst,
+absl::StatusOr<v1::WeightSyncStats> FinishReceive(const BucketSet& set, const NamedTensors& dst,
                                                   double transfer_seconds,
                                                   const std::vector<at::Tensor>* owned) {
   if (absl::Status s = CheckMatches(set, dst); !s.ok()) return s;
@@ -53,8 +52,8 @@ absl::Status PackProgress::WaitPacked(size_t i, absl::Time deadline) {
 VersionStage::VersionStage(std::string name, int64_t bucket_bytes)
     : name_(std::move(name)), bucket_bytes_(bucket_bytes) {}
 
-absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(
-    int64_t version, const NamedTensors& tensors) {
+absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(int64_t version,
+                                                        const NamedTensors& tensors) {
   absl::MutexLock stage_lock(&stage_mu_);
   {
     absl::MutexLock lock(&mu_);
@@ -96,8 +95,8 @@ absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(
   return stats;
 }
 
-absl::StatusOr<std::shared_ptr<const BucketSet>> VersionStage::WaitFor(
-    int64_t min_version, absl::Time deadline) {
+absl::StatusOr<std::shared_ptr<const BucketSet>> VersionStage::WaitFor(int64_t min_version,
+                                                                       absl::Time deadline) {
   absl::StatusOr<StreamedVersion> got = Wait(min_version, deadline, /*streamed=*/false);
   if (!got.ok()) return got.status();
   return got->set;
@@ -134,8 +133,8 @@ absl::StatusOr<StreamedVersion> VersionStage::Wait(int64_t min_version, absl::Ti
   }
   return absl::DeadlineExceededError(absl::StrCat(
       name_, ": waited ", absl::FormatDuration(absl::Now() - start),
-      " for weights version >= ", min_version, "; newest published: ",
-      latest_ ? absl::StrCat(latest_->version) : std::string("none")));
+      " for weights version >= ", min_version,
+      "; newest published: ", latest_ ? absl::StrCat(latest_->version) : std::string("none")));
 }
 
 int64_t VersionStage::newest_version() {
@@ -152,14 +151,13 @@ void VersionStage::Close() {
 absl::Status VersionStage::Corrupt(int bucket, int64_t byte) {
   absl::MutexLock lock(&mu_);
   if (latest_ == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(name_, ": nothing published"));
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": nothing published"));
   }
   if (bucket < 0 || bucket >= static_cast<int>(latest_->buckets.size()) ||
       latest_->buckets[bucket].numel() == 0) {
-    return absl::OutOfRangeError(absl::StrCat(
-        name_, ": version ", latest_->version, " has no bytes in bucket ",
-        bucket, " (", latest_->buckets.size(), " buckets)"));
+    return absl::OutOfRangeError(absl::StrCat(name_, ": version ", latest_->version,
+                                              " has no bytes in bucket ", bucket, " (",
+                                              latest_->buckets.size(), " buckets)"));
   }
   at::Tensor& b = latest_->buckets[bucket];
   uint8_t* p = b.data_ptr<uint8_t>();
@@ -174,9 +172,9 @@ bool VersionStage::ReadyLocked(int64_t min_version, bool streamed) const {
 
 absl::Status VersionStage::CheckVersionLocked(int64_t version) const {
   if (latest_ != nullptr && version <= latest_->version) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        name_, ": version ", version,
-        " must exceed the last published version ", latest_->version));
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": version ", version,
+                                                      " must exceed the last published version ",
+                                                      latest_->version));
   }
   return absl::OkStatus();
 }

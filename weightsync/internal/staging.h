@@ -25,9 +25,7 @@ namespace trellis::weightsync::internal {
 
 class Stopwatch {
  public:
-  double Seconds() const {
-    return std::chrono::duration<double>(Clock::now() - start_).count();
-  }
+  double Seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -88,8 +86,8 @@ class VersionStage {
   // FailedPrecondition unless `version` exceeds the staged one,
   // InvalidArgument for bad tensors (see PlanBuckets). Stats: gather is the
   // planning and copying, transfer the checksumming.
-  [[nodiscard]] absl::StatusOr<v1::WeightSyncStats> Stage(
-      int64_t version, const NamedTensors& tensors);
+  [[nodiscard]] absl::StatusOr<v1::WeightSyncStats> Stage(int64_t version,
+                                                          const NamedTensors& tensors);
 
   // How far past the newest staged version a receiver may ask: the one a
   // Stage in progress may bring. The driver publishes a version before any
@@ -103,8 +101,8 @@ class VersionStage {
   // kVersionsInFlight past the newest staged one will never come:
   // FailedPrecondition at once, without waiting (before anything is staged
   // every version is waited for).
-  [[nodiscard]] absl::StatusOr<std::shared_ptr<const BucketSet>> WaitFor(
-      int64_t min_version, absl::Time deadline);
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const BucketSet>> WaitFor(int64_t min_version,
+                                                                         absl::Time deadline);
 
   // The same, but a version still being packed qualifies too: its buckets
   // are read as they are packed (StreamedVersion).
@@ -126,8 +124,7 @@ class VersionStage {
   // Waits as WaitFor; `streamed` admits the version being packed.
   absl::StatusOr<StreamedVersion> Wait(int64_t min_version, absl::Time deadline, bool streamed);
   bool ReadyLocked(int64_t min_version, bool streamed) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckVersionLocked(int64_t version) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckVersionLocked(int64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
   const int64_t bucket_bytes_;

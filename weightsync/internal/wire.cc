@@ -29,18 +29,17 @@ v1::WeightsHeader EncodeHeader(const BucketSet& set, bool with_checksums) {
 absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
                                        const std::vector<at::Tensor>* spare,
                                        int64_t max_total_bytes) {
-  const std::string where =
-      absl::StrCat("weightsync: header of version ", header.version());
+  const std::string where = absl::StrCat("weightsync: header of version ", header.version());
   if (header.checksums_size() != header.bucket_bytes_size()) {
-    return absl::DataLossError(absl::StrCat(
-        where, " lists ", header.bucket_bytes_size(), " buckets but ",
-        header.checksums_size(), " checksums"));
+    return absl::DataLossError(absl::StrCat(where, " lists ", header.bucket_bytes_size(),
+                                            " buckets but ", header.checksums_size(),
+                                            " checksums"));
   }
   int64_t total = 0;
   for (int64_t n : header.bucket_bytes()) {
     if (n < 0 || n > max_total_bytes - total) {
-      return absl::DataLossError(absl::StrCat(
-          where, " announces more than ", max_total_bytes, " bytes"));
+      return absl::DataLossError(
+          absl::StrCat(where, " announces more than ", max_total_bytes, " bytes"));
     }
     total += n;
   }
@@ -49,11 +48,9 @@ absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
   for (const v1::WeightsTensorEntry& t : header.tensors()) {
     ManifestEntry e;
     e.name = t.name();
-    if (t.dtype() < 0 ||
-        t.dtype() >= static_cast<int32_t>(at::ScalarType::NumOptions)) {
-      return absl::DataLossError(absl::StrCat(where, ": tensor '", t.name(),
-                                              "' has unknown dtype ",
-                                              t.dtype()));
+    if (t.dtype() < 0 || t.dtype() >= static_cast<int32_t>(at::ScalarType::NumOptions)) {
+      return absl::DataLossError(
+          absl::StrCat(where, ": tensor '", t.name(), "' has unknown dtype ", t.dtype()));
     }
     e.dtype = static_cast<at::ScalarType>(t.dtype());
     e.shape.assign(t.shape().begin(), t.shape().end());
@@ -61,12 +58,11 @@ absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
     e.offset = t.offset();
     e.nbytes = t.nbytes();
     if (e.nbytes < 0 || e.offset < 0 ||
-        (e.nbytes > 0 &&
-         (e.bucket < 0 || e.bucket >= header.bucket_bytes_size() ||
-          e.offset > header.bucket_bytes(e.bucket) - e.nbytes))) {
-      return absl::DataLossError(absl::StrCat(
-          where, ": tensor '", t.name(), "' (", e.nbytes, " bytes at ",
-          e.offset, " of bucket ", e.bucket, ") lies outside its bucket"));
+        (e.nbytes > 0 && (e.bucket < 0 || e.bucket >= header.bucket_bytes_size() ||
+                          e.offset > header.bucket_bytes(e.bucket) - e.nbytes))) {
+      return absl::DataLossError(absl::StrCat(where, ": tensor '", t.name(), "' (", e.nbytes,
+                                              " bytes at ", e.offset, " of bucket ", e.bucket,
+                                              ") lies outside its bucket"));
     }
     int64_t numel = 1;
     bool negative = false;
@@ -74,11 +70,9 @@ absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
       negative |= d < 0;
       numel *= d;
     }
-    if (negative ||
-        numel * static_cast<int64_t>(c10::elementSize(e.dtype)) != e.nbytes) {
-      return absl::DataLossError(absl::StrCat(
-          where, ": tensor '", t.name(), "' has ", e.nbytes,
-          " bytes, which does not match its shape and dtype"));
+    if (negative || numel * static_cast<int64_t>(c10::elementSize(e.dtype)) != e.nbytes) {
+      return absl::DataLossError(absl::StrCat(where, ": tensor '", t.name(), "' has ", e.nbytes,
+                                              " bytes, which does not match its shape and dtype"));
     }
     set.manifest.push_back(std::move(e));
   }
@@ -86,9 +80,8 @@ absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
     set.buckets = AllocateBuckets(
         std::vector<int64_t>(header.bucket_bytes().begin(), header.bucket_bytes().end()), spare);
   } catch (const c10::Error& err) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        where, ": allocating ", total, " bytes: ",
-        err.what_without_backtrace()));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(where, ": allocating ", total, " bytes: ", err.what_without_backtrace()));
   }
   set.checksums.assign(header.checksums().begin(), header.checksums().end());
   return set;

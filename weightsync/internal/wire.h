@@ -5,10 +5,10 @@
 // manifest, bucket sizes and checksums (v1::WeightsHeader), and the
 // receiver's side of it: empty buckets to receive into.
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
 #include "trellis/v1/weights.pb.h"
@@ -26,10 +26,9 @@ v1::WeightsHeader EncodeHeader(const BucketSet& set, bool with_checksums = true)
 // when the header is inconsistent (a tensor outside its bucket, an unknown
 // dtype, checksums that do not match the bucket count, more than
 // `max_total_bytes` in all).
-[[nodiscard]] absl::StatusOr<BucketSet> DecodeHeader(
-    const v1::WeightsHeader& header,
-    const std::vector<at::Tensor>* spare = nullptr,
-    int64_t max_total_bytes = int64_t{1} << 42);
+[[nodiscard]] absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
+                                                     const std::vector<at::Tensor>* spare = nullptr,
+                                                     int64_t max_total_bytes = int64_t{1} << 42);
 
 }  // namespace trellis::weightsync::internal
 
