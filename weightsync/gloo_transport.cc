@@ -136,16 +136,22 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
     const BucketSet& set = *version->set;
     int slice = 0;
     for (size_t i = 0; i < set.buckets.size(); ++i) {
-      if (absl::Status s = version->progress->WaitPacked(i, send_deadline); !s.ok()) return s;
       const at::Tensor& bucket = set.buckets[i];
       for (int64_t off = 0; off < bucket.numel(); off += kSliceBytes) {
         const int64_t n = std::min(kSliceBytes, bucket.numel() - off);
+        if (absl::Status s = version->progress->WaitPacked(i, send_deadline, off + n); !s.ok()) {
+          return s;
+        }
         if (absl::Status s = post(bucket.narrow(0, off, n), kTagBucket0 + slice++); !s.ok()) {
           return s;
         }
       }
     }
     if (set.buckets.empty()) return absl::OkStatus();
+    if (absl::Status s = version->progress->WaitPacked(set.buckets.size() - 1, send_deadline);
+        !s.ok()) {
+      return s;
+    }
     at::Tensor checksums = at::empty({static_cast<int64_t>(set.checksums.size())}, at::kLong);
     std::memcpy(checksums.data_ptr(), set.checksums.data(),
                 set.checksums.size() * sizeof(uint64_t));

@@ -104,41 +104,48 @@ absl::StatusOr<BucketSet> PlanBuckets(const NamedTensors& tensors, int64_t bucke
 namespace {
 
 // Pieces small enough to be checksummed from cache right after their copy.
-constexpr size_t kPackPiece = size_t{256} << 10;
+constexpr int64_t kPackPiece = int64_t{256} << 10;
 
-// Writes `n` bytes to `dst` (copied from `src`, or zeros when `src` is
-// null) and feeds them to `sum`, a piece at a time.
-void Fill(uint8_t* dst, const uint8_t* src, size_t n, Checksum64Stream& sum, PackSeconds& seconds) {
-  for (size_t off = 0; off < n; off += kPackPiece) {
-    const size_t k = std::min(kPackPiece, n - off);
-    const auto t0 = std::chrono::steady_clock::now();
-    if (src != nullptr) {
-      std::memcpy(dst + off, src + off, k);
-    } else {
-      std::memset(dst + off, 0, k);
+// Fills one bucket front to back, checksumming as it goes.
+struct BucketWriter {
+  uint8_t* base;
+  const PackedThrough& packed;
+  PackSeconds& seconds;
+  Checksum64Stream sum;
+  int64_t cursor = 0;
+
+  // Writes bytes [cursor, end) (copied from `src`, or zeros when `src` is
+  // null), a piece at a time.
+  void FillTo(int64_t end, const uint8_t* src) {
+    for (const int64_t start = cursor; cursor < end;) {
+      const size_t k = static_cast<size_t>(std::min(kPackPiece, end - cursor));
+      uint8_t* const dst = base + cursor;
+      const auto t0 = std::chrono::steady_clock::now();
+      if (src != nullptr) {
+        std::memcpy(dst, src + (cursor - start), k);
+      } else {
+        std::memset(dst, 0, k);
+      }
+      const auto t1 = std::chrono::steady_clock::now();
+      sum.Update(dst, k);
+      const auto t2 = std::chrono::steady_clock::now();
+      seconds.copy += std::chrono::duration<double>(t1 - t0).count();
+      seconds.checksum += std::chrono::duration<double>(t2 - t1).count();
+      cursor += static_cast<int64_t>(k);
+      if (packed) packed(cursor);
     }
-    const auto t1 = std::chrono::steady_clock::now();
-    sum.Update(dst + off, k);
-    const auto t2 = std::chrono::steady_clock::now();
-    seconds.copy += std::chrono::duration<double>(t1 - t0).count();
-    seconds.checksum += std::chrono::duration<double>(t2 - t1).count();
   }
-}
+};
 
 }  // namespace
 
-absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i,
-                        PackSeconds* seconds) {
+absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i, PackSeconds* seconds,
+                        const PackedThrough& packed) {
   at::Tensor& bucket = set.buckets[i];
-  uint8_t* const base = bucket.data_ptr<uint8_t>();
-  Checksum64Stream sum;
-  int64_t cursor = 0;
+  BucketWriter writer{bucket.data_ptr<uint8_t>(), packed, *seconds};
   for (size_t k = 0; k < set.manifest.size(); ++k) {
     const ManifestEntry& e = set.manifest[k];
-    if (e.bucket != static_cast<int>(i)) continue;
-    Fill(base + cursor, nullptr, static_cast<size_t>(e.offset - cursor), sum, *seconds);
-    cursor = e.offset + e.nbytes;
-    if (e.nbytes == 0) continue;
+    if (e.bucket != static_cast<int>(i) || e.nbytes == 0) continue;
     at::Tensor src;
     try {
       src = HostCopy(tensors[k].second);
@@ -146,11 +153,11 @@ absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i,
       return absl::InternalError(absl::StrCat("weightsync: packing tensor '", e.name,
                                               "': ", err.what_without_backtrace()));
     }
-    Fill(base + e.offset, static_cast<const uint8_t*>(src.data_ptr()),
-         static_cast<size_t>(e.nbytes), sum, *seconds);
+    writer.FillTo(e.offset, nullptr);  // The padding before it.
+    writer.FillTo(e.offset + e.nbytes, static_cast<const uint8_t*>(src.data_ptr()));
   }
-  Fill(base + cursor, nullptr, static_cast<size_t>(bucket.numel() - cursor), sum, *seconds);
-  set.checksums[i] = sum.Finish();
+  writer.FillTo(bucket.numel(), nullptr);
+  set.checksums[i] = writer.sum.Finish();
   return absl::OkStatus();
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -90,13 +91,17 @@ struct PackSeconds {
   double checksum = 0;
 };
 
+// Called as a bucket's leading bytes become final, with how many are.
+using PackedThrough = std::function<void(int64_t bytes)>;
+
 // Copies bucket `i`'s tensors of `tensors` (the list planned) into it,
-// zeroing the padding, and sets its checksum, in one pass: each piece is
-// checksummed right after its copy, while it is still in cache. Adds the
-// time to `*seconds`. Returns Internal naming the tensor if LibTorch fails
-// (a device copy).
+// zeroing the padding, and sets its checksum, in one pass front to back:
+// each piece is checksummed right after its copy, while it is still in
+// cache, and then reported to `packed` (if set). Adds the time to
+// `*seconds`. Returns Internal naming the tensor if LibTorch fails (a
+// device copy).
 [[nodiscard]] absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i,
-                                      PackSeconds* seconds);
+                                      PackSeconds* seconds, const PackedThrough& packed = nullptr);
 
 // Returns DataLoss naming the first bucket whose bytes do not match its
 // checksum.

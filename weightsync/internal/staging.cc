@@ -29,6 +29,12 @@ absl::StatusOr<v1::WeightSyncStats> FinishReceive(const BucketSet& set, const Na
   return stats;
 }
 
+void PackProgress::Packing(size_t i, int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  current_ = i;
+  current_bytes_ = bytes;
+}
+
 void PackProgress::Packed(size_t n) {
   absl::MutexLock lock(&mu_);
   packed_ = n;
@@ -39,14 +45,19 @@ void PackProgress::Fail(absl::Status error) {
   failed_ = std::move(error);
 }
 
-absl::Status PackProgress::WaitPacked(size_t i, absl::Time deadline) {
+bool PackProgress::ReadyLocked(size_t i, int64_t bytes) const {
+  return packed_ > i || (bytes >= 0 && current_ == i && current_bytes_ >= bytes);
+}
+
+absl::Status PackProgress::WaitPacked(size_t i, absl::Time deadline, int64_t bytes) {
   absl::MutexLock lock(&mu_);
-  auto done = [this, i]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return packed_ > i || !failed_.ok(); };
+  auto done = [&]()
+                  ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadyLocked(i, bytes) || !failed_.ok(); };
   if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline)) {
     return absl::DeadlineExceededError(
         absl::StrCat("bucket ", i, " of ", buckets_, " was not packed in time"));
   }
-  return packed_ > i ? absl::OkStatus() : failed_;
+  return ReadyLocked(i, bytes) ? absl::OkStatus() : failed_;
 }
 
 VersionStage::VersionStage(std::string name, int64_t bucket_bytes)
@@ -75,7 +86,8 @@ absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(int64_t version,
     staged_cv_.SignalAll();
   }
   for (size_t i = 0; i < set->buckets.size(); ++i) {
-    if (absl::Status s = PackBucket(*set, tensors, i, &seconds); !s.ok()) {
+    auto packing = [&progress, i](int64_t bytes) { progress->Packing(i, bytes); };
+    if (absl::Status s = PackBucket(*set, tensors, i, &seconds, packing); !s.ok()) {
       progress->Fail(s);
       absl::MutexLock lock(&mu_);
       packing_ = {};

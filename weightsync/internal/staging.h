@@ -43,29 +43,37 @@ v1::WeightSyncStats BaseStats(const BucketSet& set);
     const std::vector<at::Tensor>* owned = nullptr);
 
 // How far the packing of one version has come: its buckets are packed and
-// checksummed in order, and each may be sent as soon as it is. Thread-safe.
+// checksummed in order, front to back, and each byte may be sent as soon as
+// it is packed. Thread-safe.
 class PackProgress {
  public:
   explicit PackProgress(size_t buckets) : buckets_(buckets) {}
 
-  // Records that buckets 0..n-1 are packed.
+  // Records that the first `bytes` bytes of bucket `i` are packed.
+  void Packing(size_t i, int64_t bytes);
+  // Records that buckets 0..n-1 are packed and checksummed.
   void Packed(size_t n);
   // Records that packing stopped with `error`; waiters get it.
   void Fail(absl::Status error);
 
-  // Waits until `deadline` for bucket `i` to be packed. Returns the packing
+  // Waits until `deadline` for the first `bytes` bytes of bucket `i` to be
+  // packed (bytes < 0: all of it, and its checksum). Returns the packing
   // error, or DeadlineExceeded naming the bucket.
-  [[nodiscard]] absl::Status WaitPacked(size_t i, absl::Time deadline);
+  [[nodiscard]] absl::Status WaitPacked(size_t i, absl::Time deadline, int64_t bytes = -1);
 
  private:
+  bool ReadyLocked(size_t i, int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const size_t buckets_;
   absl::Mutex mu_;
-  size_t packed_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t packed_ ABSL_GUARDED_BY(mu_) = 0;  // Buckets packed in full.
+  size_t current_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t current_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // Of bucket current_.
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
 };
 
 // A staged version as a sender streams it: bucket i's bytes and checksum
-// may be read once progress->WaitPacked(i) returned OK.
+// may be read once progress->WaitPacked(i, ...) returned OK for them.
 struct StreamedVersion {
   std::shared_ptr<const BucketSet> set;
   std::shared_ptr<PackProgress> progress;

@@ -88,12 +88,17 @@ TEST(VersionStageTest, StreamingWaiterGetsEveryBucketOfTheVersion) {
   EXPECT_EQ(FirstFloat(*got->set), 5.0f);
 }
 
-TEST(PackProgressTest, WaitGetsThePackingErrorOrTimesOut) {
+TEST(PackProgressTest, WaitGetsThePackedBytesThePackingErrorOrTimesOut) {
   PackProgress progress(2);
+  progress.Packing(0, 4096);
   progress.Packed(1);
+  progress.Packing(1, 100);
   EXPECT_TRUE(progress.WaitPacked(0, absl::Now()).ok());
-  EXPECT_EQ(progress.WaitPacked(1, absl::Now() + absl::Milliseconds(1)).code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(progress.WaitPacked(1, absl::Now(), 100).ok());
+  const absl::Time soon = absl::Now() + absl::Milliseconds(1);
+  EXPECT_EQ(progress.WaitPacked(1, soon, 101).code(), absl::StatusCode::kDeadlineExceeded);
+  // The whole bucket, with its checksum, is not packed yet.
+  EXPECT_EQ(progress.WaitPacked(1, soon).code(), absl::StatusCode::kDeadlineExceeded);
   progress.Fail(absl::InternalError("device copy failed"));
   EXPECT_EQ(progress.WaitPacked(1, absl::InfiniteFuture()).code(), absl::StatusCode::kInternal);
 }
