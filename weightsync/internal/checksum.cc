@@ -1,6 +1,12 @@
 #include "weightsync/internal/checksum.h"
 
+// On x86-64 libxxhash picks the widest vector unit at run time (AVX2,
+// AVX-512): the same hash, 2-3 times the speed of its SSE2 default.
+#if defined(__x86_64__)
+#include <xxh_x86dispatch.h>
+#else
 #include <xxhash.h>
+#endif
 
 #include <new>
 
