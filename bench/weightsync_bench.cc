@@ -171,11 +171,12 @@ Result Run(Publisher& sender, Receiver& receiver, Tcp& tcp, int64_t bytes, int r
     const double seq = Since(p0);
 
     absl::StatusOr<v1::WeightSyncStats> got;
-    std::thread waiting([&] { got = receiver.Receive(v + 1, dst, absl::Seconds(120)); });
+    const int64_t next = v + 1;
+    std::thread waiting([&, next] { got = receiver.Receive(next, dst, absl::Seconds(120)); });
     // Time for the request to reach the publisher.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     auto e0 = Clock::now();
-    Check(sender.Publish(++v, w), "publish");
+    Check(sender.Publish(v = next, w), "publish");
     waiting.join();
     const double e2e = Since(e0);
     Check(got, "receive");
