@@ -3,11 +3,14 @@
 //
 //   weightsync_bench [--max_mb=1024] [--reps=5] [--bucket_mb=64]
 //
-// For each size, each transport publishes a fresh version per repetition
-// and the receiver's Receive is timed (the network transfer, checksum
-// verification and the copy into the receiver's tensors); the median is
-// printed as GB/s (1e9 bytes/s), with the TCP baseline measured in the same
-// run by a socket sender/receiver thread pair moving the same bytes.
+// For each size and transport, every repetition publishes the same
+// tensors (changed in place) as new versions and times Publish alone,
+// Publish then Receive, and Publish with the receiver already waiting (end
+// to end: the network transfer, checksum verification and the load into
+// the receiver's tensors, overlapping the packing where the transport
+// streams); medians are printed as GB/s (1e9 bytes/s), with the TCP
+// baseline measured in the same run by a socket sender/receiver thread
+// pair moving the same bytes.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -20,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,6 +51,13 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// CPU seconds of the calling thread (user + system).
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
 
 double Median(std::vector<double> v) {
@@ -83,8 +94,7 @@ double TcpSeconds(const std::vector<char>& src, std::vector<char>& dst) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
-  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      listen(listener, 1) != 0 ||
+  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(listener, 1) != 0 ||
       getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     std::perror("tcp baseline");
     std::exit(1);
@@ -123,8 +133,7 @@ double TcpSeconds(const std::vector<char>& src, std::vector<char>& dst) {
 
 // Buffers for the baseline, faulted in once.
 struct Tcp {
-  explicit Tcp(int64_t bytes)
-      : src(static_cast<size_t>(bytes), 1), dst(src.size(), 0) {
+  explicit Tcp(int64_t bytes) : src(static_cast<size_t>(bytes), 1), dst(src.size(), 0) {
     TcpSeconds(src, dst);
   }
   double Seconds() { return TcpSeconds(src, dst); }
@@ -134,50 +143,74 @@ struct Tcp {
 // ---- transports.
 
 struct Result {
-  double tcp_gbps = 0;      // bytes / median TCP time, taken beside each rep
-  double ratio = 0;         // median over reps of receive / TCP throughput
-  double gbps = 0;          // bytes / median Receive wall time
-  double transfer_gbps = 0; // bytes / median reported transfer seconds
-  double publish_s = 0;     // median Publish wall time
+  double tcp_gbps = 0;          // bytes / median TCP time, taken beside each rep
+  double publish_gbps = 0;      // bytes / median Publish() wall time, no receiver waiting
+  double publish_cpu_gbps = 0;  // bytes / median CPU time of the thread calling Publish()
+  double e2e_gbps = 0;          // bytes / median end to end, the receiver waiting
+  double e2e_ratio = 0;         // median over reps of TCP time / end-to-end time
+  double seq_gbps = 0;          // bytes / median Publish() + Receive() one after the other
+  double seq_ratio = 0;         // median over reps of TCP time / that
 };
 
-Result Run(Publisher& sender, Receiver& receiver, Tcp& tcp, int64_t bytes,
-           int reps) {
-  Result r;
-  std::vector<double> recv_s, transfer_s, publish_s, tcp_s, ratio;
-  NamedTensors dst;
-  for (int v = 1; v <= reps + 1; ++v) {  // version 1 warms up
-    NamedTensors w = MakeWeights(bytes, static_cast<float>(v));
-    if (dst.empty()) dst = Like(w);
+void Check(const absl::StatusOr<v1::WeightSyncStats>& got, const char* what) {
+  if (!got.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, got.status().ToString().c_str());
+    std::exit(1);
+  }
+}
+
+// Each repetition syncs two versions: one published with nobody waiting
+// and then received (publish alone, and publish + receive in sequence),
+// and one that the receiver is already waiting for when Publish starts, as
+// an actor waiting for the next version is (end to end: from the start of
+// Publish to the end of Receive, packing overlapping the transfer where
+// the transport streams).
+Result Run(Publisher& sender, Receiver& receiver, Tcp& tcp, int64_t bytes, int reps) {
+  std::vector<double> publish_s, publish_cpu_s, seq_s, e2e_s, tcp_s, e2e_ratio, seq_ratio;
+  NamedTensors w = MakeWeights(bytes, 0);
+  NamedTensors dst = Like(w);
+  int64_t v = 0;
+  for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up
+    // The learner's weights change between versions, in place.
+    for (auto& [name, t] : w) t.fill_(static_cast<float>(rep));
+    const double cpu0 = ThreadCpuSeconds();
     auto p0 = Clock::now();
-    absl::StatusOr<v1::WeightSyncStats> pub = sender.Publish(v, w);
-    const double pub_s = Since(p0);
-    if (!pub.ok()) {
-      std::fprintf(stderr, "publish: %s\n", pub.status().ToString().c_str());
-      std::exit(1);
-    }
-    auto r0 = Clock::now();
-    absl::StatusOr<v1::WeightSyncStats> got =
-        receiver.Receive(v, dst, absl::Seconds(120));
-    const double s = Since(r0);
-    if (!got.ok()) {
-      std::fprintf(stderr, "receive: %s\n", got.status().ToString().c_str());
-      std::exit(1);
-    }
-    if (v == 1) continue;
+    Check(sender.Publish(++v, w), "publish");
+    const double pub = Since(p0);
+    const double pub_cpu = ThreadCpuSeconds() - cpu0;
+    Check(receiver.Receive(v, dst, absl::Seconds(120)), "receive");
+    const double seq = Since(p0);
+
+    absl::StatusOr<v1::WeightSyncStats> got;
+    const int64_t next = v + 1;
+    std::thread waiting([&, next] { got = receiver.Receive(next, dst, absl::Seconds(120)); });
+    // Time for the request to reach the publisher.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto e0 = Clock::now();
+    Check(sender.Publish(v = next, w), "publish");
+    waiting.join();
+    const double e2e = Since(e0);
+    Check(got, "receive");
+    if (rep == 0) continue;
     // The baseline right beside each repetition, so that both see the
     // same load on the machine.
     tcp_s.push_back(tcp.Seconds());
-    ratio.push_back(tcp_s.back() / s);
-    recv_s.push_back(s);
-    transfer_s.push_back(got->transfer_seconds());
-    publish_s.push_back(pub_s);
+    publish_s.push_back(pub);
+    publish_cpu_s.push_back(pub_cpu);
+    seq_s.push_back(seq);
+    e2e_s.push_back(e2e);
+    e2e_ratio.push_back(tcp_s.back() / e2e);
+    seq_ratio.push_back(tcp_s.back() / seq);
   }
-  r.gbps = static_cast<double>(bytes) / Median(recv_s) / 1e9;
-  r.transfer_gbps = static_cast<double>(bytes) / Median(transfer_s) / 1e9;
-  r.publish_s = Median(publish_s);
-  r.tcp_gbps = static_cast<double>(bytes) / Median(tcp_s) / 1e9;
-  r.ratio = Median(ratio);
+  const double gb = static_cast<double>(bytes) / 1e9;
+  Result r;
+  r.tcp_gbps = gb / Median(tcp_s);
+  r.publish_gbps = gb / Median(publish_s);
+  r.publish_cpu_gbps = gb / Median(publish_cpu_s);
+  r.e2e_gbps = gb / Median(e2e_s);
+  r.e2e_ratio = Median(e2e_ratio);
+  r.seq_gbps = gb / Median(seq_s);
+  r.seq_ratio = Median(seq_ratio);
   return r;
 }
 
@@ -196,14 +229,15 @@ int Main() {
       reps, static_cast<long long>(absl::GetFlag(FLAGS_bucket_mb)),
       std::thread::hardware_concurrency());
   std::printf(
-      "receive = Receive() wall time (transfer + verify + load into dst); "
-      "transfer = its transfer_seconds; publish = Publish() (pack + "
-      "checksum);\nTCP = plain socket pair moving the same bytes, timed "
-      "beside each repetition; recv/TCP = median of the per-repetition "
-      "ratios\n\n");
-  std::printf("%-8s %-10s %12s %13s %11s %11s %9s\n", "size", "transport",
-              "receive GB/s", "transfer GB/s", "publish s", "TCP GB/s",
-              "recv/TCP");
+      "TCP = plain socket pair moving the same bytes, timed beside each repetition;\n"
+      "publish = Publish() (pack + checksum), nobody waiting; publish CPU = over the CPU time\n"
+      "of the thread calling it (what the machine's other load cannot take);\n"
+      "e2e = from Publish() to the end of Receive() (transfer, verify, load into the\n"
+      "receiver's tensors), the receiver waiting for the version when Publish starts;\n"
+      "seq = Publish() then Receive(), one after the other; x/TCP = median of the\n"
+      "per-repetition ratios of throughput\n\n");
+  std::printf("%-8s %-10s %9s %13s %9s %9s %8s %9s %8s\n", "size", "transport", "TCP GB/s",
+              "publish GB/s", "CPU GB/s", "e2e GB/s", "e2e/TCP", "seq GB/s", "seq/TCP");
   // Every transport by name; grpc's publisher serves on this server.
   std::unique_ptr<WeightStreamHost> host = NewWeightStreamHost();
   absl::StatusOr<std::unique_ptr<rpc::Server>> server =
@@ -239,9 +273,10 @@ int Main() {
         return 1;
       }
       const Result r = Run(**publisher, **receiver, tcp, bytes, reps);
-      std::printf("%-8s %-10s %12.2f %13.2f %11.3f %11.2f %8.0f%%\n",
-                  absl::StrFormat("%dMB", bytes / 1'000'000).c_str(), name, r.gbps,
-                  r.transfer_gbps, r.publish_s, r.tcp_gbps, 100 * r.ratio);
+      std::printf("%-8s %-10s %9.2f %13.2f %9.2f %9.2f %7.0f%% %9.2f %7.0f%%\n",
+                  absl::StrFormat("%dMB", bytes / 1'000'000).c_str(), name, r.tcp_gbps,
+                  r.publish_gbps, r.publish_cpu_gbps, r.e2e_gbps, 100 * r.e2e_ratio, r.seq_gbps,
+                  100 * r.seq_ratio);
       std::fflush(stdout);
     }
   }

@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   bubblewrap python3
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio python3-protobuf grpc-proto
-  libgloo-dev
+  libgloo-dev libxxhash-dev
   libcpp-httplib-dev prometheus chromium
   libpcre2-dev libsentencepiece-dev libicu-dev libseccomp-dev clang
   iproute2 munge slurmctld slurmd slurm-client python3-yaml python3-venv

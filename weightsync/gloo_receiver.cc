@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <utility>
@@ -139,8 +140,11 @@ class GlooReceiver final : public PullReceiver {
       c10::intrusive_ptr<c10d::Work> work;
     };
     std::vector<Slice> slices;
+    const size_t num_buckets = set->buckets.size();
+    at::Tensor checksums = at::empty({static_cast<int64_t>(num_buckets)}, at::kLong);
+    c10::intrusive_ptr<c10d::Work> checksums_work;
     try {
-      for (size_t i = 0; i < set->buckets.size(); ++i) {
+      for (size_t i = 0; i < num_buckets; ++i) {
         const at::Tensor& bucket = set->buckets[i];
         for (int64_t off = 0; off < bucket.numel(); off += kSliceBytes) {
           const int64_t n = std::min(kSliceBytes, bucket.numel() - off);
@@ -149,29 +153,40 @@ class GlooReceiver final : public PullReceiver {
           slices.push_back({i, v[0], pg_->recv(v, 0, tag)});
         }
       }
+      if (num_buckets > 0) {
+        std::vector<at::Tensor> v{checksums};
+        checksums_work = pg_->recv(v, 0, kTagChecksums);
+      }
     } catch (const std::exception& e) {
       return absl::UnavailableError(e.what());
     }
     const absl::Time io_deadline = absl::Now() + io;
-    absl::Status corrupt;
+    auto io_left = [&] { return std::max(io_deadline - absl::Now(), absl::Milliseconds(1)); };
+    // Each bucket's checksum as received, computed while the next slices
+    // arrive; compared once the sender's checksums follow the buckets.
+    std::vector<uint64_t> got(num_buckets);
     Checksum64Stream sum;
     size_t bucket = 0;
-    // Checks every bucket before `upto` (all of them complete).
     auto settle = [&](size_t upto) {
       for (; bucket < upto; ++bucket) {
-        if (corrupt.ok()) corrupt = CheckBucketChecksum(*set, bucket, sum.Finish());
-        sum = Checksum64Stream();
+        got[bucket] = sum.Finish();
+        sum.Reset();
       }
     };
     for (Slice& slice : slices) {
-      absl::Status s = WaitWork(
-          slice.work, std::max(io_deadline - absl::Now(), absl::Milliseconds(1)), "bucket");
-      if (!s.ok()) return s;
+      if (absl::Status s = WaitWork(slice.work, io_left(), "bucket"); !s.ok()) return s;
       settle(slice.bucket);
-      // Checksum this slice while the next ones arrive.
       sum.Update(slice.bytes.data_ptr(), slice.bytes.numel());
     }
-    settle(set->buckets.size());
+    settle(num_buckets);
+    if (checksums_work) {
+      if (absl::Status s = WaitWork(checksums_work, io_left(), "checksums"); !s.ok()) return s;
+      std::memcpy(set->checksums.data(), checksums.data_ptr(), num_buckets * sizeof(uint64_t));
+    }
+    absl::Status corrupt;
+    for (size_t i = 0; i < num_buckets && corrupt.ok(); ++i) {
+      corrupt = CheckBucketChecksum(*set, i, got[i]);
+    }
     *in_step = true;
     return Fetched{*std::move(set), transfer.Seconds(), corrupt};
   }

@@ -4,7 +4,9 @@
 // rank 1): the receiver sends int64 [min_version, wait_ms]; the sender
 // answers int64 [code, length] and then either `length` bytes of an error
 // message (code is an absl::StatusCode) or a serialized v1::WeightsHeader
-// followed by every non-empty bucket, one message each.
+// (its checksums all 0) followed by every non-empty bucket in slices of
+// kSliceBytes, each bucket as soon as it is packed, and then int64 [one
+// checksum per bucket] when there is a bucket.
 
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO
@@ -46,8 +48,8 @@ struct SenderState : SenderCore {
       : SenderCore(kName, options.bucket_bytes), options(options) {}
 
   struct Slot {
-    int64_t generation = 0;  // The receiver connection being served.
-    c10::intrusive_ptr<c10d::Work> request;  // Pending request recv.
+    int64_t generation = 0;                             // The receiver connection being served.
+    c10::intrusive_ptr<c10d::Work> request;             // Pending request recv.
     std::vector<c10::intrusive_ptr<c10d::Work>> sends;  // Pending sends.
   };
 
@@ -86,78 +88,86 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
   const int64_t min_version = request.data_ptr<int64_t>()[0];
   const int64_t wait_ms = request.data_ptr<int64_t>()[1];
 
-  absl::StatusOr<std::shared_ptr<const BucketSet>> set = st.stage.WaitFor(
-      min_version, absl::Now() + absl::Milliseconds(wait_ms));
+  absl::StatusOr<StreamedVersion> version =
+      st.stage.WaitForStream(min_version, absl::Now() + absl::Milliseconds(wait_ms));
   std::string body;
   int64_t code = 0;
-  if (set.ok()) {
-    internal::EncodeHeader(**set).SerializeToString(&body);
+  int64_t bytes = 0;
+  if (version.ok()) {
+    internal::EncodeHeader(*version->set, /*with_checksums=*/false).SerializeToString(&body);
+    for (const at::Tensor& bucket : version->set->buckets) bytes += bucket.numel();
   } else {
     // Closing (Cancelled here) is Unavailable to the receiver: retry later.
-    code = static_cast<int64_t>(absl::IsCancelled(set.status())
-                                    ? absl::StatusCode::kUnavailable
-                                    : set.status().code());
-    body = std::string(set.status().message());
+    code = static_cast<int64_t>(absl::IsCancelled(version.status()) ? absl::StatusCode::kUnavailable
+                                                                    : version.status().code());
+    body = std::string(version.status().message());
   }
+  // A live receiver drains at loopback or network speed; allow 50 MB/s.
+  const absl::Duration send_timeout = std::max(st.options.connect_timeout, absl::Seconds(10)) +
+                                      absl::Seconds(static_cast<double>(bytes) / 50e6);
+  const absl::Time send_deadline = absl::Now() + send_timeout;
 
-  std::vector<std::vector<at::Tensor>> messages;
-  std::vector<int> tags;
-  at::Tensor preamble = at::empty({2}, at::kLong);
-  preamble.data_ptr<int64_t>()[0] = code;
-  preamble.data_ptr<int64_t>()[1] = static_cast<int64_t>(body.size());
-  messages.push_back({preamble});
-  tags.push_back(kTagPreamble);
-  at::Tensor body_tensor = at::empty({static_cast<int64_t>(body.size())},
-                                     at::kByte);
-  if (!body.empty()) {
-    std::memcpy(body_tensor.data_ptr(), body.data(), body.size());
-    messages.push_back({body_tensor});
-    tags.push_back(kTagBody);
-  }
-  int64_t bytes = 0;
-  if (set.ok()) {
-    int slice = 0;
-    for (const at::Tensor& bucket : (*set)->buckets) {
-      for (int64_t off = 0; off < bucket.numel(); off += kSliceBytes) {
-        const int64_t n = std::min(kSliceBytes, bucket.numel() - off);
-        messages.push_back({bucket.narrow(0, off, n)});
-        tags.push_back(kTagBucket0 + slice++);
-      }
-      bytes += bucket.numel();
-    }
-  }
-  // Post everything at once; the receiver has posted its bucket receives.
+  // Posts one message; the receiver has posted its receives.
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  try {
-    for (size_t i = 0; i < messages.size(); ++i) {
-      works.push_back(pg.send(messages[i], 1, tags[i]));
+  auto post = [&](const at::Tensor& message, int tag) -> absl::Status {
+    try {
+      std::vector<at::Tensor> v{message};
+      works.push_back(pg.send(v, 1, tag));
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat("send: ", e.what()));
     }
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("send: ", e.what()));
-  }
-  {
     absl::MutexLock lock(&st.mu);
     st.slots[k].sends = works;
     if (st.stopping) st.Abort(st.slots[k]);
-  }
-  // A live receiver drains at loopback or network speed; allow 50 MB/s.
-  const absl::Duration send_timeout =
-      std::max(st.options.connect_timeout, absl::Seconds(10)) +
-      absl::Seconds(static_cast<double>(bytes) / 50e6);
-  const absl::Time send_deadline = absl::Now() + send_timeout;
-  absl::Status status;
+    return absl::OkStatus();
+  };
+  // Sends everything, each bucket once it is packed.
+  auto send_all = [&]() -> absl::Status {
+    at::Tensor preamble = at::empty({2}, at::kLong);
+    preamble.data_ptr<int64_t>()[0] = code;
+    preamble.data_ptr<int64_t>()[1] = static_cast<int64_t>(body.size());
+    if (absl::Status s = post(preamble, kTagPreamble); !s.ok()) return s;
+    if (!body.empty()) {
+      at::Tensor body_tensor = at::empty({static_cast<int64_t>(body.size())}, at::kByte);
+      std::memcpy(body_tensor.data_ptr(), body.data(), body.size());
+      if (absl::Status s = post(body_tensor, kTagBody); !s.ok()) return s;
+    }
+    if (!version.ok()) return absl::OkStatus();
+    const BucketSet& set = *version->set;
+    int slice = 0;
+    for (size_t i = 0; i < set.buckets.size(); ++i) {
+      const at::Tensor& bucket = set.buckets[i];
+      for (int64_t off = 0; off < bucket.numel(); off += kSliceBytes) {
+        const int64_t n = std::min(kSliceBytes, bucket.numel() - off);
+        if (absl::Status s = version->progress->WaitPacked(i, send_deadline, off + n); !s.ok()) {
+          return s;
+        }
+        if (absl::Status s = post(bucket.narrow(0, off, n), kTagBucket0 + slice++); !s.ok()) {
+          return s;
+        }
+      }
+    }
+    if (set.buckets.empty()) return absl::OkStatus();
+    if (absl::Status s = version->progress->WaitPacked(set.buckets.size() - 1, send_deadline);
+        !s.ok()) {
+      return s;
+    }
+    at::Tensor checksums = at::empty({static_cast<int64_t>(set.checksums.size())}, at::kLong);
+    std::memcpy(checksums.data_ptr(), set.checksums.data(),
+                set.checksums.size() * sizeof(uint64_t));
+    return post(checksums, kTagChecksums);
+  };
+  absl::Status status = send_all();
   for (auto& w : works) {
-    status = WaitWork(w, std::max(send_deadline - absl::Now(),
-                                  absl::Milliseconds(1)),
-                      "send");
     if (!status.ok()) break;
+    status = WaitWork(w, std::max(send_deadline - absl::Now(), absl::Milliseconds(1)), "send");
   }
   absl::MutexLock lock(&st.mu);
   st.slots[k].sends.clear();
   if (!status.ok()) return status;
   // Closing: the receiver got its Cancelled answer; stop serving.
-  return set.status().code() == absl::StatusCode::kCancelled ? set.status()
-                                                             : absl::OkStatus();
+  return version.status().code() == absl::StatusCode::kCancelled ? version.status()
+                                                                 : absl::OkStatus();
 }
 
 void ServeSlot(std::shared_ptr<SenderState> st, int k) {
@@ -181,8 +191,8 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
       st->slots[k].generation = generation;
     }
     absl::StatusOr<c10::intrusive_ptr<GlooGroup>> pg =
-        comm::JoinGlooGroup(*store, PairPrefix(k, generation), /*rank=*/0, /*size=*/2,
-                            st->device, st->options.connect_timeout);
+        comm::JoinGlooGroup(*store, PairPrefix(k, generation), /*rank=*/0, /*size=*/2, st->device,
+                            st->options.connect_timeout);
     if (!pg.ok()) continue;  // The receiver retries with a new generation.
     while (!st->stopping && ServeOne(*st, k, **pg).ok()) {
     }

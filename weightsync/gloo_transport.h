@@ -11,9 +11,11 @@
 // checksums and stages the newest version and returns without waiting for
 // anyone; a receiver's Receive sends its minimum version to its slot's
 // serving thread on the publisher, which answers with the newest staged
-// version >= that minimum (header with manifest and checksums, then every
-// bucket, all posted at once so that the receiver checksums bucket i while
-// bucket i+1 is on the wire).
+// version >= that minimum (header with the manifest, then every bucket,
+// then the buckets' checksums), so that the receiver checksums bucket i
+// while bucket i+1 is on the wire. A receiver that asks while its version
+// is being packed gets each bucket as soon as it is packed: sending
+// overlaps packing.
 //
 // A receiver connects lazily, on its first Receive, and reconnects (a new
 // generation) after any failure. Every wait is bounded: a receiver whose

@@ -1,9 +1,11 @@
 #include "weightsync/internal/bucket_set.h"
 
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,11 +37,30 @@ int64_t BucketSet::payload_bytes() const {
   return sum;
 }
 
-absl::StatusOr<BucketSet> PackBuckets(const NamedTensors& tensors,
-                                      int64_t bucket_bytes) {
+std::vector<at::Tensor> AllocateBuckets(const std::vector<int64_t>& sizes,
+                                        const std::vector<at::Tensor>* spare) {
+  std::vector<at::Tensor> buckets;
+  std::vector<bool> taken(spare != nullptr ? spare->size() : 0, false);
+  for (const int64_t n : sizes) {
+    at::Tensor bucket;
+    for (size_t j = 0; j < taken.size() && !bucket.defined(); ++j) {
+      const at::Tensor& candidate = (*spare)[j];
+      // Only `spare` holds the tensor, and only the tensor its memory.
+      if (!taken[j] && candidate.defined() && candidate.numel() == n &&
+          candidate.use_count() == 1 && candidate.storage().use_count() == 1) {
+        taken[j] = true;
+        bucket = candidate;
+      }
+    }
+    buckets.push_back(bucket.defined() ? bucket : at::empty({n}, at::dtype(at::kByte)));
+  }
+  return buckets;
+}
+
+absl::StatusOr<BucketSet> PlanBuckets(const NamedTensors& tensors, int64_t bucket_bytes,
+                                      const std::vector<at::Tensor>* spare) {
   BucketSet set;
   std::unordered_set<std::string> names;
-  // Plan: assign every tensor a bucket and an offset.
   std::vector<int64_t> bucket_sizes;
   for (const auto& [name, t] : tensors) {
     if (name.empty()) {
@@ -58,10 +79,8 @@ absl::StatusOr<BucketSet> PackBuckets(const NamedTensors& tensors,
     e.dtype = t.scalar_type();
     e.shape = t.sizes().vec();
     e.nbytes = static_cast<int64_t>(t.numel() * t.element_size());
-    const int64_t offset =
-        bucket_sizes.empty() ? 0 : AlignUp(bucket_sizes.back());
-    if (bucket_sizes.empty() ||
-        (bucket_sizes.back() > 0 && offset + e.nbytes > bucket_bytes)) {
+    const int64_t offset = bucket_sizes.empty() ? 0 : AlignUp(bucket_sizes.back());
+    if (bucket_sizes.empty() || (bucket_sizes.back() > 0 && offset + e.nbytes > bucket_bytes)) {
       bucket_sizes.push_back(0);
       e.offset = 0;
     } else {
@@ -71,40 +90,82 @@ absl::StatusOr<BucketSet> PackBuckets(const NamedTensors& tensors,
     bucket_sizes.back() = e.offset + e.nbytes;
     set.manifest.push_back(std::move(e));
   }
-  // Pack, one tensor's host copy at a time.
-  size_t i = 0;
   try {
-    for (int64_t size : bucket_sizes) {
-      set.buckets.push_back(at::empty({size}, at::dtype(at::kByte)));
-    }
-    for (; i < tensors.size(); ++i) {
-      const ManifestEntry& e = set.manifest[i];
-      if (e.nbytes == 0) continue;
-      const at::Tensor src = HostCopy(tensors[i].second);
-      std::memcpy(set.buckets[e.bucket].data_ptr<uint8_t>() + e.offset,
-                  src.data_ptr(), static_cast<size_t>(e.nbytes));
-    }
+    set.buckets = AllocateBuckets(bucket_sizes, spare);
   } catch (const c10::Error& err) {
-    return absl::InternalError(absl::StrCat(
-        "weightsync: packing tensor '",
-        i < tensors.size() ? tensors[i].first : std::string("?"),
-        "': ", err.what_without_backtrace()));
+    return absl::ResourceExhaustedError(absl::StrCat("weightsync: allocating buckets for ",
+                                                     tensors.size(),
+                                                     " tensors: ", err.what_without_backtrace()));
   }
+  set.checksums.assign(set.buckets.size(), 0);
   return set;
 }
 
-void ComputeChecksums(BucketSet& set) {
-  set.checksums.clear();
-  for (const at::Tensor& b : set.buckets) {
-    set.checksums.push_back(Checksum64(b.data_ptr(), b.numel()));
+namespace {
+
+// Pieces small enough to be checksummed from cache right after their copy.
+constexpr int64_t kPackPiece = int64_t{256} << 10;
+
+// Fills one bucket front to back, checksumming as it goes.
+struct BucketWriter {
+  uint8_t* base;
+  const PackedThrough& packed;
+  PackSeconds& seconds;
+  Checksum64Stream sum;
+  int64_t cursor = 0;
+
+  // Writes bytes [cursor, end) (copied from `src`, or zeros when `src` is
+  // null), a piece at a time.
+  void FillTo(int64_t end, const uint8_t* src) {
+    for (const int64_t start = cursor; cursor < end;) {
+      const size_t k = static_cast<size_t>(std::min(kPackPiece, end - cursor));
+      uint8_t* const dst = base + cursor;
+      const auto t0 = std::chrono::steady_clock::now();
+      if (src != nullptr) {
+        std::memcpy(dst, src + (cursor - start), k);
+      } else {
+        std::memset(dst, 0, k);
+      }
+      const auto t1 = std::chrono::steady_clock::now();
+      sum.Update(dst, k);
+      const auto t2 = std::chrono::steady_clock::now();
+      seconds.copy += std::chrono::duration<double>(t1 - t0).count();
+      seconds.checksum += std::chrono::duration<double>(t2 - t1).count();
+      cursor += static_cast<int64_t>(k);
+      if (packed) packed(cursor);
+    }
   }
+};
+
+}  // namespace
+
+absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i, PackSeconds* seconds,
+                        const PackedThrough& packed) {
+  at::Tensor& bucket = set.buckets[i];
+  BucketWriter writer{bucket.data_ptr<uint8_t>(), packed, *seconds};
+  for (size_t k = 0; k < set.manifest.size(); ++k) {
+    const ManifestEntry& e = set.manifest[k];
+    if (e.bucket != static_cast<int>(i) || e.nbytes == 0) continue;
+    at::Tensor src;
+    try {
+      src = HostCopy(tensors[k].second);
+    } catch (const c10::Error& err) {
+      return absl::InternalError(absl::StrCat("weightsync: packing tensor '", e.name,
+                                              "': ", err.what_without_backtrace()));
+    }
+    writer.FillTo(e.offset, nullptr);  // The padding before it.
+    writer.FillTo(e.offset + e.nbytes, static_cast<const uint8_t*>(src.data_ptr()));
+  }
+  writer.FillTo(bucket.numel(), nullptr);
+  set.checksums[i] = writer.sum.Finish();
+  return absl::OkStatus();
 }
 
 absl::Status VerifyChecksums(const BucketSet& set) {
   if (set.checksums.size() != set.buckets.size()) {
-    return absl::DataLossError(absl::StrCat(
-        "weightsync: version ", set.version, " has ", set.buckets.size(),
-        " buckets but ", set.checksums.size(), " checksums"));
+    return absl::DataLossError(absl::StrCat("weightsync: version ", set.version, " has ",
+                                            set.buckets.size(), " buckets but ",
+                                            set.checksums.size(), " checksums"));
   }
   for (size_t i = 0; i < set.buckets.size(); ++i) {
     if (absl::Status s = VerifyBucket(set, i); !s.ok()) return s;
@@ -117,15 +178,13 @@ absl::Status VerifyBucket(const BucketSet& set, size_t i) {
   return CheckBucketChecksum(set, i, Checksum64(b.data_ptr(), b.numel()));
 }
 
-absl::Status CheckBucketChecksum(const BucketSet& set, size_t i,
-                                 uint64_t got) {
+absl::Status CheckBucketChecksum(const BucketSet& set, size_t i, uint64_t got) {
   const at::Tensor& b = set.buckets[i];
   if (got != set.checksums[i]) {
-    return absl::DataLossError(absl::StrCat(
-        "weightsync: version ", set.version, " bucket ", i, " of ",
-        set.buckets.size(), " (", b.numel(),
-        " bytes) failed its checksum: expected ",
-        absl::Hex(set.checksums[i]), ", got ", absl::Hex(got)));
+    return absl::DataLossError(absl::StrCat("weightsync: version ", set.version, " bucket ", i,
+                                            " of ", set.buckets.size(), " (", b.numel(),
+                                            " bytes) failed its checksum: expected ",
+                                            absl::Hex(set.checksums[i]), ", got ", absl::Hex(got)));
   }
   return absl::OkStatus();
 }
@@ -138,36 +197,33 @@ absl::Status CheckMatches(const BucketSet& set, const NamedTensors& dst) {
   for (const auto& [name, t] : dst) {
     auto it = by_name.find(name);
     if (it == by_name.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, " has no tensor '", name, "' that the receiver expects"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, " has no tensor '", name, "' that the receiver expects"));
     }
     if (!seen.insert(name).second) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": the receiver lists tensor '", name, "' twice"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, ": the receiver lists tensor '", name, "' twice"));
     }
     const ManifestEntry& e = *it->second;
     if (!t.defined()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": the receiver's tensor '", name, "' is undefined"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, ": the receiver's tensor '", name, "' is undefined"));
     }
     if (t.scalar_type() != e.dtype) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": tensor '", name, "' was published as ",
-          c10::toString(e.dtype), " but the receiver has ",
-          c10::toString(t.scalar_type())));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, ": tensor '", name, "' was published as ", c10::toString(e.dtype),
+                       " but the receiver has ", c10::toString(t.scalar_type())));
     }
     if (t.sizes() != c10::IntArrayRef(e.shape)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": tensor '", name, "' was published with shape ",
-          ShapeString(e.shape), " but the receiver has ",
-          ShapeString(t.sizes())));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, ": tensor '", name, "' was published with shape ",
+                       ShapeString(e.shape), " but the receiver has ", ShapeString(t.sizes())));
     }
   }
   for (const ManifestEntry& e : set.manifest) {
     if (seen.count(e.name) == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, " carries tensor '", e.name,
-          "' that the receiver does not have"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, " carries tensor '", e.name, "' that the receiver does not have"));
     }
   }
   return absl::OkStatus();
@@ -182,8 +238,7 @@ bool Adoptable(const at::Tensor& target, const ManifestEntry& e,
       e.offset % static_cast<int64_t>(c10::elementSize(e.dtype)) != 0) {
     return false;
   }
-  if (target.storage_offset() == 0 &&
-      static_cast<int64_t>(target.storage().nbytes()) == e.nbytes) {
+  if (target.storage_offset() == 0 && static_cast<int64_t>(target.storage().nbytes()) == e.nbytes) {
     return true;
   }
   for (const at::Tensor& bucket : owned) {
@@ -210,15 +265,13 @@ absl::Status LoadInto(const BucketSet& set, const NamedTensors& dst,
         continue;
       }
       uint8_t* base = set.buckets[e.bucket].data_ptr<uint8_t>() + e.offset;
-      const at::Tensor src =
-          at::from_blob(base, e.shape, at::TensorOptions().dtype(e.dtype));
+      const at::Tensor src = at::from_blob(base, e.shape, at::TensorOptions().dtype(e.dtype));
       // copy_ on a const Tensor& writes through to the shared storage.
       target.copy_(src);
     } catch (const c10::Error& err) {
       return absl::InternalError(
-          absl::StrCat("weightsync: loading tensor '", name, "' of version ",
-                       set.version, " (the receiver may be partly updated): ",
-                       err.what_without_backtrace()));
+          absl::StrCat("weightsync: loading tensor '", name, "' of version ", set.version,
+                       " (the receiver may be partly updated): ", err.what_without_backtrace()));
     }
   }
   return absl::OkStatus();

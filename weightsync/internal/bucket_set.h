@@ -5,11 +5,13 @@
 // buckets: the unit every transport moves. Packing, verification and the
 // all-or-nothing load live here so that each transport only moves buckets.
 
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -45,15 +47,61 @@ inline constexpr int64_t kAlignment = 64;
 // it already is one).
 at::Tensor HostCopy(const at::Tensor& t);
 
-// Packs detached, contiguous CPU copies of `tensors` into buckets of at most
-// `bucket_bytes` (a tensor larger than that gets a bucket of its own), in
-// order. Checksums are left empty. Returns InvalidArgument for an empty or
-// duplicate name or an undefined tensor, Internal if LibTorch fails.
-[[nodiscard]] absl::StatusOr<BucketSet> PackBuckets(const NamedTensors& tensors,
-                                                    int64_t bucket_bytes);
+// Byte buckets of `sizes`, each a free bucket of `spare` of that size where
+// there is one (free: nothing but `spare` holds its memory, no set and no
+// tensor that adopted it), else freshly allocated (uninitialized). Reusing
+// buckets saves faulting in fresh pages for every version. Throws
+// c10::Error when an allocation fails.
+std::vector<at::Tensor> AllocateBuckets(const std::vector<int64_t>& sizes,
+                                        const std::vector<at::Tensor>* spare);
 
-// Fills `set.checksums`.
-void ComputeChecksums(BucketSet& set);
+// The buckets of the last two versions, for AllocateBuckets: the newest
+// version's are in use (staged, or adopted by a receiver's dst) while the
+// next one is made, and free again by the one after.
+class SparePool {
+ public:
+  const std::vector<at::Tensor>* buckets() const { return &all_; }
+  // Keeps `newest` and the buckets remembered last; each is held once, so
+  // that a free one has a use count of 1.
+  void Remember(const std::vector<at::Tensor>& newest) {
+    std::vector<at::Tensor> all = newest;
+    all.insert(all.end(), all_.begin(), all_.begin() + static_cast<ptrdiff_t>(newest_count_));
+    all_ = std::move(all);
+    newest_count_ = newest.size();
+  }
+
+ private:
+  std::vector<at::Tensor> all_;  // The newest first, then the previous.
+  size_t newest_count_ = 0;
+};
+
+// Plans `tensors` into buckets of at most `bucket_bytes` (a tensor larger
+// than that gets a bucket of its own), in order, and allocates them
+// (AllocateBuckets with `spare`); nothing is copied yet and the checksums
+// are zero (PackBucket fills both). Returns InvalidArgument for an empty or
+// duplicate name or an undefined tensor, ResourceExhausted when the buckets
+// cannot be allocated.
+[[nodiscard]] absl::StatusOr<BucketSet> PlanBuckets(const NamedTensors& tensors,
+                                                    int64_t bucket_bytes,
+                                                    const std::vector<at::Tensor>* spare = nullptr);
+
+// Seconds PackBucket spent copying and checksumming.
+struct PackSeconds {
+  double copy = 0;
+  double checksum = 0;
+};
+
+// Called as a bucket's leading bytes become final, with how many are.
+using PackedThrough = std::function<void(int64_t bytes)>;
+
+// Copies bucket `i`'s tensors of `tensors` (the list planned) into it,
+// zeroing the padding, and sets its checksum, in one pass front to back:
+// each piece is checksummed right after its copy, while it is still in
+// cache, and then reported to `packed` (if set). Adds the time to
+// `*seconds`. Returns Internal naming the tensor if LibTorch fails (a
+// device copy).
+[[nodiscard]] absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i,
+                                      PackSeconds* seconds, const PackedThrough& packed = nullptr);
 
 // Returns DataLoss naming the first bucket whose bytes do not match its
 // checksum.
@@ -65,14 +113,12 @@ void ComputeChecksums(BucketSet& set);
 
 // The same, given the checksum `got` of bucket `i`'s bytes (computed as they
 // arrived, Checksum64Stream).
-[[nodiscard]] absl::Status CheckBucketChecksum(const BucketSet& set, size_t i,
-                                               uint64_t got);
+[[nodiscard]] absl::Status CheckBucketChecksum(const BucketSet& set, size_t i, uint64_t got);
 
 // Returns FailedPrecondition naming the tensor unless `dst` holds exactly
 // the manifest's names (each once), each defined and with the manifest's
 // dtype and shape.
-[[nodiscard]] absl::Status CheckMatches(const BucketSet& set,
-                                        const NamedTensors& dst);
+[[nodiscard]] absl::Status CheckMatches(const BucketSet& set, const NamedTensors& dst);
 
 // Copies every tensor into `dst` (any device, any strides) under
 // NoGradGuard. REQUIRES: CheckMatches(set, dst) is OK, so nothing is copied

@@ -1,35 +1,38 @@
 #ifndef TRELLIS_WEIGHTSYNC_INTERNAL_CHECKSUM_H_
 #define TRELLIS_WEIGHTSYNC_INTERNAL_CHECKSUM_H_
 
+// The 64-bit checksum of weight buckets and fingerprints: XXH3 (64-bit,
+// seed 0) from Debian's libxxhash, which runs at memory speed. Not
+// cryptographic: it detects corruption, not tampering. Every sender and
+// receiver of every transport computes it through these two entry points.
+
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+
+struct XXH3_state_s;
 
 namespace trellis::weightsync::internal {
 
-// A fast 64-bit checksum of `n` bytes at `data` for weight buckets.
-//
-// Four independent multiply-xor lanes consume 32 bytes per round, so the
-// multiplications overlap and it runs at several GB/s; the tail and the
-// length are then folded in and the result finalized with a 64-bit mixer.
-// Every step is a bijection of the state for a fixed input word, so a change
-// confined to one 8-byte word (any single flipped byte or bit) always changes
-// the result. Not cryptographic: it detects corruption, not tampering.
+// The checksum of `n` bytes at `data`.
 uint64_t Checksum64(const void* data, size_t n);
 
 // Checksum64 of a byte stream fed in pieces of any sizes, so that a bucket
-// can be checked while its later parts are still arriving:
-// Update(a); Update(b); Finish() == Checksum64(a + b).
+// can be checked while its later parts are still arriving (or packed while
+// it is written): Update(a); Update(b); Finish() == Checksum64(a + b).
 class Checksum64Stream {
  public:
   Checksum64Stream();
+  // Starts over, as if freshly made.
+  void Reset();
   void Update(const void* data, size_t n);
   uint64_t Finish() const;
 
  private:
-  uint64_t lanes_[4];
-  unsigned char pending_[32];
-  size_t num_pending_ = 0;
-  size_t total_ = 0;
+  struct FreeState {
+    void operator()(XXH3_state_s* state) const;
+  };
+  std::unique_ptr<XXH3_state_s, FreeState> state_;
 };
 
 }  // namespace trellis::weightsync::internal

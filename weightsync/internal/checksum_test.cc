@@ -16,6 +16,14 @@ std::vector<unsigned char> RandomBytes(size_t n, uint32_t seed) {
   return v;
 }
 
+// The wire format: XXH3 64-bit with seed 0. Every transport's sender and
+// receiver compute it, so a change must reach them all at once.
+TEST(Checksum64Test, IsXxh3) {
+  EXPECT_EQ(Checksum64("", 0), 0x2D06800538D394C2ull);
+  Checksum64Stream empty;
+  EXPECT_EQ(empty.Finish(), 0x2D06800538D394C2ull);
+}
+
 TEST(Checksum64Test, IsDeterministic) {
   const auto a = RandomBytes(1000, 1);
   EXPECT_EQ(Checksum64(a.data(), a.size()), Checksum64(a.data(), a.size()));
@@ -68,6 +76,15 @@ TEST(Checksum64StreamTest, AnySplitMatchesTheOneShot) {
       EXPECT_EQ(s.Finish(), whole) << "n=" << n << " piece=" << piece;
     }
   }
+}
+
+TEST(Checksum64StreamTest, ResetStartsOver) {
+  const auto data = RandomBytes(300, 5);
+  Checksum64Stream s;
+  s.Update(data.data(), 100);
+  s.Reset();
+  s.Update(data.data(), data.size());
+  EXPECT_EQ(s.Finish(), Checksum64(data.data(), data.size()));
 }
 
 }  // namespace

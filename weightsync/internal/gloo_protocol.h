@@ -19,6 +19,8 @@ inline constexpr char kName[] = "weightsync gloo";
 inline constexpr int kTagRequest = 1;
 inline constexpr int kTagPreamble = 2;
 inline constexpr int kTagBody = 3;
+// The buckets' checksums (int64 each), after the last bucket.
+inline constexpr int kTagChecksums = 4;
 inline constexpr int kTagBucket0 = 16;
 inline constexpr int64_t kMaxHeaderBytes = int64_t{1} << 30;
 // Buckets travel in messages of at most this many bytes, so that the

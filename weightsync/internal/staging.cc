@@ -17,8 +17,7 @@ v1::WeightSyncStats BaseStats(const BucketSet& set) {
   return stats;
 }
 
-absl::StatusOr<v1::WeightSyncStats> FinishReceive(const BucketSet& set,
-                                                  const NamedTensors& dst,
+absl::StatusOr<v1::WeightSyncStats> FinishReceive(const BucketSet& set, const NamedTensors& dst,
                                                   double transfer_seconds,
                                                   const std::vector<at::Tensor>* owned) {
   if (absl::Status s = CheckMatches(set, dst); !s.ok()) return s;
@@ -30,41 +29,98 @@ absl::StatusOr<v1::WeightSyncStats> FinishReceive(const BucketSet& set,
   return stats;
 }
 
+void PackProgress::Packing(size_t i, int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  current_ = i;
+  current_bytes_ = bytes;
+}
+
+void PackProgress::Packed(size_t n) {
+  absl::MutexLock lock(&mu_);
+  packed_ = n;
+}
+
+void PackProgress::Fail(absl::Status error) {
+  absl::MutexLock lock(&mu_);
+  failed_ = std::move(error);
+}
+
+bool PackProgress::ReadyLocked(size_t i, int64_t bytes) const {
+  return packed_ > i || (bytes >= 0 && current_ == i && current_bytes_ >= bytes);
+}
+
+absl::Status PackProgress::WaitPacked(size_t i, absl::Time deadline, int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  auto done = [&]()
+                  ABSL_NO_THREAD_SAFETY_ANALYSIS { return ReadyLocked(i, bytes) || !failed_.ok(); };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("bucket ", i, " of ", buckets_, " was not packed in time"));
+  }
+  return ReadyLocked(i, bytes) ? absl::OkStatus() : failed_;
+}
+
 VersionStage::VersionStage(std::string name, int64_t bucket_bytes)
     : name_(std::move(name)), bucket_bytes_(bucket_bytes) {}
 
-absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(
-    int64_t version, const NamedTensors& tensors) {
+absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(int64_t version,
+                                                        const NamedTensors& tensors) {
+  absl::MutexLock stage_lock(&stage_mu_);
   {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = CheckVersionLocked(version); !s.ok()) return s;
   }
-  // gather: packing the tensors into buckets.
-  Stopwatch gather;
-  absl::StatusOr<BucketSet> packed = PackBuckets(tensors, bucket_bytes_);
-  if (!packed.ok()) return packed.status();
-  const double gather_seconds = gather.Seconds();
-
-  // transfer: checksumming and handing the buckets over.
-  Stopwatch transfer;
-  auto set = std::make_shared<BucketSet>(*std::move(packed));
+  // gather: planning, then copying bucket by bucket; transfer: checksumming.
+  Stopwatch plan;
+  absl::StatusOr<BucketSet> planned = PlanBuckets(tensors, bucket_bytes_, spare_.buckets());
+  if (!planned.ok()) return planned.status();
+  auto set = std::make_shared<BucketSet>(*std::move(planned));
   set->version = version;
-  ComputeChecksums(*set);
+  spare_.Remember(set->buckets);
+  auto progress = std::make_shared<PackProgress>(set->buckets.size());
+  PackSeconds seconds;
+  seconds.copy = plan.Seconds();
+  {
+    absl::MutexLock lock(&mu_);
+    packing_ = {set, progress};
+    staged_cv_.SignalAll();
+  }
+  for (size_t i = 0; i < set->buckets.size(); ++i) {
+    auto packing = [&progress, i](int64_t bytes) { progress->Packing(i, bytes); };
+    if (absl::Status s = PackBucket(*set, tensors, i, &seconds, packing); !s.ok()) {
+      progress->Fail(s);
+      absl::MutexLock lock(&mu_);
+      packing_ = {};
+      return s;
+    }
+    progress->Packed(i + 1);
+  }
   v1::WeightSyncStats stats = BaseStats(*set);
   {
     absl::MutexLock lock(&mu_);
-    // A concurrent publisher may have won the race since the first check.
-    if (absl::Status s = CheckVersionLocked(version); !s.ok()) return s;
     latest_ = std::move(set);
+    packing_ = {};
     staged_cv_.SignalAll();
   }
-  stats.set_gather_seconds(gather_seconds);
-  stats.set_transfer_seconds(transfer.Seconds());
+  stats.set_gather_seconds(seconds.copy);
+  stats.set_transfer_seconds(seconds.checksum);
   return stats;
 }
 
-absl::StatusOr<std::shared_ptr<const BucketSet>> VersionStage::WaitFor(
-    int64_t min_version, absl::Time deadline) {
+absl::StatusOr<std::shared_ptr<const BucketSet>> VersionStage::WaitFor(int64_t min_version,
+                                                                       absl::Time deadline) {
+  absl::StatusOr<StreamedVersion> got = Wait(min_version, deadline, /*streamed=*/false);
+  if (!got.ok()) return got.status();
+  return got->set;
+}
+
+absl::StatusOr<StreamedVersion> VersionStage::WaitForStream(int64_t min_version,
+                                                            absl::Time deadline) {
+  return Wait(min_version, deadline, /*streamed=*/true);
+}
+
+absl::StatusOr<StreamedVersion> VersionStage::Wait(int64_t min_version, absl::Time deadline,
+                                                   bool streamed) {
   const absl::Time start = absl::Now();
   absl::MutexLock lock(&mu_);
   if (latest_ != nullptr && min_version > latest_->version + kVersionsInFlight) {
@@ -75,17 +131,22 @@ absl::StatusOr<std::shared_ptr<const BucketSet>> VersionStage::WaitFor(
                      "for at most the next, ",
                      latest_->version + kVersionsInFlight, ")"));
   }
-  while (!ReadyLocked(min_version) && !closed_) {
+  while (!ReadyLocked(min_version, streamed) && !closed_) {
     if (staged_cv_.WaitWithDeadline(&mu_, deadline)) break;
   }
-  if (ReadyLocked(min_version)) return latest_;
+  if (latest_ != nullptr && latest_->version >= min_version) {
+    auto packed = std::make_shared<PackProgress>(latest_->buckets.size());
+    packed->Packed(latest_->buckets.size());
+    return StreamedVersion{latest_, std::move(packed)};
+  }
+  if (ReadyLocked(min_version, streamed)) return packing_;
   if (closed_) {
     return absl::CancelledError(absl::StrCat(name_, ": the sender is closing"));
   }
   return absl::DeadlineExceededError(absl::StrCat(
       name_, ": waited ", absl::FormatDuration(absl::Now() - start),
-      " for weights version >= ", min_version, "; newest published: ",
-      latest_ ? absl::StrCat(latest_->version) : std::string("none")));
+      " for weights version >= ", min_version,
+      "; newest published: ", latest_ ? absl::StrCat(latest_->version) : std::string("none")));
 }
 
 int64_t VersionStage::newest_version() {
@@ -102,14 +163,13 @@ void VersionStage::Close() {
 absl::Status VersionStage::Corrupt(int bucket, int64_t byte) {
   absl::MutexLock lock(&mu_);
   if (latest_ == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(name_, ": nothing published"));
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": nothing published"));
   }
   if (bucket < 0 || bucket >= static_cast<int>(latest_->buckets.size()) ||
       latest_->buckets[bucket].numel() == 0) {
-    return absl::OutOfRangeError(absl::StrCat(
-        name_, ": version ", latest_->version, " has no bytes in bucket ",
-        bucket, " (", latest_->buckets.size(), " buckets)"));
+    return absl::OutOfRangeError(absl::StrCat(name_, ": version ", latest_->version,
+                                              " has no bytes in bucket ", bucket, " (",
+                                              latest_->buckets.size(), " buckets)"));
   }
   at::Tensor& b = latest_->buckets[bucket];
   uint8_t* p = b.data_ptr<uint8_t>();
@@ -117,15 +177,16 @@ absl::Status VersionStage::Corrupt(int bucket, int64_t byte) {
   return absl::OkStatus();
 }
 
-bool VersionStage::ReadyLocked(int64_t min_version) const {
-  return latest_ != nullptr && latest_->version >= min_version;
+bool VersionStage::ReadyLocked(int64_t min_version, bool streamed) const {
+  return (latest_ != nullptr && latest_->version >= min_version) ||
+         (streamed && packing_.set != nullptr && packing_.set->version >= min_version);
 }
 
 absl::Status VersionStage::CheckVersionLocked(int64_t version) const {
   if (latest_ != nullptr && version <= latest_->version) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        name_, ": version ", version,
-        " must exceed the last published version ", latest_->version));
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": version ", version,
+                                                      " must exceed the last published version ",
+                                                      latest_->version));
   }
   return absl::OkStatus();
 }

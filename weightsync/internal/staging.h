@@ -3,9 +3,11 @@
 
 // The sender half that every pull-based transport shares: Publish packs and
 // checksums the newest version and stages it (only the newest is kept);
-// whoever serves a receiver waits here for a version >= its minimum.
+// whoever serves a receiver waits here for a version >= its minimum, and
+// may stream a version while it is packed.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,9 +25,7 @@ namespace trellis::weightsync::internal {
 
 class Stopwatch {
  public:
-  double Seconds() const {
-    return std::chrono::duration<double>(Clock::now() - start_).count();
-  }
+  double Seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -42,32 +42,80 @@ v1::WeightSyncStats BaseStats(const BucketSet& set);
     const BucketSet& set, const NamedTensors& dst, double transfer_seconds,
     const std::vector<at::Tensor>* owned = nullptr);
 
+// How far the packing of one version has come: its buckets are packed and
+// checksummed in order, front to back, and each byte may be sent as soon as
+// it is packed. Thread-safe.
+class PackProgress {
+ public:
+  explicit PackProgress(size_t buckets) : buckets_(buckets) {}
+
+  // Records that the first `bytes` bytes of bucket `i` are packed.
+  void Packing(size_t i, int64_t bytes);
+  // Records that buckets 0..n-1 are packed and checksummed.
+  void Packed(size_t n);
+  // Records that packing stopped with `error`; waiters get it.
+  void Fail(absl::Status error);
+
+  // Waits until `deadline` for the first `bytes` bytes of bucket `i` to be
+  // packed (bytes < 0: all of it, and its checksum). Returns the packing
+  // error, or DeadlineExceeded naming the bucket.
+  [[nodiscard]] absl::Status WaitPacked(size_t i, absl::Time deadline, int64_t bytes = -1);
+
+ private:
+  bool ReadyLocked(size_t i, int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const size_t buckets_;
+  absl::Mutex mu_;
+  size_t packed_ ABSL_GUARDED_BY(mu_) = 0;  // Buckets packed in full.
+  size_t current_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t current_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // Of bucket current_.
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
+};
+
+// A staged version as a sender streams it: bucket i's bytes and checksum
+// may be read once progress->WaitPacked(i, ...) returned OK for them.
+struct StreamedVersion {
+  std::shared_ptr<const BucketSet> set;
+  std::shared_ptr<PackProgress> progress;
+};
+
 // The newest staged version of one sender. Thread-safe.
 class VersionStage {
  public:
   // `name` prefixes error messages ("weightsync gloo").
   VersionStage(std::string name, int64_t bucket_bytes);
 
-  // Packs (gather) and checksums (transfer) `tensors` as `version`, then
-  // makes it the staged version and wakes every waiter. Returns
+  // Packs and checksums `tensors` as `version` into the buckets of an
+  // earlier version that nothing holds any more (SparePool: no fresh pages
+  // to fault in), one bucket at a time, then makes it the staged version and
+  // wakes every waiter. Senders streaming (WaitForStream) get the version
+  // as soon as its buckets are planned, and each bucket once packed, so
+  // that sending overlaps packing. Calls are serialized. Returns
   // FailedPrecondition unless `version` exceeds the staged one,
-  // InvalidArgument for bad tensors (see PackBuckets).
-  [[nodiscard]] absl::StatusOr<v1::WeightSyncStats> Stage(
-      int64_t version, const NamedTensors& tensors);
+  // InvalidArgument for bad tensors (see PlanBuckets). Stats: gather is the
+  // planning and copying, transfer the checksumming.
+  [[nodiscard]] absl::StatusOr<v1::WeightSyncStats> Stage(int64_t version,
+                                                          const NamedTensors& tensors);
 
   // How far past the newest staged version a receiver may ask: the one a
   // Stage in progress may bring. The driver publishes a version before any
   // receiver asks for it.
   static constexpr int64_t kVersionsInFlight = 1;
 
-  // Waits until `deadline` for a staged version >= `min_version`. Returns
-  // it (immutable while shared, but for Corrupt), or DeadlineExceeded
-  // naming `min_version` and the newest staged version, or Cancelled once
-  // Close() was called. A version more than kVersionsInFlight past the
-  // newest staged one will never come: FailedPrecondition at once, without
-  // waiting (before anything is staged every version is waited for).
-  [[nodiscard]] absl::StatusOr<std::shared_ptr<const BucketSet>> WaitFor(
-      int64_t min_version, absl::Time deadline);
+  // Waits until `deadline` for a staged version >= `min_version`, packed in
+  // full. Returns it (immutable while shared, but for Corrupt), or
+  // DeadlineExceeded naming `min_version` and the newest staged version, or
+  // Cancelled once Close() was called. A version more than
+  // kVersionsInFlight past the newest staged one will never come:
+  // FailedPrecondition at once, without waiting (before anything is staged
+  // every version is waited for).
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const BucketSet>> WaitFor(int64_t min_version,
+                                                                         absl::Time deadline);
+
+  // The same, but a version still being packed qualifies too: its buckets
+  // are read as they are packed (StreamedVersion).
+  [[nodiscard]] absl::StatusOr<StreamedVersion> WaitForStream(int64_t min_version,
+                                                              absl::Time deadline);
 
   // The newest staged version, or -1.
   int64_t newest_version();
@@ -81,16 +129,21 @@ class VersionStage {
   [[nodiscard]] absl::Status Corrupt(int bucket, int64_t byte);
 
  private:
-  bool ReadyLocked(int64_t min_version) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckVersionLocked(int64_t version) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits as WaitFor; `streamed` admits the version being packed.
+  absl::StatusOr<StreamedVersion> Wait(int64_t min_version, absl::Time deadline, bool streamed);
+  bool ReadyLocked(int64_t min_version, bool streamed) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckVersionLocked(int64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
   const int64_t bucket_bytes_;
+  // Serializes Stage; guards the buckets it reuses.
+  absl::Mutex stage_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  SparePool spare_ ABSL_GUARDED_BY(stage_mu_);
   absl::Mutex mu_;
   absl::CondVar staged_cv_;
+  // The newest version packed in full, and the one being packed.
   std::shared_ptr<BucketSet> latest_ ABSL_GUARDED_BY(mu_);
+  StreamedVersion packing_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

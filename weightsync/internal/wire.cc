@@ -7,7 +7,7 @@
 
 namespace trellis::weightsync::internal {
 
-v1::WeightsHeader EncodeHeader(const BucketSet& set) {
+v1::WeightsHeader EncodeHeader(const BucketSet& set, bool with_checksums) {
   v1::WeightsHeader h;
   h.set_version(set.version);
   for (const ManifestEntry& e : set.manifest) {
@@ -20,25 +20,26 @@ v1::WeightsHeader EncodeHeader(const BucketSet& set) {
     t->set_nbytes(e.nbytes);
   }
   for (const at::Tensor& b : set.buckets) h.add_bucket_bytes(b.numel());
-  for (uint64_t c : set.checksums) h.add_checksums(c);
+  for (size_t i = 0; i < set.buckets.size(); ++i) {
+    h.add_checksums(with_checksums ? set.checksums[i] : 0);
+  }
   return h;
 }
 
 absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
                                        const std::vector<at::Tensor>* spare,
                                        int64_t max_total_bytes) {
-  const std::string where =
-      absl::StrCat("weightsync: header of version ", header.version());
+  const std::string where = absl::StrCat("weightsync: header of version ", header.version());
   if (header.checksums_size() != header.bucket_bytes_size()) {
-    return absl::DataLossError(absl::StrCat(
-        where, " lists ", header.bucket_bytes_size(), " buckets but ",
-        header.checksums_size(), " checksums"));
+    return absl::DataLossError(absl::StrCat(where, " lists ", header.bucket_bytes_size(),
+                                            " buckets but ", header.checksums_size(),
+                                            " checksums"));
   }
   int64_t total = 0;
   for (int64_t n : header.bucket_bytes()) {
     if (n < 0 || n > max_total_bytes - total) {
-      return absl::DataLossError(absl::StrCat(
-          where, " announces more than ", max_total_bytes, " bytes"));
+      return absl::DataLossError(
+          absl::StrCat(where, " announces more than ", max_total_bytes, " bytes"));
     }
     total += n;
   }
@@ -47,11 +48,9 @@ absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
   for (const v1::WeightsTensorEntry& t : header.tensors()) {
     ManifestEntry e;
     e.name = t.name();
-    if (t.dtype() < 0 ||
-        t.dtype() >= static_cast<int32_t>(at::ScalarType::NumOptions)) {
-      return absl::DataLossError(absl::StrCat(where, ": tensor '", t.name(),
-                                              "' has unknown dtype ",
-                                              t.dtype()));
+    if (t.dtype() < 0 || t.dtype() >= static_cast<int32_t>(at::ScalarType::NumOptions)) {
+      return absl::DataLossError(
+          absl::StrCat(where, ": tensor '", t.name(), "' has unknown dtype ", t.dtype()));
     }
     e.dtype = static_cast<at::ScalarType>(t.dtype());
     e.shape.assign(t.shape().begin(), t.shape().end());
@@ -59,12 +58,11 @@ absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
     e.offset = t.offset();
     e.nbytes = t.nbytes();
     if (e.nbytes < 0 || e.offset < 0 ||
-        (e.nbytes > 0 &&
-         (e.bucket < 0 || e.bucket >= header.bucket_bytes_size() ||
-          e.offset > header.bucket_bytes(e.bucket) - e.nbytes))) {
-      return absl::DataLossError(absl::StrCat(
-          where, ": tensor '", t.name(), "' (", e.nbytes, " bytes at ",
-          e.offset, " of bucket ", e.bucket, ") lies outside its bucket"));
+        (e.nbytes > 0 && (e.bucket < 0 || e.bucket >= header.bucket_bytes_size() ||
+                          e.offset > header.bucket_bytes(e.bucket) - e.nbytes))) {
+      return absl::DataLossError(absl::StrCat(where, ": tensor '", t.name(), "' (", e.nbytes,
+                                              " bytes at ", e.offset, " of bucket ", e.bucket,
+                                              ") lies outside its bucket"));
     }
     int64_t numel = 1;
     bool negative = false;
@@ -72,35 +70,18 @@ absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
       negative |= d < 0;
       numel *= d;
     }
-    if (negative ||
-        numel * static_cast<int64_t>(c10::elementSize(e.dtype)) != e.nbytes) {
-      return absl::DataLossError(absl::StrCat(
-          where, ": tensor '", t.name(), "' has ", e.nbytes,
-          " bytes, which does not match its shape and dtype"));
+    if (negative || numel * static_cast<int64_t>(c10::elementSize(e.dtype)) != e.nbytes) {
+      return absl::DataLossError(absl::StrCat(where, ": tensor '", t.name(), "' has ", e.nbytes,
+                                              " bytes, which does not match its shape and dtype"));
     }
     set.manifest.push_back(std::move(e));
   }
   try {
-    std::vector<bool> taken(spare != nullptr ? spare->size() : 0, false);
-    for (int i = 0; i < header.bucket_bytes_size(); ++i) {
-      const int64_t n = header.bucket_bytes(i);
-      at::Tensor bucket;
-      for (size_t j = 0; j < taken.size() && !bucket.defined(); ++j) {
-        const at::Tensor& candidate = (*spare)[j];
-        // use_count 1: only the spare tensor holds the memory (no dst
-        // adopted it, or the dst has moved on).
-        if (!taken[j] && candidate.defined() && candidate.numel() == n &&
-            candidate.storage().use_count() == 1) {
-          taken[j] = true;
-          bucket = candidate;
-        }
-      }
-      set.buckets.push_back(bucket.defined() ? bucket : at::empty({n}, at::dtype(at::kByte)));
-    }
+    set.buckets = AllocateBuckets(
+        std::vector<int64_t>(header.bucket_bytes().begin(), header.bucket_bytes().end()), spare);
   } catch (const c10::Error& err) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        where, ": allocating ", total, " bytes: ",
-        err.what_without_backtrace()));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(where, ": allocating ", total, " bytes: ", err.what_without_backtrace()));
   }
   set.checksums.assign(header.checksums().begin(), header.checksums().end());
   return set;

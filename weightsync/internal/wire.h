@@ -5,10 +5,10 @@
 // manifest, bucket sizes and checksums (v1::WeightsHeader), and the
 // receiver's side of it: empty buckets to receive into.
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
 #include "trellis/v1/weights.pb.h"
@@ -16,38 +16,19 @@
 
 namespace trellis::weightsync::internal {
 
-v1::WeightsHeader EncodeHeader(const BucketSet& set);
+// Without `with_checksums` every checksum is sent as 0: a transport that
+// streams a version while it is packed sends them after the buckets.
+v1::WeightsHeader EncodeHeader(const BucketSet& set, bool with_checksums = true);
 
 // A BucketSet with `header`'s version, manifest and checksums and
-// uninitialized CPU byte buckets of the announced sizes, reusing free
-// buckets of `spare` of the same size (receivers keep their last buckets,
-// which saves faulting in fresh pages every time). Returns DataLoss
+// uninitialized CPU byte buckets of the announced sizes (AllocateBuckets
+// with `spare`: receivers keep their last buckets, SparePool). Returns DataLoss
 // when the header is inconsistent (a tensor outside its bucket, an unknown
 // dtype, checksums that do not match the bucket count, more than
 // `max_total_bytes` in all).
-// A spare bucket is free when nothing else holds its memory: a receiver's
-// dst may have adopted it (LoadInto with adopt).
-[[nodiscard]] absl::StatusOr<BucketSet> DecodeHeader(
-    const v1::WeightsHeader& header,
-    const std::vector<at::Tensor>* spare = nullptr,
-    int64_t max_total_bytes = int64_t{1} << 42);
-
-// The receive buffers of the last two versions, for DecodeHeader: with
-// adopted buckets, version v's memory is in use while v+1 arrives, and free
-// again (reusable) by v+2.
-class SparePool {
- public:
-  const std::vector<at::Tensor>* buckets() const { return &all_; }
-  void Remember(const std::vector<at::Tensor>& newest) {
-    previous_ = std::move(newest_);
-    newest_ = newest;
-    all_ = newest_;
-    all_.insert(all_.end(), previous_.begin(), previous_.end());
-  }
-
- private:
-  std::vector<at::Tensor> newest_, previous_, all_;
-};
+[[nodiscard]] absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
+                                                     const std::vector<at::Tensor>* spare = nullptr,
+                                                     int64_t max_total_bytes = int64_t{1} << 42);
 
 }  // namespace trellis::weightsync::internal
 

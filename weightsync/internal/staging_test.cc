@@ -1,0 +1,107 @@
+#include "weightsync/internal/staging.h"
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace trellis::weightsync::internal {
+namespace {
+
+NamedTensors Weights(float value) {
+  return {{"a", torch::full({1000}, value)}, {"b", torch::full({3, 7}, value)}};
+}
+
+std::shared_ptr<const BucketSet> Staged(VersionStage& stage, int64_t version) {
+  absl::StatusOr<std::shared_ptr<const BucketSet>> set =
+      stage.WaitFor(version, absl::Now() + absl::Seconds(5));
+  EXPECT_TRUE(set.ok()) << set.status();
+  return set.ok() ? *set : nullptr;
+}
+
+float FirstFloat(const BucketSet& set) {
+  return *reinterpret_cast<const float*>(set.buckets[0].data_ptr<uint8_t>());
+}
+
+TEST(VersionStageTest, StagesASnapshotOfTheTensors) {
+  VersionStage stage("test", 1 << 20);
+  NamedTensors w = Weights(1);
+  ASSERT_TRUE(stage.Stage(1, w).ok());
+  for (auto& [name, t] : w) t.fill_(9);  // The learner's next step, in place.
+  std::shared_ptr<const BucketSet> set = Staged(stage, 1);
+  ASSERT_NE(set, nullptr);
+  EXPECT_EQ(FirstFloat(*set), 1.0f);
+  EXPECT_TRUE(VerifyChecksums(*set).ok());
+}
+
+TEST(VersionStageTest, ReusesTheBucketsOfAVersionNothingHolds) {
+  VersionStage stage("test", 1 << 20);
+  ASSERT_TRUE(stage.Stage(1, Weights(1)).ok());
+  const void* first = Staged(stage, 1)->buckets[0].data_ptr();
+  ASSERT_TRUE(stage.Stage(2, Weights(2)).ok());
+  // A sender still sending version 2 holds it.
+  std::shared_ptr<const BucketSet> held = Staged(stage, 2);
+  ASSERT_TRUE(stage.Stage(3, Weights(3)).ok());
+  EXPECT_EQ(Staged(stage, 3)->buckets[0].data_ptr(), first);
+  ASSERT_TRUE(stage.Stage(4, Weights(4)).ok());
+  std::shared_ptr<const BucketSet> fourth = Staged(stage, 4);
+  EXPECT_NE(fourth->buckets[0].data_ptr(), held->buckets[0].data_ptr());
+  EXPECT_EQ(FirstFloat(*held), 2.0f);
+  EXPECT_TRUE(VerifyChecksums(*held).ok());
+  EXPECT_EQ(FirstFloat(*fourth), 4.0f);
+  EXPECT_TRUE(VerifyChecksums(*fourth).ok());
+}
+
+TEST(VersionStageTest, ReusedBucketsHaveZeroPadding) {
+  VersionStage stage("test", 1 << 20);
+  // 67 bytes, all 0xFF; then 3 bytes at 0 and 3 at kAlignment: 67 again.
+  ASSERT_TRUE(stage.Stage(1, {{"x", torch::full({67}, 255, torch::kUInt8)}}).ok());
+  ASSERT_TRUE(stage.Stage(2, {{"x", torch::full({67}, 255, torch::kUInt8)}}).ok());
+  const NamedTensors two = {{"a", torch::full({3}, 1, torch::kUInt8)},
+                            {"b", torch::full({3}, 2, torch::kUInt8)}};
+  ASSERT_TRUE(stage.Stage(3, two).ok());
+  std::shared_ptr<const BucketSet> set = Staged(stage, 3);
+  ASSERT_EQ(set->buckets.size(), 1u);
+  ASSERT_EQ(set->buckets[0].numel(), kAlignment + 3);
+  const uint8_t* bytes = set->buckets[0].data_ptr<uint8_t>();
+  for (int64_t i = 3; i < kAlignment; ++i) EXPECT_EQ(bytes[i], 0) << "byte " << i;
+  EXPECT_EQ(bytes[kAlignment], 2);
+  EXPECT_TRUE(VerifyChecksums(*set).ok());
+}
+
+TEST(VersionStageTest, StreamingWaiterGetsEveryBucketOfTheVersion) {
+  VersionStage stage("test", 1024);  // "a" alone, then "b": two buckets.
+  absl::StatusOr<StreamedVersion> got;
+  std::thread waiter([&] { got = stage.WaitForStream(1, absl::Now() + absl::Seconds(10)); });
+  ASSERT_TRUE(stage.Stage(1, Weights(5)).ok());
+  waiter.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->set->buckets.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(got->progress->WaitPacked(i, absl::Now() + absl::Seconds(5)).ok());
+    EXPECT_TRUE(VerifyBucket(*got->set, i).ok());
+  }
+  EXPECT_EQ(FirstFloat(*got->set), 5.0f);
+}
+
+TEST(PackProgressTest, WaitGetsThePackedBytesThePackingErrorOrTimesOut) {
+  PackProgress progress(2);
+  progress.Packing(0, 4096);
+  progress.Packed(1);
+  progress.Packing(1, 100);
+  EXPECT_TRUE(progress.WaitPacked(0, absl::Now()).ok());
+  EXPECT_TRUE(progress.WaitPacked(1, absl::Now(), 100).ok());
+  const absl::Time soon = absl::Now() + absl::Milliseconds(1);
+  EXPECT_EQ(progress.WaitPacked(1, soon, 101).code(), absl::StatusCode::kDeadlineExceeded);
+  // The whole bucket, with its checksum, is not packed yet.
+  EXPECT_EQ(progress.WaitPacked(1, soon).code(), absl::StatusCode::kDeadlineExceeded);
+  progress.Fail(absl::InternalError("device copy failed"));
+  EXPECT_EQ(progress.WaitPacked(1, absl::InfiniteFuture()).code(), absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace trellis::weightsync::internal
