@@ -137,7 +137,8 @@ int Main() {
   std::cout << absl::StrFormat(
       "default job, %d SFT + %d GRPO steps; %d physical cores; load average %.2f at the start\n",
       absl::GetFlag(FLAGS_sft_steps), absl::GetFlag(FLAGS_grpo_steps), config::PhysicalCores(),
-      load[0]);
+      load[0])
+            << std::flush;
   // The fastest of the interleaved repetitions of each (policy, count).
   std::map<std::pair<bool, int>, Usage> best;
   for (int rep = 0; rep < absl::GetFlag(FLAGS_reps); ++rep) {
@@ -148,12 +149,16 @@ int Main() {
           std::cerr << u.status() << "\n";
           return 1;
         }
+        std::cout << absl::StrFormat("  run %d: %s, %d threads: wall %.2f s, cpu %.2f s\n",
+                                     rep + 1, active ? "active" : "passive", n, u->wall, u->cpu)
+                  << std::flush;
         auto [it, fresh] = best.emplace(std::make_pair(active, n), *u);
         if (!fresh && u->wall < it->second.wall) it->second = *u;
       }
     }
   }
   getloadavg(load, 3);
+  std::cout << "fastest run of each:\n";
   std::cout << absl::StrFormat("%-8s %8s %10s %10s %10s %12s\n", "policy", "threads", "wall s",
                                "cpu s", "cpu/wall", "wall / 1st");
   for (const bool active : policies) {
@@ -161,8 +166,8 @@ int Main() {
     for (const int n : counts) {
       const Usage& u = best[{active, n}];
       std::cout << absl::StrFormat("%-8s %8d %10.2f %10.2f %10.2f %12.2f\n",
-                                   active ? "active" : "passive", n, u.wall, u.cpu,
-                                   u.cpu / u.wall, u.wall / first);
+                                   active ? "active" : "passive", n, u.wall, u.cpu, u.cpu / u.wall,
+                                   u.wall / first);
     }
   }
   std::cout << absl::StrFormat("load average %.2f at the end\n", load[0]);

@@ -7,8 +7,8 @@ namespace {
 
 using PerToken = std::function<double(const v1::ModelConfig&, int64_t, int64_t)>;
 
-double SumOverSequences(const PerToken& per_token, const v1::ModelConfig& model,
-                        int64_t vocab_size, absl::Span<const int64_t> lengths) {
+double SumOverSequences(const PerToken& per_token, const v1::ModelConfig& model, int64_t vocab_size,
+                        absl::Span<const int64_t> lengths) {
   double flops = 0;
   for (const int64_t n : lengths) {
     if (n > 0) flops += static_cast<double>(n) * per_token(model, vocab_size, n);

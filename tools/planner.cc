@@ -24,9 +24,9 @@ namespace {
 constexpr int64_t kFloat = 4;  // Every tensor here is float32.
 
 using Shape = config::ModelShape;
-using config::OptimizerStateBytes;
 using config::ForwardFlopsPerToken;
 using config::MatmulParameters;
+using config::OptimizerStateBytes;
 using config::ShapeOf;
 using config::TrainFlopsPerToken;
 

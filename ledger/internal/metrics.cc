@@ -36,7 +36,9 @@ nlohmann::json ComputeJson(const std::array<double, kNumStages>& flops,
     if (flops[i] <= 0) continue;
     const double rate = SafeDiv(flops[i], seconds[i]);
     stages[std::string(StageName(static_cast<Stage>(i)))] = {
-        {"flops", flops[i]}, {"gflops_per_second", rate / 1e9}, {"peak_fraction", SafeDiv(rate, peak)}};
+        {"flops", flops[i]},
+        {"gflops_per_second", rate / 1e9},
+        {"peak_fraction", SafeDiv(rate, peak)}};
   }
   return {{"matmul_peak_gflops_per_second", peak / 1e9}, {"stages", stages}};
 }
