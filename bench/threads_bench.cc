@@ -2,15 +2,18 @@
 // default job, shortened (--sft_steps, --grpo_steps; every other field as
 // `trellis run` has it), in a process of its own, since a process sizes
 // its pools once. Per count: wall seconds, the process's CPU seconds
-// (getrusage: all its threads), CPU / wall (the cores it kept busy, to set
-// against the count it was given) and wall time relative to 1 thread.
-// --active runs every count a second time with OMP_WAIT_POLICY=ACTIVE:
-// libgomp's default, idle OpenMP threads spinning, as every Trellis
-// process ran before config::StartProcess (docs/threads.md).
+// (getrusage: all its threads), CPU / wall, the threads that did more than
+// 5% of its CPU time (the cores it kept busy, to set against the count it
+// was given, whatever share of them a loaded machine gave it) and wall
+// time relative to the first count.
+// --active runs every count a second time as every Trellis process ran
+// before (docs/threads.md): OMP_WAIT_POLICY=ACTIVE (libgomp's default, idle
+// OpenMP threads spinning) and OpenBLAS on every core whatever the count.
 //
 //   build/bench/threads_bench [--threads=1,2] [--sft_steps=40] [--grpo_steps=4]
 //                             [--reps=2] [--active] [--out=/tmp/threads_bench]
 
+#include <dlfcn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +21,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -38,9 +44,11 @@ ABSL_FLAG(std::string, threads, "1,2", "runtime.num_threads values to compare");
 ABSL_FLAG(int, sft_steps, 40, "SFT steps of each run (sft.target_accuracy off)");
 ABSL_FLAG(int, grpo_steps, 4, "GRPO steps of each run");
 ABSL_FLAG(int, reps, 2, "runs of each configuration, interleaved; the fastest counts");
-ABSL_FLAG(bool, active, false, "also run each count with OMP_WAIT_POLICY=ACTIVE");
+ABSL_FLAG(bool, active, false,
+          "also run each count as before: OMP_WAIT_POLICY=ACTIVE, OpenBLAS on every core");
 ABSL_FLAG(std::string, out, "/tmp/threads_bench", "directory for the runs");
 ABSL_FLAG(int, child_threads, 0, "internal: run the job in this process with this count");
+ABSL_FLAG(bool, child_blas_default, false, "internal: give OpenBLAS every core once the job set it");
 
 namespace trellis {
 namespace {
@@ -48,6 +56,9 @@ namespace {
 struct Usage {
   double wall = 0;
   double cpu = 0;
+  // Threads of the child that ran more than 5% of its CPU time: the cores
+  // it kept busy, whatever share of them the machine gave it.
+  int busy_threads = 0;
 };
 
 double CpuSeconds() {
@@ -57,7 +68,27 @@ double CpuSeconds() {
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-// The child: one run of the job; prints "usage WALL CPU".
+// This process's threads that used more than 5% of `cpu` seconds
+// (/proc/self/task/TID/stat: utime and stime, in clock ticks).
+int BusyThreads(double cpu) {
+  int busy = 0;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Fields after the command's closing parenthesis: utime is the 12th.
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    double ticks = 0;
+    for (int i = 1; i <= 13 && fields >> field; ++i) {
+      if (i >= 12) ticks += std::stod(field);
+    }
+    if (ticks / tick > 0.05 * cpu) ++busy;
+  }
+  return busy;
+}
+
+// The child: one run of the job; prints "usage WALL CPU BUSY_THREADS".
 int RunChild(int threads) {
   absl::StatusOr<v1::JobConfig> job = run::DefaultJob();
   if (!job.ok()) {
@@ -71,15 +102,28 @@ int RunChild(int threads) {
   std::ostringstream progress;
   const double cpu_before = CpuSeconds();
   const auto start = std::chrono::steady_clock::now();
+  // As before: OpenBLAS back at its own default, every core, once the job
+  // has sized the pools (the observer runs right after).
+  run::LedgerObserver blas_default;
+  if (absl::GetFlag(FLAGS_child_blas_default)) {
+    blas_default = [](ledger::Ledger*) {
+      using SetBlasThreads = void (*)(int);
+      if (auto set = reinterpret_cast<SetBlasThreads>(
+              dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+        set(config::PhysicalCores());
+      }
+    };
+  }
   const absl::Status s = run::RunEmbeddedJob(
-      *job, absl::StrCat(absl::GetFlag(FLAGS_out), "/threads_", threads), progress);
+      *job, absl::StrCat(absl::GetFlag(FLAGS_out), "/threads_", threads), progress, blas_default);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!s.ok()) {
     std::cerr << s << "\n" << progress.str();
     return 1;
   }
-  std::cout << absl::StrFormat("usage %.6f %.6f\n", wall, CpuSeconds() - cpu_before);
+  const double cpu = CpuSeconds() - cpu_before;
+  std::cout << absl::StrFormat("usage %.6f %.6f %d\n", wall, cpu, BusyThreads(cpu));
   return 0;
 }
 
@@ -98,7 +142,8 @@ absl::StatusOr<Usage> RunOne(int threads, bool active) {
         absl::StrCat("--child_threads=", threads),
         absl::StrCat("--sft_steps=", absl::GetFlag(FLAGS_sft_steps)),
         absl::StrCat("--grpo_steps=", absl::GetFlag(FLAGS_grpo_steps)),
-        absl::StrCat("--out=", absl::GetFlag(FLAGS_out), active ? "/active" : "/passive")};
+        absl::StrCat("--out=", absl::GetFlag(FLAGS_out), active ? "/before" : "/now"),
+        absl::StrCat("--child_blas_default=", active ? "true" : "false")};
     std::vector<char*> argv = {const_cast<char*>("threads_bench")};
     for (const std::string& f : flags) argv.push_back(const_cast<char*>(f.c_str()));
     argv.push_back(nullptr);
@@ -114,7 +159,8 @@ absl::StatusOr<Usage> RunOne(int threads, bool active) {
   waitpid(pid, &status, 0);
   Usage usage;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-      std::sscanf(output.c_str(), "usage %lf %lf", &usage.wall, &usage.cpu) != 2) {
+      std::sscanf(output.c_str(), "usage %lf %lf %d", &usage.wall, &usage.cpu,
+                  &usage.busy_threads) != 3) {
     return absl::InternalError(absl::StrCat("run with ", threads, " threads failed"));
   }
   return usage;
@@ -149,8 +195,10 @@ int Main() {
           std::cerr << u.status() << "\n";
           return 1;
         }
-        std::cout << absl::StrFormat("  run %d: %s, %d threads: wall %.2f s, cpu %.2f s\n",
-                                     rep + 1, active ? "active" : "passive", n, u->wall, u->cpu)
+        std::cout << absl::StrFormat(
+                         "  run %d: %s, %d threads: wall %.2f s, cpu %.2f s, %d busy threads\n",
+                         rep + 1, active ? "before" : "now", n, u->wall, u->cpu,
+                         u->busy_threads)
                   << std::flush;
         auto [it, fresh] = best.emplace(std::make_pair(active, n), *u);
         if (!fresh && u->wall < it->second.wall) it->second = *u;
@@ -159,15 +207,15 @@ int Main() {
   }
   getloadavg(load, 3);
   std::cout << "fastest run of each:\n";
-  std::cout << absl::StrFormat("%-8s %8s %10s %10s %10s %12s\n", "policy", "threads", "wall s",
-                               "cpu s", "cpu/wall", "wall / 1st");
+  std::cout << absl::StrFormat("%-8s %8s %10s %10s %10s %8s %12s\n", "mode", "threads",
+                               "wall s", "cpu s", "cpu/wall", "busy", "wall / 1st");
   for (const bool active : policies) {
     const double first = best[{active, counts.front()}].wall;
     for (const int n : counts) {
       const Usage& u = best[{active, n}];
-      std::cout << absl::StrFormat("%-8s %8d %10.2f %10.2f %10.2f %12.2f\n",
-                                   active ? "active" : "passive", n, u.wall, u.cpu, u.cpu / u.wall,
-                                   u.wall / first);
+      std::cout << absl::StrFormat("%-8s %8d %10.2f %10.2f %10.2f %8d %12.2f\n",
+                                   active ? "before" : "now", n, u.wall, u.cpu, u.cpu / u.wall,
+                                   u.busy_threads, u.wall / first);
     }
   }
   std::cout << absl::StrFormat("load average %.2f at the end\n", load[0]);
