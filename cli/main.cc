@@ -43,6 +43,7 @@
 #include "absl/strings/numbers.h"
 #include "cli/usage.h"
 #include "config/job_config.h"
+#include "config/threads.h"
 #include "env/run_dir.h"
 #include "launch/launcher.h"
 #include "launch/secret.h"
@@ -348,6 +349,7 @@ int Report(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  trellis::config::StartProcess(argv);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::cout << kUsage;

@@ -5,8 +5,11 @@
 #include "learner/local_learner.h"
 
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "config/flops.h"
 #include "config/recipe.h"
 #include "learner/internal/data_parallel.h"
 #include "learner/internal/local_learner.h"
@@ -46,10 +49,44 @@ absl::StatusOr<std::unique_ptr<Objective>> LocalLearner::NewObjective(BatchRef b
   return objectives_.New(config::RecipeOf(job_), input);
 }
 
+namespace {
+
+// Each row's live (non-pad) input length: its prompt and response less the
+// last token, which predicts nothing (model/token_batch.h); a preference
+// pair is two rows.
+std::vector<int64_t> LiveLengths(const BatchRef& batch) {
+  std::vector<int64_t> lengths;
+  const auto row = [&lengths](int prompt, int response) {
+    lengths.push_back(prompt + response - 1);
+  };
+  if (const auto* sft = std::get_if<const v1::SftBatch*>(&batch)) {
+    for (const auto& p : (*sft)->pairs()) row(p.prompt_tokens_size(), p.target_tokens_size());
+  } else if (const auto* train = std::get_if<const v1::TrainBatch*>(&batch)) {
+    for (const auto& s : (*train)->samples()) {
+      row(s.prompt_tokens_size(), s.response_tokens_size());
+    }
+  } else {
+    for (const auto& p : std::get<const v1::PreferenceBatch*>(batch)->pairs()) {
+      row(p.prompt_tokens_size(), p.chosen_tokens_size());
+      row(p.prompt_tokens_size(), p.rejected_tokens_size());
+    }
+  }
+  return lengths;
+}
+
+}  // namespace
+
 absl::StatusOr<v1::TrainStats> LocalLearner::Train(BatchRef batch) {
   absl::StatusOr<std::unique_ptr<Objective>> objective = NewObjective(batch);
   if (!objective.ok()) return objective.status();
-  return engine_->Step(**objective);
+  absl::StatusOr<v1::TrainStats> stats = engine_->Step(**objective);
+  // The whole batch's arithmetic, once: rank 0 records it for the group.
+  if (stats.ok() && ledger_ != nullptr && engine_->group().rank() == 0) {
+    ledger_->RecordFlops(
+        KindOf(batch) == BatchKind::kSft ? ledger::Stage::kSft : ledger::Stage::kUpdate,
+        config::TrainFlops(job_.model(), options_.vocab_size, LiveLengths(batch)));
+  }
+  return stats;
 }
 
 absl::StatusOr<v1::TrainStats> LocalLearner::Evaluate(BatchRef batch) {

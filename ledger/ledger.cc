@@ -236,6 +236,8 @@ StepMetrics Ledger::EndStep(const StepCounts& counts) {
   StepMetrics m;
   m.counts = counts;
   m.stage_seconds = d.cur.stage_seconds;
+  m.stage_flops = d.cur.stage_flops;
+  m.matmul_peak_flops_per_second = d.matmul_peak;
   m.step_seconds = std::max(0.0, now - d.step_begin);
   m.handoff_seconds = d.cur.handoff_seconds;
   m.handoff_bytes = d.cur.handoff_bytes;
@@ -274,6 +276,23 @@ void Ledger::RecordEval(std::string_view label, const EvalMetrics& metrics) {
   impl_->Write(record);
 }
 
+void Ledger::RecordFlops(Stage stage, double flops) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->cur.stage_flops[static_cast<int>(stage)] += flops;
+  impl_->flops_totals[static_cast<int>(stage)] += flops;
+}
+
+void Ledger::RecordMachine(const MachineRecord& machine) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->matmul_peak = machine.matmul_peak_flops_per_second;
+  impl_->Write({{"type", "machine"},
+                {"step", impl_->step},
+                {"matmul_peak_gflops_per_second", machine.matmul_peak_flops_per_second / 1e9},
+                {"intra_op_threads", machine.intra_op_threads},
+                {"inter_op_threads", machine.inter_op_threads},
+                {"blas_threads", machine.blas_threads}});
+}
+
 void Ledger::RecordVerifier(const v1::VerifierStats& stats) {
   absl::MutexLock lock(&impl_->mu);
   internal::AddVerifierStats(stats, impl_->verifier_totals[stats.verifier()]);
@@ -286,6 +305,16 @@ void Ledger::RecordVerifier(const v1::VerifierStats& stats) {
 double Ledger::stage_seconds(Stage stage) const {
   absl::MutexLock lock(&impl_->mu);
   return impl_->stage_totals[static_cast<int>(stage)];
+}
+
+double Ledger::stage_flops(Stage stage) const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->flops_totals[static_cast<int>(stage)];
+}
+
+double Ledger::matmul_peak_flops_per_second() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->matmul_peak;
 }
 
 int64_t Ledger::object_peak_bytes(Object object) const {

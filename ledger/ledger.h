@@ -166,6 +166,22 @@ struct StepMetrics {
   // covered (1 - sum busy / (roles x step_seconds)).
   std::map<std::string, double> role_busy_seconds;
   double bubble_fraction = 0;
+  // Useful arithmetic per stage this step (RecordFlops), and the run's
+  // measured matrix-product peak (RecordMachine; 0 before it).
+  std::array<double, kNumStages> stage_flops{};
+  double matmul_peak_flops_per_second = 0;
+};
+
+// What a run measured of its machine once, at its start.
+struct MachineRecord {
+  // FLOP/s of a float32 matrix product with the process's threads
+  // (model/matmul_rate.h MeasureMatmulPeak).
+  double matmul_peak_flops_per_second = 0;
+  // The process's pools (model/threads.h): LibTorch's intra-op and
+  // inter-op threads, OpenBLAS's (0: not OpenBLAS).
+  int intra_op_threads = 0;
+  int inter_op_threads = 0;
+  int blas_threads = 0;
 };
 
 struct EvalMetrics {
@@ -276,12 +292,24 @@ class Ledger {
   // step_seconds is wall time since BeginStep (or the previous EndStep).
   StepMetrics EndStep(const StepCounts& counts);
   void RecordEval(std::string_view label, const EvalMetrics& metrics);
+  // `flops` floating-point operations of useful work a stage did (matrix
+  // products on live, non-pad tokens: config/flops.h), added to `stage` in
+  // the open step and the run totals; the step record and the summary give
+  // each stage's FLOP, its rate (FLOP over the stage's seconds) and that
+  // rate's share of the machine's peak. Roles call it inside the stage's
+  // span: the learner for its updates, the reference for its scoring.
+  void RecordFlops(Stage stage, double flops);
+  // The run's machine: a "machine" record; its peak divides every later
+  // stage rate.
+  void RecordMachine(const MachineRecord& machine);
   // One verifier's stats for one request (filled by the verifier pool, with
   // `dropped` by the scheduler): writes a "verifier" record and adds to the
   // run's per-verifier totals (summary.json "verifiers").
   void RecordVerifier(const v1::VerifierStats& stats);
 
   double stage_seconds(Stage stage) const;
+  double stage_flops(Stage stage) const;
+  double matmul_peak_flops_per_second() const;
   int64_t object_peak_bytes(Object object) const;
   int64_t peak_bytes() const;
   // The highest span peak of each role that ran a span, reconciled against

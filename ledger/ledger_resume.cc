@@ -1,6 +1,8 @@
 // Resuming a run's ledger: the kept prefix of ledger.jsonl and the run
 // totals carried in a checkpoint.
 
+#include <algorithm>
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +36,19 @@ json CountsJson(const StepCounts& c) {
     out[key] = j[key];
   }
   return out;
+}
+
+// One value per stage, in Stage order; checkpoints written before a stage
+// was added have fewer (throws nlohmann::json exceptions).
+absl::Status ReadStageArray(const json& j, const std::string& field,
+                            std::array<double, kNumStages>& out) {
+  const auto values = j.get<std::vector<double>>();
+  if (values.size() > static_cast<size_t>(kNumStages)) {
+    return absl::DataLossError(absl::StrCat("ledger state: ", field, ": ", values.size(),
+                                            " entries, at most ", kNumStages, " expected"));
+  }
+  std::copy(values.begin(), values.end(), out.begin());
+  return absl::OkStatus();
 }
 
 StepCounts CountsFromJson(const json& j) {
@@ -123,6 +138,8 @@ std::string Ledger::ExportState() const {
   j["wall_seconds"] = d.now() - d.t0;
   j["steps"] = d.steps;
   j["stage_seconds"] = d.stage_totals;
+  j["stage_flops"] = d.flops_totals;
+  j["matmul_peak"] = d.matmul_peak;
   j["counts"] = CountsJson(d.count_totals);
   j["last_step"] = d.last_step;
   j["handoff"] = {{"count", d.handoff_count},
@@ -158,14 +175,17 @@ absl::Status Ledger::ImportState(const std::string& state) {
     field = "steps";
     restored.steps = j.at(field).get<int64_t>();
     field = "stage_seconds";
-    // Checkpoints written before a stage was added have fewer entries.
-    const auto stage_seconds = j.at(field).get<std::vector<double>>();
-    if (stage_seconds.size() > static_cast<size_t>(kNumStages)) {
-      return absl::DataLossError(absl::StrCat("ledger state: stage_seconds: ",
-                                              stage_seconds.size(), " entries, at most ",
-                                              kNumStages, " expected"));
+    if (absl::Status s = ReadStageArray(j.at(field), field, restored.stage_totals); !s.ok()) {
+      return s;
     }
-    std::copy(stage_seconds.begin(), stage_seconds.end(), restored.stage_totals.begin());
+    field = "stage_flops";  // absent from checkpoints written before it existed
+    if (j.contains(field)) {
+      if (absl::Status s = ReadStageArray(j.at(field), field, restored.flops_totals); !s.ok()) {
+        return s;
+      }
+      field = "matmul_peak";
+      restored.matmul_peak = j.at(field).get<double>();
+    }
     field = "counts";
     restored.count_totals = CountsFromJson(j.at(field));
     field = "last_step";
@@ -221,6 +241,8 @@ absl::Status Ledger::ImportState(const std::string& state) {
   d.step_begin = d.now();
   d.steps = restored.steps;
   d.stage_totals = restored.stage_totals;
+  d.flops_totals = restored.flops_totals;
+  d.matmul_peak = restored.matmul_peak;
   d.count_totals = restored.count_totals;
   d.last_step = std::move(restored.last_step);
   d.handoff_count = restored.handoff_count;

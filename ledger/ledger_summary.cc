@@ -34,6 +34,7 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
     j["steps"] = d.steps;
     j["wall_seconds"] = d.now() - d.t0;
     j["stage_seconds"] = internal::StageSecondsJson(t);
+    j["compute"] = internal::ComputeJson(d.flops_totals, t, d.matmul_peak);
     j["rollout_update_ratio"] = SafeDiv(rollout, update);
     j["verifier_wait_seconds"] = t[static_cast<int>(Stage::kVerify)];
     j["effective_sample_rate"] =

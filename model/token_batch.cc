@@ -92,6 +92,14 @@ torch::Tensor SequenceScores(Transformer& model, const TokenBatch& batch) {
   return scores.gather(1, torch::tensor(ends, torch::kLong).unsqueeze(1)).squeeze(1);
 }
 
+std::vector<int64_t> LiveLengths(const TokenBatch& batch) {
+  std::vector<int64_t> lengths(batch.response_start.size());
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    lengths[i] = batch.response_start[i] + batch.response_length[i];
+  }
+  return lengths;
+}
+
 std::vector<float> RowResponseValues(const torch::Tensor& values,
                                      const TokenBatch& batch, int64_t row) {
   torch::Tensor row_values =

@@ -34,6 +34,10 @@ struct TokenBatch {
   std::vector<int64_t> response_length;
 };
 
+// Each row's live (non-pad) input length: its prompt and response less the
+// last token, which predicts nothing.
+std::vector<int64_t> LiveLengths(const TokenBatch& batch);
+
 // REQUIRES: every prompt is non-empty. Fails with InvalidArgument when a
 // sequence exceeds `max_len` tokens, naming the row.
 [[nodiscard]] absl::StatusOr<TokenBatch> MakeTokenBatch(

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "config/flops.h"
 #include "config/recipe.h"
 #include "config/worker_id.h"
 #include "ledger/memory_tracker.h"
@@ -101,6 +102,7 @@ class LocalReference : public ReferenceWorker {
     const ledger::PeakWindow window;
     const torch::Tensor scores = model::SequenceScores(reward_model_, *batch).contiguous();
     RecordWorkspace(window, 0, ledger::Stage::kReward);
+    RecordFlops(*batch, ledger::Stage::kReward);
     response.mutable_scores()->Add(scores.data_ptr<float>(),
                                    scores.data_ptr<float>() + scores.numel());
     return response;
@@ -119,6 +121,7 @@ class LocalReference : public ReferenceWorker {
     const ledger::PeakWindow window;
     torch::Tensor logp = model::TargetLogProbs(model_, *batch, temperature_);
     RecordWorkspace(window, 0, ledger::Stage::kReference);
+    RecordFlops(*batch, ledger::Stage::kReference);
     for (int64_t i = 0; i < request.samples_size(); ++i) {
       std::vector<float> row = model::RowResponseValues(logp, *batch, i);
       response.add_sequences()->mutable_logprobs()->Add(row.begin(), row.end());
@@ -135,6 +138,13 @@ class LocalReference : public ReferenceWorker {
         std::max<int64_t>(0, window.peak_bytes() - window.start_live_bytes() - kept);
     ledger_->RecordObject(id_, ledger::Object::kWorkspace, bytes, stage);
     ledger_->RecordObject(id_, ledger::Object::kWorkspace, 0, stage);
+  }
+
+  // The forward's useful arithmetic: its live tokens (config/flops.h).
+  void RecordFlops(const model::TokenBatch& batch, ledger::Stage stage) {
+    if (ledger_ == nullptr) return;
+    ledger_->RecordFlops(
+        stage, config::ForwardFlops(config_, tokenizer_->vocab_size(), model::LiveLengths(batch)));
   }
 
   // The request's samples as one batch (an empty request gives an empty,

@@ -1,13 +1,10 @@
 #include "roles/local_roles.h"
 
-#include <ATen/Parallel.h>
-
-#include <algorithm>
 #include <vector>
-#include <thread>
 
 #include "actor/local_actor.h"
 #include "config/job_config.h"
+#include "config/threads.h"
 #include "loop/recipe.h"
 #include "learner/local_learner.h"
 #include "learner/torch_guard.h"
@@ -16,11 +13,8 @@
 
 namespace trellis::roles {
 
-void SetThreads(const v1::JobConfig& job) {
-  const int threads = job.runtime().num_threads() > 0
-                          ? job.runtime().num_threads()
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(threads);
+model::ThreadCounts SetThreads(const v1::JobConfig& job) {
+  return model::SetThreads(config::ResolveThreads(job.runtime().num_threads()));
 }
 
 absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(

@@ -13,6 +13,7 @@
 #include "learner/group_member.h"
 #include "learner/learner_worker.h"
 #include "ledger/ledger.h"
+#include "model/threads.h"
 #include "reference/reference_worker.h"
 #include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
@@ -21,8 +22,10 @@
 
 namespace trellis::roles {
 
-// Sets LibTorch's intra-op threads from runtime.num_threads (0: every core).
-void SetThreads(const v1::JobConfig& job);
+// Sizes every thread pool of the process (LibTorch's intra-op and inter-op
+// pools, OpenBLAS's threads: model/threads.h) from runtime.num_threads (0:
+// one per physical core); returns the sizes.
+model::ThreadCounts SetThreads(const v1::JobConfig& job);
 
 // `group`: the learner's rank in its data-parallel group (none by default);
 // `publisher` may be null on ranks other than 0, which publish nothing.

@@ -10,6 +10,8 @@
 #include "env/run_dir.h"
 #include "ledger/memory_tracker.h"
 #include "loop/driver.h"
+#include "model/matmul_rate.h"
+#include "model/threads.h"
 #include "roles/local_roles.h"
 #include "run/hf_output.h"
 
@@ -38,11 +40,21 @@ namespace {
 // `headline`: the recipe's target metric before and after.
 void PrintTable(const ledger::Ledger& ledger, const std::string& headline, std::ostream& out) {
   out << "\n== summary ==\n" << headline;
-  out << absl::StrFormat("%-16s %10s\n", "stage", "seconds");
+  // Each stage's useful arithmetic, its rate, and that rate's share of the
+  // machine's measured matrix-product peak (blank where none was recorded).
+  const double peak = ledger.matmul_peak_flops_per_second();
+  out << absl::StrFormat("%-16s %10s %10s %9s %7s   (matmul peak %.1f GFLOP/s)\n", "stage",
+                         "seconds", "GFLOP", "GFLOP/s", "% peak", peak / 1e9);
   for (int s = 0; s < ledger::kNumStages; ++s) {
     const auto stage = static_cast<ledger::Stage>(s);
-    out << absl::StrFormat("%-16s %10.2f\n", ledger::StageName(stage),
-                           ledger.stage_seconds(stage));
+    const double seconds = ledger.stage_seconds(stage), flops = ledger.stage_flops(stage);
+    out << absl::StrFormat("%-16s %10.2f", ledger::StageName(stage), seconds);
+    if (flops > 0 && seconds > 0) {
+      const double rate = flops / seconds;
+      out << absl::StrFormat(" %10.2f %9.2f %6.1f%%", flops / 1e9, rate / 1e9,
+                             peak > 0 ? 100 * rate / peak : 0.0);
+    }
+    out << "\n";
   }
   out << absl::StrFormat("%-18s %12s\n", "memory object", "peak bytes");
   for (int o = 0; o < ledger::kNumObjects; ++o) {
@@ -63,7 +75,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
                     std::function<bool()> stop_requested, env::Env* env) {
   v1::JobConfig job = job_in;
   if (absl::Status s = loop::PrepareJob(&job); !s.ok()) return s;
-  roles::SetThreads(job);
+  const model::ThreadCounts threads = roles::SetThreads(job);
   ledger::MemoryTracker::Install();
 
   const env::RunDir run(out_dir);
@@ -105,6 +117,8 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   }
 
   if (observe) observe(&ledger);
+  ledger.RecordMachine(
+      {model::MeasureMatmulPeak(), threads.intra_op, threads.inter_op, threads.blas});
   // Detach before the ledger goes.
   absl::Cleanup detach = [&observe] {
     if (observe) observe(nullptr);

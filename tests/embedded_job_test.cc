@@ -60,6 +60,31 @@ TEST(EmbeddedJobTest, WritesSummaryLedgerAndResolvedJob) {
   }
   EXPECT_EQ(StepRewards(dir).size(), 3u);
 
+  // The machine comes first; each stage that computes records its FLOP, and
+  // the run's totals are the steps' (SFT runs before the first step).
+  std::ifstream ledger(dir / "ledger.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(ledger, line));
+  const auto machine = nlohmann::json::parse(line);
+  EXPECT_EQ(machine["type"], "machine");
+  EXPECT_EQ(machine["intra_op_threads"], 1);
+  EXPECT_GT(machine["matmul_peak_gflops_per_second"].get<double>(), 0);
+  double step_update_flops = 0;
+  while (std::getline(ledger, line)) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["type"] == "step") {
+      step_update_flops += record["compute"]["stages"]["update"]["flops"].get<double>();
+    }
+  }
+  const auto& compute = summary["compute"];
+  EXPECT_DOUBLE_EQ(compute["matmul_peak_gflops_per_second"].get<double>(),
+                   machine["matmul_peak_gflops_per_second"].get<double>());
+  for (const char* stage : {"sft", "reference", "update"}) {
+    EXPECT_GT(compute["stages"][stage]["flops"].get<double>(), 0) << stage;
+    EXPECT_GT(compute["stages"][stage]["peak_fraction"].get<double>(), 0) << stage;
+  }
+  EXPECT_DOUBLE_EQ(compute["stages"]["update"]["flops"].get<double>(), step_update_flops);
+
   // The resolved job repeats the run: it parses back to the same job.
   absl::StatusOr<v1::JobConfig> resolved = config::LoadJobFile((dir / "job.yaml").string());
   ASSERT_TRUE(resolved.ok()) << resolved.status();

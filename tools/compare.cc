@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "config/job_config.h"
+#include "config/flops.h"
 #include "config/worker_id.h"
 #include "env/run_dir.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -157,7 +158,7 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
     const int64_t seq = RlSequenceLength(*job, *workload);
     r.learner_flops_per_second =
         samples_trained * seq *
-        tools::TrainFlopsPerToken(job->model(), workload->vocab_size, seq) / update_seconds;
+        config::TrainFlopsPerToken(job->model(), workload->vocab_size, seq) / update_seconds;
     if (options.matmul_flops_per_second > 0) {
       r.utilization = r.learner_flops_per_second / options.matmul_flops_per_second;
     }

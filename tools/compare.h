@@ -32,7 +32,7 @@ struct CompareOptions {
   double quality_tolerance = 0.02;
   // A candidate's mean step time may be at most this times the baseline's.
   double step_time_budget = 1.25;
-  // FLOP/s of a matrix product on this machine (tools::MeasureMatmulRate);
+  // FLOP/s of a matrix product on this machine (model::MeasureMatmulRate);
   // 0 leaves utilization out.
   double matmul_flops_per_second = 0;
 };

@@ -10,6 +10,7 @@
 #include "config/job_config.h"
 #include "env/env.h"
 #include "env/run_dir.h"
+#include "model/matmul_rate.h"
 #include "tools/planner.h"
 #include "tools/compare.h"
 #include "run/embedded_job.h"
@@ -107,7 +108,7 @@ absl::Status CompareCommand(const std::map<std::string, std::string>& flags,
   if (!job.ok()) return job.status();
   absl::StatusOr<tools::PlanWorkload> workload = tools::JobWorkload(*job);
   if (!workload.ok()) return workload.status();
-  options.matmul_flops_per_second = tools::MeasureMatmulRate(
+  options.matmul_flops_per_second = model::MeasureMatmulRate(
       job->grpo().micro_batch_size() * tools::RlSequenceLength(*job, *workload),
       job->model().d_model(), job->model().d_ff());
   absl::StatusOr<tools::Comparison> comparison = tools::CompareRuns(positional, options);

@@ -9,8 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "actor/sampling.h"
+#include "config/flops.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
+#include "model/matmul_rate.h"
 #include "model/transformer.h"
 #include "model/token_ids.h"
 #include "run/job_runner.h"
@@ -32,25 +34,25 @@ tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWork
   const int64_t P = w.prompt_tokens, max_new = job.sampling().max_new_tokens();
   const v1::ModelConfig& m = job.model();
   tools::MachineRates rates;
-  rates.matmul_flops_per_second = tools::MeasureMatmulRate(rows * seq, m.d_model(), m.d_ff());
+  rates.matmul_flops_per_second = model::MeasureMatmulRate(rows * seq, m.d_model(), m.d_ff());
   torch::manual_seed(1);
   model::Transformer model(m, w.vocab_size, model::Head::kLanguageModel, job.memory().lora());
   model->ApplyMemoryConfig(job.memory());
   const torch::Tensor batch = torch::randint(w.vocab_size, {rows, seq}, torch::kLong);
-  const double train = tools::BestSeconds(
+  const double train = model::BestSeconds(
       [&] {
         const torch::Tensor logp = torch::log_softmax(model->forward(batch), -1);
         logp.gather(-1, batch.unsqueeze(-1)).sum().backward();
       },
       kReps);
   rates.train_flops_per_second =
-      rows * seq * tools::TrainFlopsPerToken(m, w.vocab_size, seq) / train;
+      rows * seq * config::TrainFlopsPerToken(m, w.vocab_size, seq) / train;
   std::vector<torch::Tensor> trained;
   for (const torch::Tensor& p : model->parameters()) {
     if (p.requires_grad()) trained.push_back(p);
   }
   torch::optim::AdamW optimizer(trained);
-  rates.optimizer_step_seconds = tools::BestSeconds([&] { optimizer.step(); }, kReps);
+  rates.optimizer_step_seconds = model::BestSeconds([&] { optimizer.step(); }, kReps);
   torch::NoGradGuard no_grad;
   // Padded batches, as the roles run them: positions and a key mask.
   const auto positions = [&](int64_t length) {
@@ -58,10 +60,10 @@ tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWork
   };
   const torch::Tensor all = torch::randint(w.vocab_size, {samples, seq}, torch::kLong);
   const torch::Tensor all_valid = torch::ones({samples, seq}, torch::kBool);
-  const double forward = tools::BestSeconds(
+  const double forward = model::BestSeconds(
       [&] { torch::log_softmax(model->forward(all, positions(seq), all_valid), -1); }, kReps);
   rates.forward_flops_per_second =
-      samples * seq * tools::ForwardFlopsPerToken(m, w.vocab_size, seq) / forward;
+      samples * seq * config::ForwardFlopsPerToken(m, w.vocab_size, seq) / forward;
   // A cache filled to the response's middle; each timed step decodes one
   // token per sample at that position and samples the next.
   const int64_t context = P + max_new / 2;
@@ -74,7 +76,7 @@ tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWork
   params.set_temperature(job.sampling().temperature());
   params.set_top_p(job.sampling().top_p());
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(1);
-  const double decode = tools::BestSeconds(
+  const double decode = model::BestSeconds(
       [&] {
         cache.length = context;
         const torch::Tensor key_valid = torch::ones({samples, context + 1}, torch::kBool);
@@ -84,7 +86,7 @@ tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWork
       },
       kReps);
   rates.decode_flops_per_second =
-      samples * tools::ForwardFlopsPerToken(m, w.vocab_size, context) / decode;
+      samples * config::ForwardFlopsPerToken(m, w.vocab_size, context) / decode;
   return rates;
 }
 

@@ -1,11 +1,5 @@
-// The plan's machine rates (timed matrix products) and its output: the
-// table `trellis plan` prints and the JSON it writes. The formulas are in
-// planner.cc.
-#include <torch/torch.h>
-
-#include <algorithm>
-#include <chrono>
-#include <functional>
+// The plan's output: the table `trellis plan` prints and the JSON it
+// writes. The formulas are in planner.cc.
 #include <ostream>
 #include <string>
 
@@ -15,34 +9,6 @@
 #include "tools/planner.h"
 
 namespace trellis::tools {
-
-double MeasureMatmulRate(int64_t m, int64_t k, int64_t n) {
-  torch::NoGradGuard no_grad;
-  const torch::Tensor a = torch::randn({m, k});
-  const torch::Tensor b = torch::randn({k, n});
-  // Short timings (~5e7 FLOPs, at least 3 products), the best of 7.
-  const double flops = 2.0 * m * k * n;
-  const int reps = static_cast<int>(std::max(3.0, 5e7 / flops));
-  const double best = BestSeconds(
-      [&] {
-        for (int r = 0; r < reps; ++r) torch::mm(a, b);
-      },
-      7);
-  return flops * reps / best;
-}
-
-double BestSeconds(const std::function<void()>& f, int reps) {
-  f();
-  double best = 0;
-  for (int i = 0; i < reps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = i == 0 ? s : std::min(best, s);
-  }
-  return std::max(best, 1e-9);
-}
 
 void PrintPlan(const Plan& plan, std::ostream& out) {
   const auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/flops.h"
 #include "config/job_size.h"
 #include "config/recipe.h"
 #include "config/worker_id.h"
@@ -23,8 +24,11 @@ namespace {
 constexpr int64_t kFloat = 4;  // Every tensor here is float32.
 
 using Shape = config::ModelShape;
+using config::ForwardFlopsPerToken;
+using config::MatmulParameters;
 using config::OptimizerStateBytes;
 using config::ShapeOf;
+using config::TrainFlopsPerToken;
 
 // LoRA's adapters: per layer, rank x (in + out) for each target projection
 // (job.proto LoraConfig; none without a rank).
@@ -40,10 +44,6 @@ int64_t AdapterParameters(const Shape& s, const v1::LoraConfig& lora) {
     per_layer += lora.rank() * in_plus_out.at(t);
   }
   return s.L * per_layer;
-}
-
-int64_t MatmulParameters(const Shape& s) {
-  return s.L * (2 * s.d * s.qd + 2 * s.d * s.kvd + 3 * s.d * s.f) + s.V * s.d;
 }
 
 // Elements the forward keeps for backward, per token of a training
@@ -167,16 +167,6 @@ std::vector<PlanLine> GenerateTransients(const Shape& s, int64_t rows, int64_t p
 }
 
 }  // namespace
-
-double TrainFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq) {
-  const Shape s = ShapeOf(model, vocab_size);
-  return 6.0 * MatmulParameters(s) + 12.0 * s.L * seq * s.d;
-}
-
-double ForwardFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq) {
-  const Shape s = ShapeOf(model, vocab_size);
-  return 2.0 * MatmulParameters(s) + 4.0 * s.L * seq * s.d;
-}
 
 Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRates& rates) {
   const Shape s = ShapeOf(job.model(), w.vocab_size);

@@ -19,7 +19,6 @@
 // configurations (tests/measure_test.cc).
 
 #include <cstdint>
-#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -62,7 +61,7 @@ struct PlanStage {
 // How fast this machine runs the job's work, measured before planning
 // (tools/plan_job.cc). The roofline is a float32 matrix product of the
 // learner's shape; the others time the job's own model once at each stage's
-// shape and divide that stage's FLOPs (TrainFlopsPerToken, ...) by the
+// shape and divide that stage's FLOPs (config/flops.h) by the
 // seconds: small matrices, elementwise work and per-operation overhead make
 // them far lower than the roofline on small models.
 struct MachineRates {
@@ -104,21 +103,6 @@ struct Plan {
 
 // REQUIRES: job validated; every rate > 0.
 Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& workload, const MachineRates& rates);
-
-// Matrix-product FLOPs of one training token (forward and backward: 6 per
-// matmul parameter, plus attention over `seq` positions: 12·L·seq·d), and of
-// one forward-only token (2 per matmul parameter plus 4·L·seq·d).
-double TrainFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq);
-double ForwardFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq);
-
-// The shortest of `reps` timed calls of `f`, after one untimed warm-up
-// call: on a shared machine the fastest call is the one that had the core
-// to itself. Never below 1 ns.
-double BestSeconds(const std::function<void()>& f, int reps);
-
-// FLOP/s of a float32 [m, k] x [k, n] matrix product on this machine with
-// LibTorch's current thread count: the best of a few timed repetitions.
-double MeasureMatmulRate(int64_t m, int64_t k, int64_t n);
 
 void PrintPlan(const Plan& plan, std::ostream& out);
 nlohmann::json PlanJson(const Plan& plan);

@@ -30,6 +30,7 @@ namespace internal {
 struct StepAccum {
   std::array<double, kNumStages> stage_seconds{};
   RoleBusy role_busy;
+  std::array<double, kNumStages> stage_flops{};
   double handoff_seconds = 0;
   int64_t handoff_bytes = 0;
 };
@@ -190,6 +191,8 @@ struct Ledger::Impl {
   // Run totals.
   int64_t steps ABSL_GUARDED_BY(mu) = 0;
   std::array<double, kNumStages> stage_totals ABSL_GUARDED_BY(mu){};
+  std::array<double, kNumStages> flops_totals ABSL_GUARDED_BY(mu){};
+  double matmul_peak ABSL_GUARDED_BY(mu) = 0;
   StepCounts count_totals ABSL_GUARDED_BY(mu);
   // The last step record (StepMetricsJson), null before the first step.
   nlohmann::json last_step ABSL_GUARDED_BY(mu);

@@ -29,6 +29,20 @@ nlohmann::json StageSecondsJson(const std::array<double, kNumStages>& s) {
   return j;
 }
 
+nlohmann::json ComputeJson(const std::array<double, kNumStages>& flops,
+                           const std::array<double, kNumStages>& seconds, double peak) {
+  nlohmann::json stages = nlohmann::json::object();
+  for (int i = 0; i < kNumStages; ++i) {
+    if (flops[i] <= 0) continue;
+    const double rate = SafeDiv(flops[i], seconds[i]);
+    stages[std::string(StageName(static_cast<Stage>(i)))] = {
+        {"flops", flops[i]},
+        {"gflops_per_second", rate / 1e9},
+        {"peak_fraction", SafeDiv(rate, peak)}};
+  }
+  return {{"matmul_peak_gflops_per_second", peak / 1e9}, {"stages", stages}};
+}
+
 nlohmann::json StepMetricsJson(const StepMetrics& m) {
   const StepCounts& c = m.counts;
   return {
@@ -57,6 +71,7 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"value_loss", c.value_loss},
       {"value_clip_fraction", c.value_clip_fraction},
       {"stage_seconds", StageSecondsJson(m.stage_seconds)},
+      {"compute", ComputeJson(m.stage_flops, m.stage_seconds, m.matmul_peak_flops_per_second)},
       {"step_seconds", m.step_seconds},
       {"rollout_update_ratio", m.rollout_update_ratio},
       {"verifier_wait_seconds", m.verifier_wait_seconds},

@@ -29,8 +29,15 @@ void DeriveStepMetrics(StepMetrics& m);
 // {"load": s, "sft": s, ...} for every stage.
 nlohmann::json StageSecondsJson(const std::array<double, kNumStages>& s);
 
+// {"matmul_peak_gflops_per_second": peak / 1e9, "stages": {stage: {"flops",
+// "gflops_per_second", "peak_fraction"}}} for the stages that recorded
+// arithmetic: their FLOP, FLOP over their seconds (10^9 FLOP/s), and that
+// rate over `peak` (0 without a peak).
+nlohmann::json ComputeJson(const std::array<double, kNumStages>& flops,
+                           const std::array<double, kNumStages>& seconds, double peak);
+
 // Every StepCounts and StepMetrics field, flat, named as in the structs,
-// with stage_seconds nested. No "type" key.
+// with stage_seconds and compute (ComputeJson) nested. No "type" key.
 nlohmann::json StepMetricsJson(const StepMetrics& m);
 
 // Adds every integer count of `step` to `total` (step, policy_version and

@@ -20,7 +20,7 @@ LAYERS = [
     ["trellis_proto", "trellis_torch_pch", "trellis_env", "trellis_env_testing", "trellis_prometheus",
      "trellis_recipe", "trellis_choice", "trellis_worker_id", "trellis_jinja"],
     # 1: configuration, models, tokenizers, chat templates, data.
-    ["trellis_config", "trellis_request_limits", "trellis_model", "trellis_text", "trellis_chat", "trellis_data"],
+    ["trellis_config", "trellis_test_main", "trellis_request_limits", "trellis_model", "trellis_text", "trellis_chat", "trellis_data"],
     # 2: the ledger and the process-group plumbing.
     ["trellis_ledger", "trellis_comm"],
     # 3: weight transports that need no gRPC.

@@ -1,0 +1,233 @@
+// runtime.num_threads on the default job: each thread count runs the
+// default job, shortened (--sft_steps, --grpo_steps; every other field as
+// `trellis run` has it), in a process of its own, since a process sizes
+// its pools once. Per count: wall seconds, the process's CPU seconds
+// (getrusage: all its threads), CPU / wall, the threads that did more than
+// 5% of its CPU time (the cores it kept busy, to set against the count it
+// was given, whatever share of them a loaded machine gave it) and wall
+// time relative to the first count.
+// --active runs every count a second time as every Trellis process ran
+// before (docs/threads.md): OMP_WAIT_POLICY=ACTIVE (libgomp's default, idle
+// OpenMP threads spinning) and OpenBLAS on every core whatever the count.
+//
+//   build/bench/threads_bench [--threads=1,2] [--sft_steps=40] [--grpo_steps=4]
+//                             [--reps=2] [--active] [--out=/tmp/threads_bench]
+
+#include <dlfcn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "config/threads.h"
+#include "run/embedded_job.h"
+
+ABSL_FLAG(std::string, threads, "1,2", "runtime.num_threads values to compare");
+ABSL_FLAG(int, sft_steps, 40, "SFT steps of each run (sft.target_accuracy off)");
+ABSL_FLAG(int, grpo_steps, 4, "GRPO steps of each run");
+ABSL_FLAG(int, reps, 2, "runs of each configuration, interleaved; the fastest counts");
+ABSL_FLAG(bool, active, false,
+          "also run each count as before: OMP_WAIT_POLICY=ACTIVE, OpenBLAS on every core");
+ABSL_FLAG(std::string, out, "/tmp/threads_bench", "directory for the runs");
+ABSL_FLAG(int, child_threads, 0, "internal: run the job in this process with this count");
+ABSL_FLAG(bool, child_blas_default, false, "internal: give OpenBLAS every core once the job set it");
+
+namespace trellis {
+namespace {
+
+struct Usage {
+  double wall = 0;
+  double cpu = 0;
+  // Threads of the child that ran more than 5% of its CPU time: the cores
+  // it kept busy, whatever share of them the machine gave it.
+  int busy_threads = 0;
+};
+
+double CpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// This process's threads that used more than 5% of `cpu` seconds
+// (/proc/self/task/TID/stat: utime and stime, in clock ticks).
+int BusyThreads(double cpu) {
+  int busy = 0;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Fields after the command's closing parenthesis: utime is the 12th.
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    double ticks = 0;
+    for (int i = 1; i <= 13 && fields >> field; ++i) {
+      if (i >= 12) ticks += std::stod(field);
+    }
+    if (ticks / tick > 0.05 * cpu) ++busy;
+  }
+  return busy;
+}
+
+// The child: one run of the job; prints "usage WALL CPU BUSY_THREADS".
+int RunChild(int threads) {
+  absl::StatusOr<v1::JobConfig> job = run::DefaultJob();
+  if (!job.ok()) {
+    std::cerr << job.status() << "\n";
+    return 1;
+  }
+  job->mutable_sft()->set_steps(absl::GetFlag(FLAGS_sft_steps));
+  job->mutable_sft()->set_target_accuracy(0);
+  job->mutable_grpo()->set_steps(absl::GetFlag(FLAGS_grpo_steps));
+  job->mutable_runtime()->set_num_threads(threads);
+  std::ostringstream progress;
+  const double cpu_before = CpuSeconds();
+  const auto start = std::chrono::steady_clock::now();
+  // As before: OpenBLAS back at its own default, every core, once the job
+  // has sized the pools (the observer runs right after).
+  run::LedgerObserver blas_default;
+  if (absl::GetFlag(FLAGS_child_blas_default)) {
+    blas_default = [](ledger::Ledger*) {
+      using SetBlasThreads = void (*)(int);
+      if (auto set = reinterpret_cast<SetBlasThreads>(
+              dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+        set(config::PhysicalCores());
+      }
+    };
+  }
+  const absl::Status s = run::RunEmbeddedJob(
+      *job, absl::StrCat(absl::GetFlag(FLAGS_out), "/threads_", threads), progress, blas_default);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!s.ok()) {
+    std::cerr << s << "\n" << progress.str();
+    return 1;
+  }
+  const double cpu = CpuSeconds() - cpu_before;
+  std::cout << absl::StrFormat("usage %.6f %.6f %d\n", wall, cpu, BusyThreads(cpu));
+  return 0;
+}
+
+// Runs this program as a child with `threads` (OMP_WAIT_POLICY=ACTIVE when
+// `active`) and reads its usage line.
+absl::StatusOr<Usage> RunOne(int threads, bool active) {
+  int fds[2];
+  if (pipe(fds) != 0) return absl::InternalError("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    if (active) setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
+    const std::vector<std::string> flags = {
+        absl::StrCat("--child_threads=", threads),
+        absl::StrCat("--sft_steps=", absl::GetFlag(FLAGS_sft_steps)),
+        absl::StrCat("--grpo_steps=", absl::GetFlag(FLAGS_grpo_steps)),
+        absl::StrCat("--out=", absl::GetFlag(FLAGS_out), active ? "/before" : "/now"),
+        absl::StrCat("--child_blas_default=", active ? "true" : "false")};
+    std::vector<char*> argv = {const_cast<char*>("threads_bench")};
+    for (const std::string& f : flags) argv.push_back(const_cast<char*>(f.c_str()));
+    argv.push_back(nullptr);
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string output;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;) output.append(buffer, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Usage usage;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+      std::sscanf(output.c_str(), "usage %lf %lf %d", &usage.wall, &usage.cpu,
+                  &usage.busy_threads) != 3) {
+    return absl::InternalError(absl::StrCat("run with ", threads, " threads failed"));
+  }
+  return usage;
+}
+
+int Main() {
+  std::vector<int> counts;
+  for (absl::string_view t : absl::StrSplit(absl::GetFlag(FLAGS_threads), ',')) {
+    int n = 0;
+    if (!absl::SimpleAtoi(t, &n) || n < 1) {
+      std::cerr << "--threads: \"" << t << "\" is not a positive count\n";
+      return 2;
+    }
+    counts.push_back(n);
+  }
+  std::vector<bool> policies = {false};
+  if (absl::GetFlag(FLAGS_active)) policies.push_back(true);
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
+  std::cout << absl::StrFormat(
+      "default job, %d SFT + %d GRPO steps; %d physical cores; load average %.2f at the start\n",
+      absl::GetFlag(FLAGS_sft_steps), absl::GetFlag(FLAGS_grpo_steps), config::PhysicalCores(),
+      load[0])
+            << std::flush;
+  // The fastest of the interleaved repetitions of each (policy, count).
+  std::map<std::pair<bool, int>, Usage> best;
+  for (int rep = 0; rep < absl::GetFlag(FLAGS_reps); ++rep) {
+    for (const bool active : policies) {
+      for (const int n : counts) {
+        absl::StatusOr<Usage> u = RunOne(n, active);
+        if (!u.ok()) {
+          std::cerr << u.status() << "\n";
+          return 1;
+        }
+        std::cout << absl::StrFormat(
+                         "  run %d: %s, %d threads: wall %.2f s, cpu %.2f s, %d busy threads\n",
+                         rep + 1, active ? "before" : "now", n, u->wall, u->cpu,
+                         u->busy_threads)
+                  << std::flush;
+        auto [it, fresh] = best.emplace(std::make_pair(active, n), *u);
+        if (!fresh && u->wall < it->second.wall) it->second = *u;
+      }
+    }
+  }
+  getloadavg(load, 3);
+  std::cout << "fastest run of each:\n";
+  std::cout << absl::StrFormat("%-8s %8s %10s %10s %10s %8s %12s\n", "mode", "threads",
+                               "wall s", "cpu s", "cpu/wall", "busy", "wall / 1st");
+  for (const bool active : policies) {
+    const double first = best[{active, counts.front()}].wall;
+    for (const int n : counts) {
+      const Usage& u = best[{active, n}];
+      std::cout << absl::StrFormat("%-8s %8d %10.2f %10.2f %10.2f %8d %12.2f\n",
+                                   active ? "before" : "now", n, u.wall, u.cpu, u.cpu / u.wall,
+                                   u.busy_threads, u.wall / first);
+    }
+  }
+  std::cout << absl::StrFormat("load average %.2f at the end\n", load[0]);
+  return 0;
+}
+
+}  // namespace
+}  // namespace trellis
+
+int main(int argc, char** argv) {
+  trellis::config::StartProcess(argv);
+  absl::ParseCommandLine(argc, argv);
+  if (const int n = absl::GetFlag(FLAGS_child_threads); n > 0) return trellis::RunChild(n);
+  return trellis::Main();
+}

@@ -1,0 +1,39 @@
+#include "config/flops.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace trellis::config {
+namespace {
+
+// The default model (d 128, 2 layers, 4 heads of 32, 2 KV heads, d_ff 384)
+// over a vocabulary of 20.
+v1::ModelConfig DefaultModel() { return v1::ModelConfig(); }
+
+TEST(FlopsTest, MatmulParametersOfTheDefaultModel) {
+  const ModelShape s = ShapeOf(DefaultModel(), 20);
+  // Per layer: q and o 2·128·128, k and v 2·128·64, the MLP 3·128·384; the
+  // LM head 20·128.
+  EXPECT_EQ(MatmulParameters(s), 2 * (2 * 128 * 128 + 2 * 128 * 64 + 3 * 128 * 384) + 20 * 128);
+}
+
+TEST(FlopsTest, PerTokenFormulas) {
+  const int64_t n = MatmulParameters(ShapeOf(DefaultModel(), 20));
+  EXPECT_DOUBLE_EQ(TrainFlopsPerToken(DefaultModel(), 20, 10), 6.0 * n + 12.0 * 2 * 10 * 128);
+  EXPECT_DOUBLE_EQ(ForwardFlopsPerToken(DefaultModel(), 20, 10), 2.0 * n + 4.0 * 2 * 10 * 128);
+}
+
+TEST(FlopsTest, BatchCountsEachSequenceAtItsOwnLength) {
+  const std::vector<int64_t> lengths = {3, 7, 0};
+  EXPECT_DOUBLE_EQ(TrainFlops(DefaultModel(), 20, lengths),
+                   3 * TrainFlopsPerToken(DefaultModel(), 20, 3) +
+                       7 * TrainFlopsPerToken(DefaultModel(), 20, 7));
+  EXPECT_DOUBLE_EQ(ForwardFlops(DefaultModel(), 20, lengths),
+                   3 * ForwardFlopsPerToken(DefaultModel(), 20, 3) +
+                       7 * ForwardFlopsPerToken(DefaultModel(), 20, 7));
+  EXPECT_DOUBLE_EQ(TrainFlops(DefaultModel(), 20, {}), 0);
+}
+
+}  // namespace
+}  // namespace trellis::config
