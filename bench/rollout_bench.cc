@@ -142,11 +142,12 @@ int Main() {
   absl::StatusOr<v1::JobConfig> job = run::DefaultJob();
   absl::Status prepared = job.ok() ? loop::PrepareJob(&*job) : job.status();
   absl::StatusOr<std::unique_ptr<loop::PromptFormat>> format =
-      prepared.ok() ? loop::PromptFormat::ForJob(*job) : prepared;
-  absl::StatusOr<data::Split> data =
+      prepared.ok() ? loop::PromptFormat::ForJob(*job)
+                    : absl::StatusOr<std::unique_ptr<loop::PromptFormat>>(prepared);
+  absl::StatusOr<data::Split> split =
       format.ok() ? run::LoadJobData(*job) : absl::StatusOr<data::Split>(format.status());
-  if (!data.ok()) {
-    std::fprintf(stderr, "rollout_bench: %s\n", std::string(data.status().message()).c_str());
+  if (!split.ok()) {
+    std::fprintf(stderr, "rollout_bench: %s\n", std::string(split.status().message()).c_str());
     return 1;
   }
   const text::Tokenizer& tokenizer = (*format)->tokenizer();
@@ -173,7 +174,7 @@ int Main() {
   request.mutable_sampling()->set_top_p(job->sampling().top_p());
   request.mutable_sampling()->set_max_new_tokens(job->sampling().max_new_tokens());
   for (int i = 0; i < job->grpo().prompts_per_step(); ++i) {
-    absl::StatusOr<v1::Prompt> prompt = (*format)->MakePrompt(data->train[i]);
+    absl::StatusOr<v1::Prompt> prompt = (*format)->MakePrompt(split->train[i]);
     if (!prompt.ok()) return 1;
     *request.add_prompts() = *std::move(prompt);
   }

@@ -32,6 +32,16 @@ KVCache TakeRows(const KVCache& cache, const torch::Tensor& rows, int64_t column
   return out;
 }
 
+KVCache SelectRows(const KVCache& cache, const torch::Tensor& rows) {
+  KVCache out;
+  out.length = cache.length;
+  out.capacity = cache.capacity;
+  const torch::Tensor index = rows.to(torch::kLong);
+  for (const torch::Tensor& k : cache.keys) out.keys.push_back(k.index_select(0, index));
+  for (const torch::Tensor& v : cache.values) out.values.push_back(v.index_select(0, index));
+  return out;
+}
+
 KVCache ConcatRows(const KVCache& a, const KVCache& b) {
   TORCH_CHECK(a.length == b.length && a.capacity == b.capacity,
               "ConcatRows: caches differ in length or capacity");

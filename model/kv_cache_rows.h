@@ -29,6 +29,10 @@ torch::Tensor TakeRightAligned(const torch::Tensor& tensor, const torch::Tensor&
 KVCache TakeRows(const KVCache& cache, const torch::Tensor& rows, int64_t columns,
                  int64_t capacity);
 
+// Rows `rows` of `cache`, its positions where they are (length and capacity
+// kept): dropping rows without moving any column.
+KVCache SelectRows(const KVCache& cache, const torch::Tensor& rows);
+
 // The rows of `a` then those of `b`. REQUIRES: equal length and capacity.
 KVCache ConcatRows(const KVCache& a, const KVCache& b);
 

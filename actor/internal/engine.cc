@@ -79,7 +79,7 @@ class Decoder {
       const v1::Prompt& prompt = request.prompts(r / n_);
       keys_.push_back(
           {request.seed(), prompt.id(), occurrences[r / n_], static_cast<uint64_t>(r % n_)});
-      if (options.share_prefix ? r % n_ == 0 : true) sequences.push_back(&prompt.token_ids());
+      if (!options.share_prefix || r % n_ == 0) sequences.push_back(&prompt.token_ids());
       source_.push_back(options.share_prefix ? r / n_ : r);
       waiting_.push_back(r);
     }
@@ -154,14 +154,15 @@ class Decoder {
   void Admit() {
     if (!options_.continuous_batching) {
       if (!waiting_.empty()) Rebuild({}, Start(waiting_.size()));
+      ReleasePrefill();
       if (std::all_of(batch_.begin(), batch_.end(), [this](int64_t r) { return Done(r); })) {
         batch_.clear();
       }
       return;
     }
-    std::vector<int64_t> keep;
-    for (int64_t r : batch_) {
-      if (!Done(r)) keep.push_back(r);
+    std::vector<int64_t> keep;  // positions in the batch
+    for (size_t i = 0; i < batch_.size(); ++i) {
+      if (!Done(batch_[i])) keep.push_back(static_cast<int64_t>(i));
     }
     const size_t budget =
         options_.decode_token_budget > 0 ? options_.decode_token_budget : SIZE_MAX;
@@ -171,8 +172,13 @@ class Decoder {
         if (!Done(r)) joining.push_back(r);
       }
     }
-    if (keep.size() == batch_.size() && joining.empty()) return;
-    Rebuild(keep, joining);
+    if (keep.size() != batch_.size() || !joining.empty()) Rebuild(keep, joining);
+    ReleasePrefill();
+  }
+
+  // Once no row will join again, the prompts' cache is done with.
+  void ReleasePrefill() {
+    if (waiting_.empty()) prefill_.cache = model::KVCache();
   }
 
   // Takes up to `count` waiting rows and samples their first token.
@@ -187,18 +193,25 @@ class Decoder {
     return rows;
   }
 
-  // The decode batch of rows `keep` (in the batch now) then `joining`
-  // (their prompt's prefill), right-aligned to the longest row.
-  void Rebuild(const std::vector<int64_t>& keep, const std::vector<int64_t>& joining) {
+  // The decode batch of the rows at positions `kept_at` of the batch now,
+  // then the rows `joining` (from their prompt's prefill), right-aligned to
+  // the longest row.
+  void Rebuild(const std::vector<int64_t>& kept_at, const std::vector<int64_t>& joining) {
     int64_t columns = 1;
-    std::vector<int64_t> kept_at, sources;
-    for (size_t i = 0; i < batch_.size(); ++i) {
-      if (std::find(keep.begin(), keep.end(), batch_[i]) != keep.end()) kept_at.push_back(i);
-    }
+    std::vector<int64_t> keep, sources;
+    for (int64_t i : kept_at) keep.push_back(batch_[i]);
     for (int64_t r : keep) columns = std::max(columns, Extent(r));
     for (int64_t r : joining) {
       columns = std::max(columns, Extent(r));
       sources.push_back(source_[r]);
+    }
+    if (joining.empty() && !keep.empty()) {
+      // Rows only leave: drop them where they are.
+      const torch::Tensor at = LongTensor(kept_at);
+      cache_ = model::SelectRows(cache_, at);
+      key_valid_ = key_valid_.index_select(0, at);
+      batch_ = keep;
+      return;
     }
     const int64_t capacity = columns + max_new_;
     std::vector<model::KVCache> parts;
@@ -221,8 +234,6 @@ class Decoder {
     batch_.insert(batch_.end(), joining.begin(), joining.end());
     result_->peak_cache_bytes =
         std::max(result_->peak_cache_bytes, prefill_.cache.bytes() + cache_.bytes());
-    // No row will join again: the prompts' cache is done with.
-    if (waiting_.empty()) prefill_.cache = model::KVCache();
   }
 
   model::TransformerImpl& model_;
