@@ -34,6 +34,7 @@
 #include "model/safetensors.h"
 #include "run/embedded_job.h"
 #include "run/job_runner.h"
+#include "tools/planner.h"
 
 ABSL_FLAG(std::string, policy, "", "policy.safetensors of a default-job run (default: initial)");
 ABSL_FLAG(int, reps, 7, "timed repetitions per mode (after one warm-up)");
@@ -66,9 +67,9 @@ double MatmulPeak(int64_t d_model, int64_t d_ff) {
   return best;
 }
 
-// Multiply-adds x 2 per position: every weight matrix but the embedding
-// lookup (the LM head included), and 4 x head_dim per attention pair and
-// head (scores and the weighted sum).
+// The planner's formula (tools/planner.h ForwardFlopsPerToken: 2 N_mm +
+// 4 L seq d per position) split into its two parts: per position computed,
+// and per attention pair (query-key score) computed.
 struct FlopModel {
   double per_position = 0;
   double per_attention_pair = 0;
@@ -77,17 +78,10 @@ struct FlopModel {
   }
 };
 
-FlopModel Flops(model::TransformerImpl& policy) {
+FlopModel Flops(const v1::ModelConfig& model, int64_t vocab_size) {
   FlopModel f;
-  bool has_head = false;
-  for (const auto& [name, t] : policy.NamedWeights()) {
-    has_head = has_head || name == "lm_head.weight";
-    if (t.dim() == 2 && name != "model.embed_tokens.weight") f.per_position += 2.0 * t.numel();
-  }
-  const v1::ModelConfig& c = policy.config();
-  if (!has_head) f.per_position += 2.0 * policy.vocab_size() * c.d_model();
-  const int64_t head_dim = c.head_dim() > 0 ? c.head_dim() : c.d_model() / c.n_heads();
-  f.per_attention_pair = 4.0 * c.n_layers() * c.n_heads() * head_dim;
+  f.per_position = tools::ForwardFlopsPerToken(model, vocab_size, 0);
+  f.per_attention_pair = tools::ForwardFlopsPerToken(model, vocab_size, 1) - f.per_position;
   return f;
 }
 
@@ -181,7 +175,7 @@ int Main() {
 
   const v1::ModelConfig& c = job->model();
   const double peak = MatmulPeak(c.d_model(), c.d_ff());
-  const FlopModel flops = Flops(**policy);
+  const FlopModel flops = Flops(job->model(), (*policy)->vocab_size());
   std::printf(
       "rollout_bench: the default job's rollout: %d prompts x %d responses, max_new_tokens %d, "
       "policy d_model %d, %d layers, d_ff %d, vocab %lld (%s), %d thread(s), median of %d\n",

@@ -11,6 +11,7 @@
 
 #include "config/job_config.h"
 #include "gtest/gtest.h"
+#include "tests/launch_util.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {
