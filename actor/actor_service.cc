@@ -57,6 +57,7 @@ grpc::Status ActorService::Generate(grpc::ServerContext* context,
     if (end == total) {
       part.set_kv_cache_bytes(response->kv_cache_bytes());
       part.set_generated_tokens(response->generated_tokens());
+      part.set_prefill_tokens(response->prefill_tokens());
     }
     if (!writer->Write(part)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
     begin = end;
@@ -105,6 +106,7 @@ class GrpcActorClient final : public RolloutWorker {
       for (v1::Sample& s : *part.mutable_samples()) *all.add_samples() = std::move(s);
       all.set_kv_cache_bytes(std::max(all.kv_cache_bytes(), part.kv_cache_bytes()));
       all.set_generated_tokens(all.generated_tokens() + part.generated_tokens());
+      all.set_prefill_tokens(all.prefill_tokens() + part.prefill_tokens());
     }
     grpc::Status status = reader->Finish();
     if (!status.ok()) return rpc::FromGrpc(status, absl::StrCat(id_, " Generate"));

@@ -1,14 +1,12 @@
 #include "actor/local_actor.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "actor/sampling.h"
+#include "actor/internal/engine.h"
 #include "actor/torch_guard.h"
 #include "ledger/memory_tracker.h"
 #include "model/policy.h"
@@ -22,8 +20,7 @@ namespace {
 class LocalActor : public RolloutWorker {
  public:
   LocalActor(model::Transformer model, const text::Tokenizer* tokenizer,
-             weightsync::Receiver* receiver, ledger::Ledger* ledger,
-             LocalActorOptions options)
+             weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options)
       : tokenizer_(tokenizer),
         receiver_(receiver),
         ledger_(ledger),
@@ -54,8 +51,7 @@ class LocalActor : public RolloutWorker {
     }
   }
 
-  absl::StatusOr<v1::GenerateResponse> Generate(
-      const v1::GenerateRequest& request) override {
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) override {
     return GenerateUntil(request, nullptr);
   }
 
@@ -65,8 +61,8 @@ class LocalActor : public RolloutWorker {
     // The caller may have left while an earlier call held the model.
     if (absl::Status s = Stopped(stop, 0); !s.ok()) return s;
     if (version_ < 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          options_.worker_id, ": Generate before any weights were received"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(options_.worker_id, ": Generate before any weights were received"));
     }
     const int64_t n = std::max(1, request.responses_per_prompt());
     const int64_t max_new = request.sampling().max_new_tokens();
@@ -74,105 +70,57 @@ class LocalActor : public RolloutWorker {
       return absl::InvalidArgumentError(absl::StrCat(
           options_.worker_id, ": sampling.max_new_tokens must be >= 1, found ", max_new));
     }
-    int64_t prompt_len = 1;
     for (const auto& prompt : request.prompts()) {
       if (prompt.token_ids().empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            options_.worker_id, ": prompt ", prompt.id(), " has no token_ids"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(options_.worker_id, ": prompt ", prompt.id(), " has no token_ids"));
       }
       const int64_t len = prompt.token_ids_size();
       if (len + max_new > model_->config().max_seq_len()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            options_.worker_id, ": prompt ", prompt.id(), " has ", len,
-            " tokens; with max_new_tokens ", max_new, " it exceeds max_seq_len ",
-            model_->config().max_seq_len()));
+        return absl::InvalidArgumentError(
+            absl::StrCat(options_.worker_id, ": prompt ", prompt.id(), " has ", len,
+                         " tokens; with max_new_tokens ", max_new, " it exceeds max_seq_len ",
+                         model_->config().max_seq_len()));
       }
-      prompt_len = std::max(prompt_len, len);
     }
-    const int64_t rows = request.prompts_size() * n;
     v1::GenerateResponse response;
-    if (rows == 0) return response;
+    if (request.prompts_size() == 0) return response;
 
     torch::NoGradGuard no_grad;
     // The cache and the sampler's scratch (workspace) at this call's peak.
     const ledger::PeakWindow window;
-    // Left-pad the prompts so every row's next token lands in one column.
-    torch::Tensor tokens = torch::full({rows, prompt_len}, tokenizer_->pad_id(), torch::kInt64);
-    torch::Tensor positions = torch::zeros({rows, prompt_len}, torch::kInt64);
-    torch::Tensor key_valid = torch::zeros({rows, prompt_len}, torch::kBool);
-    {
-      auto tok = tokens.accessor<int64_t, 2>();
-      auto pos = positions.accessor<int64_t, 2>();
-      auto valid = key_valid.accessor<bool, 2>();
-      for (int64_t r = 0; r < rows; ++r) {
-        const auto& ids = request.prompts(r / n).token_ids();
-        const int64_t pad = prompt_len - ids.size();
-        for (int64_t k = 0; k < ids.size(); ++k) {
-          tok[r][pad + k] = ids[k];
-          pos[r][pad + k] = k;
-          valid[r][pad + k] = true;
-        }
-      }
-    }
-    model::KVCache cache = model_->NewCache(rows, prompt_len + max_new);
+    internal::EngineOptions engine;
+    engine.share_prefix = options_.share_prefix;
+    engine.continuous_batching = options_.continuous_batching;
+    engine.decode_token_budget = options_.decode_token_budget;
+    internal::EngineCallbacks callbacks;
+    callbacks.is_eos = [this](int32_t token) { return tokenizer_->IsEos(token); };
+    callbacks.stopped = [this, &stop](int64_t steps) { return Stopped(stop, steps); };
+    absl::StatusOr<internal::EngineResult> run =
+        internal::RunEngine(*model_, request, tokenizer_->pad_id(), engine, callbacks);
+    const int64_t cache_bytes = run.ok() ? run->peak_cache_bytes : 0;
     if (ledger_ != nullptr) {
-      ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, cache.bytes(),
+      ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, cache_bytes,
                             ledger::Stage::kRollout);
     }
-    torch::Tensor logits =
-        model_->forward(tokens, positions, key_valid, &cache).select(1, -1);
-    torch::Tensor next_pos = positions.select(1, -1) + 1;
-
-    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(request.seed());
-    std::vector<std::vector<int32_t>> out_tokens(rows);
-    std::vector<std::vector<float>> out_logprobs(rows);
-    std::vector<bool> done(rows, false);
-    int64_t live = rows;
-    int64_t generated = 0;
-    absl::Status stopped;
-    for (int64_t t = 0; t < max_new && live > 0; ++t) {
-      SampledTokens s = SampleNext(logits, request.sampling(), generator);
-      const int64_t* tok = s.tokens.data_ptr<int64_t>();
-      const float* lp = s.logprobs.data_ptr<float>();
-      for (int64_t r = 0; r < rows; ++r) {
-        if (done[r]) continue;
-        out_tokens[r].push_back(static_cast<int32_t>(tok[r]));
-        out_logprobs[r].push_back(lp[r]);
-        ++generated;
-        if (tokenizer_->IsEos(out_tokens[r].back())) {
-          done[r] = true;
-          --live;
-        }
-      }
-      if (live == 0 || t + 1 == max_new) break;
-      stopped = Stopped(stop, t + 1);
-      if (!stopped.ok()) break;
-      key_valid = torch::cat({key_valid, torch::ones({rows, 1}, torch::kBool)}, 1);
-      logits = model_->forward(s.tokens.unsqueeze(1), next_pos.unsqueeze(1),
-                               key_valid, &cache)
-                   .select(1, 0);
-      next_pos = next_pos + 1;
-    }
-
-    if (!stopped.ok()) {
-      ReleaseRolloutMemory(window, cache.bytes());
-      return stopped;
-    }
-    for (int64_t r = 0; r < rows; ++r) {
+    ReleaseRolloutMemory(window, cache_bytes);
+    if (!run.ok()) return run.status();
+    for (size_t r = 0; r < run->rows.size(); ++r) {
       const auto& prompt = request.prompts(r / n);
+      const internal::EngineRow& row = run->rows[r];
       v1::Sample* sample = response.add_samples();
       sample->set_prompt_id(prompt.id());
       sample->set_index(static_cast<int32_t>(r % n));
       *sample->mutable_prompt_tokens() = prompt.token_ids();
-      sample->mutable_response_tokens()->Add(out_tokens[r].begin(), out_tokens[r].end());
-      sample->mutable_logprobs()->Add(out_logprobs[r].begin(), out_logprobs[r].end());
-      sample->set_response_text(tokenizer_->Decode(out_tokens[r]));
+      sample->mutable_response_tokens()->Add(row.tokens.begin(), row.tokens.end());
+      sample->mutable_logprobs()->Add(row.logprobs.begin(), row.logprobs.end());
+      sample->set_response_text(tokenizer_->Decode(row.tokens));
       sample->set_policy_version(version_);
-      sample->set_truncated(!done[r]);
+      sample->set_truncated(!row.ended);
     }
-    response.set_kv_cache_bytes(cache.bytes());
-    response.set_generated_tokens(generated);
-    ReleaseRolloutMemory(window, cache.bytes());
+    response.set_kv_cache_bytes(cache_bytes);
+    response.set_generated_tokens(run->generated_tokens);
+    response.set_prefill_tokens(run->prefill_tokens);
     return response;
   }
 
@@ -187,8 +135,8 @@ class LocalActor : public RolloutWorker {
         receiver_->Receive(version, weights_, options_.sync_timeout);
     if (!stats.ok()) {
       return absl::Status(stats.status().code(),
-                          absl::StrCat(options_.worker_id, ": weight sync to version ",
-                                       version, ": ", stats.status().message()));
+                          absl::StrCat(options_.worker_id, ": weight sync to version ", version,
+                                       ": ", stats.status().message()));
     }
     if (!adapters_.empty()) {
       if (absl::Status s = ApplyAdapters(); !s.ok()) {
@@ -240,12 +188,13 @@ class LocalActor : public RolloutWorker {
   absl::Status ApplyAdapters() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const uint64_t learner_base = weightsync::FingerprintOf(weights_.back().second);
     if (learner_base != base_fingerprint_) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the adapters were trained on a base with fingerprint ",
-          absl::Hex(learner_base, absl::kZeroPad16), ", this actor's base has ",
-          absl::Hex(base_fingerprint_, absl::kZeroPad16),
-          ": learner and actors must build the base from the same runtime.seed and "
-          "model.init_checkpoint"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the adapters were trained on a base with fingerprint ",
+                       absl::Hex(learner_base, absl::kZeroPad16), ", this actor's base has ",
+                       absl::Hex(base_fingerprint_, absl::kZeroPad16),
+                       ": learner and actors must build the base from the same runtime.seed "
+                       "and "
+                       "model.init_checkpoint"));
     }
     try {
       torch::NoGradGuard no_grad;
@@ -274,9 +223,11 @@ class LocalActor : public RolloutWorker {
 };
 
 // NewLocalActor's engine, before the LibTorch edge.
-absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(
-    const v1::ModelConfig& model, const text::Tokenizer* tokenizer,
-    weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options) {
+absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(const v1::ModelConfig& model,
+                                                               const text::Tokenizer* tokenizer,
+                                                               weightsync::Receiver* receiver,
+                                                               ledger::Ledger* ledger,
+                                                               LocalActorOptions options) {
   model::Transformer policy{nullptr};
   if (options.lora.rank() > 0) {
     absl::StatusOr<model::Transformer> built =
@@ -296,10 +247,17 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
-    const v1::ModelConfig& model, const text::Tokenizer* tokenizer,
-    weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options) {
+absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(const v1::ModelConfig& model,
+                                                             const text::Tokenizer* tokenizer,
+                                                             weightsync::Receiver* receiver,
+                                                             ledger::Ledger* ledger,
+                                                             LocalActorOptions options) {
   const std::string id = options.worker_id;
+  if (options.decode_token_budget < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(id, ": decode_token_budget must be >= 0 (0: no limit), found ",
+                     options.decode_token_budget));
+  }
   absl::StatusOr<std::unique_ptr<RolloutWorker>> actor = model::TorchEdge(id).Call(
       "build", [&] { return BuildLocalActor(model, tokenizer, receiver, ledger, options); });
   if (!actor.ok()) return actor.status();

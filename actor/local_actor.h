@@ -25,16 +25,25 @@ struct LocalActorOptions {
   // adapters, refusing them when the learner's base fingerprint differs.
   v1::LoraConfig lora;
   uint64_t seed = 1;
+  // The rollout engine (actor/internal/engine.h); they change the
+  // arithmetic, not the samples. share_prefix: prefill each prompt once for
+  // all its responses. continuous_batching: finished rows leave the decode
+  // batch and waiting rows join it, at most decode_token_budget rows per
+  // decode step (0: no limit; must be >= 0).
+  bool share_prefix = true;
+  bool continuous_batching = true;
+  int64_t decode_token_budget = 0;
 };
 
 // An in-process actor: its own copy of the policy, batched sampling with a
 // KV cache, weights received from `receiver`. Records its KV cache in
 // `ledger`. The tokenizer, receiver and ledger must outlive the actor.
 // The weights start unset: call SyncWeights before Generate. Fails when
-// the model cannot be built (under LoRA: its model.init_checkpoint).
+// the model cannot be built (under LoRA: its model.init_checkpoint), and
+// with InvalidArgument when options.decode_token_budget < 0.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
-    const v1::ModelConfig& model, const text::Tokenizer* tokenizer,
-    weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options = {});
+    const v1::ModelConfig& model, const text::Tokenizer* tokenizer, weightsync::Receiver* receiver,
+    ledger::Ledger* ledger, LocalActorOptions options = {});
 
 }  // namespace trellis::actor
 

@@ -2,9 +2,8 @@
 
 namespace trellis::actor {
 
-SampledTokens SampleNext(const torch::Tensor& logits,
-                         const v1::SamplingParams& params,
-                         at::Generator& generator) {
+SampledTokens SampleNext(const torch::Tensor& logits, const v1::SamplingParams& params,
+                         const torch::Tensor& uniforms) {
   const double temperature =
       params.greedy() || params.temperature() <= 0 ? 1.0 : params.temperature();
   torch::Tensor logp = torch::log_softmax(logits.to(torch::kFloat32) / temperature, -1);
@@ -12,19 +11,24 @@ SampledTokens SampleNext(const torch::Tensor& logits,
   if (params.greedy()) {
     tokens = logp.argmax(-1);
   } else {
-    torch::Tensor probs = logp.exp();
+    // Float64 sums, so that the cumulative mass is far less noisy than the
+    // float32 logits it comes from.
+    torch::Tensor probs = logp.exp().to(torch::kFloat64);
     const double top_p = params.top_p() <= 0 ? 1.0 : params.top_p();
     if (top_p < 1.0) {
       auto [sorted, order] = probs.sort(-1, /*descending=*/true);
       // Keep a token when the mass before it is below top_p; the most
       // likely token is always kept.
-      torch::Tensor before = sorted.cumsum(-1) - sorted;
-      sorted = sorted.masked_fill(before >= top_p, 0.0);
-      torch::Tensor pick = at::multinomial(sorted, 1, false, generator);
-      tokens = order.gather(-1, pick).squeeze(-1);
-    } else {
-      tokens = at::multinomial(probs, 1, false, generator).squeeze(-1);
+      torch::Tensor drop = (sorted.cumsum(-1) - sorted) >= top_p;
+      probs = probs.masked_fill(torch::zeros_like(drop).scatter(-1, order, drop), 0.0);
     }
+    torch::Tensor cumulative = probs.cumsum(-1);
+    torch::Tensor target = uniforms.to(torch::kFloat64) * cumulative.select(-1, -1);
+    // The first token whose cumulative mass exceeds the target; a target
+    // rounded up onto the total falls back to the last kept token.
+    tokens = (cumulative <= target.unsqueeze(-1)).sum(-1);
+    torch::Tensor last_kept = (probs > 0).cumsum(-1).argmax(-1);
+    tokens = torch::minimum(tokens, last_kept);
   }
   torch::Tensor chosen = logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1);
   return {tokens, chosen};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <future>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 
@@ -15,12 +16,31 @@ bool WorkerFailure(const absl::Status& s) {
 }
 
 struct Shard {
-  int begin = 0;  // Prompt range [begin, end).
-  int end = 0;
-  uint64_t seed = 0;
+  std::vector<int> prompts;  // Indices into the request's prompts, ascending.
   v1::GenerateResponse response;
   bool done = false;
 };
+
+// `count` shards of about equal, contiguous prompt ranges, except that every
+// copy of a prompt id goes with its first copy, in order: a row's sampling
+// key counts the copies of its id before it in the request
+// (actor/internal/row_key.h), and this keeps that count in the shard.
+std::vector<Shard> SplitPrompts(const v1::GenerateRequest& request, int count) {
+  const int prompts = request.prompts_size();
+  std::vector<Shard> shards(count);
+  std::map<uint64_t, int> first_shard;
+  for (int k = 0; k < count; ++k) {
+    const int begin = static_cast<int>(static_cast<int64_t>(prompts) * k / count);
+    const int end = static_cast<int>(static_cast<int64_t>(prompts) * (k + 1) / count);
+    for (int i = begin; i < end; ++i) {
+      const int shard = first_shard.emplace(request.prompts(i).id(), k).first->second;
+      shards[shard].prompts.push_back(i);
+    }
+  }
+  // A shard left with no prompt has nothing to ask.
+  for (Shard& shard : shards) shard.done = shard.prompts.empty();
+  return shards;
+}
 
 }  // namespace
 
@@ -60,18 +80,13 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
   std::vector<int> live = LiveMembers();
   if (live.empty()) return absl::UnavailableError("actor pool: no live actor");
   const int n = std::max(1, std::min<int>(live.size(), prompts));
-  std::vector<Shard> shards(n);
-  for (int k = 0; k < n; ++k) {
-    shards[k].begin = static_cast<int>(static_cast<int64_t>(prompts) * k / n);
-    shards[k].end = static_cast<int>(static_cast<int64_t>(prompts) * (k + 1) / n);
-    shards[k].seed = request.seed() + static_cast<uint64_t>(k) * 0x9E3779B97F4A7C15ULL;
-  }
+  std::vector<Shard> shards = SplitPrompts(request, n);
   auto shard_request = [&](const Shard& shard) {
     v1::GenerateRequest r;
     r.set_responses_per_prompt(request.responses_per_prompt());
     *r.mutable_sampling() = request.sampling();
-    r.set_seed(shard.seed);
-    for (int i = shard.begin; i < shard.end; ++i) *r.add_prompts() = request.prompts(i);
+    r.set_seed(request.seed());
+    for (int i : shard.prompts) *r.add_prompts() = request.prompts(i);
     return r;
   };
   // Rounds: every pending shard goes to a live actor; the failed ones are
@@ -84,9 +99,9 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
     if (pending.empty()) break;
     live = LiveMembers();
     if (live.empty()) {
-      return absl::UnavailableError(
-          absl::StrCat("actor pool: every actor failed with ", pending.size(),
-                       " shard(s) of the batch unanswered"));
+      return absl::UnavailableError(absl::StrCat("actor pool: every actor failed with ",
+                                                 pending.size(),
+                                                 " shard(s) of the batch unanswered"));
     }
     std::vector<std::future<absl::StatusOr<v1::GenerateResponse>>> calls;
     std::vector<int> owner;
@@ -109,17 +124,29 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
       } else if (WorkerFailure(result.status())) {
         GiveUp(owner[j], result.status());
         absl::MutexLock lock(&mu_);
-        redispatched_ += shard.end - shard.begin;
+        redispatched_ += static_cast<int64_t>(shard.prompts.size());
       } else {
         return result.status();
       }
     }
   }
+  // The samples back in request order: each prompt's group, in turn.
+  std::vector<std::vector<v1::Sample>> groups(prompts);
   v1::GenerateResponse all;
   for (Shard& shard : shards) {
-    for (v1::Sample& s : *shard.response.mutable_samples()) *all.add_samples() = std::move(s);
+    auto& samples = *shard.response.mutable_samples();
+    const size_t group =
+        std::max<size_t>(1, samples.size() / std::max<size_t>(1, shard.prompts.size()));
+    for (int j = 0; j < samples.size(); ++j) {
+      groups[shard.prompts[std::min(j / group, shard.prompts.size() - 1)]].push_back(
+          std::move(samples[j]));
+    }
     all.set_kv_cache_bytes(std::max(all.kv_cache_bytes(), shard.response.kv_cache_bytes()));
     all.set_generated_tokens(all.generated_tokens() + shard.response.generated_tokens());
+    all.set_prefill_tokens(all.prefill_tokens() + shard.response.prefill_tokens());
+  }
+  for (auto& group : groups) {
+    for (v1::Sample& s : group) *all.add_samples() = std::move(s);
   }
   return all;
 }
@@ -129,8 +156,9 @@ absl::StatusOr<v1::WeightSyncStats> ActorPool::SyncWeights(int64_t version) {
   if (live.empty()) return absl::UnavailableError("actor pool: no live actor");
   std::vector<std::future<absl::StatusOr<v1::WeightSyncStats>>> calls;
   for (int m : live) {
-    calls.push_back(std::async(std::launch::async,
-                               [this, m, version]() { return members_[m].worker->SyncWeights(version); }));
+    calls.push_back(std::async(std::launch::async, [this, m, version]() {
+      return members_[m].worker->SyncWeights(version);
+    }));
   }
   // Bytes add up over the actors; times are the slowest actor's.
   v1::WeightSyncStats total;

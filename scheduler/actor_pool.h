@@ -3,10 +3,10 @@
 
 // Several actors behind one RolloutWorker, so that the loop is the same
 // with one actor or many. Generate splits the prompts into contiguous
-// shards, one per live actor, and runs them at once; a shard whose actor
-// fails (unavailable, deadline, cancelled) or is declared dead is given
-// whole to a live actor, so every prompt is answered exactly once and the
-// batch stays full. SyncWeights brings every live actor to the version.
+// shards, one per live actor (every copy of a prompt id with its first), and runs them at once; a
+// shard whose actor fails (unavailable, deadline, cancelled) or is declared dead is given whole to
+// a live actor, so every prompt is answered exactly once and the batch stays full. SyncWeights
+// brings every live actor to the version.
 
 #include <functional>
 #include <memory>
@@ -31,9 +31,9 @@ class ActorPool final : public actor::RolloutWorker {
   ActorPool(std::vector<Member> members, std::function<bool(const std::string&)> alive,
             std::function<void(const std::string&)> mark_dead, std::ostream* log);
 
-  // Shard k > 0 samples with seed request.seed + k * 0x9E3779B97F4A7C15; the
-  // first shard (all prompts, with one actor) keeps request.seed, so one
-  // actor samples what the embedded actor samples.
+  // Every shard keeps request.seed: rows draw from streams keyed by the
+  // sample (actor/internal/row_key.h), so the pool samples what one actor
+  // does with the whole request, whatever the number of actors.
   absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) override {
     return GenerateStreaming(request, nullptr);
   }

@@ -75,14 +75,14 @@ tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWork
   v1::SamplingParams params;
   params.set_temperature(job.sampling().temperature());
   params.set_top_p(job.sampling().top_p());
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(1);
+  const torch::Tensor uniforms = torch::rand({samples}, torch::kFloat64);
   const double decode = model::BestSeconds(
       [&] {
         cache.length = context;
         const torch::Tensor key_valid = torch::ones({samples, context + 1}, torch::kBool);
         const torch::Tensor logits =
             model->forward(token, position, key_valid, &cache).select(1, 0);
-        actor::SampleNext(logits, params, generator);
+        actor::SampleNext(logits, params, uniforms);
       },
       kReps);
   rates.decode_flops_per_second =

@@ -1,0 +1,197 @@
+#include "actor/internal/engine.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actor/internal/row_key.h"
+#include "gtest/gtest.h"
+#include "model/testing/small_model.h"
+#include "model/transformer.h"
+
+namespace trellis::actor::internal {
+namespace {
+
+constexpr int32_t kPad = 0;
+constexpr int kVocab = 24;
+
+class EngineTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    torch::manual_seed(3);
+    model_ = model::Transformer(model::testing::SmallConfig(), kVocab);
+    model_->eval();
+  }
+
+  // Prompts of lengths 2..7 with ids 10, 11, ...; a third of the vocabulary
+  // stops sampling, so rows end at many lengths.
+  static v1::GenerateRequest Request(int prompts, int n, uint64_t seed, int first = 0) {
+    v1::GenerateRequest request;
+    request.set_responses_per_prompt(n);
+    request.set_seed(seed);
+    request.mutable_sampling()->set_temperature(1.0);
+    request.mutable_sampling()->set_top_p(0.95f);
+    request.mutable_sampling()->set_max_new_tokens(7);
+    for (int p = first; p < first + prompts; ++p) {
+      v1::Prompt* prompt = request.add_prompts();
+      prompt->set_id(10 + p);
+      for (int k = 0; k < 2 + (p * 5) % 6; ++k) prompt->add_token_ids(1 + (p * 7 + k * 3) % 20);
+    }
+    return request;
+  }
+
+  EngineResult Run(const v1::GenerateRequest& request, EngineOptions options = {},
+                   std::function<absl::Status(int64_t)> stopped = nullptr) {
+    torch::NoGradGuard no_grad;
+    EngineCallbacks callbacks;
+    callbacks.is_eos = [](int32_t token) { return token % 3 == 0; };
+    callbacks.stopped = std::move(stopped);
+    absl::StatusOr<EngineResult> result = RunEngine(*model_, request, kPad, options, callbacks);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *std::move(result) : EngineResult();
+  }
+
+  static void ExpectSameSamples(const std::vector<EngineRow>& a, const std::vector<EngineRow>& b,
+                                const std::string& what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (size_t r = 0; r < a.size(); ++r) {
+      EXPECT_EQ(a[r].tokens, b[r].tokens) << what << ", row " << r;
+      EXPECT_EQ(a[r].ended, b[r].ended) << what << ", row " << r;
+      ASSERT_EQ(a[r].logprobs.size(), b[r].logprobs.size()) << what << ", row " << r;
+      for (size_t k = 0; k < a[r].logprobs.size(); ++k) {
+        EXPECT_NEAR(a[r].logprobs[k], b[r].logprobs[k], 1e-5) << what << ", row " << r;
+      }
+    }
+  }
+
+  model::Transformer model_{nullptr};
+};
+
+EngineOptions Options(bool share, bool continuous, int64_t budget = 0) {
+  EngineOptions o;
+  o.share_prefix = share;
+  o.continuous_batching = continuous;
+  o.decode_token_budget = budget;
+  return o;
+}
+
+TEST_F(EngineTest, RowsEndAtManyLengths) {
+  const EngineResult result = Run(Request(6, 4, 1));
+  std::set<size_t> lengths;
+  for (const EngineRow& row : result.rows) lengths.insert(row.tokens.size());
+  EXPECT_GE(lengths.size(), 3u);
+}
+
+// A row's draws are keyed by the sample, so a request of 4 prompts samples
+// what two requests of 2 sample: the same tokens; the log-probs agree to
+// float rounding (other batch shapes and padding round differently).
+TEST_F(EngineTest, SamplesDoNotDependOnTheBatchSplit) {
+  const EngineResult whole = Run(Request(4, 3, 7));
+  const EngineResult first = Run(Request(2, 3, 7, 0));
+  const EngineResult second = Run(Request(2, 3, 7, 2));
+  std::vector<EngineRow> split = first.rows;
+  split.insert(split.end(), second.rows.begin(), second.rows.end());
+  ExpectSameSamples(whole.rows, split, "split in two");
+  EXPECT_EQ(whole.generated_tokens, first.generated_tokens + second.generated_tokens);
+  EXPECT_EQ(whole.prefill_tokens, first.prefill_tokens + second.prefill_tokens);
+}
+
+TEST_F(EngineTest, SharingAndContinuousBatchingSampleWhatTheOldEngineDid) {
+  const v1::GenerateRequest request = Request(5, 4, 11);
+  const EngineResult old = Run(request, Options(false, false));
+  for (const auto& [name, options] : std::vector<std::pair<std::string, EngineOptions>>{
+           {"shared prefix", Options(true, false)},
+           {"continuous", Options(false, true)},
+           {"both", Options(true, true)},
+           {"both, budget 3", Options(true, true, 3)},
+           {"continuous, budget 1", Options(false, true, 1)}}) {
+    const EngineResult now = Run(request, options);
+    ExpectSameSamples(old.rows, now.rows, name);
+    EXPECT_EQ(now.generated_tokens, old.generated_tokens) << name;
+  }
+}
+
+TEST_F(EngineTest, CountsLiveTokens) {
+  const v1::GenerateRequest request = Request(5, 4, 2);
+  int64_t prompt_tokens = 0;
+  for (const v1::Prompt& p : request.prompts()) prompt_tokens += p.token_ids_size();
+  const EngineResult old = Run(request, Options(false, false));
+  const EngineResult now = Run(request);
+  EXPECT_EQ(old.prefill_tokens, 4 * prompt_tokens);
+  EXPECT_EQ(now.prefill_tokens, prompt_tokens);
+  int64_t generated = 0, forwards_needed = 0;
+  size_t longest = 0;
+  for (const EngineRow& row : now.rows) {
+    generated += row.tokens.size();
+    forwards_needed += row.tokens.size() - 1;  // the first token comes from the prefill
+    longest = std::max(longest, row.tokens.size());
+  }
+  EXPECT_EQ(now.generated_tokens, generated);
+  // Continuous batching decodes live rows only; the old engine decodes every
+  // row until the longest ends.
+  EXPECT_EQ(now.decode.positions, forwards_needed);
+  EXPECT_EQ(old.decode.positions, 20 * static_cast<int64_t>(longest - 1));
+  EXPECT_EQ(now.prefill.positions,
+            5 * 7);  // 5 prompts padded to the longest (7)
+  EXPECT_EQ(old.prefill.positions, 20 * 7);
+}
+
+TEST_F(EngineTest, RespectsTheDecodeTokenBudget) {
+  const v1::GenerateRequest request = Request(4, 4, 5);
+  const EngineResult unlimited = Run(request);
+  int64_t going_on = 0;  // rows that need a decode step: not ended at their first token
+  for (const EngineRow& row : unlimited.rows) going_on += row.tokens.size() > 1;
+  EXPECT_EQ(unlimited.largest_decode_batch, going_on);
+  EXPECT_GT(going_on, 5);
+  for (int64_t budget : {1, 2, 5}) {
+    const EngineResult limited = Run(request, Options(true, true, budget));
+    EXPECT_LE(limited.largest_decode_batch, budget);
+    EXPECT_EQ(limited.decode.positions, unlimited.decode.positions) << budget;
+    ExpectSameSamples(unlimited.rows, limited.rows, "budget " + std::to_string(budget));
+  }
+}
+
+TEST_F(EngineTest, StopsWhenAsked) {
+  for (const EngineOptions& options : {Options(false, false), Options(true, true, 3)}) {
+    torch::NoGradGuard no_grad;
+    EngineCallbacks callbacks;
+    callbacks.is_eos = [](int32_t) { return false; };
+    std::vector<int64_t> polled;
+    callbacks.stopped = [&polled](int64_t steps) {
+      polled.push_back(steps);
+      return steps >= 3 ? absl::CancelledError("gone") : absl::OkStatus();
+    };
+    absl::StatusOr<EngineResult> result =
+        RunEngine(*model_, Request(3, 2, 1), kPad, options, callbacks);
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+    EXPECT_EQ(polled, (std::vector<int64_t>{1, 2, 3}));
+  }
+}
+
+// Two copies of a prompt id in one request (a stream's epoch boundary) are
+// different samples: the copy's occurrence is part of its key.
+TEST_F(EngineTest, RepeatedPromptIdsDrawApart) {
+  v1::GenerateRequest request = Request(1, 4, 9);
+  *request.add_prompts() = request.prompts(0);
+  const EngineResult result = Run(request);
+  bool differ = false;
+  for (int i = 0; i < 4; ++i) differ = differ || result.rows[i].tokens != result.rows[4 + i].tokens;
+  EXPECT_TRUE(differ);
+  EXPECT_EQ(Occurrences(request.prompts()), (std::vector<uint64_t>{0, 1}));
+}
+
+TEST(RowKeyTest, UniformsAreKeyedByEveryField) {
+  const RowKey key{1, 2, 0, 3};
+  const double u = RowUniform(key, 4);
+  EXPECT_GE(u, 0.0);
+  EXPECT_LT(u, 1.0);
+  EXPECT_EQ(u, RowUniform(key, 4));
+  EXPECT_NE(u, RowUniform(key, 5));
+  EXPECT_NE(u, RowUniform({2, 2, 0, 3}, 4));
+  EXPECT_NE(u, RowUniform({1, 3, 0, 3}, 4));
+  EXPECT_NE(u, RowUniform({1, 2, 1, 3}, 4));
+  EXPECT_NE(u, RowUniform({1, 2, 0, 4}, 4));
+}
+
+}  // namespace
+}  // namespace trellis::actor::internal

@@ -1,0 +1,272 @@
+#include "actor/internal/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <utility>
+
+#include "actor/internal/row_key.h"
+#include "actor/sampling.h"
+#include "model/kv_cache_rows.h"
+
+namespace trellis::actor::internal {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+torch::Tensor LongTensor(const std::vector<int64_t>& values) {
+  return torch::tensor(values, torch::kInt64);
+}
+
+// The prefill: `sequences` left-padded into one batch.
+struct Prefill {
+  model::KVCache cache;
+  torch::Tensor key_valid;  // [S, columns] bool
+  torch::Tensor logits;     // [S, V] at each sequence's last token
+};
+
+Prefill RunPrefill(model::TransformerImpl& model,
+                   const std::vector<const google::protobuf::RepeatedField<int32_t>*>& sequences,
+                   int32_t pad_id, EngineResult* result) {
+  const int64_t count = static_cast<int64_t>(sequences.size());
+  int64_t columns = 1;
+  for (const auto* ids : sequences) columns = std::max<int64_t>(columns, ids->size());
+  torch::Tensor tokens = torch::full({count, columns}, pad_id, torch::kInt64);
+  torch::Tensor positions = torch::zeros({count, columns}, torch::kInt64);
+  torch::Tensor key_valid = torch::zeros({count, columns}, torch::kBool);
+  auto tok = tokens.accessor<int64_t, 2>();
+  auto pos = positions.accessor<int64_t, 2>();
+  auto valid = key_valid.accessor<bool, 2>();
+  for (int64_t s = 0; s < count; ++s) {
+    const auto& ids = *sequences[s];
+    const int64_t pad = columns - ids.size();
+    for (int64_t k = 0; k < ids.size(); ++k) {
+      tok[s][pad + k] = ids[k];
+      pos[s][pad + k] = k;
+      valid[s][pad + k] = true;
+    }
+    result->prefill_tokens += ids.size();
+  }
+  result->prefill.positions += count * columns;
+  result->prefill.attention_pairs += count * columns * columns;
+  ++result->prefill.forwards;
+  Prefill prefill{model.NewCache(count, columns), key_valid, {}};
+  torch::Tensor last =
+      model.Hidden(tokens, positions, key_valid, &prefill.cache).narrow(1, columns - 1, 1);
+  prefill.logits = model.ApplyHead(last).select(1, 0);
+  return prefill;
+}
+
+class Decoder {
+ public:
+  Decoder(model::TransformerImpl& model, const v1::GenerateRequest& request, int32_t pad_id,
+          const EngineOptions& options, const EngineCallbacks& callbacks, EngineResult* result)
+      : model_(model),
+        request_(request),
+        pad_id_(pad_id),
+        options_(options),
+        callbacks_(callbacks),
+        result_(result),
+        n_(std::max(1, request.responses_per_prompt())),
+        max_new_(request.sampling().max_new_tokens()) {
+    const std::vector<uint64_t> occurrences = Occurrences(request.prompts());
+    const int64_t rows = request.prompts_size() * n_;
+    result_->rows.resize(rows);
+    std::vector<const google::protobuf::RepeatedField<int32_t>*> sequences;
+    for (int64_t r = 0; r < rows; ++r) {
+      const v1::Prompt& prompt = request.prompts(r / n_);
+      keys_.push_back(
+          {request.seed(), prompt.id(), occurrences[r / n_], static_cast<uint64_t>(r % n_)});
+      if (!options.share_prefix || r % n_ == 0) sequences.push_back(&prompt.token_ids());
+      source_.push_back(options.share_prefix ? r / n_ : r);
+      waiting_.push_back(r);
+    }
+    prefill_ = RunPrefill(model, sequences, pad_id, result_);
+    result_->peak_cache_bytes = prefill_.cache.bytes();
+  }
+
+  absl::Status Run() {
+    while (true) {
+      Admit();
+      if (batch_.empty()) return absl::OkStatus();
+      if (callbacks_.stopped) {
+        if (absl::Status s = callbacks_.stopped(result_->decode.forwards + 1); !s.ok()) return s;
+      }
+      std::vector<int64_t> fed, positions;
+      for (int64_t r : batch_) {
+        const EngineRow& row = result_->rows[r];
+        fed.push_back(row.ended ? pad_id_ : row.tokens.back());
+        positions.push_back(Extent(r));
+      }
+      const int64_t batch = static_cast<int64_t>(batch_.size());
+      key_valid_ = torch::cat({key_valid_, torch::ones({batch, 1}, torch::kBool)}, 1);
+      torch::Tensor logits = model_
+                                 .forward(LongTensor(fed).unsqueeze(1),
+                                          LongTensor(positions).unsqueeze(1), key_valid_, &cache_)
+                                 .select(1, 0);
+      ++result_->decode.forwards;
+      result_->decode.positions += batch;
+      result_->decode.attention_pairs += batch * cache_.length;
+      result_->largest_decode_batch = std::max(result_->largest_decode_batch, batch);
+      Sample(logits, batch_);
+    }
+  }
+
+ private:
+  // The row's positions held in a cache: its prompt and every token fed.
+  int64_t Extent(int64_t r) const {
+    return request_.prompts(r / n_).token_ids_size() +
+           static_cast<int64_t>(result_->rows[r].tokens.size()) - 1;
+  }
+
+  bool Done(int64_t r) const {
+    const EngineRow& row = result_->rows[r];
+    return row.ended || static_cast<int64_t>(row.tokens.size()) == max_new_;
+  }
+
+  // Samples the next token of each unfinished row of `rows` from `logits`.
+  void Sample(const torch::Tensor& logits, const std::vector<int64_t>& rows) {
+    std::vector<double> uniforms;
+    for (int64_t r : rows) {
+      uniforms.push_back(
+          RowUniform(keys_[r], static_cast<int64_t>(result_->rows[r].tokens.size())));
+    }
+    SampledTokens s = SampleNext(logits, request_.sampling(), torch::tensor(uniforms));
+    const int64_t* tok = s.tokens.data_ptr<int64_t>();
+    const float* lp = s.logprobs.data_ptr<float>();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EngineRow& row = result_->rows[rows[i]];
+      if (Done(rows[i])) continue;
+      row.tokens.push_back(static_cast<int32_t>(tok[i]));
+      row.logprobs.push_back(lp[i]);
+      row.ended = callbacks_.is_eos(row.tokens.back());
+      ++result_->generated_tokens;
+    }
+  }
+
+  // Samples the first token of waiting rows (from their prompt's prefill)
+  // and moves those that go on into the decode batch. Without continuous
+  // batching every row joins at once and the batch stays until all have
+  // ended; with it, finished rows leave and waiting rows join within the
+  // budget.
+  void Admit() {
+    if (!options_.continuous_batching) {
+      if (!waiting_.empty()) Rebuild({}, Start(waiting_.size()));
+      ReleasePrefill();
+      if (std::all_of(batch_.begin(), batch_.end(), [this](int64_t r) { return Done(r); })) {
+        batch_.clear();
+      }
+      return;
+    }
+    std::vector<int64_t> keep;  // positions in the batch
+    for (size_t i = 0; i < batch_.size(); ++i) {
+      if (!Done(batch_[i])) keep.push_back(static_cast<int64_t>(i));
+    }
+    const size_t budget =
+        options_.decode_token_budget > 0 ? options_.decode_token_budget : SIZE_MAX;
+    std::vector<int64_t> joining;
+    while (!waiting_.empty() && keep.size() + joining.size() < budget) {
+      for (int64_t r : Start(budget - keep.size() - joining.size())) {
+        if (!Done(r)) joining.push_back(r);
+      }
+    }
+    if (keep.size() != batch_.size() || !joining.empty()) Rebuild(keep, joining);
+    ReleasePrefill();
+  }
+
+  // Once no row will join again, the prompts' cache is done with.
+  void ReleasePrefill() {
+    if (waiting_.empty()) prefill_.cache = model::KVCache();
+  }
+
+  // Takes up to `count` waiting rows and samples their first token.
+  std::vector<int64_t> Start(size_t count) {
+    std::vector<int64_t> rows, sources;
+    while (!waiting_.empty() && rows.size() < count) {
+      rows.push_back(waiting_.front());
+      sources.push_back(source_[waiting_.front()]);
+      waiting_.pop_front();
+    }
+    Sample(prefill_.logits.index_select(0, LongTensor(sources)), rows);
+    return rows;
+  }
+
+  // The decode batch of the rows at positions `kept_at` of the batch now,
+  // then the rows `joining` (from their prompt's prefill), right-aligned to
+  // the longest row.
+  void Rebuild(const std::vector<int64_t>& kept_at, const std::vector<int64_t>& joining) {
+    int64_t columns = 1;
+    std::vector<int64_t> keep, sources;
+    for (int64_t i : kept_at) keep.push_back(batch_[i]);
+    for (int64_t r : keep) columns = std::max(columns, Extent(r));
+    for (int64_t r : joining) {
+      columns = std::max(columns, Extent(r));
+      sources.push_back(source_[r]);
+    }
+    if (joining.empty() && !keep.empty()) {
+      // Rows only leave: drop them where they are.
+      const torch::Tensor at = LongTensor(kept_at);
+      cache_ = model::SelectRows(cache_, at);
+      key_valid_ = key_valid_.index_select(0, at);
+      batch_ = keep;
+      return;
+    }
+    const int64_t capacity = columns + max_new_;
+    std::vector<model::KVCache> parts;
+    std::vector<torch::Tensor> valid;
+    if (!kept_at.empty()) {
+      parts.push_back(model::TakeRows(cache_, LongTensor(kept_at), columns, capacity));
+      valid.push_back(model::TakeRightAligned(key_valid_, LongTensor(kept_at), 1, cache_.length,
+                                              columns, columns));
+    }
+    if (!joining.empty()) {
+      parts.push_back(model::TakeRows(prefill_.cache, LongTensor(sources), columns, capacity));
+      valid.push_back(model::TakeRightAligned(prefill_.key_valid, LongTensor(sources), 1,
+                                              prefill_.cache.length, columns, columns));
+    }
+    cache_ = parts.empty()       ? model::KVCache()
+             : parts.size() == 1 ? std::move(parts[0])
+                                 : model::ConcatRows(parts[0], parts[1]);
+    key_valid_ = valid.empty() ? torch::Tensor() : torch::cat(valid, 0);
+    batch_ = keep;
+    batch_.insert(batch_.end(), joining.begin(), joining.end());
+    result_->peak_cache_bytes =
+        std::max(result_->peak_cache_bytes, prefill_.cache.bytes() + cache_.bytes());
+  }
+
+  model::TransformerImpl& model_;
+  const v1::GenerateRequest& request_;
+  const int32_t pad_id_;
+  const EngineOptions& options_;
+  const EngineCallbacks& callbacks_;
+  EngineResult* result_;
+  const int64_t n_;
+  const int64_t max_new_;
+  std::vector<RowKey> keys_;
+  std::vector<int64_t> source_;  // the prefill row of each row
+  std::deque<int64_t> waiting_;
+  Prefill prefill_;
+  std::vector<int64_t> batch_;  // rows in the decode batch, in cache order
+  model::KVCache cache_;
+  torch::Tensor key_valid_;  // [batch, cache length]
+};
+
+}  // namespace
+
+absl::StatusOr<EngineResult> RunEngine(model::TransformerImpl& model,
+                                       const v1::GenerateRequest& request, int32_t pad_id,
+                                       const EngineOptions& options,
+                                       const EngineCallbacks& callbacks) {
+  EngineResult result;
+  if (request.prompts_size() == 0) return result;
+  const auto start = std::chrono::steady_clock::now();
+  Decoder decoder(model, request, pad_id, options, callbacks, &result);
+  result.prefill.seconds = SecondsSince(start);
+  if (absl::Status s = decoder.Run(); !s.ok()) return s;
+  result.decode.seconds = SecondsSince(start) - result.prefill.seconds;
+  return result;
+}
+
+}  // namespace trellis::actor::internal

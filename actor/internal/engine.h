@@ -1,0 +1,82 @@
+#ifndef TRELLIS_ACTOR_INTERNAL_ENGINE_H_
+#define TRELLIS_ACTOR_INTERNAL_ENGINE_H_
+
+// The actor's rollout engine: samples a GenerateRequest's responses with a
+// KV cache. Two options, each on by default, change only the arithmetic,
+// never the samples (tokens exactly; log-probs within float noise), since
+// every row draws from its own stream (actor/internal/row_key.h):
+//   - share_prefix: each prompt is prefilled once and its KV cache copied to
+//     its responses (off: every response row prefills its prompt).
+//   - continuous_batching: a row leaves the decode batch when it ends and a
+//     waiting row joins it, its prompt's cache placed beside the others'
+//     (no position is computed twice, no finished row is decoded); with
+//     decode_token_budget > 0 at most that many rows are decoded per step
+//     (off: every row decodes until the longest ends, as one left-padded
+//     batch).
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/transformer.h"
+#include "trellis/v1/rollout.pb.h"
+
+namespace trellis::actor::internal {
+
+struct EngineOptions {
+  bool share_prefix = true;
+  bool continuous_batching = true;
+  // Rows decoded per step under continuous batching; 0: no limit (every
+  // row joins at once, and the batch shrinks as rows end). Must be >= 0.
+  int64_t decode_token_budget = 0;
+};
+
+struct EngineRow {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  bool ended = false;  // the last token stops sampling
+};
+
+// What one stage (the prefill, or decoding) computed. Padding and finished
+// rows that were computed count: this is the arithmetic done, not the
+// useful part.
+struct StageWork {
+  int64_t positions = 0;        // token positions run through the model
+  int64_t attention_pairs = 0;  // query-key scores (per head and layer)
+  int64_t forwards = 0;
+  double seconds = 0;  // decoding's includes sampling and batch changes
+};
+
+struct EngineResult {
+  // Prompt-major: responses_per_prompt rows per prompt, in request order.
+  std::vector<EngineRow> rows;
+  // Live prompt tokens run through the model (once per prefilled sequence)
+  // and response tokens sampled.
+  int64_t prefill_tokens = 0;
+  int64_t generated_tokens = 0;
+  StageWork prefill;
+  StageWork decode;
+  int64_t largest_decode_batch = 0;
+  // The prefill cache and the decode batch's cache at their largest.
+  int64_t peak_cache_bytes = 0;
+};
+
+struct EngineCallbacks {
+  std::function<bool(int32_t)> is_eos;
+  // Polled before each decode forward with the decode steps done so far
+  // (1 once the first tokens are sampled from the prefill); a non-OK status
+  // ends the run with it.
+  std::function<absl::Status(int64_t)> stopped;
+};
+
+// REQUIRES: under torch::NoGradGuard; request validated (non-empty prompts
+// that fit the model with max_new_tokens >= 1); options validated.
+absl::StatusOr<EngineResult> RunEngine(model::TransformerImpl& model,
+                                       const v1::GenerateRequest& request, int32_t pad_id,
+                                       const EngineOptions& options,
+                                       const EngineCallbacks& callbacks);
+
+}  // namespace trellis::actor::internal
+
+#endif  // TRELLIS_ACTOR_INTERNAL_ENGINE_H_
