@@ -73,27 +73,42 @@ double Driver::Eta(int64_t step, int64_t steps) const {
 std::string Driver::Headline() const { return recipe_->Headline(eval_before_, eval_after_); }
 
 absl::Status Driver::SyncWeights() {
+  if (absl::Status s = Publish(); !s.ok()) return s;
+  return LoadWeights();
+}
+
+absl::Status Driver::Publish() {
+  absl::MutexLock lock(&handoff_mu_);
   if (roles_.learner->policy_version() == published_version_) return absl::OkStatus();
   auto span = ledger_->Begin(Stage::kWeightSync, config::WorkerId(v1::SCHEDULER).ToString());
   absl::StatusOr<v1::WeightSyncStats> sent = roles_.learner->PublishWeights();
   if (!sent.ok()) return At(sent.status(), "publishing weights");
-  absl::StatusOr<v1::WeightSyncStats> got = roles_.actor->SyncWeights(sent->version());
+  published_ = *sent;
+  published_version_ = sent->version();
+  return absl::OkStatus();
+}
+
+absl::Status Driver::LoadWeights() {
+  absl::MutexLock lock(&handoff_mu_);
+  if (actor_version_ == published_version_) return absl::OkStatus();
+  auto span = ledger_->Begin(Stage::kWeightSync, config::WorkerId(v1::SCHEDULER).ToString());
+  const v1::WeightSyncStats& sent = published_;
+  absl::StatusOr<v1::WeightSyncStats> got = roles_.actor->SyncWeights(sent.version());
   if (!got.ok()) return At(got.status(), "actor weight sync");
-  v1::WeightSyncStats handoff = *sent;
-  handoff.set_transfer_seconds(sent->transfer_seconds() + got->transfer_seconds());
+  v1::WeightSyncStats handoff = sent;
+  handoff.set_transfer_seconds(sent.transfer_seconds() + got->transfer_seconds());
   handoff.set_load_seconds(got->load_seconds());
   // The learner group's rank 0 publishes.
   const std::string learner = config::WorkerId(v1::LEARNER).ToString();
   ledger_->RecordHandoff(learner, handoff);
   // The publisher keeps the newest version's buckets staged for receivers;
   // while it packs a new version the previous one is still staged.
-  if (published_version_ >= 0) {
-    ledger_->RecordObject(learner, ledger::Object::kCommunication, 2 * sent->bytes(),
+  if (actor_version_ >= 0) {
+    ledger_->RecordObject(learner, ledger::Object::kCommunication, 2 * sent.bytes(),
                           Stage::kWeightSync);
   }
-  ledger_->RecordObject(learner, ledger::Object::kCommunication, sent->bytes(),
-                        Stage::kWeightSync);
-  published_version_ = sent->version();
+  ledger_->RecordObject(learner, ledger::Object::kCommunication, sent.bytes(), Stage::kWeightSync);
+  actor_version_ = sent.version();
   return absl::OkStatus();
 }
 
@@ -139,6 +154,10 @@ absl::Status Driver::PrepareRollouts() {
 }
 
 absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& label) {
+  // Beside the rollout pipeline: on the newest weights, between two of its
+  // rollouts.
+  absl::MutexLock actor_lock(&actor_mu_);
+  if (absl::Status s = LoadWeights(); !s.ok()) return At(s, "eval " + label + ": weight sync");
   auto span = ledger_->Begin(Stage::kEval, config::WorkerId(v1::SCHEDULER).ToString());
   const auto& eval = data_.eval;
   const int64_t n = job_.eval().num_prompts() > 0
@@ -240,10 +259,14 @@ absl::Status Driver::SampleRound(int64_t step, int round, int64_t prompts, int64
   const uint64_t salt = static_cast<uint64_t>(step) | (static_cast<uint64_t>(round) << 48);
   request.set_seed(MixSeed(job_.runtime().seed(), salt));
   std::vector<const data::Example*> examples;
-  for (int64_t i = 0; i < prompts; ++i) {
-    const data::Example& ex = train_stream_.Next();
-    examples.push_back(&ex);
-    absl::StatusOr<v1::Prompt> prompt = format_->MakePrompt(ex);
+  {
+    absl::MutexLock lock(&account_mu_);
+    for (int64_t i = 0; i < prompts; ++i) examples.push_back(&train_stream_.Next());
+    account_.drawn += prompts;
+    account_.in_flight += prompts;
+  }
+  for (const data::Example* ex : examples) {
+    absl::StatusOr<v1::Prompt> prompt = format_->MakePrompt(*ex);
     if (!prompt.ok()) return prompt.status();
     *request.add_prompts() = *std::move(prompt);
   }
@@ -291,6 +314,37 @@ absl::StatusOr<StepSamples> Driver::SampleStep(int64_t step, int64_t prompts, in
   return drawn;
 }
 
+absl::StatusOr<SampledStep> Driver::TakeSamples(int64_t step, const SampleFn& sample) {
+  if (!job_.async().enabled()) return sample(step);
+  if (pipeline_ == nullptr) {
+    pipeline_ = std::make_unique<RolloutPipeline>(
+        step, spec_->steps(job_), job_.async().max_staleness(),
+        [this, sample](int64_t t) -> absl::StatusOr<SampledStep> {
+          // The newest weights published, loaded between two rollouts.
+          absl::MutexLock lock(&actor_mu_);
+          if (absl::Status s = LoadWeights(); !s.ok()) return At(s, "weight sync");
+          return sample(t);
+        },
+        [this] {
+          absl::MutexLock lock(&account_mu_);
+          return train_stream_.position();
+        });
+  }
+  return pipeline_->Take(step);
+}
+
+absl::Status Driver::Account(ledger::StepCounts& counts) {
+  absl::MutexLock lock(&account_mu_);
+  account_.in_flight -= counts.prompts;
+  account_.trained += static_cast<int64_t>(counts.prompt_ids.size());
+  for (const auto& [reason, n] : counts.prompt_account.dropped) account_.dropped[reason] += n;
+  counts.prompt_account = account_;
+  if (account_.Reconciles()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(
+      "prompt accounting: ", account_.drawn, " prompts drawn but ", account_.trained,
+      " trained + ", account_.dropped_total(), " dropped + ", account_.in_flight, " in flight"));
+}
+
 absl::Status Driver::CheckpointAfter(int64_t steps_done) {
   auto span = ledger_->Begin(Stage::kCheckpoint, config::WorkerId(v1::SCHEDULER).ToString());
   LoopState state;
@@ -298,7 +352,17 @@ absl::Status Driver::CheckpointAfter(int64_t steps_done) {
   state.policy_version = roles_.learner->policy_version();
   state.seed = job_.runtime().seed();
   state.sft_position = sft_stream_.position();
-  state.train_position = train_stream_.position();
+  // The prompts drawn ahead for later steps are not in the checkpoint: the
+  // resumed run draws them again (replays them) from the stream.
+  const std::optional<uint64_t> ahead =
+      pipeline_ != nullptr ? pipeline_->PositionBefore(steps_done) : std::nullopt;
+  {
+    absl::MutexLock lock(&account_mu_);
+    state.train_position = ahead.value_or(train_stream_.position());
+    state.prompt_account = account_;
+  }
+  state.prompt_account.drawn -= state.prompt_account.in_flight;
+  state.prompt_account.in_flight = 0;
   state.eval_before = eval_before_;
   state.ledger_state = ledger_->ExportState();
   if (!write_checkpoint_) {
@@ -312,6 +376,10 @@ absl::Status Driver::CheckpointAfter(int64_t steps_done) {
 absl::Status Driver::Resume() {
   sft_stream_.Seek(resume_->sft_position);
   train_stream_.Seek(resume_->train_position);
+  {
+    absl::MutexLock lock(&account_mu_);
+    account_ = resume_->prompt_account;
+  }
   eval_before_ = resume_->eval_before;
   if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "resumed weight sync");
   if (roles_.reference == nullptr) return absl::OkStatus();
@@ -327,7 +395,14 @@ absl::Status Driver::RunStep(int64_t step) {
   counts.policy_version = roles_.learner->policy_version();
   if (absl::Status s = recipe_->Step(step, counts); !s.ok()) return s;
   if (spec_->rolls_out) {
-    if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "weight sync");
+    if (absl::Status s = Account(counts); !s.ok()) return s;
+    if (pipeline_ != nullptr) {
+      // The actors load the new version before their next rollout.
+      if (absl::Status s = Publish(); !s.ok()) return At(s, "weight sync");
+      pipeline_->Trained(step);
+    } else if (absl::Status s = SyncWeights(); !s.ok()) {
+      return At(s, "weight sync");
+    }
   }
   history_.push_back(ledger_->EndStep(counts));
   Print(recipe_->Progress(step, counts, history_.back()));
@@ -374,6 +449,10 @@ absl::Status Driver::Run() {
         return At(s, absl::StrCat("checkpoint after step ", step));
       }
     }
+  }
+  pipeline_.reset();  // every step sampled and taken
+  if (spec_->rolls_out) {
+    if (absl::Status s = LoadWeights(); !s.ok()) return At(s, "final weight sync");
   }
   ledger_->BeginStep(steps);
   absl::StatusOr<ledger::EvalMetrics> after = recipe_->Evaluate("after");
