@@ -20,8 +20,8 @@ PolicyLoss GrpoLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
 PolicyLoss ClippedPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                              const torch::Tensor& ref_logp, const torch::Tensor& advantages,
                              const torch::Tensor& mask, double clip_low, double clip_high,
-                             double kl_coef, v1::LossAggregation aggregation,
-                             double normalizer, const torch::Tensor& token_weights) {
+                             double kl_coef, v1::LossAggregation aggregation, double normalizer,
+                             const torch::Tensor& token_weights) {
   const torch::Tensor adv = advantages.dim() == 1 ? advantages.unsqueeze(1) : advantages;
   const torch::Tensor ratio = torch::exp(logp - old_logp);
   const torch::Tensor unclipped = ratio * adv;
@@ -55,7 +55,8 @@ DecoupledTerms DecoupledWeights(const torch::Tensor& logp, const torch::Tensor& 
   const torch::Tensor delta = (out.proximal - behaviour_logp) * mask;
   out.weights = torch::clamp_max(torch::exp(delta), cap);
   out.gap_sum = delta.abs().sum().item<double>();
-  out.truncated_tokens = ((torch::exp(delta) > cap).to(torch::kFloat32) * mask).sum().item<double>();
+  out.truncated_tokens =
+      ((torch::exp(delta) > cap).to(torch::kFloat32) * mask).sum().item<double>();
   return out;
 }
 

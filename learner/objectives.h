@@ -49,8 +49,7 @@ PolicyLoss GrpoLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
 PolicyLoss ClippedPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                              const torch::Tensor& ref_logp, const torch::Tensor& advantages,
                              const torch::Tensor& mask, double clip_low, double clip_high,
-                             double kl_coef, v1::LossAggregation aggregation,
-                             double normalizer,
+                             double kl_coef, v1::LossAggregation aggregation, double normalizer,
                              const torch::Tensor& token_weights = torch::Tensor());
 
 // Decoupled PPO (AReaL; verl's truncated importance sampling) for samples

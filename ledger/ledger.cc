@@ -76,9 +76,7 @@ int64_t PromptAccount::dropped_total() const {
   return n;
 }
 
-bool PromptAccount::Reconciles() const {
-  return drawn == trained + dropped_total() + in_flight;
-}
+bool PromptAccount::Reconciles() const { return drawn == trained + dropped_total() + in_flight; }
 
 // ---------------------------------------------------------------- Span
 

@@ -80,7 +80,8 @@ v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts) {
                                                            : in.advantages->advantages[i] != 0.0f;
     counts->samples_effective += carries_gradient;
     if (s.response_tokens().empty()) continue;
-    const auto staleness = static_cast<size_t>(std::max<int64_t>(0, in.learner_version - s.policy_version()));
+    const auto staleness =
+        static_cast<size_t>(std::max<int64_t>(0, in.learner_version - s.policy_version()));
     if (counts->staleness.size() <= staleness) counts->staleness.resize(staleness + 1);
     ++counts->staleness[staleness];
     if (counts->prompt_ids.empty() || counts->prompt_ids.back() != s.prompt_id()) {

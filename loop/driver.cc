@@ -341,8 +341,8 @@ absl::Status Driver::Account(ledger::StepCounts& counts) {
   counts.prompt_account = account_;
   if (account_.Reconciles()) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(
-      "prompt accounting: ", account_.drawn, " prompts drawn but ", account_.trained,
-      " trained + ", account_.dropped_total(), " dropped + ", account_.in_flight, " in flight"));
+      "prompt accounting: ", account_.drawn, " prompts drawn but ", account_.trained, " trained + ",
+      account_.dropped_total(), " dropped + ", account_.in_flight, " in flight"));
 }
 
 absl::Status Driver::CheckpointAfter(int64_t steps_done) {

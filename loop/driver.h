@@ -36,8 +36,8 @@
 #include "loop/loop_state.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
-#include "loop/rollout_pipeline.h"
 #include "loop/roles.h"
+#include "loop/rollout_pipeline.h"
 #include "loop/step_samples.h"
 #include "trellis/v1/job.pb.h"
 

@@ -39,8 +39,8 @@ absl::StatusOr<std::vector<float>> PolicyGradientRecipe::Rewards(const StepSampl
 absl::StatusOr<SampledStep> PolicyGradientRecipe::Sample(int64_t step) {
   const v1::GrpoConfig& grpo = driver_.job().grpo();
   SampledStep out;
-  absl::StatusOr<StepSamples> sampled = driver_.SampleStep(
-      step, grpo.prompts_per_step(), grpo.responses_per_prompt(), out.counts);
+  absl::StatusOr<StepSamples> sampled =
+      driver_.SampleStep(step, grpo.prompts_per_step(), grpo.responses_per_prompt(), out.counts);
   if (!sampled.ok()) return sampled.status();
   out.drawn = *std::move(sampled);
   if (grpo.dapo().dynamic_sampling()) {

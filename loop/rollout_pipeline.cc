@@ -47,9 +47,8 @@ void RolloutPipeline::Loop(int64_t first_step) {
 
 absl::StatusOr<SampledStep> RolloutPipeline::Take(int64_t step) {
   absl::MutexLock lock(&mu_);
-  auto ready = [this, step]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return ready_.count(step) > 0 || done_;
-  };
+  auto ready = [this, step]()
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ready_.count(step) > 0 || done_; };
   mu_.Await(absl::Condition(&ready));
   auto it = ready_.find(step);
   if (it == ready_.end()) {

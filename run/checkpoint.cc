@@ -1,14 +1,13 @@
 #include "run/checkpoint.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
 
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <torch/torch.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

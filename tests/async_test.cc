@@ -12,11 +12,10 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
@@ -139,9 +138,8 @@ void KillAndResume(const std::string& command, const std::string& name,
   const int status = testing_util::Wait(pid);
   ASSERT_TRUE(seen) << "no step_3 checkpoint within 120 s\n" << Slurp(root / "first.log");
   ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before the kill";
-  const int resumed =
-      testing_util::Wait(testing_util::StartTrellis({command, "--resume", dir.string()},
-                                                    root / "resumed.log"));
+  const int resumed = testing_util::Wait(
+      testing_util::StartTrellis({command, "--resume", dir.string()}, root / "resumed.log"));
   ASSERT_TRUE(WIFEXITED(resumed) && WEXITSTATUS(resumed) == 0) << Slurp(root / "resumed.log");
   const std::vector<json> steps = Steps(dir);
   ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps));

@@ -74,10 +74,10 @@ MicroResult PolicyGradientObjective::PolicyTerm(const model::TokenBatch& tb,
   if (async.enabled() && async.max_staleness() > 0) {
     decoupled = DecoupledWeights(logp, old_logp, tb.response_mask, async.importance_weight_cap());
   }
-  PolicyLoss loss = ClippedPolicyLoss(
-      logp, decoupled ? decoupled->proximal : old_logp, ref_logp, advantages, tb.response_mask,
-      clip_low, clip_high, kl_in_loss_ ? grpo.kl_coef() : 0, grpo.loss_aggregation(), normalizer,
-      decoupled ? decoupled->weights : torch::Tensor());
+  PolicyLoss loss = ClippedPolicyLoss(logp, decoupled ? decoupled->proximal : old_logp, ref_logp,
+                                      advantages, tb.response_mask, clip_low, clip_high,
+                                      kl_in_loss_ ? grpo.kl_coef() : 0, grpo.loss_aggregation(),
+                                      normalizer, decoupled ? decoupled->weights : torch::Tensor());
   MicroResult out{loss.loss, loss.kl_sum, loss.clipped_tokens, loss.tokens};
   if (decoupled) {
     out.logprob_gap_sum = decoupled->gap_sum;

@@ -44,9 +44,8 @@ struct MicroSums {
   // Every rank's sums added up: the whole batch's.
   absl::Status SumOver(DataParallelGroup& group) {
     double* const fields[] = {
-        &loss,          &kl,     &clipped,      &tokens,        &exact_rows,     &value_loss,
-        &value_clipped, &gap,    &truncated,    &margin,        &ranked_right,   &chosen_reward,
-        &rejected_reward};
+        &loss, &kl,        &clipped, &tokens,       &exact_rows,    &value_loss,     &value_clipped,
+        &gap,  &truncated, &margin,  &ranked_right, &chosen_reward, &rejected_reward};
     std::vector<double> values;
     for (double* f : fields) values.push_back(*f);
     values.push_back(micro_batches);
