@@ -109,11 +109,22 @@ class Driver {
   // verify seconds to *seconds (may be null).
   [[nodiscard]] absl::Status SampleRound(int64_t step, int round, int64_t prompts, int64_t group,
                                          StepSamples* out, double* seconds);
+  // SampleRound in two: the rollout, its verification left running; then
+  // the verdicts and the reward rule, appended to *out.
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<PendingRound>> StartRound(int64_t step, int round,
+                                                                        int64_t prompts,
+                                                                        int64_t group);
+  [[nodiscard]] absl::Status FinishRound(PendingRound& round, StepSamples* out, double* seconds);
   // A step's first rollout round (SampleRound, round 0), counted in
   // `counts`: prompts, responses per prompt, samples, generated tokens and
   // the verification that overlapped the rollout.
   [[nodiscard]] absl::StatusOr<StepSamples> SampleStep(int64_t step, int64_t prompts, int64_t group,
                                                        ledger::StepCounts& counts);
+  // SampleStep without waiting for the verification: the round pending in
+  // the result, for FinishSampling (which the step calls when it takes it).
+  [[nodiscard]] absl::StatusOr<SampledStep> StartSampleStep(int64_t step, int64_t prompts,
+                                                            int64_t group);
+  [[nodiscard]] absl::Status FinishSampling(SampledStep& sampled);
   // `step`'s sampling by `sample`: run now, or with job.async enabled taken
   // from the rollout pipeline, which the first call starts with `sample`
   // (then run on its thread, ahead of the learner, for every later step).

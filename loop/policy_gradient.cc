@@ -38,6 +38,10 @@ absl::StatusOr<std::vector<float>> PolicyGradientRecipe::Rewards(const StepSampl
 
 absl::StatusOr<SampledStep> PolicyGradientRecipe::Sample(int64_t step) {
   const v1::GrpoConfig& grpo = driver_.job().grpo();
+  if (driver_.job().async().enabled() && !grpo.dapo().dynamic_sampling()) {
+    // The verification finishes beside the next rollout and the update.
+    return driver_.StartSampleStep(step, grpo.prompts_per_step(), grpo.responses_per_prompt());
+  }
   SampledStep out;
   absl::StatusOr<StepSamples> sampled =
       driver_.SampleStep(step, grpo.prompts_per_step(), grpo.responses_per_prompt(), out.counts);
@@ -64,6 +68,7 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
   absl::StatusOr<SampledStep> sampled =
       driver_.TakeSamples(step, [this](int64_t s) { return Sample(s); });
   if (!sampled.ok()) return sampled.status();
+  if (absl::Status s = driver_.FinishSampling(*sampled); !s.ok()) return s;
   StepSamples& drawn = sampled->drawn;
   const ledger::StepCounts opened = counts;
   counts = sampled->counts;

@@ -6,10 +6,13 @@
 // loop/rollout_pipeline.h, or in the step itself).
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "data/dataset.h"
 #include "ledger/ledger.h"
+#include "loop/streaming_verify.h"
 #include "trellis/v1/rollout.pb.h"
 
 namespace trellis::loop {
@@ -23,9 +26,23 @@ struct StepSamples {
   int64_t rewards_clipped = 0;                 // by the reward rule (reward_rule.h)
 };
 
+// A rollout round generated, its verification still running on its
+// StreamingVerify's thread (Driver::FinishRound completes it).
+struct PendingRound {
+  std::vector<const data::Example*> examples;  // one per group
+  std::unique_ptr<StreamingVerify> verifying;
+  v1::GenerateResponse rollout;
+  absl::Time start;
+  absl::Time rollout_end;
+};
+
 // One step's sampling as a recipe runs it (its rounds, DAPO's extra ones).
 struct SampledStep {
   StepSamples drawn;
+  // Under job.async: the first round, its verification still running
+  // (beside the next rollout and the update); Driver::FinishSampling adds
+  // it to `drawn` and `counts`.
+  std::unique_ptr<PendingRound> pending;
   // The sampling's counters: prompts (with DAPO's extra), samples, tokens,
   // overlapped verification, extra rounds and their left-out samples.
   ledger::StepCounts counts;
