@@ -112,8 +112,8 @@ class Driver {
   // SampleRound in two: the rollout, its verification left running; then
   // the verdicts and the reward rule, appended to *out.
   [[nodiscard]] absl::StatusOr<std::unique_ptr<PendingRound>> StartRound(int64_t step, int round,
-                                                                        int64_t prompts,
-                                                                        int64_t group);
+                                                                         int64_t prompts,
+                                                                         int64_t group);
   [[nodiscard]] absl::Status FinishRound(PendingRound& round, StepSamples* out, double* seconds);
   // A step's first rollout round (SampleRound, round 0), counted in
   // `counts`: prompts, responses per prompt, samples, generated tokens and
