@@ -18,7 +18,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <string>

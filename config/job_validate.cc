@@ -274,6 +274,16 @@ void CheckPreference(const v1::JobConfig& job, Checker& c) {
   }
 }
 
+void CheckAsync(const v1::JobConfig& job, Checker& c) {
+  const v1::AsyncConfig& a = job.async();
+  c.Within("async.max_staleness", a.max_staleness(), 0, 8);
+  c.Within("async.importance_weight_cap", a.importance_weight_cap(), 1.0, 100.0);
+  if (!a.enabled()) return;
+  c.Require(RecipeOf(job) == Recipe::kGrpo, "async.enabled",
+            "false unless algorithm is grpo (the asynchronous pipeline runs the GRPO family)",
+            absl::StrCat("true with algorithm \"", job.algorithm(), "\""));
+}
+
 }  // namespace
 
 absl::Status ValidateJob(const v1::JobConfig& job) {
@@ -282,6 +292,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   CheckArithmetic(job.data().arithmetic(), c);
   CheckRl(job, c);
   CheckPreference(job, c);
+  CheckAsync(job, c);
   c.NonNegative("eval.num_prompts", job.eval().num_prompts());
   c.AtLeast("eval.batch_size", job.eval().batch_size(), 1);
   c.NonNegative("eval.verify_retries", job.eval().verify_retries());

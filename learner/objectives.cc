@@ -20,13 +20,14 @@ PolicyLoss GrpoLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
 PolicyLoss ClippedPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                              const torch::Tensor& ref_logp, const torch::Tensor& advantages,
                              const torch::Tensor& mask, double clip_low, double clip_high,
-                             double kl_coef, v1::LossAggregation aggregation,
-                             double normalizer) {
+                             double kl_coef, v1::LossAggregation aggregation, double normalizer,
+                             const torch::Tensor& token_weights) {
   const torch::Tensor adv = advantages.dim() == 1 ? advantages.unsqueeze(1) : advantages;
   const torch::Tensor ratio = torch::exp(logp - old_logp);
   const torch::Tensor unclipped = ratio * adv;
   const torch::Tensor clipped = torch::clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv;
   torch::Tensor token_loss = -torch::min(unclipped, clipped);
+  if (token_weights.defined()) token_loss = token_loss * token_weights;
   PolicyLoss out;
   if (kl_coef > 0 && ref_logp.defined()) {
     const torch::Tensor delta = ref_logp - logp;
@@ -43,6 +44,19 @@ PolicyLoss ClippedPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old
   }
   out.clipped_tokens = ((clipped < unclipped).to(torch::kFloat32) * mask).sum().item<double>();
   out.tokens = mask.sum().item<double>();
+  return out;
+}
+
+DecoupledTerms DecoupledWeights(const torch::Tensor& logp, const torch::Tensor& behaviour_logp,
+                                const torch::Tensor& mask, double cap) {
+  torch::NoGradGuard no_grad;
+  DecoupledTerms out;
+  out.proximal = logp.detach();
+  const torch::Tensor delta = (out.proximal - behaviour_logp) * mask;
+  out.weights = torch::clamp_max(torch::exp(delta), cap);
+  out.gap_sum = delta.abs().sum().item<double>();
+  out.truncated_tokens =
+      ((torch::exp(delta) > cap).to(torch::kFloat32) * mask).sum().item<double>();
   return out;
 }
 

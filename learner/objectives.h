@@ -44,11 +44,30 @@ PolicyLoss GrpoLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
 // GrpoLoss with an asymmetric clip range [1 - clip_low, 1 + clip_high]
 // (DAPO's clip-higher: clip_high > clip_low leaves room for low-probability
 // tokens to grow). GrpoLoss is clip_low = clip_high = clip_eps.
+// `token_weights` ([B, T], undefined: 1) multiplies each token's pg term
+// (decoupled PPO's importance weights, DecoupledWeights).
 PolicyLoss ClippedPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                              const torch::Tensor& ref_logp, const torch::Tensor& advantages,
                              const torch::Tensor& mask, double clip_low, double clip_high,
-                             double kl_coef, v1::LossAggregation aggregation,
-                             double normalizer);
+                             double kl_coef, v1::LossAggregation aggregation, double normalizer,
+                             const torch::Tensor& token_weights = torch::Tensor());
+
+// Decoupled PPO (AReaL; verl's truncated importance sampling) for samples
+// an older policy generated (job.async): the clipped ratio is taken against
+// the proximal policy, the learner's before this update (`logp` detached:
+// one optimizer step per call, so every micro-batch's forward sees it), and
+// each token's term is weighted by
+//   w = min(exp(proximal - behaviour), cap)
+// where behaviour is the actor's log-prob. logp, behaviour_logp, mask: [B, T].
+struct DecoupledTerms {
+  torch::Tensor proximal;  // [B, T], no gradient: ClippedPolicyLoss's old_logp
+  torch::Tensor weights;   // [B, T], no gradient: its token_weights
+  // Sums over the masked tokens: |behaviour - proximal|, weights truncated.
+  double gap_sum = 0;
+  double truncated_tokens = 0;
+};
+DecoupledTerms DecoupledWeights(const torch::Tensor& logp, const torch::Tensor& behaviour_logp,
+                                const torch::Tensor& mask, double cap);
 
 // Cross-entropy on the masked targets: -sum(logp * mask) / normalizer.
 torch::Tensor SftLoss(const torch::Tensor& logp, const torch::Tensor& mask,

@@ -79,6 +79,35 @@ TEST(GrpoLossTest, KlIsZeroWhenPolicyEqualsReference) {
   EXPECT_NEAR(loss.kl_sum, 0.0, 1e-7);
 }
 
+TEST(DecoupledWeightsTest, TruncatedImportanceWeightsAgainstTheProximalPolicy) {
+  // Token (0,0): behaviour = proximal -> w = 1; (0,1): proximal - behaviour
+  // = log 1.5 -> w = 1.5; (1,0): log 3 -> truncated to the cap 2; (1,1) is
+  // padding.
+  const torch::Tensor logp = torch::tensor({{-1.0f, -2.0f}, {-0.5f, -9.0f}}).requires_grad_(true);
+  const torch::Tensor behaviour =
+      torch::tensor({{-1.0f, -2.0f - std::log(1.5f)}, {-0.5f - std::log(3.0f), 0.0f}});
+  const torch::Tensor mask = torch::tensor({{1.0f, 1.0f}, {1.0f, 0.0f}});
+  DecoupledTerms d = DecoupledWeights(logp, behaviour, mask, 2.0);
+  EXPECT_FALSE(d.proximal.requires_grad());
+  EXPECT_NEAR(d.weights[0][0].item<double>(), 1.0, 1e-6);
+  EXPECT_NEAR(d.weights[0][1].item<double>(), 1.5, 1e-5);
+  EXPECT_NEAR(d.weights[1][0].item<double>(), 2.0, 1e-6);
+  EXPECT_NEAR(d.gap_sum, std::log(1.5) + std::log(3.0), 1e-5);
+  EXPECT_EQ(d.truncated_tokens, 1);
+
+  // Against the proximal policy the ratio is 1 (nothing clipped) and the
+  // loss is -sum(w * A) / tokens, its gradient w * A per token.
+  const torch::Tensor adv = torch::tensor({1.0f, -1.0f});
+  PolicyLoss loss = ClippedPolicyLoss(logp, d.proximal, torch::Tensor(), adv, mask, 0.2, 0.2, 0,
+                                      v1::TOKEN_MEAN, 3, d.weights);
+  EXPECT_NEAR(loss.loss.item<double>(), -(1.0 + 1.5 - 2.0) / 3, 1e-5);
+  EXPECT_EQ(loss.clipped_tokens, 0);
+  loss.loss.backward();
+  EXPECT_NEAR(logp.grad()[0][1].item<double>(), -1.5 / 3, 1e-5);
+  EXPECT_NEAR(logp.grad()[1][0].item<double>(), 2.0 / 3, 1e-5);
+  EXPECT_EQ(logp.grad()[1][1].item<double>(), 0);
+}
+
 TEST(SftLossTest, IsTokenMeanNegativeLogLikelihood) {
   const torch::Tensor logp = torch::tensor({{-1.0f, -3.0f}, {-2.0f, -9.0f}});
   const torch::Tensor mask = torch::tensor({{1.0f, 1.0f}, {1.0f, 0.0f}});

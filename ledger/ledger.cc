@@ -70,6 +70,14 @@ std::optional<Object> ObjectFromName(std::string_view name) {
   return std::nullopt;
 }
 
+int64_t PromptAccount::dropped_total() const {
+  int64_t n = 0;
+  for (const auto& [reason, count] : dropped) n += count;
+  return n;
+}
+
+bool PromptAccount::Reconciles() const { return drawn == trained + dropped_total() + in_flight; }
+
 // ---------------------------------------------------------------- Span
 
 struct Ledger::Span::State {

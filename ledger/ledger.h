@@ -82,6 +82,25 @@ std::string_view ObjectName(Object object);
 std::optional<Object> ObjectFromName(std::string_view name);
 
 // What the scheduler counted in one step; the ledger derives the rest.
+// Exact accounting of a run's RL prompt stream, over the run so far: every
+// prompt drawn is trained, dropped with a reason, or still in flight (drawn
+// by the asynchronous pipeline for a step not trained yet).
+struct PromptAccount {
+  int64_t drawn = 0;
+  // In a step's batch (at least one of its samples trained).
+  int64_t trained = 0;
+  // Left out of every batch, by reason: "dynamic_sampling" (DAPO left its
+  // group out), "no_sample_kept" (the drop policy, overlong filtering or
+  // empty responses left none of its samples), "no_pair" (online_dpo: its
+  // rewards were all equal).
+  std::map<std::string, int64_t> dropped;
+  int64_t in_flight = 0;
+
+  int64_t dropped_total() const;
+  // drawn == trained + dropped_total() + in_flight.
+  bool Reconciles() const;
+};
+
 struct StepCounts {
   int64_t step = 0;
   int64_t policy_version = 0;
@@ -145,6 +164,17 @@ struct StepCounts {
   double recompute_seconds = 0;
   int64_t communication_bytes = 0;
   double communication_seconds = 0;
+  // The asynchronous pipeline (job.async): staleness[k] samples trained k
+  // policy versions after the version that generated them (the synchronous
+  // loop: all at 0); decoupled PPO's mean |behaviour - proximal| log-prob
+  // per token and fraction of importance weights truncated (TrainStats).
+  std::vector<int64_t> staleness;
+  double logprob_gap = 0;
+  double importance_weight_truncated = 0;
+  // The ids of the prompts the step trained (PromptAccount::trained), in
+  // order, and the RL prompt stream's account at the step's end.
+  std::vector<uint64_t> prompt_ids;
+  PromptAccount prompt_account;
 };
 
 // The derived metrics of one step, as written to ledger.jsonl.

@@ -35,6 +35,8 @@ json CountsJson(const StepCounts& c) {
         "communication_bytes", "communication_seconds"}) {
     out[key] = j[key];
   }
+  out["staleness"] = c.staleness;
+  out["prompt_account"] = internal::PromptAccountJson(c.prompt_account);
   return out;
 }
 
@@ -89,6 +91,9 @@ StepCounts CountsFromJson(const json& j) {
   c.recompute_seconds = j.value("recompute_seconds", 0.0);
   c.communication_bytes = j.value("communication_bytes", int64_t{0});
   c.communication_seconds = j.value("communication_seconds", 0.0);
+  // Absent from checkpoints written before the asynchronous pipeline existed.
+  c.staleness = j.value("staleness", std::vector<int64_t>{});
+  c.prompt_account = internal::PromptAccountFromJson(j.value("prompt_account", json()));
   return c;
 }
 

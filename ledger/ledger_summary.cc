@@ -56,6 +56,8 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
                              {"prompts_extra", c.prompts_extra},
                              {"seconds_extra", c.sampling_seconds_extra}};
     j["verify_overlap_seconds"] = c.verify_overlap_seconds;
+    j["staleness"] = c.staleness;
+    j["prompt_account"] = internal::PromptAccountJson(c.prompt_account);
     j["tokens"] = {{"generated", c.generated_tokens},
                    {"trained", c.trained_tokens}};
     j["tokens_per_second"] = {

@@ -1,5 +1,7 @@
 #include "loop/batch.h"
 
+#include <algorithm>
+
 namespace trellis::loop {
 
 bool DropsTimeouts(const v1::JobConfig& job) {
@@ -78,6 +80,13 @@ v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts) {
                                                            : in.advantages->advantages[i] != 0.0f;
     counts->samples_effective += carries_gradient;
     if (s.response_tokens().empty()) continue;
+    const auto staleness =
+        static_cast<size_t>(std::max<int64_t>(0, in.learner_version - s.policy_version()));
+    if (counts->staleness.size() <= staleness) counts->staleness.resize(staleness + 1);
+    ++counts->staleness[staleness];
+    if (counts->prompt_ids.empty() || counts->prompt_ids.back() != s.prompt_id()) {
+      counts->prompt_ids.push_back(s.prompt_id());
+    }
     v1::TrainSample* t = batch.add_samples();
     *t->mutable_prompt_tokens() = s.prompt_tokens();
     *t->mutable_response_tokens() = s.response_tokens();

@@ -41,6 +41,9 @@ struct BatchInput {
   const v1::LogProbResponse* reference = nullptr;
   // DAPO: a response cut off at the token budget trains no loss.
   bool overlong_filtering = false;
+  // The learner's policy version the batch trains at (each sample's
+  // staleness is this minus the version that generated it).
+  int64_t learner_version = 0;
 };
 
 // Counts a sample whose group carries no gradient (all rewards equal) or
@@ -54,7 +57,9 @@ void CountNoGradient(v1::Verdict verdict, ledger::StepCounts* counts);
 // advantage (when given). Into *counts: mean_reward and accuracy over the
 // kept samples, and added to its counters: samples_dropped, each kept
 // sample's first loss (error, timeout, zero_variance, truncated,
-// unparseable), samples_overlong and samples_effective.
+// unparseable), samples_overlong and samples_effective; the batch's
+// samples in the staleness histogram, and the id of each prompt with a
+// sample in the batch appended to prompt_ids.
 // REQUIRES: rewards, dropped and the verdicts' results one per sample.
 v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts);
 

@@ -164,5 +164,24 @@ TEST(AssembleBatchTest, OverlongFilteringLeavesTruncatedResponsesOut) {
   EXPECT_EQ(counts.samples_effective, 4);
 }
 
+TEST(AssembleBatchTest, CountsEachSamplesStalenessAndTheTrainedPrompts) {
+  testing::FakeActor actor;
+  testing::FakeVerifier verifier;
+  Drawn d = Draw(actor, verifier);
+  // Prompt 0's samples came from version 3, prompt 1's from version 5.
+  for (v1::Sample& s : *d.rollout.mutable_samples()) {
+    s.set_policy_version(s.prompt_id() == 0 ? 3 : 5);
+  }
+  BatchInput in = Input(d);
+  in.learner_version = 5;
+  // Every sample of prompt 1 left out: it trains nothing.
+  for (int i = 4; i < 8; ++i) in.dropped[i] = true;
+  ledger::StepCounts counts;
+  const v1::TrainBatch batch = AssembleBatch(in, &counts);
+  ASSERT_EQ(batch.samples_size(), 4);
+  EXPECT_EQ(counts.staleness, (std::vector<int64_t>{0, 0, 4}));
+  EXPECT_EQ(counts.prompt_ids, (std::vector<uint64_t>{0}));
+}
+
 }  // namespace
 }  // namespace trellis::loop

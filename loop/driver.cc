@@ -18,14 +18,6 @@ namespace {
 
 using ledger::Stage;
 
-v1::SamplingParams TrainSampling(const v1::JobConfig& job) {
-  v1::SamplingParams p;
-  p.set_temperature(job.sampling().temperature());
-  p.set_top_p(job.sampling().top_p());
-  p.set_max_new_tokens(job.sampling().max_new_tokens());
-  return p;
-}
-
 // Salt of the RL prompt stream's seed, so that it does not replay the SFT
 // stream's order. (Per-step sampling seeds use the step number as salt.)
 constexpr uint64_t kRlStreamSalt = 1ULL << 40;
@@ -73,27 +65,42 @@ double Driver::Eta(int64_t step, int64_t steps) const {
 std::string Driver::Headline() const { return recipe_->Headline(eval_before_, eval_after_); }
 
 absl::Status Driver::SyncWeights() {
+  if (absl::Status s = Publish(); !s.ok()) return s;
+  return LoadWeights();
+}
+
+absl::Status Driver::Publish() {
+  absl::MutexLock lock(&handoff_mu_);
   if (roles_.learner->policy_version() == published_version_) return absl::OkStatus();
   auto span = ledger_->Begin(Stage::kWeightSync, config::WorkerId(v1::SCHEDULER).ToString());
   absl::StatusOr<v1::WeightSyncStats> sent = roles_.learner->PublishWeights();
   if (!sent.ok()) return At(sent.status(), "publishing weights");
-  absl::StatusOr<v1::WeightSyncStats> got = roles_.actor->SyncWeights(sent->version());
+  published_ = *sent;
+  published_version_ = sent->version();
+  return absl::OkStatus();
+}
+
+absl::Status Driver::LoadWeights() {
+  absl::MutexLock lock(&handoff_mu_);
+  if (actor_version_ == published_version_) return absl::OkStatus();
+  auto span = ledger_->Begin(Stage::kWeightSync, config::WorkerId(v1::SCHEDULER).ToString());
+  const v1::WeightSyncStats& sent = published_;
+  absl::StatusOr<v1::WeightSyncStats> got = roles_.actor->SyncWeights(sent.version());
   if (!got.ok()) return At(got.status(), "actor weight sync");
-  v1::WeightSyncStats handoff = *sent;
-  handoff.set_transfer_seconds(sent->transfer_seconds() + got->transfer_seconds());
+  v1::WeightSyncStats handoff = sent;
+  handoff.set_transfer_seconds(sent.transfer_seconds() + got->transfer_seconds());
   handoff.set_load_seconds(got->load_seconds());
   // The learner group's rank 0 publishes.
   const std::string learner = config::WorkerId(v1::LEARNER).ToString();
   ledger_->RecordHandoff(learner, handoff);
   // The publisher keeps the newest version's buckets staged for receivers;
   // while it packs a new version the previous one is still staged.
-  if (published_version_ >= 0) {
-    ledger_->RecordObject(learner, ledger::Object::kCommunication, 2 * sent->bytes(),
+  if (actor_version_ >= 0) {
+    ledger_->RecordObject(learner, ledger::Object::kCommunication, 2 * sent.bytes(),
                           Stage::kWeightSync);
   }
-  ledger_->RecordObject(learner, ledger::Object::kCommunication, sent->bytes(),
-                        Stage::kWeightSync);
-  published_version_ = sent->version();
+  ledger_->RecordObject(learner, ledger::Object::kCommunication, sent.bytes(), Stage::kWeightSync);
+  actor_version_ = sent.version();
   return absl::OkStatus();
 }
 
@@ -139,6 +146,10 @@ absl::Status Driver::PrepareRollouts() {
 }
 
 absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& label) {
+  // Beside the rollout pipeline: on the newest weights, between two of its
+  // rollouts.
+  absl::MutexLock actor_lock(&actor_mu_);
+  if (absl::Status s = LoadWeights(); !s.ok()) return At(s, "eval " + label + ": weight sync");
   auto span = ledger_->Begin(Stage::kEval, config::WorkerId(v1::SCHEDULER).ToString());
   const auto& eval = data_.eval;
   const int64_t n = job_.eval().num_prompts() > 0
@@ -231,66 +242,6 @@ absl::StatusOr<v1::VerifyResponse> Driver::VerifyHeldOut(const v1::VerifyRequest
   return verdicts;
 }
 
-absl::Status Driver::SampleRound(int64_t step, int round, int64_t prompts, int64_t group,
-                                 StepSamples* out, double* seconds) {
-  v1::GenerateRequest request;
-  request.set_responses_per_prompt(static_cast<int32_t>(group));
-  *request.mutable_sampling() = TrainSampling(job_);
-  // Round 0 keeps the seed a step had before dynamic sampling existed.
-  const uint64_t salt = static_cast<uint64_t>(step) | (static_cast<uint64_t>(round) << 48);
-  request.set_seed(MixSeed(job_.runtime().seed(), salt));
-  std::vector<const data::Example*> examples;
-  for (int64_t i = 0; i < prompts; ++i) {
-    const data::Example& ex = train_stream_.Next();
-    examples.push_back(&ex);
-    absl::StatusOr<v1::Prompt> prompt = format_->MakePrompt(ex);
-    if (!prompt.ok()) return prompt.status();
-    *request.add_prompts() = *std::move(prompt);
-  }
-
-  // Verification runs beside the rollout: each part the actors hand over
-  // is verified while the rest is still being generated.
-  std::map<uint64_t, const data::Example*> by_id;
-  for (const data::Example* ex : examples) by_id[ex->id] = ex;
-  StreamingVerify verifying(roles_.verifier, ledger_, std::move(by_id));
-  const absl::Time rollout_start = absl::Now();
-  absl::StatusOr<v1::GenerateResponse> rollout;
-  {
-    // The actors' rollout (an actor pool's, too) under the first actor.
-    auto span = ledger_->Begin(Stage::kRollout, config::WorkerId(v1::ACTOR).ToString());
-    rollout = roles_.actor->GenerateStreaming(
-        request, [&verifying](const v1::GenerateResponse& part) { verifying.Add(part); });
-    span.End();
-  }
-  const absl::Time rollout_end = absl::Now();
-  if (!rollout.ok()) return At(rollout.status(), "rollout");
-  absl::StatusOr<StreamingVerify::Result> verified =
-      verifying.Finish(rollout->samples(), rollout_end);
-  if (!verified.ok()) return At(verified.status(), "verify");
-  out->rewards_clipped += ApplyRewardRule(job_.verifier(), &verified->verdicts).clipped;
-  if (seconds != nullptr) *seconds += absl::ToDoubleSeconds(absl::Now() - rollout_start);
-  out->verify_overlap_seconds += verified->overlap_seconds;
-  out->examples.insert(out->examples.end(), examples.begin(), examples.end());
-  const int64_t tokens_before = out->rollout.generated_tokens();
-  out->rollout.MergeFrom(*rollout);  // appends the samples; scalars take the newest
-  out->rollout.set_generated_tokens(tokens_before + rollout->generated_tokens());
-  out->verdicts.MergeFrom(verified->verdicts);  // appends the results and this round's stats
-  return absl::OkStatus();
-}
-
-absl::StatusOr<StepSamples> Driver::SampleStep(int64_t step, int64_t prompts, int64_t group,
-                                               ledger::StepCounts& counts) {
-  counts.prompts = prompts;
-  counts.responses_per_prompt = group;
-  StepSamples drawn;
-  if (absl::Status s = SampleRound(step, 0, prompts, group, &drawn, nullptr); !s.ok()) return s;
-  counts.samples_generated = drawn.rollout.samples_size();
-  counts.generated_tokens = drawn.rollout.generated_tokens();
-  counts.verify_overlap_seconds = drawn.verify_overlap_seconds;
-  counts.samples_reward_clipped = drawn.rewards_clipped;
-  return drawn;
-}
-
 absl::Status Driver::CheckpointAfter(int64_t steps_done) {
   auto span = ledger_->Begin(Stage::kCheckpoint, config::WorkerId(v1::SCHEDULER).ToString());
   LoopState state;
@@ -298,7 +249,17 @@ absl::Status Driver::CheckpointAfter(int64_t steps_done) {
   state.policy_version = roles_.learner->policy_version();
   state.seed = job_.runtime().seed();
   state.sft_position = sft_stream_.position();
-  state.train_position = train_stream_.position();
+  // The prompts drawn ahead for later steps are not in the checkpoint: the
+  // resumed run draws them again (replays them) from the stream.
+  const std::optional<uint64_t> ahead =
+      pipeline_ != nullptr ? pipeline_->PositionBefore(steps_done) : std::nullopt;
+  {
+    absl::MutexLock lock(&account_mu_);
+    state.train_position = ahead.value_or(train_stream_.position());
+    state.prompt_account = account_;
+  }
+  state.prompt_account.drawn -= state.prompt_account.in_flight;
+  state.prompt_account.in_flight = 0;
   state.eval_before = eval_before_;
   state.ledger_state = ledger_->ExportState();
   if (!write_checkpoint_) {
@@ -312,6 +273,10 @@ absl::Status Driver::CheckpointAfter(int64_t steps_done) {
 absl::Status Driver::Resume() {
   sft_stream_.Seek(resume_->sft_position);
   train_stream_.Seek(resume_->train_position);
+  {
+    absl::MutexLock lock(&account_mu_);
+    account_ = resume_->prompt_account;
+  }
   eval_before_ = resume_->eval_before;
   if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "resumed weight sync");
   if (roles_.reference == nullptr) return absl::OkStatus();
@@ -327,7 +292,14 @@ absl::Status Driver::RunStep(int64_t step) {
   counts.policy_version = roles_.learner->policy_version();
   if (absl::Status s = recipe_->Step(step, counts); !s.ok()) return s;
   if (spec_->rolls_out) {
-    if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "weight sync");
+    if (absl::Status s = Account(counts); !s.ok()) return s;
+    if (pipeline_ != nullptr) {
+      // The actors load the new version before their next rollout.
+      if (absl::Status s = Publish(); !s.ok()) return At(s, "weight sync");
+      pipeline_->Trained(step);
+    } else if (absl::Status s = SyncWeights(); !s.ok()) {
+      return At(s, "weight sync");
+    }
   }
   history_.push_back(ledger_->EndStep(counts));
   Print(recipe_->Progress(step, counts, history_.back()));
@@ -374,6 +346,10 @@ absl::Status Driver::Run() {
         return At(s, absl::StrCat("checkpoint after step ", step));
       }
     }
+  }
+  pipeline_.reset();  // every step sampled and taken
+  if (spec_->rolls_out) {
+    if (absl::Status s = LoadWeights(); !s.ok()) return At(s, "final weight sync");
   }
   ledger_->BeginStep(steps);
   absl::StatusOr<ledger::EvalMetrics> after = recipe_->Evaluate("after");

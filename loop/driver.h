@@ -10,6 +10,11 @@
 //     ledger -> progress -> [Evaluate("step_N")] -> [checkpoint] } x steps
 //   -> Evaluate("after")
 //
+// With job.async enabled the recipe's sampling runs ahead on the rollout
+// pipeline's thread (loop/rollout_pipeline.h): after each step the learner
+// publishes its weights and the actors load them before their next
+// rollout, never during one.
+//
 // and the pieces a rolling-out recipe builds its step from: the SFT
 // warm-up and the frozen reference (PrepareRollouts), a rollout round with
 // streaming verification (SampleRound), the greedy held-out evaluation
@@ -25,24 +30,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "data/dataset.h"
 #include "ledger/ledger.h"
 #include "loop/loop_state.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
 #include "loop/roles.h"
+#include "loop/rollout_pipeline.h"
+#include "loop/step_samples.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::loop {
-
-// A step's samples: the groups of every rollout round, in order.
-struct StepSamples {
-  std::vector<const data::Example*> examples;  // one per group
-  v1::GenerateResponse rollout;                // samples; generated_tokens summed
-  v1::VerifyResponse verdicts;                 // results in sample order; each part's stats
-  double verify_overlap_seconds = 0;           // verification while the rollout ran
-  int64_t rewards_clipped = 0;                 // by the reward rule (reward_rule.h)
-};
 
 class Driver {
  public:
@@ -110,18 +109,42 @@ class Driver {
   // verify seconds to *seconds (may be null).
   [[nodiscard]] absl::Status SampleRound(int64_t step, int round, int64_t prompts, int64_t group,
                                          StepSamples* out, double* seconds);
+  // SampleRound in two: the rollout, its verification left running; then
+  // the verdicts and the reward rule, appended to *out.
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<PendingRound>> StartRound(int64_t step, int round,
+                                                                         int64_t prompts,
+                                                                         int64_t group);
+  [[nodiscard]] absl::Status FinishRound(PendingRound& round, StepSamples* out, double* seconds);
   // A step's first rollout round (SampleRound, round 0), counted in
   // `counts`: prompts, responses per prompt, samples, generated tokens and
   // the verification that overlapped the rollout.
   [[nodiscard]] absl::StatusOr<StepSamples> SampleStep(int64_t step, int64_t prompts, int64_t group,
                                                        ledger::StepCounts& counts);
+  // SampleStep without waiting for the verification: the round pending in
+  // the result, for FinishSampling (which the step calls when it takes it).
+  [[nodiscard]] absl::StatusOr<SampledStep> StartSampleStep(int64_t step, int64_t prompts,
+                                                            int64_t group);
+  [[nodiscard]] absl::Status FinishSampling(SampledStep& sampled);
+  // `step`'s sampling by `sample`: run now, or with job.async enabled taken
+  // from the rollout pipeline, which the first call starts with `sample`
+  // (then run on its thread, ahead of the learner, for every later step).
+  using SampleFn = std::function<absl::StatusOr<SampledStep>(int64_t step)>;
+  [[nodiscard]] absl::StatusOr<SampledStep> TakeSamples(int64_t step, const SampleFn& sample);
   // Writes the learner's weights to OUT/reference.safetensors and loads
   // them into the reference.
   [[nodiscard]] absl::Status TakeReference();
 
  private:
   absl::Status WarmUp();
+  // Publish (the learner's newest version, on the driver's thread) and
+  // LoadWeights (into the actors, between rollouts); SyncWeights is both.
   absl::Status SyncWeights();
+  absl::Status Publish();
+  absl::Status LoadWeights();
+  // Closes `step`'s prompts in the account (counts.prompts drawn, the
+  // trained prompt_ids, counts.prompt_account.dropped by reason); Internal
+  // when drawn != trained + dropped + in flight.
+  absl::Status Account(ledger::StepCounts& counts);
   absl::Status Resume();
   absl::Status RunStep(int64_t step);
   absl::Status CheckpointAfter(int64_t steps_done);
@@ -146,11 +169,23 @@ class Driver {
   std::vector<ledger::StepMetrics> history_;
   ledger::EvalMetrics eval_before_;
   ledger::EvalMetrics eval_after_;
-  // Newest version the actor holds; -1 before the first sync.
-  int64_t published_version_ = -1;
+  // Held by whoever uses the actors: the pipeline's rollouts, evaluations.
+  absl::Mutex actor_mu_;
+  // The weight handoff: the newest version published and the version the
+  // actors hold (-1 before the first), and the publish's stats.
+  absl::Mutex handoff_mu_;
+  int64_t published_version_ ABSL_GUARDED_BY(handoff_mu_) = -1;
+  int64_t actor_version_ ABSL_GUARDED_BY(handoff_mu_) = -1;
+  v1::WeightSyncStats published_ ABSL_GUARDED_BY(handoff_mu_);
+  // The RL prompt stream's account (SampleRound draws on the pipeline's
+  // thread, Account closes steps on the driver's).
+  absl::Mutex account_mu_;
+  ledger::PromptAccount account_ ABSL_GUARDED_BY(account_mu_);
   std::optional<LoopState> resume_;
   std::function<bool()> stop_requested_;
   CheckpointWriter write_checkpoint_;
+  // Last: ended before the members its thread uses.
+  std::unique_ptr<RolloutPipeline> pipeline_;
 };
 
 }  // namespace trellis::loop

@@ -22,6 +22,9 @@ struct LoopState {
   uint64_t sft_position = 0;
   uint64_t train_position = 0;
   ledger::EvalMetrics eval_before;
+  // The RL prompt stream's account after the steps completed (prompts the
+  // asynchronous pipeline drew ahead are replayed: not in it).
+  ledger::PromptAccount prompt_account;
   // Ledger::ExportState() at the checkpoint.
   std::string ledger_state;
 };

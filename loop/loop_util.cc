@@ -41,4 +41,12 @@ double SumLogProbs(const google::protobuf::RepeatedField<float>& logprobs) {
   return sum;
 }
 
+v1::SamplingParams TrainSampling(const v1::JobConfig& job) {
+  v1::SamplingParams p;
+  p.set_temperature(job.sampling().temperature());
+  p.set_top_p(job.sampling().top_p());
+  p.set_max_new_tokens(job.sampling().max_new_tokens());
+  return p;
+}
+
 }  // namespace trellis::loop

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "data/dataset.h"
 #include "ledger/ledger.h"
+#include "trellis/v1/job.pb.h"
 #include "trellis/v1/rollout.pb.h"
 
 namespace trellis::loop {
@@ -27,6 +28,10 @@ uint64_t MixSeed(uint64_t seed, uint64_t salt);
 // clipping, gradient norm, value and preference stats, and the memory
 // strategies' costs (recompute, communication). The loop sets accuracy.
 void RecordUpdate(const v1::TrainStats& stats, ledger::StepCounts* counts);
+
+// The job's sampling settings (temperature, top_p, max_new_tokens) for a
+// rollout request.
+v1::SamplingParams TrainSampling(const v1::JobConfig& job);
 
 // The sum of a response's per-token log-probs.
 double SumLogProbs(const google::protobuf::RepeatedField<float>& logprobs);

@@ -36,22 +36,44 @@ absl::StatusOr<std::vector<float>> PolicyGradientRecipe::Rewards(const StepSampl
   return rewards;
 }
 
+absl::StatusOr<SampledStep> PolicyGradientRecipe::Sample(int64_t step) {
+  const v1::GrpoConfig& grpo = driver_.job().grpo();
+  if (driver_.job().async().enabled() && !grpo.dapo().dynamic_sampling()) {
+    // The verification finishes beside the next rollout and the update.
+    return driver_.StartSampleStep(step, grpo.prompts_per_step(), grpo.responses_per_prompt());
+  }
+  SampledStep out;
+  absl::StatusOr<StepSamples> sampled =
+      driver_.SampleStep(step, grpo.prompts_per_step(), grpo.responses_per_prompt(), out.counts);
+  if (!sampled.ok()) return sampled.status();
+  out.drawn = *std::move(sampled);
+  if (grpo.dapo().dynamic_sampling()) {
+    absl::StatusOr<RewardSummary> r = SampleUsefulGroups(driver_, step, &out.drawn, out.counts);
+    if (!r.ok()) return r.status();
+    // Dynamic sampling trains on groups with mixed rewards only; report the
+    // policy's reward over everything it sampled.
+    out.counts.mean_reward = r->mean_reward;
+    out.counts.accuracy = r->accuracy;
+    out.rewards_over_all_drawn = true;
+  }
+  out.counts.prompts += out.counts.prompts_extra;
+  return out;
+}
+
 absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts) {
   const v1::GrpoConfig& grpo = driver_.job().grpo();
   const Roles& roles = driver_.roles();
   ledger::Ledger& ledger = driver_.ledger();
   const int64_t group = grpo.responses_per_prompt();
-  absl::StatusOr<StepSamples> sampled =
-      driver_.SampleStep(step, grpo.prompts_per_step(), group, counts);
+  absl::StatusOr<SampledStep> sampled =
+      driver_.TakeSamples(step, [this](int64_t s) { return Sample(s); });
   if (!sampled.ok()) return sampled.status();
-  StepSamples& drawn = *sampled;
-  std::optional<RewardSummary> all_rewards;
-  if (grpo.dapo().dynamic_sampling()) {
-    absl::StatusOr<RewardSummary> r = SampleUsefulGroups(driver_, step, &drawn, counts);
-    if (!r.ok()) return r.status();
-    all_rewards = *r;
-  }
-  counts.prompts += counts.prompts_extra;
+  if (absl::Status s = driver_.FinishSampling(*sampled); !s.ok()) return s;
+  StepSamples& drawn = sampled->drawn;
+  const ledger::StepCounts opened = counts;
+  counts = sampled->counts;
+  counts.step = opened.step;
+  counts.policy_version = opened.policy_version;
 
   absl::StatusOr<v1::LogProbResponse> ref;
   const bool use_kl = grpo.kl_coef() > 0 && roles.reference != nullptr;
@@ -80,15 +102,19 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
     if (adv->has_value()) in.advantages = &**adv;
     if (use_kl) in.reference = &*ref;
     in.overlong_filtering = grpo.dapo().overlong_filtering();
+    in.learner_version = counts.policy_version;
+    const ledger::StepCounts sampling = counts;
     batch = AssembleBatch(in, &counts);
+    if (sampled->rewards_over_all_drawn) {
+      counts.mean_reward = sampling.mean_reward;
+      counts.accuracy = sampling.accuracy;
+    }
     RecordVerifiers(drawn.verdicts.stats(), counts.samples_dropped, ledger);
   }
-  if (all_rewards.has_value()) {
-    // Dynamic sampling trains on groups with mixed rewards only; report the
-    // policy's reward over everything it sampled.
-    counts.mean_reward = all_rewards->mean_reward;
-    counts.accuracy = all_rewards->accuracy;
-  }
+  const auto kept = static_cast<int64_t>(drawn.examples.size());
+  counts.prompt_account.dropped["dynamic_sampling"] = counts.prompts - kept;
+  counts.prompt_account.dropped["no_sample_kept"] =
+      kept - static_cast<int64_t>(counts.prompt_ids.size());
 
   absl::StatusOr<v1::TrainStats> stats = v1::TrainStats();
   const bool left_out =
@@ -99,6 +125,8 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
   }  // else every sample was left out (dropped, filtered): no update this step
   if (!stats.ok()) return At(stats.status(), "update");
   RecordUpdate(*stats, &counts);
+  counts.logprob_gap = stats->logprob_gap();
+  counts.importance_weight_truncated = stats->importance_weight_truncated();
   return absl::OkStatus();
 }
 

@@ -9,7 +9,8 @@
 //   (grpo.kl_coef > 0) -> Rewards -> drop policy -> Advantages ->
 //   AssembleBatch (loop/batch.h) -> update
 //
-// A recipe brings its rewards and its advantages.
+// A recipe brings its rewards and its advantages. Under job.async the
+// sampling runs ahead of the update (Driver::TakeSamples).
 
 #include <optional>
 #include <string>
@@ -25,6 +26,10 @@ class PolicyGradientRecipe : public RolloutRecipe {
   using RolloutRecipe::RolloutRecipe;
 
   [[nodiscard]] absl::Status Step(int64_t step, ledger::StepCounts& counts) final;
+  // The step's sampling: its first rollout round and, with DAPO's dynamic
+  // sampling, the rounds after it (on the rollout pipeline's thread under
+  // job.async).
+  [[nodiscard]] absl::StatusOr<SampledStep> Sample(int64_t step);
   std::string Progress(int64_t step, const ledger::StepCounts& counts,
                        const ledger::StepMetrics& metrics) const final;
 

@@ -1,12 +1,13 @@
 #include "run/checkpoint.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-
-#include <mutex>
-#include <vector>
-
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -121,6 +122,9 @@ absl::Status WriteCheckpoint(
   j["sft_position"] = state.sft_position;
   j["train_position"] = state.train_position;
   j["eval_before"] = EvalJson(state.eval_before);
+  const ledger::PromptAccount& account = state.prompt_account;
+  j["prompt_account"] = {
+      {"drawn", account.drawn}, {"trained", account.trained}, {"dropped", account.dropped}};
   j["ledger"] = json::parse(state.ledger_state.empty() ? "null" : state.ledger_state);
   json files = json::object();
   absl::StatusOr<std::vector<std::string>> names = env->ListDir(tmp.path());
@@ -208,6 +212,13 @@ absl::StatusOr<Checkpoint> ReadLatestCheckpoint(env::Env* env, const std::string
     const json& e = j.at(field);
     s.eval_before = {e.at("prompts").get<int64_t>(), e.at("accuracy").get<double>(),
                      e.at("mean_reward").get<double>()};
+    field = "prompt_account";  // absent before the asynchronous pipeline
+    if (j.contains(field)) {
+      const json& a = j.at(field);
+      s.prompt_account.drawn = a.at("drawn").get<int64_t>();
+      s.prompt_account.trained = a.at("trained").get<int64_t>();
+      s.prompt_account.dropped = a.at("dropped").get<std::map<std::string, int64_t>>();
+    }
     field = "ledger";
     s.ledger_state = j.at(field).dump();
     field = "files";

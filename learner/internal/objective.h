@@ -61,6 +61,9 @@ struct MicroResult {
   // critic's whole loss) and the tokens whose value was clipped.
   double value_loss = 0;
   double value_clipped = 0;
+  // Decoupled PPO (job.async): DecoupledTerms' sums.
+  double logprob_gap_sum = 0;
+  double weights_truncated = 0;
   // Preference pairs only: PreferenceLoss's sums.
   double margin_sum = 0;
   double ranked_right = 0;

@@ -1,6 +1,7 @@
 #include "learner/internal/policy_gradient_objective.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -67,10 +68,22 @@ MicroResult PolicyGradientObjective::PolicyTerm(const model::TokenBatch& tb,
       grpo.dapo().clip_eps_high() > 0 ? grpo.dapo().clip_eps_high() : grpo.clip_eps();
   const double normalizer =
       LossNormalizer(grpo.loss_aggregation(), total_tokens_, batch_.samples_size());
-  PolicyLoss loss =
-      ClippedPolicyLoss(logp, old_logp, ref_logp, advantages, tb.response_mask, clip_low, clip_high,
-                        kl_in_loss_ ? grpo.kl_coef() : 0, grpo.loss_aggregation(), normalizer);
-  return MicroResult{loss.loss, loss.kl_sum, loss.clipped_tokens, loss.tokens};
+  // The asynchronous pipeline's samples may be stale: decoupled PPO.
+  const v1::AsyncConfig& async = in_.job->async();
+  std::optional<DecoupledTerms> decoupled;
+  if (async.enabled() && async.max_staleness() > 0) {
+    decoupled = DecoupledWeights(logp, old_logp, tb.response_mask, async.importance_weight_cap());
+  }
+  PolicyLoss loss = ClippedPolicyLoss(logp, decoupled ? decoupled->proximal : old_logp, ref_logp,
+                                      advantages, tb.response_mask, clip_low, clip_high,
+                                      kl_in_loss_ ? grpo.kl_coef() : 0, grpo.loss_aggregation(),
+                                      normalizer, decoupled ? decoupled->weights : torch::Tensor());
+  MicroResult out{loss.loss, loss.kl_sum, loss.clipped_tokens, loss.tokens};
+  if (decoupled) {
+    out.logprob_gap_sum = decoupled->gap_sum;
+    out.weights_truncated = decoupled->truncated_tokens;
+  }
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<Objective>> NewPolicyGradientObjective(const ObjectiveInput& in) {

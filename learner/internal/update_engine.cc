@@ -20,7 +20,7 @@ using ledger::Stage;
 // A step's sums over its micro-batches, and the stats they give.
 struct MicroSums {
   double loss = 0, kl = 0, clipped = 0, tokens = 0, exact_rows = 0;
-  double value_loss = 0, value_clipped = 0;
+  double value_loss = 0, value_clipped = 0, gap = 0, truncated = 0;
   double margin = 0, ranked_right = 0, chosen_reward = 0, rejected_reward = 0;
   int32_t micro_batches = 0;
 
@@ -32,6 +32,8 @@ struct MicroSums {
     exact_rows += r.exact_rows;
     value_loss += r.value_loss;
     value_clipped += r.value_clipped;
+    gap += r.logprob_gap_sum;
+    truncated += r.weights_truncated;
     margin += r.margin_sum;
     ranked_right += r.ranked_right;
     chosen_reward += r.chosen_reward_sum;
@@ -42,8 +44,8 @@ struct MicroSums {
   // Every rank's sums added up: the whole batch's.
   absl::Status SumOver(DataParallelGroup& group) {
     double* const fields[] = {
-        &loss,          &kl,     &clipped,      &tokens,        &exact_rows,     &value_loss,
-        &value_clipped, &margin, &ranked_right, &chosen_reward, &rejected_reward};
+        &loss, &kl,        &clipped, &tokens,       &exact_rows,    &value_loss,     &value_clipped,
+        &gap,  &truncated, &margin,  &ranked_right, &chosen_reward, &rejected_reward};
     std::vector<double> values;
     for (double* f : fields) values.push_back(*f);
     values.push_back(micro_batches);
@@ -63,6 +65,8 @@ struct MicroSums {
     stats->set_sequence_accuracy(exact_rows / rows);
     stats->set_value_loss(value_loss);
     stats->set_value_clip_fraction(tokens > 0 ? value_clipped / tokens : 0);
+    stats->set_logprob_gap(tokens > 0 ? gap / tokens : 0);
+    stats->set_importance_weight_truncated(tokens > 0 ? truncated / tokens : 0);
     stats->set_reward_margin(margin / rows);
     stats->set_preference_accuracy(ranked_right / rows);
     stats->set_chosen_reward(chosen_reward / rows);

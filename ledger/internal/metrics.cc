@@ -43,6 +43,24 @@ nlohmann::json ComputeJson(const std::array<double, kNumStages>& flops,
   return {{"matmul_peak_gflops_per_second", peak / 1e9}, {"stages", stages}};
 }
 
+nlohmann::json PromptAccountJson(const PromptAccount& a) {
+  return {{"drawn", a.drawn},
+          {"trained", a.trained},
+          {"dropped", a.dropped},
+          {"in_flight", a.in_flight},
+          {"reconciles", a.Reconciles()}};
+}
+
+PromptAccount PromptAccountFromJson(const nlohmann::json& j) {
+  PromptAccount a;
+  if (!j.is_object()) return a;
+  a.drawn = j.value("drawn", int64_t{0});
+  a.trained = j.value("trained", int64_t{0});
+  a.in_flight = j.value("in_flight", int64_t{0});
+  if (j.contains("dropped")) a.dropped = j.at("dropped").get<std::map<std::string, int64_t>>();
+  return a;
+}
+
 nlohmann::json StepMetricsJson(const StepMetrics& m) {
   const StepCounts& c = m.counts;
   return {
@@ -94,6 +112,11 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"recompute_seconds", c.recompute_seconds},
       {"communication_bytes", c.communication_bytes},
       {"communication_seconds", c.communication_seconds},
+      {"staleness", c.staleness},
+      {"logprob_gap", c.logprob_gap},
+      {"importance_weight_truncated", c.importance_weight_truncated},
+      {"prompt_ids", c.prompt_ids},
+      {"prompt_account", PromptAccountJson(c.prompt_account)},
   };
 }
 
@@ -147,6 +170,9 @@ void AccumulateCounts(const StepCounts& step, StepCounts& total) {
   total.samples_surplus += step.samples_surplus;
   total.samples_overlong += step.samples_overlong;
   total.verify_overlap_seconds += step.verify_overlap_seconds;
+  if (total.staleness.size() < step.staleness.size()) total.staleness.resize(step.staleness.size());
+  for (size_t k = 0; k < step.staleness.size(); ++k) total.staleness[k] += step.staleness[k];
+  total.prompt_account = step.prompt_account;
 }
 
 nlohmann::json VerifierStatsJson(const v1::VerifierStats& s) {

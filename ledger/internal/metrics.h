@@ -39,6 +39,10 @@ nlohmann::json ComputeJson(const std::array<double, kNumStages>& flops,
 // Every StepCounts and StepMetrics field, flat, named as in the structs,
 // with stage_seconds and compute (ComputeJson) nested. No "type" key.
 nlohmann::json StepMetricsJson(const StepMetrics& m);
+// A PromptAccount as {drawn, trained, dropped: {reason: n}, in_flight,
+// reconciles}; PromptAccountFromJson reads it back (absent keys: 0).
+nlohmann::json PromptAccountJson(const PromptAccount& a);
+PromptAccount PromptAccountFromJson(const nlohmann::json& j);
 
 // Adds every integer count of `step` to `total` (step, policy_version and
 // the per-prompt setting are overwritten with the latest instead).

@@ -70,8 +70,10 @@ class OnlineDpo final : public RolloutRecipe {
         for (int64_t i = prompt * group; i < (prompt + 1) * group; ++i) {
           CountNoGradient(drawn->verdicts.results(static_cast<int>(i)).verdict(), &counts);
         }
+        ++counts.prompt_account.dropped["no_pair"];
         continue;
       }
+      counts.prompt_ids.push_back(samples[choice->chosen].prompt_id());
       pairs.push_back(*choice);
       *scored.add_samples() = samples[choice->chosen];
       *scored.add_samples() = samples[choice->rejected];

@@ -1,0 +1,161 @@
+// The asynchronous pipeline (job.async) against the synchronous loop on the
+// default job, with a verifier as slow as the rollout: the bench registers
+// a "slow_numeric" verifier kind (the built-in numeric verifier behind a
+// sleep of --verify_ms per batch; a bench-only kind, not in the product).
+// --verify_ms=0 (the default) first measures a synchronous step's rollout
+// seconds with the plain verifier and sleeps that long. Then it runs the
+// job synchronously and with async.max_staleness 1 and 2, each for the same
+// --steps (the same number of trained samples), and prints samples trained
+// per second of RL steps (the SFT warm-up not counted) and the greedy
+// held-out accuracy after the run, with each ratio to the synchronous run.
+//
+//   build/bench/async_bench [--steps=30] [--verify_ms=0] [--out=/tmp/async_bench]
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
+#include "roles/local_roles.h"
+#include "run/embedded_job.h"
+#include "verifier/verifier.h"
+
+ABSL_FLAG(int, steps, 30, "GRPO steps of each run (the default job has 150)");
+ABSL_FLAG(int, verify_ms, 0, "verifier latency per batch; 0: a measured rollout step's");
+ABSL_FLAG(std::string, out, "/tmp/async_bench", "directory for the runs");
+
+namespace trellis {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int g_verify_ms = 0;  // set before any run starts
+
+// The numeric verifier, taking g_verify_ms per batch.
+class SlowVerifier : public verifier::Verifier {
+ public:
+  explicit SlowVerifier(std::unique_ptr<verifier::Verifier> inner) : inner_(std::move(inner)) {}
+  v1::VerifyResult Verify(const v1::VerifyItem& item) const override {
+    return inner_->Verify(item);
+  }
+  std::vector<v1::VerifyResult> VerifyBatch(
+      const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items) const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(g_verify_ms));
+    return inner_->VerifyBatch(items);
+  }
+  bool PrefersBatches() const override { return true; }
+
+ private:
+  std::unique_ptr<verifier::Verifier> inner_;
+};
+
+absl::Status RegisterSlowVerifier(verifier::VerifierRegistry& registry) {
+  return registry.Register(
+      "slow_numeric",
+      [](const v1::VerifierConfig& config) -> absl::StatusOr<std::unique_ptr<verifier::Verifier>> {
+        v1::VerifierConfig numeric = config;
+        numeric.set_name("numeric");
+        verifier::VerifierRegistry builtins;
+        if (absl::Status s = verifier::RegisterBuiltinVerifiers(builtins); !s.ok()) return s;
+        absl::StatusOr<std::unique_ptr<verifier::Verifier>> inner = builtins.Create(numeric);
+        if (!inner.ok()) return inner.status();
+        return std::make_unique<SlowVerifier>(*std::move(inner));
+      });
+}
+
+struct Result {
+  double rl_seconds = 0;
+  int64_t trained = 0;  // samples in batches
+  double rollout_seconds = 0;
+  double accuracy = 0;
+  double stale_fraction = 0;
+};
+
+Result Run(const v1::JobConfig& job, const fs::path& dir) {
+  fs::remove_all(dir);
+  std::ostringstream progress;
+  absl::Status s = run::RunEmbeddedJob(job, dir.string(), progress);
+  if (!s.ok()) {
+    std::cerr << dir << ": " << s << "\n" << progress.str();
+    std::exit(1);
+  }
+  Result r;
+  int64_t stale = 0;
+  std::ifstream in(dir / "ledger.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const json rec = json::parse(line, nullptr, false);
+    if (rec.is_discarded() || rec["type"] != "step") continue;
+    r.rl_seconds += rec["step_seconds"].get<double>();
+    r.rollout_seconds += rec["stage_seconds"]["rollout"].get<double>();
+    const auto hist = rec["staleness"].get<std::vector<int64_t>>();
+    for (size_t k = 0; k < hist.size(); ++k) {
+      r.trained += hist[k];
+      if (k > 0) stale += hist[k];
+    }
+  }
+  std::ifstream summary_in(dir / "summary.json");
+  const json summary = json::parse(summary_in);
+  r.accuracy = summary["eval"]["after"]["accuracy"].get<double>();
+  r.stale_fraction = r.trained > 0 ? static_cast<double>(stale) / r.trained : 0;
+  return r;
+}
+
+int Main() {
+  roles::AddVerifierKinds(RegisterSlowVerifier);
+  absl::StatusOr<v1::JobConfig> base = run::DefaultJob();
+  if (!base.ok()) {
+    std::cerr << base.status() << "\n";
+    return 1;
+  }
+  const int steps = absl::GetFlag(FLAGS_steps);
+  const fs::path out = absl::GetFlag(FLAGS_out);
+  base->mutable_grpo()->set_steps(steps);
+  base->mutable_verifier()->set_name("slow_numeric");
+  g_verify_ms = absl::GetFlag(FLAGS_verify_ms);
+  if (g_verify_ms == 0) {
+    v1::JobConfig probe = *base;
+    probe.mutable_grpo()->set_steps(3);
+    const Result r = Run(probe, out / "probe");
+    g_verify_ms = static_cast<int>(1000 * r.rollout_seconds / 3);
+  }
+  std::printf("default job, %d GRPO steps, verifier latency %d ms per batch\n", steps, g_verify_ms);
+  std::printf("%-14s %10s %12s %9s %10s %9s %7s\n", "run", "RL s", "samples/s", "speedup",
+              "accuracy", "vs sync", "stale");
+  Result sync;
+  for (int staleness : {-1, 1, 2}) {
+    v1::JobConfig job = *base;
+    const std::string name = staleness < 0 ? "sync" : absl::StrFormat("async_s%d", staleness);
+    if (staleness >= 0) {
+      job.mutable_async()->set_enabled(true);
+      job.mutable_async()->set_max_staleness(staleness);
+    }
+    const Result r = Run(job, out / name);
+    if (staleness < 0) sync = r;
+    const double rate = r.trained / r.rl_seconds;
+    std::printf("%-14s %10.1f %12.1f %8.2fx %10.3f %+8.3f %6.0f%%\n", name.c_str(), r.rl_seconds,
+                rate, rate / (sync.trained / sync.rl_seconds), r.accuracy,
+                r.accuracy - sync.accuracy, 100 * r.stale_fraction);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace trellis
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return trellis::Main();
+}

@@ -1,0 +1,155 @@
+// The driver's rollout rounds and steps' sampling, the asynchronous
+// pipeline behind TakeSamples, and the RL prompt stream's account.
+
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "config/worker_id.h"
+#include "loop/driver.h"
+#include "loop/loop_util.h"
+#include "loop/reward_rule.h"
+
+namespace trellis::loop {
+namespace {
+
+using ledger::Stage;
+
+// A step's first round in its counts.
+void CountFirstRound(const StepSamples& drawn, ledger::StepCounts& counts) {
+  counts.samples_generated = drawn.rollout.samples_size();
+  counts.generated_tokens = drawn.rollout.generated_tokens();
+  counts.verify_overlap_seconds = drawn.verify_overlap_seconds;
+  counts.samples_reward_clipped = drawn.rewards_clipped;
+}
+
+}  // namespace
+
+absl::Status Driver::SampleRound(int64_t step, int round, int64_t prompts, int64_t group,
+                                 StepSamples* out, double* seconds) {
+  absl::StatusOr<std::unique_ptr<PendingRound>> started = StartRound(step, round, prompts, group);
+  if (!started.ok()) return started.status();
+  return FinishRound(**started, out, seconds);
+}
+
+absl::StatusOr<std::unique_ptr<PendingRound>> Driver::StartRound(int64_t step, int round,
+                                                                 int64_t prompts, int64_t group) {
+  v1::GenerateRequest request;
+  request.set_responses_per_prompt(static_cast<int32_t>(group));
+  *request.mutable_sampling() = TrainSampling(job_);
+  // Round 0 keeps the seed a step had before dynamic sampling existed.
+  const uint64_t salt = static_cast<uint64_t>(step) | (static_cast<uint64_t>(round) << 48);
+  request.set_seed(MixSeed(job_.runtime().seed(), salt));
+  auto out = std::make_unique<PendingRound>();
+  std::vector<const data::Example*>& examples = out->examples;
+  {
+    absl::MutexLock lock(&account_mu_);
+    for (int64_t i = 0; i < prompts; ++i) examples.push_back(&train_stream_.Next());
+    account_.drawn += prompts;
+    account_.in_flight += prompts;
+  }
+  for (const data::Example* ex : examples) {
+    absl::StatusOr<v1::Prompt> prompt = format_->MakePrompt(*ex);
+    if (!prompt.ok()) return prompt.status();
+    *request.add_prompts() = *std::move(prompt);
+  }
+
+  // Verification runs beside the rollout: each part the actors hand over
+  // is verified while the rest is still being generated.
+  std::map<uint64_t, const data::Example*> by_id;
+  for (const data::Example* ex : examples) by_id[ex->id] = ex;
+  out->verifying = std::make_unique<StreamingVerify>(roles_.verifier, ledger_, std::move(by_id));
+  StreamingVerify* verifying = out->verifying.get();
+  out->start = absl::Now();
+  absl::StatusOr<v1::GenerateResponse> rollout;
+  {
+    // The actors' rollout (an actor pool's, too) under the first actor.
+    auto span = ledger_->Begin(Stage::kRollout, config::WorkerId(v1::ACTOR).ToString());
+    rollout = roles_.actor->GenerateStreaming(
+        request, [verifying](const v1::GenerateResponse& part) { verifying->Add(part); });
+    span.End();
+  }
+  out->rollout_end = absl::Now();
+  if (!rollout.ok()) return At(rollout.status(), "rollout");
+  out->rollout = *std::move(rollout);
+  return out;
+}
+
+absl::Status Driver::FinishRound(PendingRound& round, StepSamples* out, double* seconds) {
+  absl::StatusOr<StreamingVerify::Result> verified =
+      round.verifying->Finish(round.rollout.samples(), round.rollout_end);
+  if (!verified.ok()) return At(verified.status(), "verify");
+  out->rewards_clipped += ApplyRewardRule(job_.verifier(), &verified->verdicts).clipped;
+  if (seconds != nullptr) *seconds += absl::ToDoubleSeconds(absl::Now() - round.start);
+  out->verify_overlap_seconds += verified->overlap_seconds;
+  out->examples.insert(out->examples.end(), round.examples.begin(), round.examples.end());
+  const int64_t tokens_before = out->rollout.generated_tokens();
+  out->rollout.MergeFrom(round.rollout);  // appends the samples; scalars take the newest
+  out->rollout.set_generated_tokens(tokens_before + round.rollout.generated_tokens());
+  out->verdicts.MergeFrom(verified->verdicts);  // appends the results and this round's stats
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepSamples> Driver::SampleStep(int64_t step, int64_t prompts, int64_t group,
+                                               ledger::StepCounts& counts) {
+  counts.prompts = prompts;
+  counts.responses_per_prompt = group;
+  StepSamples drawn;
+  if (absl::Status s = SampleRound(step, 0, prompts, group, &drawn, nullptr); !s.ok()) return s;
+  CountFirstRound(drawn, counts);
+  return drawn;
+}
+
+absl::StatusOr<SampledStep> Driver::StartSampleStep(int64_t step, int64_t prompts, int64_t group) {
+  SampledStep out;
+  out.counts.prompts = prompts;
+  out.counts.responses_per_prompt = group;
+  absl::StatusOr<std::unique_ptr<PendingRound>> round = StartRound(step, 0, prompts, group);
+  if (!round.ok()) return round.status();
+  out.pending = *std::move(round);
+  return out;
+}
+
+absl::Status Driver::FinishSampling(SampledStep& sampled) {
+  if (sampled.pending == nullptr) return absl::OkStatus();
+  const std::unique_ptr<PendingRound> round = std::move(sampled.pending);
+  if (absl::Status s = FinishRound(*round, &sampled.drawn, nullptr); !s.ok()) return s;
+  CountFirstRound(sampled.drawn, sampled.counts);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SampledStep> Driver::TakeSamples(int64_t step, const SampleFn& sample) {
+  if (!job_.async().enabled()) return sample(step);
+  if (pipeline_ == nullptr) {
+    pipeline_ = std::make_unique<RolloutPipeline>(
+        step, spec_->steps(job_), job_.async().max_staleness(),
+        [this, sample](int64_t t) -> absl::StatusOr<SampledStep> {
+          // The newest weights published, loaded between two rollouts.
+          absl::MutexLock lock(&actor_mu_);
+          if (absl::Status s = LoadWeights(); !s.ok()) return At(s, "weight sync");
+          return sample(t);
+        },
+        [this] {
+          absl::MutexLock lock(&account_mu_);
+          return train_stream_.position();
+        });
+  }
+  return pipeline_->Take(step);
+}
+
+absl::Status Driver::Account(ledger::StepCounts& counts) {
+  absl::MutexLock lock(&account_mu_);
+  account_.in_flight -= counts.prompts;
+  account_.trained += static_cast<int64_t>(counts.prompt_ids.size());
+  for (const auto& [reason, n] : counts.prompt_account.dropped) account_.dropped[reason] += n;
+  counts.prompt_account = account_;
+  if (account_.Reconciles()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(
+      "prompt accounting: ", account_.drawn, " prompts drawn but ", account_.trained, " trained + ",
+      account_.dropped_total(), " dropped + ", account_.in_flight, " in flight"));
+}
+
+}  // namespace trellis::loop
