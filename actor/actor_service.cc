@@ -58,6 +58,7 @@ grpc::Status ActorService::Generate(grpc::ServerContext* context,
       part.set_kv_cache_bytes(response->kv_cache_bytes());
       part.set_generated_tokens(response->generated_tokens());
       part.set_prefill_tokens(response->prefill_tokens());
+      part.set_forward_flops(response->forward_flops());
     }
     if (!writer->Write(part)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
     begin = end;
@@ -107,6 +108,7 @@ class GrpcActorClient final : public RolloutWorker {
       all.set_kv_cache_bytes(std::max(all.kv_cache_bytes(), part.kv_cache_bytes()));
       all.set_generated_tokens(all.generated_tokens() + part.generated_tokens());
       all.set_prefill_tokens(all.prefill_tokens() + part.prefill_tokens());
+      all.set_forward_flops(all.forward_flops() + part.forward_flops());
     }
     grpc::Status status = reader->Finish();
     if (!status.ok()) return rpc::FromGrpc(status, absl::StrCat(id_, " Generate"));

@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "actor/internal/engine.h"
 #include "actor/torch_guard.h"
+#include "config/flops.h"
 #include "ledger/memory_tracker.h"
 #include "model/policy.h"
 #include "model/torch_status.h"
@@ -105,6 +106,7 @@ class LocalActor : public RolloutWorker {
     }
     ReleaseRolloutMemory(window, cache_bytes);
     if (!run.ok()) return run.status();
+
     for (size_t r = 0; r < run->rows.size(); ++r) {
       const auto& prompt = request.prompts(r / n);
       const internal::EngineRow& row = run->rows[r];
@@ -121,6 +123,10 @@ class LocalActor : public RolloutWorker {
     response.set_kv_cache_bytes(cache_bytes);
     response.set_generated_tokens(run->generated_tokens);
     response.set_prefill_tokens(run->prefill_tokens);
+    response.set_forward_flops(config::ForwardFlopsOfWork(
+        model_->config(), model_->vocab_size(),
+        run->prefill.positions + run->decode.positions,
+        run->prefill.attention_pairs + run->decode.attention_pairs));
     return response;
   }
 

@@ -51,24 +51,6 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-// The planner's formula (config/flops.h ForwardFlopsPerToken: 2 N_mm +
-// 4 L seq d per position) split into its two parts: per position computed,
-// and per attention pair (query-key score) computed.
-struct FlopModel {
-  double per_position = 0;
-  double per_attention_pair = 0;
-  double Gflop(const StageWork& w) const {
-    return (per_position * w.positions + per_attention_pair * w.attention_pairs) / 1e9;
-  }
-};
-
-FlopModel Flops(const v1::ModelConfig& model, int64_t vocab_size) {
-  FlopModel f;
-  f.per_position = config::ForwardFlopsPerToken(model, vocab_size, 0);
-  f.per_attention_pair = config::ForwardFlopsPerToken(model, vocab_size, 1) - f.per_position;
-  return f;
-}
-
 struct Measured {
   EngineResult result;         // of the last repetition
   double prefill_seconds = 0;  // medians
@@ -159,7 +141,12 @@ int Main() {
 
   const v1::ModelConfig& c = job->model();
   const double peak = model::MeasureMatmulPeak() / 1e9;
-  const FlopModel flops = Flops(job->model(), (*policy)->vocab_size());
+  // Each stage's counted work priced as the ledger prices the actor's.
+  const auto gflop = [&](const StageWork& w) {
+    return config::ForwardFlopsOfWork(job->model(), (*policy)->vocab_size(), w.positions,
+                                      w.attention_pairs) /
+           1e9;
+  };
   std::printf(
       "rollout_bench: the default job's rollout: %d prompts x %d responses, max_new_tokens %d, "
       "policy d_model %d, %d layers, d_ff %d, vocab %lld (%s), %d thread(s), median of %d\n",
@@ -188,7 +175,7 @@ int Main() {
                                absl::GetFlag(FLAGS_reps)));
     const Measured& m = measured.back();
     const EngineResult& r = m.result;
-    const double pf = flops.Gflop(r.prefill), df = flops.Gflop(r.decode);
+    const double pf = gflop(r.prefill), df = gflop(r.decode);
     std::printf(
         "%-15s %9lld %9lld %9lld %8.3f %8.4f %8.4f %8.4f %8.2f (%4.1f%%) %8.2f (%4.1f%%) %5s\n",
         mode.name, static_cast<long long>(r.prefill.positions),
@@ -200,8 +187,8 @@ int Main() {
   }
   const EngineResult& old = measured.front().result;
   const EngineResult& now = measured.back().result;
-  const double old_gflop = flops.Gflop(old.prefill) + flops.Gflop(old.decode);
-  const double new_gflop = flops.Gflop(now.prefill) + flops.Gflop(now.decode);
+  const double old_gflop = gflop(old.prefill) + gflop(old.decode);
+  const double new_gflop = gflop(now.prefill) + gflop(now.decode);
   std::printf(
       "\nold/new: arithmetic %.2fx (%.3f -> %.3f GFLOP; positions %lld -> %lld), time %.2fx "
       "(%.4f -> %.4f s)\n",

@@ -42,4 +42,11 @@ double ForwardFlops(const v1::ModelConfig& model, int64_t vocab_size,
   return SumOverSequences(ForwardFlopsPerToken, model, vocab_size, lengths);
 }
 
+double ForwardFlopsOfWork(const v1::ModelConfig& model, int64_t vocab_size, int64_t positions,
+                          int64_t attention_pairs) {
+  const ModelShape s = ShapeOf(model, vocab_size);
+  return 2.0 * MatmulParameters(s) * static_cast<double>(positions) +
+         4.0 * s.L * s.d * static_cast<double>(attention_pairs);
+}
+
 }  // namespace trellis::config

@@ -32,6 +32,13 @@ double TrainFlops(const v1::ModelConfig& model, int64_t vocab_size,
 double ForwardFlops(const v1::ModelConfig& model, int64_t vocab_size,
                     absl::Span<const int64_t> lengths);
 
+// The forward arithmetic of work counted exactly (the actor's engine,
+// actor/internal/engine.h StageWork): `positions` token positions through
+// the matrix products and `attention_pairs` query-key position pairs (the
+// scores and the weighted sum of values, every layer).
+double ForwardFlopsOfWork(const v1::ModelConfig& model, int64_t vocab_size, int64_t positions,
+                          int64_t attention_pairs);
+
 }  // namespace trellis::config
 
 #endif  // TRELLIS_CONFIG_FLOPS_H_

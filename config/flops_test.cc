@@ -35,5 +35,15 @@ TEST(FlopsTest, BatchCountsEachSequenceAtItsOwnLength) {
   EXPECT_DOUBLE_EQ(TrainFlops(DefaultModel(), 20, {}), 0);
 }
 
+// Counted work: a causal sequence of n positions has n (n + 1) / 2 query-key
+// pairs, and costs what ForwardFlopsPerToken gives its tokens at their
+// average context.
+TEST(FlopsTest, CountedWorkPricesPositionsAndAttentionPairs) {
+  const double per_position = ForwardFlopsPerToken(DefaultModel(), 20, 0);
+  const double per_pair = ForwardFlopsPerToken(DefaultModel(), 20, 1) - per_position;
+  EXPECT_DOUBLE_EQ(ForwardFlopsOfWork(DefaultModel(), 20, 4, 10), 4 * per_position + 10 * per_pair);
+  EXPECT_DOUBLE_EQ(ForwardFlopsOfWork(DefaultModel(), 20, 0, 0), 0);
+}
+
 }  // namespace
 }  // namespace trellis::config

@@ -327,7 +327,9 @@ class Ledger {
   // the open step and the run totals; the step record and the summary give
   // each stage's FLOP, its rate (FLOP over the stage's seconds) and that
   // rate's share of the machine's peak. Roles call it inside the stage's
-  // span: the learner for its updates, the reference for its scoring.
+  // span: the learner for its updates, the reference for its scoring; the
+  // driver for the actors' rollouts and evaluations, from
+  // GenerateResponse.forward_flops.
   void RecordFlops(Stage stage, double flops);
   // The run's machine: a "machine" record; its peak divides every later
   // stage rate.

@@ -172,6 +172,7 @@ absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& 
     }
     absl::StatusOr<v1::GenerateResponse> out = roles_.actor->Generate(request);
     if (!out.ok()) return At(out.status(), "eval " + label + ": rollout");
+    ledger_->RecordFlops(Stage::kEval, out->forward_flops());
     v1::VerifyRequest verify;
     for (int64_t i = begin; i < end; ++i) {
       auto* item = verify.add_items();

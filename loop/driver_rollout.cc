@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<PendingRound>> Driver::StartRound(int64_t step, i
   }
   out->rollout_end = absl::Now();
   if (!rollout.ok()) return At(rollout.status(), "rollout");
+  ledger_->RecordFlops(Stage::kRollout, rollout->forward_flops());
   out->rollout = *std::move(rollout);
   return out;
 }

@@ -144,6 +144,7 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
     all.set_kv_cache_bytes(std::max(all.kv_cache_bytes(), shard.response.kv_cache_bytes()));
     all.set_generated_tokens(all.generated_tokens() + shard.response.generated_tokens());
     all.set_prefill_tokens(all.prefill_tokens() + shard.response.prefill_tokens());
+    all.set_forward_flops(all.forward_flops() + shard.response.forward_flops());
   }
   for (auto& group : groups) {
     for (v1::Sample& s : group) *all.add_samples() = std::move(s);

@@ -79,7 +79,7 @@ TEST(EmbeddedJobTest, WritesSummaryLedgerAndResolvedJob) {
   const auto& compute = summary["compute"];
   EXPECT_DOUBLE_EQ(compute["matmul_peak_gflops_per_second"].get<double>(),
                    machine["matmul_peak_gflops_per_second"].get<double>());
-  for (const char* stage : {"sft", "reference", "update"}) {
+  for (const char* stage : {"sft", "rollout", "eval", "reference", "update"}) {
     EXPECT_GT(compute["stages"][stage]["flops"].get<double>(), 0) << stage;
     EXPECT_GT(compute["stages"][stage]["peak_fraction"].get<double>(), 0) << stage;
   }
