@@ -7,19 +7,20 @@
 namespace trellis::model {
 
 absl::StatusOr<TokenBatch> MakeTokenBatch(absl::Span<const SequencePair> pairs,
-                                          int32_t pad_id, int64_t max_len) {
+                                          int32_t pad_id, int64_t max_len,
+                                          absl::Span<const int64_t> row_ids) {
   const int64_t rows = static_cast<int64_t>(pairs.size());
   int64_t width = 1;
   for (int64_t i = 0; i < rows; ++i) {
     const auto& p = pairs[i];
+    const int64_t row = row_ids.empty() ? i : row_ids[i];
     if (p.prompt.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token batch row ", i, ": empty prompt"));
+      return absl::InvalidArgumentError(absl::StrCat("token batch row ", row, ": empty prompt"));
     }
     const int64_t len = static_cast<int64_t>(p.prompt.size() + p.response.size());
     if (len > max_len) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "token batch row ", i, ": ", len, " tokens (prompt ", p.prompt.size(),
+          "token batch row ", row, ": ", len, " tokens (prompt ", p.prompt.size(),
           " + response ", p.response.size(), ") exceed max_seq_len ", max_len));
     }
     width = std::max(width, len - 1);
@@ -90,6 +91,15 @@ torch::Tensor SequenceScores(Transformer& model, const TokenBatch& batch) {
   }
   torch::Tensor scores = model->forward(full).squeeze(-1);  // [B, T + 1]
   return scores.gather(1, torch::tensor(ends, torch::kLong).unsqueeze(1)).squeeze(1);
+}
+
+std::vector<int64_t> LengthOrder(absl::Span<const SequencePair> pairs) {
+  std::vector<int64_t> order(pairs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  const auto length = [&pairs](int64_t i) { return pairs[i].prompt.size() + pairs[i].response.size(); };
+  std::stable_sort(order.begin(), order.end(),
+                   [&length](int64_t a, int64_t b) { return length(a) < length(b); });
+  return order;
 }
 
 std::vector<int64_t> LiveLengths(const TokenBatch& batch) {

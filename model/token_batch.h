@@ -39,9 +39,17 @@ struct TokenBatch {
 std::vector<int64_t> LiveLengths(const TokenBatch& batch);
 
 // REQUIRES: every prompt is non-empty. Fails with InvalidArgument when a
-// sequence exceeds `max_len` tokens, naming the row.
-[[nodiscard]] absl::StatusOr<TokenBatch> MakeTokenBatch(
-    absl::Span<const SequencePair> pairs, int32_t pad_id, int64_t max_len);
+// sequence exceeds `max_len` tokens, naming the row: its index in `pairs`,
+// or row_ids[index] when given (the row's place in a larger request).
+[[nodiscard]] absl::StatusOr<TokenBatch> MakeTokenBatch(absl::Span<const SequencePair> pairs,
+                                                        int32_t pad_id, int64_t max_len,
+                                                        absl::Span<const int64_t> row_ids = {});
+
+// Length-bucketed batching: the indices of `pairs` sorted by prompt +
+// response length (stable), so that consecutive slices of the order (the
+// learner's micro-batches, the reference's passes) hold sequences of like
+// length and each TokenBatch pads to little more than its own rows.
+std::vector<int64_t> LengthOrder(absl::Span<const SequencePair> pairs);
 
 // log softmax(logits / temperature) at each target: [B, T] float32, with
 // zeros where response_mask is 0. Differentiable. When `argmax_hits` is

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "config/flops.h"
 #include "config/recipe.h"
 #include "config/worker_id.h"
@@ -115,17 +116,30 @@ class LocalReference : public ReferenceWorker {
     }
     v1::LogProbResponse response;
     if (request.samples_size() == 0) return response;
-    absl::StatusOr<model::TokenBatch> batch = Batch(request);
-    if (!batch.ok()) return batch.status();
+    // Length-bucketed passes (model::LengthOrder): each pads to its own
+    // rows' longest sequence, not the request's.
+    const std::vector<model::SequencePair> pairs = Pairs(request);
+    const std::vector<int64_t> order = model::LengthOrder(pairs);
+    for (int64_t i = 0; i < request.samples_size(); ++i) response.add_sequences();
     torch::NoGradGuard no_grad;
     const ledger::PeakWindow window;
-    torch::Tensor logp = model::TargetLogProbs(model_, *batch, temperature_);
-    RecordWorkspace(window, 0, ledger::Stage::kReference);
-    RecordFlops(*batch, ledger::Stage::kReference);
-    for (int64_t i = 0; i < request.samples_size(); ++i) {
-      std::vector<float> row = model::RowResponseValues(logp, *batch, i);
-      response.add_sequences()->mutable_logprobs()->Add(row.begin(), row.end());
+    for (size_t begin = 0; begin < order.size(); begin += kRowsPerPass) {
+      const size_t end = std::min(order.size(), begin + kRowsPerPass);
+      const absl::Span<const int64_t> ids = absl::MakeConstSpan(order).subspan(begin, end - begin);
+      std::vector<model::SequencePair> slice;
+      for (const int64_t i : ids) slice.push_back(pairs[i]);
+      absl::StatusOr<model::TokenBatch> batch = MakeBatch(slice, ids);
+      if (!batch.ok()) return batch.status();
+      const torch::Tensor logp = model::TargetLogProbs(model_, *batch, temperature_);
+      RecordFlops(*batch, ledger::Stage::kReference);
+      for (size_t k = 0; k < ids.size(); ++k) {
+        std::vector<float> row = model::RowResponseValues(logp, *batch, static_cast<int64_t>(k));
+        response.mutable_sequences(static_cast<int>(ids[k]))
+            ->mutable_logprobs()
+            ->Add(row.begin(), row.end());
+      }
     }
+    RecordWorkspace(window, 0, ledger::Stage::kReference);
     return response;
   }
 
@@ -150,18 +164,33 @@ class LocalReference : public ReferenceWorker {
   // The request's samples as one batch (an empty request gives an empty,
   // unused batch).
   absl::StatusOr<model::TokenBatch> Batch(const v1::LogProbRequest& request) const {
+    return MakeBatch(Pairs(request), {});
+  }
+
+  static std::vector<model::SequencePair> Pairs(const v1::LogProbRequest& request) {
     std::vector<model::SequencePair> pairs;
     pairs.reserve(request.samples_size());
     for (const auto& s : request.samples()) {
       pairs.push_back({s.prompt_tokens(), s.response_tokens()});
     }
+    return pairs;
+  }
+
+  // `pairs` as one batch; an error names the row by `row_ids` (the rows'
+  // places in the request) when given.
+  absl::StatusOr<model::TokenBatch> MakeBatch(absl::Span<const model::SequencePair> pairs,
+                                              absl::Span<const int64_t> row_ids) const {
     absl::StatusOr<model::TokenBatch> batch =
-        model::MakeTokenBatch(pairs, tokenizer_->pad_id(), config_.max_seq_len());
+        model::MakeTokenBatch(pairs, tokenizer_->pad_id(), config_.max_seq_len(), row_ids);
     if (!batch.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("reference: ", batch.status().message()));
     }
     return batch;
   }
+
+  // Rows per length-bucketed LogProbs pass (the learner's default
+  // micro-batch, grpo.micro_batch_size).
+  static constexpr size_t kRowsPerPass = 64;
 
   const std::string id_;
   const v1::ModelConfig config_;

@@ -27,6 +27,12 @@ absl::Status PolicyGradientObjective::Check() {
     }
     total_tokens_ += n;
   }
+  std::vector<model::SequencePair> pairs;
+  pairs.reserve(batch_.samples_size());
+  for (const v1::TrainSample& s : batch_.samples()) {
+    pairs.push_back({s.prompt_tokens(), s.response_tokens()});
+  }
+  order_ = model::LengthOrder(pairs);
   return absl::OkStatus();
 }
 
@@ -34,7 +40,7 @@ absl::StatusOr<model::TokenBatch> PolicyGradientObjective::Tokens(int64_t begin,
                                                                   int64_t end) const {
   std::vector<model::SequencePair> pairs;
   for (int64_t i = begin; i < end; ++i) {
-    pairs.push_back({batch_.samples(i).prompt_tokens(), batch_.samples(i).response_tokens()});
+    pairs.push_back({sample(i).prompt_tokens(), sample(i).response_tokens()});
   }
   return in_.Tokens(pairs);
 }
@@ -43,7 +49,7 @@ absl::StatusOr<MicroResult> PolicyGradientObjective::Loss(int64_t begin, int64_t
   absl::StatusOr<model::TokenBatch> tb = Tokens(begin, end);
   if (!tb.ok()) return tb.status();
   std::vector<float> advantages;
-  for (int64_t i = begin; i < end; ++i) advantages.push_back(batch_.samples(i).advantage());
+  for (int64_t i = begin; i < end; ++i) advantages.push_back(sample(i).advantage());
   const torch::Tensor logp = model::TargetLogProbs(in_.models->policy(), *tb, temperature());
   return PolicyTerm(*tb, logp, torch::tensor(advantages, torch::kFloat32), begin, end);
 }
@@ -55,8 +61,8 @@ MicroResult PolicyGradientObjective::PolicyTerm(const model::TokenBatch& tb,
   const auto& grpo = in_.job->grpo();
   std::vector<absl::Span<const float>> old_rows, ref_rows;
   for (int64_t i = begin; i < end; ++i) {
-    old_rows.emplace_back(batch_.samples(i).old_logprobs());
-    ref_rows.emplace_back(batch_.samples(i).ref_logprobs());
+    old_rows.emplace_back(sample(i).old_logprobs());
+    ref_rows.emplace_back(sample(i).ref_logprobs());
   }
   const torch::Tensor old_logp = model::PlaceResponseValues(old_rows, tb);
   const torch::Tensor ref_logp =

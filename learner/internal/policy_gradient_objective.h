@@ -8,6 +8,7 @@
 // per-token advantages and a value loss.
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -32,6 +33,10 @@ class PolicyGradientObjective : public Objective {
   absl::StatusOr<MicroResult> Loss(int64_t begin, int64_t end) override;
 
  protected:
+  // Row i of the objective: the batch's samples in model::LengthOrder, so
+  // that each micro-batch [begin, end) holds sequences of like length and
+  // pads little.
+  const v1::TrainSample& sample(int64_t i) const { return batch_.samples(order_[i]); }
   // Samples [begin, end) as a token batch.
   absl::StatusOr<model::TokenBatch> Tokens(int64_t begin, int64_t end) const;
   // The clipped surrogate and KL of samples [begin, end) in `tb`, given
@@ -44,6 +49,8 @@ class PolicyGradientObjective : public Objective {
   const v1::TrainBatch& batch_;
   // Response tokens of the whole batch (set by Check).
   double total_tokens_ = 0;
+  // The batch's sample indices by length (set by Check).
+  std::vector<int64_t> order_;
 
  private:
   const bool kl_in_loss_;

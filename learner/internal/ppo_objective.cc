@@ -150,9 +150,9 @@ absl::Status PpoObjective::ComputeTargets() {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t row = i - begin;
         acc[row][tb->response_start[row] + tb->response_length[row] - 1] =
-            batch_.samples(i).reward();
-        old_rows.emplace_back(batch_.samples(i).old_logprobs());
-        ref_rows.emplace_back(batch_.samples(i).ref_logprobs());
+            sample(i).reward();
+        old_rows.emplace_back(sample(i).old_logprobs());
+        ref_rows.emplace_back(sample(i).ref_logprobs());
       }
       if (kl_in_reward) {
         const torch::Tensor k1 = (model::PlaceResponseValues(old_rows, *tb) -

@@ -94,6 +94,32 @@ TEST_P(ReferenceConformanceTest, OneRowPerSampleInOrderAsLongAsItsResponse) {
   }
 }
 
+// More rows than one pass, lengths mixed: every row still its sample's alone,
+// in request order (the local engine scores length-bucketed passes).
+TEST_P(ReferenceConformanceTest, ManyRowsOfMixedLengthsEachAsItsSampleAlone) {
+  Load();
+  const std::vector<std::string> responses = {"12345", "3", "42", "999", "7", "1234"};
+  std::vector<v1::Sample> samples;
+  for (int i = 0; i < 150; ++i) samples.push_back(Sample(responses[(i * 7) % responses.size()]));
+  absl::StatusOr<v1::LogProbResponse> out = reference().LogProbs(RequestOf(samples));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->sequences_size(), 150);
+  std::vector<v1::LogProbResponse> alone;
+  for (const std::string& r : responses) {
+    absl::StatusOr<v1::LogProbResponse> one = reference().LogProbs(RequestOf({Sample(r)}));
+    ASSERT_TRUE(one.ok()) << one.status();
+    alone.push_back(*one);
+  }
+  for (int i = 0; i < 150; ++i) {
+    const v1::LogProbResponse& want = alone[(i * 7) % responses.size()];
+    ASSERT_EQ(out->sequences(i).logprobs_size(), want.sequences(0).logprobs_size()) << i;
+    for (int k = 0; k < want.sequences(0).logprobs_size(); ++k) {
+      EXPECT_NEAR(out->sequences(i).logprobs(k), want.sequences(0).logprobs(k), 1e-5)
+          << "sample " << i << " token " << k;
+    }
+  }
+}
+
 TEST_P(ReferenceConformanceTest, NoSamplesNoRows) {
   Load();
   absl::StatusOr<v1::LogProbResponse> out = reference().LogProbs(v1::LogProbRequest());
