@@ -11,7 +11,8 @@
 // OpenMP threads spinning) and OpenBLAS on every core whatever the count.
 //
 //   build/bench/threads_bench [--threads=1,2] [--sft_steps=40] [--grpo_steps=4]
-//                             [--reps=2] [--active] [--out=/tmp/threads_bench]
+//                             [--reps=2] [--active] [--blas_threads=N]
+//                             [--out=/tmp/threads_bench]
 
 #include <dlfcn.h>
 #include <sys/resource.h>
@@ -48,7 +49,8 @@ ABSL_FLAG(bool, active, false,
           "also run each count as before: OMP_WAIT_POLICY=ACTIVE, OpenBLAS on every core");
 ABSL_FLAG(std::string, out, "/tmp/threads_bench", "directory for the runs");
 ABSL_FLAG(int, child_threads, 0, "internal: run the job in this process with this count");
-ABSL_FLAG(bool, child_blas_default, false, "internal: give OpenBLAS every core once the job set it");
+ABSL_FLAG(int, blas_threads, 0,
+          "OpenBLAS's threads once the job sized the pools (0: as the job sized them)");
 
 namespace trellis {
 namespace {
@@ -102,15 +104,15 @@ int RunChild(int threads) {
   std::ostringstream progress;
   const double cpu_before = CpuSeconds();
   const auto start = std::chrono::steady_clock::now();
-  // As before: OpenBLAS back at its own default, every core, once the job
-  // has sized the pools (the observer runs right after).
+  // OpenBLAS resized once the job has sized the pools (the observer runs
+  // right after): --blas_threads, or every core as before (--active).
   run::LedgerObserver blas_default;
-  if (absl::GetFlag(FLAGS_child_blas_default)) {
-    blas_default = [](ledger::Ledger*) {
+  if (const int blas = absl::GetFlag(FLAGS_blas_threads); blas > 0) {
+    blas_default = [blas](ledger::Ledger*) {
       using SetBlasThreads = void (*)(int);
       if (auto set = reinterpret_cast<SetBlasThreads>(
               dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-        set(config::PhysicalCores());
+        set(blas);
       }
     };
   }
@@ -143,7 +145,8 @@ absl::StatusOr<Usage> RunOne(int threads, bool active) {
         absl::StrCat("--sft_steps=", absl::GetFlag(FLAGS_sft_steps)),
         absl::StrCat("--grpo_steps=", absl::GetFlag(FLAGS_grpo_steps)),
         absl::StrCat("--out=", absl::GetFlag(FLAGS_out), active ? "/before" : "/now"),
-        absl::StrCat("--child_blas_default=", active ? "true" : "false")};
+        absl::StrCat("--blas_threads=",
+                     active ? config::PhysicalCores() : absl::GetFlag(FLAGS_blas_threads))};
     std::vector<char*> argv = {const_cast<char*>("threads_bench")};
     for (const std::string& f : flags) argv.push_back(const_cast<char*>(f.c_str()));
     argv.push_back(nullptr);

@@ -12,6 +12,7 @@ namespace {
 // links the system BLAS, which is OpenBLAS on Debian but need not be).
 using SetBlasThreads = void (*)(int);
 using GetBlasThreads = int (*)();
+using GetBlasParallel = int (*)();
 
 SetBlasThreads BlasSetter() {
   static const auto set =
@@ -25,7 +26,19 @@ GetBlasThreads BlasGetter() {
   return get;
 }
 
+// openblas_get_parallel: 0 sequential, 1 its own pthreads pool, 2 OpenMP
+// (LibTorch's pool).
+constexpr int kOpenBlasOpenMp = 2;
+
+bool BlasSharesOpenMpPool() {
+  static const auto parallel =
+      reinterpret_cast<GetBlasParallel>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  return parallel != nullptr && parallel() == kOpenBlasOpenMp;
+}
+
 }  // namespace
+
+int BlasThreadsFor(int threads) { return BlasSharesOpenMpPool() ? threads : 1; }
 
 ThreadCounts SetThreads(int threads) {
   at::set_num_threads(threads);
@@ -37,7 +50,7 @@ ThreadCounts SetThreads(int threads) {
       // Something ran inter-op work first; the pool keeps its size.
     }
   });
-  if (SetBlasThreads set = BlasSetter(); set != nullptr) set(threads);
+  if (SetBlasThreads set = BlasSetter(); set != nullptr) set(BlasThreadsFor(threads));
   return CurrentThreads();
 }
 

@@ -2,10 +2,13 @@
 #define TRELLIS_MODEL_THREADS_H_
 
 // Sizes every thread pool of the process from one count (config/threads.h:
-// runtime.num_threads resolved): LibTorch's intra-op pool (OpenMP), its
-// inter-op pool, and OpenBLAS's own threads, which do the matrix products
-// and otherwise keep as many threads as the machine has cores whatever
-// LibTorch is told. No LibTorch in the header.
+// runtime.num_threads resolved): LibTorch's intra-op pool (OpenMP) and its
+// inter-op pool get the count; OpenBLAS, which does the matrix products and
+// otherwise keeps a pool of its own with a thread per core whatever
+// LibTorch is told, runs them on the calling thread, one of the OpenMP
+// pool's, unless it was built on OpenMP and so shares that pool
+// (docs/threads.md: its own pool beside OpenMP's kept an extra core busy
+// and made 2 threads slower than 1). No LibTorch in the header.
 
 namespace trellis::model {
 
@@ -15,6 +18,10 @@ struct ThreadCounts {
   // OpenBLAS's threads; 0 when the BLAS LibTorch loaded is not OpenBLAS.
   int blas = 0;
 };
+
+// OpenBLAS's threads for a process of `threads`: `threads` when the loaded
+// OpenBLAS runs on OpenMP, else 1.
+int BlasThreadsFor(int threads);
 
 // REQUIRES: threads >= 1. The inter-op pool can be sized once per process,
 // before it first runs work: the first call sizes it, later calls leave it.
