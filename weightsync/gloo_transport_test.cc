@@ -67,6 +67,32 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// A receiver waiting for the version gets its buckets while they are packed;
+// when packing fails halfway (a tensor that cannot be copied to the host),
+// it gets an error, not half a version, and the next Publish still arrives.
+TEST(GlooTransportTest, PackingFailureWhileStreamingIsAnErrorAndTheNextPublishArrives) {
+  TransportOptions options = FreshOptions();
+  options.bucket_bytes = 1024;  // "a" in bucket 0, "b" in bucket 1.
+  auto publisher = StartPublisher(options);
+  auto receiver = ReceiverAt(options, 0);
+  NamedTensors dst = Zeros();
+  std::future<absl::StatusOr<v1::WeightSyncStats>> waiting =
+      std::async(std::launch::async, [&] { return receiver->Receive(1, dst, absl::Seconds(20)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // The request arrives.
+  const NamedTensors broken = {
+      {"a", torch::full({1000}, 5.0f)},
+      {"b", torch::empty({3, 7}, torch::TensorOptions().device(torch::kMeta))}};
+  EXPECT_EQ(publisher->Publish(1, broken).status().code(), StatusCode::kInternal);
+  const absl::StatusOr<v1::WeightSyncStats> failed = waiting.get();
+  EXPECT_FALSE(failed.ok());
+  EXPECT_EQ(dst[0].second.sum().item<float>(), 0.0f);
+
+  ASSERT_TRUE(publisher->Publish(1, Weights(1)).ok());
+  absl::StatusOr<v1::WeightSyncStats> got = receiver->Receive(1, dst, absl::Seconds(20));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(dst[0].second.sum().item<float>(), 1000.0f);
+}
+
 TEST(GlooTransportTest, PublisherNeverStartedIsAnErrorByTheDeadline) {
   auto receiver = ReceiverAt(FreshOptions(), 0);
   NamedTensors dst = Zeros();

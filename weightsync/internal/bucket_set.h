@@ -55,9 +55,9 @@ at::Tensor HostCopy(const at::Tensor& t);
 std::vector<at::Tensor> AllocateBuckets(const std::vector<int64_t>& sizes,
                                         const std::vector<at::Tensor>* spare);
 
-// The buckets of the last two versions, for AllocateBuckets: the newest
-// version's are in use (staged, or adopted by a receiver's dst) while the
-// next one is made, and free again by the one after.
+// A receiver's buckets of its last two versions, for AllocateBuckets: the
+// newest version's may be in use (adopted by the receiver's dst) while the
+// next one arrives, and are free again by the one after.
 class SparePool {
  public:
   const std::vector<at::Tensor>* buckets() const { return &all_; }

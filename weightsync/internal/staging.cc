@@ -66,17 +66,23 @@ VersionStage::VersionStage(std::string name, int64_t bucket_bytes)
 absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(int64_t version,
                                                         const NamedTensors& tensors) {
   absl::MutexLock stage_lock(&stage_mu_);
+  // gather: planning, then copying bucket by bucket; transfer: checksumming.
+  Stopwatch plan;
+  std::vector<at::Tensor> spare;
   {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = CheckVersionLocked(version); !s.ok()) return s;
+    // The staged version's buckets, when nothing else holds them: waiters
+    // for it get this version instead, which satisfies them as well.
+    if (latest_ != nullptr && latest_.use_count() == 1) {
+      spare = std::move(latest_->buckets);
+      latest_.reset();
+    }
   }
-  // gather: planning, then copying bucket by bucket; transfer: checksumming.
-  Stopwatch plan;
-  absl::StatusOr<BucketSet> planned = PlanBuckets(tensors, bucket_bytes_, spare_.buckets());
+  absl::StatusOr<BucketSet> planned = PlanBuckets(tensors, bucket_bytes_, &spare);
   if (!planned.ok()) return planned.status();
   auto set = std::make_shared<BucketSet>(*std::move(planned));
   set->version = version;
-  spare_.Remember(set->buckets);
   auto progress = std::make_shared<PackProgress>(set->buckets.size());
   PackSeconds seconds;
   seconds.copy = plan.Seconds();
@@ -98,6 +104,7 @@ absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(int64_t version,
   v1::WeightSyncStats stats = BaseStats(*set);
   {
     absl::MutexLock lock(&mu_);
+    newest_ = version;
     latest_ = std::move(set);
     packing_ = {};
     staged_cv_.SignalAll();
@@ -123,13 +130,13 @@ absl::StatusOr<StreamedVersion> VersionStage::Wait(int64_t min_version, absl::Ti
                                                    bool streamed) {
   const absl::Time start = absl::Now();
   absl::MutexLock lock(&mu_);
-  if (latest_ != nullptr && min_version > latest_->version + kVersionsInFlight) {
+  if (newest_.has_value() && min_version > *newest_ + kVersionsInFlight) {
     return absl::FailedPreconditionError(
         absl::StrCat(name_, ": weights version >= ", min_version,
-                     " will never be published: the newest is ", latest_->version,
+                     " will never be published: the newest is ", *newest_,
                      " and the sender publishes one version at a time (a receiver may ask "
                      "for at most the next, ",
-                     latest_->version + kVersionsInFlight, ")"));
+                     *newest_ + kVersionsInFlight, ")"));
   }
   while (!ReadyLocked(min_version, streamed) && !closed_) {
     if (staged_cv_.WaitWithDeadline(&mu_, deadline)) break;
@@ -146,12 +153,12 @@ absl::StatusOr<StreamedVersion> VersionStage::Wait(int64_t min_version, absl::Ti
   return absl::DeadlineExceededError(absl::StrCat(
       name_, ": waited ", absl::FormatDuration(absl::Now() - start),
       " for weights version >= ", min_version,
-      "; newest published: ", latest_ ? absl::StrCat(latest_->version) : std::string("none")));
+      "; newest published: ", newest_.has_value() ? absl::StrCat(*newest_) : std::string("none")));
 }
 
 int64_t VersionStage::newest_version() {
   absl::MutexLock lock(&mu_);
-  return latest_ ? latest_->version : -1;
+  return newest_.value_or(-1);
 }
 
 void VersionStage::Close() {
@@ -183,10 +190,9 @@ bool VersionStage::ReadyLocked(int64_t min_version, bool streamed) const {
 }
 
 absl::Status VersionStage::CheckVersionLocked(int64_t version) const {
-  if (latest_ != nullptr && version <= latest_->version) {
-    return absl::FailedPreconditionError(absl::StrCat(name_, ": version ", version,
-                                                      " must exceed the last published version ",
-                                                      latest_->version));
+  if (newest_.has_value() && version <= *newest_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name_, ": version ", version, " must exceed the last published version ", *newest_));
   }
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -85,15 +86,17 @@ class VersionStage {
   // `name` prefixes error messages ("weightsync gloo").
   VersionStage(std::string name, int64_t bucket_bytes);
 
-  // Packs and checksums `tensors` as `version` into the buckets of an
-  // earlier version that nothing holds any more (SparePool: no fresh pages
-  // to fault in), one bucket at a time, then makes it the staged version and
-  // wakes every waiter. Senders streaming (WaitForStream) get the version
-  // as soon as its buckets are planned, and each bucket once packed, so
-  // that sending overlaps packing. Calls are serialized. Returns
-  // FailedPrecondition unless `version` exceeds the staged one,
-  // InvalidArgument for bad tensors (see PlanBuckets). Stats: gather is the
-  // planning and copying, transfer the checksumming.
+  // Packs and checksums `tensors` as `version`, one bucket at a time, into
+  // the staged version's buckets when nothing else holds them (no fresh
+  // pages to fault in; a sender still sending it keeps them, and fresh
+  // buckets are allocated), then makes it the staged version and wakes
+  // every waiter. While its buckets are reused the previous version is no
+  // longer served: waiters get this one, which satisfies them as well (and
+  // nothing, until the next Stage, if this one fails). Senders streaming (WaitForStream) get the
+  // version as soon as its buckets are planned, and each bucket once packed, so that sending
+  // overlaps packing. Calls are serialized. Returns FailedPrecondition unless `version` exceeds the
+  // staged one, InvalidArgument for bad tensors (see PlanBuckets). Stats: gather is the planning
+  // and copying, transfer the checksumming.
   [[nodiscard]] absl::StatusOr<v1::WeightSyncStats> Stage(int64_t version,
                                                           const NamedTensors& tensors);
 
@@ -136,11 +139,12 @@ class VersionStage {
 
   const std::string name_;
   const int64_t bucket_bytes_;
-  // Serializes Stage; guards the buckets it reuses.
+  // Serializes Stage.
   absl::Mutex stage_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  SparePool spare_ ABSL_GUARDED_BY(stage_mu_);
   absl::Mutex mu_;
   absl::CondVar staged_cv_;
+  // The newest version staged (even while its buckets are reused).
+  std::optional<int64_t> newest_ ABSL_GUARDED_BY(mu_);
   // The newest version packed in full, and the one being packed.
   std::shared_ptr<BucketSet> latest_ ABSL_GUARDED_BY(mu_);
   StreamedVersion packing_ ABSL_GUARDED_BY(mu_);
