@@ -83,8 +83,7 @@ TEST(ActorPoolTest, OneActorGetsTheWholeRequestAndItsSeed) {
 // a prompt id stay together, in order, so their occurrences are the same.
 TEST(ActorPoolTest, EveryShardKeepsTheSeedAndEveryCopyOfAPromptIdGoesTogether) {
   std::vector<FakeActor*> actors;
-  ActorPool pool(Members(actors, {absl::OkStatus(), absl::OkStatus()}), nullptr, nullptr,
-                 nullptr);
+  ActorPool pool(Members(actors, {absl::OkStatus(), absl::OkStatus()}), nullptr, nullptr, nullptr);
   v1::GenerateRequest request = Request(4);
   request.mutable_prompts(3)->set_id(100);  // 100, 101, 102, 100
   absl::StatusOr<v1::GenerateResponse> r = pool.Generate(request);
