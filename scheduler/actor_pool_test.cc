@@ -1,6 +1,8 @@
 #include "scheduler/actor_pool.h"
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,6 +20,7 @@ class FakeActor final : public actor::RolloutWorker {
     if (!fail_.ok()) return fail_;
     v1::GenerateResponse response;
     for (const v1::Prompt& p : request.prompts()) {
+      asked.push_back(p.id());
       for (int i = 0; i < request.responses_per_prompt(); ++i) {
         v1::Sample* s = response.add_samples();
         s->set_prompt_id(p.id());
@@ -26,6 +29,7 @@ class FakeActor final : public actor::RolloutWorker {
       }
     }
     response.set_generated_tokens(response.samples_size());
+    response.set_prefill_tokens(request.prompts_size());
     return response;
   }
   absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override {
@@ -38,6 +42,7 @@ class FakeActor final : public actor::RolloutWorker {
   }
   int64_t policy_version() const override { return version_; }
   int calls = 0;
+  std::vector<uint64_t> asked;  // prompt ids, every call's in order
 
  private:
   absl::Status fail_;
@@ -71,6 +76,28 @@ TEST(ActorPoolTest, OneActorGetsTheWholeRequestAndItsSeed) {
   ASSERT_EQ(r->samples_size(), 6);
   EXPECT_EQ(r->samples(0).response_text(), "100/7");
   EXPECT_EQ(r->samples(5).prompt_id(), 102u);
+}
+
+// Rows draw from streams keyed by (seed, prompt id, the id's occurrence in
+// the request, ...): every actor gets the request's seed, and the copies of
+// a prompt id stay together, in order, so their occurrences are the same.
+TEST(ActorPoolTest, EveryShardKeepsTheSeedAndEveryCopyOfAPromptIdGoesTogether) {
+  std::vector<FakeActor*> actors;
+  ActorPool pool(Members(actors, {absl::OkStatus(), absl::OkStatus()}), nullptr, nullptr, nullptr);
+  v1::GenerateRequest request = Request(4);
+  request.mutable_prompts(3)->set_id(100);  // 100, 101, 102, 100
+  absl::StatusOr<v1::GenerateResponse> r = pool.Generate(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(actors[0]->asked, (std::vector<uint64_t>{100, 101, 100}));
+  EXPECT_EQ(actors[1]->asked, (std::vector<uint64_t>{102}));
+  ASSERT_EQ(r->samples_size(), 8);
+  const std::vector<uint64_t> order = {100, 101, 102, 100};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(r->samples(i).prompt_id(), order[i / 2]) << "request order kept, sample " << i;
+    EXPECT_EQ(r->samples(i).response_text(), std::to_string(order[i / 2]) + "/7");
+  }
+  EXPECT_EQ(r->prefill_tokens(), 4);
+  EXPECT_EQ(r->generated_tokens(), 8);
 }
 
 TEST(ActorPoolTest, AFailedActorsShardGoesToALiveOneAndEveryPromptIsAnsweredOnce) {
