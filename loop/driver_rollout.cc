@@ -87,9 +87,14 @@ absl::Status Driver::FinishRound(PendingRound& round, StepSamples* out, double* 
   if (seconds != nullptr) *seconds += absl::ToDoubleSeconds(absl::Now() - round.start);
   out->verify_overlap_seconds += verified->overlap_seconds;
   out->examples.insert(out->examples.end(), round.examples.begin(), round.examples.end());
-  const int64_t tokens_before = out->rollout.generated_tokens();
-  out->rollout.MergeFrom(round.rollout);  // appends the samples; scalars take the newest
-  out->rollout.set_generated_tokens(tokens_before + round.rollout.generated_tokens());
+  // The rounds' counts are summed (MergeFrom keeps the newest scalars).
+  const int64_t generated = out->rollout.generated_tokens() + round.rollout.generated_tokens();
+  const int64_t prefill = out->rollout.prefill_tokens() + round.rollout.prefill_tokens();
+  const double flops = out->rollout.forward_flops() + round.rollout.forward_flops();
+  out->rollout.MergeFrom(round.rollout);  // appends the samples
+  out->rollout.set_generated_tokens(generated);
+  out->rollout.set_prefill_tokens(prefill);
+  out->rollout.set_forward_flops(flops);
   out->verdicts.MergeFrom(verified->verdicts);  // appends the results and this round's stats
   return absl::OkStatus();
 }
