@@ -9,10 +9,16 @@
 // per second of RL steps (the SFT warm-up not counted) and the greedy
 // held-out accuracy after the run, with each ratio to the synchronous run.
 //
+// With --trellis=build/trellis the same three runs are also launched
+// (`trellis launch`, two actors), with the verifier a subprocess plugin
+// that sleeps as long per batch (bench/slow_numeric_plugin.py).
+//
 //   build/bench/async_bench [--steps=30] [--verify_ms=0] [--out=/tmp/async_bench]
+//                           [--trellis=build/trellis]
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -25,7 +31,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "config/job_config.h"
 #include "roles/local_roles.h"
 #include "run/embedded_job.h"
 #include "verifier/verifier.h"
@@ -33,6 +41,11 @@
 ABSL_FLAG(int, steps, 30, "GRPO steps of each run (the default job has 150)");
 ABSL_FLAG(int, verify_ms, 0, "verifier latency per batch; 0: a measured rollout step's");
 ABSL_FLAG(std::string, out, "/tmp/async_bench", "directory for the runs");
+ABSL_FLAG(std::string, trellis, "",
+          "the trellis binary: also runs the three `trellis launch`ed with 2 actors, the verifier "
+          "bench/slow_numeric_plugin.py (a subprocess plugin) with the same latency per batch");
+ABSL_FLAG(bool, embedded, true, "run the three embedded runs (false: launched ones only)");
+ABSL_FLAG(std::string, plugin, "bench/slow_numeric_plugin.py", "the launched runs' verifier");
 
 namespace trellis {
 namespace {
@@ -82,14 +95,8 @@ struct Result {
   double stale_fraction = 0;
 };
 
-Result Run(const v1::JobConfig& job, const fs::path& dir) {
-  fs::remove_all(dir);
-  std::ostringstream progress;
-  absl::Status s = run::RunEmbeddedJob(job, dir.string(), progress);
-  if (!s.ok()) {
-    std::cerr << dir << ": " << s << "\n" << progress.str();
-    std::exit(1);
-  }
+// The run's figures from its ledger and summary.
+Result Read(const fs::path& dir) {
   Result r;
   int64_t stale = 0;
   std::ifstream in(dir / "ledger.jsonl");
@@ -112,6 +119,54 @@ Result Run(const v1::JobConfig& job, const fs::path& dir) {
   return r;
 }
 
+Result Run(const v1::JobConfig& job, const fs::path& dir) {
+  fs::remove_all(dir);
+  std::ostringstream progress;
+  absl::Status s = run::RunEmbeddedJob(job, dir.string(), progress);
+  if (!s.ok()) {
+    std::cerr << dir << ": " << s << "\n" << progress.str();
+    std::exit(1);
+  }
+  return Read(dir);
+}
+
+Result Launch(const v1::JobConfig& job, const fs::path& dir) {
+  fs::remove_all(dir);
+  fs::create_directories(dir.parent_path());
+  const fs::path yaml = dir.string() + ".yaml";
+  std::ofstream(yaml) << config::ResolvedJobYaml(job);
+  const std::string command =
+      absl::StrCat(absl::GetFlag(FLAGS_trellis), " launch ", yaml.string(), " --out ", dir.string(),
+                   " > ", dir.string(), ".log 2>&1");
+  if (std::system(command.c_str()) != 0) {
+    std::cerr << "failed: " << command << "\n";
+    std::exit(1);
+  }
+  return Read(dir);
+}
+
+// The three runs of `base` (sync, staleness 1 and 2), one line each.
+void Compare(const v1::JobConfig& base, const std::string& label,
+             Result (*run)(const v1::JobConfig&, const fs::path&)) {
+  Result sync;
+  for (int staleness : {-1, 1, 2}) {
+    v1::JobConfig job = base;
+    const std::string name =
+        label + (staleness < 0 ? "sync" : absl::StrFormat("async_s%d", staleness));
+    if (staleness >= 0) {
+      job.mutable_async()->set_enabled(true);
+      job.mutable_async()->set_max_staleness(staleness);
+    }
+    const Result r = run(job, fs::path(absl::GetFlag(FLAGS_out)) / name);
+    if (staleness < 0) sync = r;
+    const double rate = r.trained / r.rl_seconds;
+    std::printf("%-22s %10.1f %12.1f %8.2fx %10.3f %+8.3f %6.0f%%\n", name.c_str(), r.rl_seconds,
+                rate, rate / (sync.trained / sync.rl_seconds), r.accuracy,
+                r.accuracy - sync.accuracy, 100 * r.stale_fraction);
+    std::fflush(stdout);
+  }
+}
+
 int Main() {
   roles::AddVerifierKinds(RegisterSlowVerifier);
   absl::StatusOr<v1::JobConfig> base = run::DefaultJob();
@@ -131,23 +186,23 @@ int Main() {
     g_verify_ms = static_cast<int>(1000 * r.rollout_seconds / 3);
   }
   std::printf("default job, %d GRPO steps, verifier latency %d ms per batch\n", steps, g_verify_ms);
-  std::printf("%-14s %10s %12s %9s %10s %9s %7s\n", "run", "RL s", "samples/s", "speedup",
+  std::printf("%-22s %10s %12s %9s %10s %9s %7s\n", "run", "RL s", "samples/s", "speedup",
               "accuracy", "vs sync", "stale");
-  Result sync;
-  for (int staleness : {-1, 1, 2}) {
-    v1::JobConfig job = *base;
-    const std::string name = staleness < 0 ? "sync" : absl::StrFormat("async_s%d", staleness);
-    if (staleness >= 0) {
-      job.mutable_async()->set_enabled(true);
-      job.mutable_async()->set_max_staleness(staleness);
-    }
-    const Result r = Run(job, out / name);
-    if (staleness < 0) sync = r;
-    const double rate = r.trained / r.rl_seconds;
-    std::printf("%-14s %10.1f %12.1f %8.2fx %10.3f %+8.3f %6.0f%%\n", name.c_str(), r.rl_seconds,
-                rate, rate / (sync.trained / sync.rl_seconds), r.accuracy,
-                r.accuracy - sync.accuracy, 100 * r.stale_fraction);
-    std::fflush(stdout);
+  if (absl::GetFlag(FLAGS_embedded)) Compare(*base, "", Run);
+  if (!absl::GetFlag(FLAGS_trellis).empty()) {
+    v1::JobConfig launched = *base;
+    launched.mutable_deployment()->mutable_actor()->set_count(2);
+    v1::VerifierConfig* v = launched.mutable_verifier();
+    const int workers = 8;
+    const int64_t items = base->grpo().prompts_per_step() * base->grpo().responses_per_prompt();
+    v->set_name("subprocess");
+    v->set_workers(workers);
+    v->clear_command();
+    v->add_command("python3");
+    v->add_command(absl::GetFlag(FLAGS_plugin));
+    // items / workers sleeps per batch: the embedded runs' latency.
+    v->add_command(absl::StrCat(static_cast<double>(g_verify_ms) * workers / items));
+    Compare(launched, "launched_", Launch);
   }
   return 0;
 }

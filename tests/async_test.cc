@@ -113,6 +113,20 @@ TEST_F(AsyncTest, StaleSamplesTrainWithinTheBoundWithDecoupledPpo) {
   EXPECT_EQ(PromptIds(async.steps), PromptIds(sync_->steps));
 }
 
+// DAPO's dynamic sampling runs its extra rounds ahead too; the groups it
+// leaves out are dropped with their reason.
+TEST_F(AsyncTest, DynamicSamplingRunsAheadAndAccountsForWhatItLeavesOut) {
+  v1::JobConfig job = Job(true, 1);
+  job.mutable_grpo()->mutable_dapo()->set_dynamic_sampling(true);
+  job.mutable_grpo()->mutable_dapo()->set_max_sampling_rounds(3);
+  const JobRun run = RunTinyJob("async_dapo", job);
+  ASSERT_EQ(run.steps.size(), static_cast<size_t>(kSteps));
+  ExpectAccountsReconcile(run.steps);
+  const json& account = run.steps.back()["prompt_account"];
+  EXPECT_EQ(account["drawn"].get<int64_t>(), run.summary["prompt_account"]["drawn"]);
+  EXPECT_GT(account["dropped"]["dynamic_sampling"].get<int64_t>(), 0) << account.dump();
+}
+
 // `trellis COMMAND` of an asynchronous job, SIGKILLed as soon as its step-3
 // checkpoint is in place (the actors were sampling ahead), then resumed:
 // every step trained the prompts the synchronous run trained in it, none
