@@ -279,8 +279,11 @@ void CheckAsync(const v1::JobConfig& job, Checker& c) {
   c.Within("async.max_staleness", a.max_staleness(), 0, 8);
   c.Within("async.importance_weight_cap", a.importance_weight_cap(), 1.0, 100.0);
   if (!a.enabled()) return;
-  c.Require(RecipeOf(job) == Recipe::kGrpo, "async.enabled",
-            "false unless algorithm is grpo (the asynchronous pipeline runs the GRPO family)",
+  const std::optional<Recipe> recipe = RecipeOf(job);
+  c.Require(recipe == Recipe::kGrpo || recipe == Recipe::kPpo || recipe == Recipe::kOnlineDpo,
+            "async.enabled",
+            "false unless the algorithm samples (grpo, ppo or online_dpo: the asynchronous "
+            "pipeline runs the recipes that generate their own samples)",
             absl::StrCat("true with algorithm \"", job.algorithm(), "\""));
 }
 

@@ -45,6 +45,14 @@ void CountLoss(bool zero_variance, bool truncated, v1::Verdict verdict,
 
 }  // namespace
 
+void CountStaleness(int64_t learner_version, const v1::Sample& sample,
+                    ledger::StepCounts* counts) {
+  const auto staleness =
+      static_cast<size_t>(std::max<int64_t>(0, learner_version - sample.policy_version()));
+  if (counts->staleness.size() <= staleness) counts->staleness.resize(staleness + 1);
+  ++counts->staleness[staleness];
+}
+
 v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts) {
   const auto& samples = *in.samples;
   const int n = samples.size();
@@ -80,10 +88,7 @@ v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts) {
                                                            : in.advantages->advantages[i] != 0.0f;
     counts->samples_effective += carries_gradient;
     if (s.response_tokens().empty()) continue;
-    const auto staleness =
-        static_cast<size_t>(std::max<int64_t>(0, in.learner_version - s.policy_version()));
-    if (counts->staleness.size() <= staleness) counts->staleness.resize(staleness + 1);
-    ++counts->staleness[staleness];
+    CountStaleness(in.learner_version, s, counts);
     if (counts->prompt_ids.empty() || counts->prompt_ids.back() != s.prompt_id()) {
       counts->prompt_ids.push_back(s.prompt_id());
     }

@@ -52,6 +52,11 @@ struct BatchInput {
 // without a gradient), else samples_zero_variance.
 void CountNoGradient(v1::Verdict verdict, ledger::StepCounts* counts);
 
+// Adds `sample`, trained at the learner's `learner_version`, to the
+// staleness histogram (counts->staleness[learner_version - its version]).
+void CountStaleness(int64_t learner_version, const v1::Sample& sample,
+                    ledger::StepCounts* counts);
+
 // The batch: one TrainSample per kept, non-empty sample, in order, with its
 // tokens, sampling log-probs, reward, reference log-probs (when given) and
 // advantage (when given). Into *counts: mean_reward and accuracy over the

@@ -127,6 +127,25 @@ TEST_F(AsyncTest, DynamicSamplingRunsAheadAndAccountsForWhatItLeavesOut) {
   EXPECT_GT(account["dropped"]["dynamic_sampling"].get<int64_t>(), 0) << account.dump();
 }
 
+// PPO (its critic beside the policy) and online DPO run ahead too, within
+// the bound, and account for every prompt.
+TEST_F(AsyncTest, PpoAndOnlineDpoRunAheadWithinTheBound) {
+  for (const char* algorithm : {"ppo", "online_dpo"}) {
+    v1::JobConfig job = Job(true, 1);
+    job.set_algorithm(algorithm);
+    const JobRun run = RunTinyJob(std::string("async_") + algorithm, job);
+    ASSERT_EQ(run.steps.size(), static_cast<size_t>(kSteps)) << algorithm;
+    int64_t stale = 0;
+    for (const json& s : run.steps) {
+      const auto hist = s["staleness"].get<std::vector<int64_t>>();
+      EXPECT_LE(hist.size(), 2u) << algorithm << ": a sample trained more than 1 version late";
+      for (size_t k = 1; k < hist.size(); ++k) stale += hist[k];
+    }
+    EXPECT_GT(stale, 0) << algorithm << ": the actors never ran ahead";
+    ExpectAccountsReconcile(run.steps);
+  }
+}
+
 // `trellis COMMAND` of an asynchronous job, SIGKILLed as soon as its step-3
 // checkpoint is in place (the actors were sampling ahead), then resumed:
 // every step trained the prompts the synchronous run trained in it, none

@@ -42,8 +42,23 @@ class OnlineDpo final : public RolloutRecipe {
     const Roles& roles = driver_.roles();
     ledger::Ledger& ledger = driver_.ledger();
     const int64_t group = dpo.responses_per_prompt();
-    absl::StatusOr<StepSamples> drawn = driver_.SampleStep(step, dpo.batch_size(), group, counts);
-    if (!drawn.ok()) return drawn.status();
+    // Asynchronous jobs take a step the pipeline sampled ahead.
+    absl::StatusOr<SampledStep> sampled =
+        driver_.TakeSamples(step, [this, group](int64_t t) -> absl::StatusOr<SampledStep> {
+          SampledStep out;
+          absl::StatusOr<StepSamples> drawn =
+              driver_.SampleStep(t, driver_.job().dpo().batch_size(), group, out.counts);
+          if (!drawn.ok()) return drawn.status();
+          out.drawn = *std::move(drawn);
+          return out;
+        });
+    if (!sampled.ok()) return sampled.status();
+    if (absl::Status s = driver_.FinishSampling(*sampled); !s.ok()) return s;
+    const ledger::StepCounts opened = counts;
+    counts = sampled->counts;
+    counts.step = opened.step;
+    counts.policy_version = opened.policy_version;
+    const StepSamples* drawn = &sampled->drawn;
     const auto& samples = drawn->rollout.samples();
     std::vector<float> rewards;
     double reward_sum = 0;
@@ -74,6 +89,8 @@ class OnlineDpo final : public RolloutRecipe {
         continue;
       }
       counts.prompt_ids.push_back(samples[choice->chosen].prompt_id());
+      CountStaleness(counts.policy_version, samples[choice->chosen], &counts);
+      CountStaleness(counts.policy_version, samples[choice->rejected], &counts);
       pairs.push_back(*choice);
       *scored.add_samples() = samples[choice->chosen];
       *scored.add_samples() = samples[choice->rejected];
