@@ -133,6 +133,8 @@ TEST_F(AsyncTest, PpoAndOnlineDpoRunAheadWithinTheBound) {
   for (const char* algorithm : {"ppo", "online_dpo"}) {
     v1::JobConfig job = Job(true, 1);
     job.set_algorithm(algorithm);
+    job.mutable_dpo()->set_steps(kSteps);
+    job.mutable_dpo()->set_batch_size(job.grpo().prompts_per_step());
     const JobRun run = RunTinyJob(std::string("async_") + algorithm, job);
     ASSERT_EQ(run.steps.size(), static_cast<size_t>(kSteps)) << algorithm;
     int64_t stale = 0;
