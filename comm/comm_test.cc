@@ -1,5 +1,6 @@
 #include <torch/torch.h>
 
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +23,20 @@ TEST(TcpStoreTest, NothingListeningIsDeadlineExceededNamingTheAddress) {
   absl::Status s = WaitForListener("127.0.0.1", *port, absl::Now() + absl::Milliseconds(50));
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(s.message()), HasSubstr("127.0.0.1:" + std::to_string(*port)));
+}
+
+// Picked ports lie below the kernel's ephemeral range, where outgoing
+// connections (other processes') cannot take them before they are bound.
+TEST(TcpStoreTest, PickedPortsLieBelowTheEphemeralRange) {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  if (!(range >> low)) GTEST_SKIP() << "no /proc/sys/net/ipv4/ip_local_port_range";
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<int> port = PickFreeTcpPort("127.0.0.1");
+    ASSERT_TRUE(port.ok()) << port.status();
+    EXPECT_GE(*port, kLowestPickedPort);
+    EXPECT_LT(*port, low);
+  }
 }
 
 TEST(TcpStoreTest, ClientsReachTheHostedStore) {

@@ -10,6 +10,9 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <random>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -67,6 +70,46 @@ absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> ConnectStore(const std::strin
   }
 }
 
+namespace {
+
+// The port `fd` is bound to.
+int BoundPort(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
+  return addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                    : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+// Whether a listening socket could bind `address` with `port` now (0: any;
+// the port it got goes to *got).
+bool CanBind(const addrinfo& a, int port, int* got, std::string* error) {
+  const int fd = socket(a.ai_family, a.ai_socktype, a.ai_protocol);
+  if (fd < 0) return false;
+  sockaddr_storage addr{};
+  std::memcpy(&addr, a.ai_addr, a.ai_addrlen);
+  if (addr.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = htons(static_cast<uint16_t>(port));
+  } else {
+    reinterpret_cast<sockaddr_in*>(&addr)->sin_port = htons(static_cast<uint16_t>(port));
+  }
+  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), a.ai_addrlen) == 0;
+  if (bound) *got = BoundPort(fd);
+  if (!bound) *error = std::strerror(errno);
+  close(fd);
+  return bound && *got > 0;
+}
+
+// The lowest port the kernel hands to outgoing connections
+// (/proc/sys/net/ipv4/ip_local_port_range); 32768 where unreadable.
+int EphemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return in >> low && low > kLowestPickedPort + 1000 ? low : 32768;
+}
+
+}  // namespace
+
 absl::StatusOr<int> PickFreeTcpPort(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -78,24 +121,19 @@ absl::StatusOr<int> PickFreeTcpPort(const std::string& host) {
         absl::StrCat("PickFreeTcpPort: cannot resolve ", host, ": ", gai_strerror(rc)));
   }
   std::string error = "no address";
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      close(fd);
-      freeaddrinfo(found);
-      const int port = addr.ss_family == AF_INET6
-                           ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                           : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-      return port;
-    }
-    error = std::strerror(errno);
-    close(fd);
+  int got = 0;
+  // Below the ephemeral range first: a port the kernel picks there can go
+  // to any outgoing connection (another process's) before the caller binds.
+  std::random_device entropy;
+  std::uniform_int_distribution<int> below(kLowestPickedPort, EphemeralLow() - 1);
+  for (int attempt = 0; attempt < 64 && got == 0; ++attempt) {
+    if (!CanBind(*found, below(entropy), &got, &error)) got = 0;
+  }
+  for (addrinfo* a = found; a != nullptr && got == 0; a = a->ai_next) {
+    if (!CanBind(*a, 0, &got, &error)) got = 0;
   }
   freeaddrinfo(found);
+  if (got > 0) return got;
   return absl::UnavailableError(
       absl::StrCat("PickFreeTcpPort: cannot bind on ", host, ": ", error));
 }

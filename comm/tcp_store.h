@@ -30,8 +30,12 @@ std::chrono::milliseconds ToMs(absl::Duration d);
 [[nodiscard]] absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> ConnectStore(
     const std::string& host, int port, bool server, absl::Duration timeout);
 
-// A TCP port on `host` that was free when asked (bind to port 0, read it,
-// close). Another process may take it before the caller binds it.
+// A TCP port on `host` that was free when asked: a random one from
+// kLowestPickedPort up to the kernel's ephemeral range (which outgoing
+// connections draw from, so a port there is soon anyone's), else one the
+// kernel picks (bind to port 0). Another process may still take it before
+// the caller binds it.
+inline constexpr int kLowestPickedPort = 20000;
 [[nodiscard]] absl::StatusOr<int> PickFreeTcpPort(const std::string& host = "127.0.0.1");
 
 }  // namespace trellis::comm
