@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
+#include "plugin/process.h"
 #include "roles/local_roles.h"
 #include "rpc/auth.h"
 #include "run/embedded_job.h"
 #include "tests/tiny_job.h"
-#include "verifier/internal/process.h"
 #include "verifier/verifier_service.h"
 
 namespace trellis {
@@ -43,12 +43,11 @@ TEST(PythonVerifierTest, TrainsLikeTheBuiltinItMirrors) {
   absl::StatusOr<rpc::JobSecret> secret = rpc::JobSecret::Generate();
   ASSERT_TRUE(secret.ok()) << secret.status();
   ASSERT_TRUE(rpc::WriteSecretFile((root / "secret").string(), *secret).ok());
-  verifier::internal::SpawnOptions options;
+  plugin::SpawnOptions options;
   options.argv = {TRELLIS_PYTHON3, TRELLIS_SOURCE_DIR "/examples/verifiers/python_numeric.py",
                   "--port",        "0",
                   "--secret-file", (root / "secret").string()};
-  absl::StatusOr<std::unique_ptr<verifier::internal::Child>> child =
-      verifier::internal::Child::Spawn(options);
+  absl::StatusOr<std::unique_ptr<plugin::Child>> child = plugin::Child::Spawn(options);
   ASSERT_TRUE(child.ok()) << child.status();
   // "trellis_verifier: serving NAME@VERSION on HOST:PORT"
   absl::StatusOr<std::string> line = (*child)->ReadLine(absl::Now() + absl::Seconds(30), 4096);

@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include <iostream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -17,13 +16,19 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
-#include "verifier/internal/process.h"
+#include "plugin/process.h"
+#include "plugin/sandbox.h"
 #include "verifier/internal/register.h"
 #include "verifier/internal/result.h"
-#include "verifier/internal/sandbox.h"
 
 namespace trellis::verifier::internal {
 namespace {
+
+using plugin::Child;
+using plugin::RunSandboxed;
+using plugin::SandboxLimits;
+using plugin::SandboxMode;
+using plugin::SandboxRun;
 
 struct TestCase {
   std::string input;
@@ -153,26 +158,6 @@ class CodeExec : public Verifier {
   SandboxLimits limits_;
 };
 
-// bubblewrap unless the weaker fallback is asked for by name; that choice is
-// announced on stderr with what it leaves open.
-absl::StatusOr<SandboxMode> ChooseSandbox(v1::VerifierConfig::Sandbox wanted) {
-  if (wanted == v1::VerifierConfig::RLIMITS) {
-    std::cerr << "trellis: verifier code_exec: sandbox \"rlimits\" (opt-in, weaker than "
-                 "bubblewrap): "
-              << RlimitsWeaknesses() << "\n";
-    return SandboxMode::kRlimits;
-  }
-  absl::Status bwrap = BwrapStatus();
-  if (!bwrap.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "verifier.sandbox: \"", wanted == v1::VerifierConfig::BWRAP ? "bwrap" : "auto",
-        "\" needs bubblewrap, which does not work here (", bwrap.message(),
-        "); install bubblewrap and allow unprivileged user namespaces, or set "
-        "verifier.sandbox: rlimits to accept the weaker fallback (docs/verifier-plugins.md)"));
-  }
-  return SandboxMode::kBwrap;
-}
-
 }  // namespace
 
 absl::Status RegisterCodeExecVerifier(VerifierRegistry& registry) {
@@ -185,7 +170,11 @@ absl::Status RegisterCodeExecVerifier(VerifierRegistry& registry) {
         if (c.max_processes() < 1) bad.push_back(absl::StrCat("max_processes: must be >= 1, found ", c.max_processes()));
         if (c.max_file_mb() < 0) bad.push_back(absl::StrCat("max_file_mb: must be >= 0, found ", c.max_file_mb()));
         if (!bad.empty()) return absl::InvalidArgumentError(absl::StrCat("verifier.", bad[0]));
-        absl::StatusOr<SandboxMode> mode = ChooseSandbox(c.sandbox());
+        absl::StatusOr<SandboxMode> mode = plugin::ChooseSandbox(
+            c.sandbox() == v1::VerifierConfig::RLIMITS ? plugin::SandboxChoice::kRlimits
+            : c.sandbox() == v1::VerifierConfig::BWRAP ? plugin::SandboxChoice::kBwrap
+                                                       : plugin::SandboxChoice::kAuto,
+            "verifier code_exec", "verifier.sandbox", "docs/verifier-plugins.md");
         if (!mode.ok()) return mode.status();
         return std::make_unique<CodeExec>(c, *mode);
       });

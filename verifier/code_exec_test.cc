@@ -16,8 +16,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "verifier/internal/confine.h"
-#include "verifier/internal/sandbox.h"
+#include "plugin/confine.h"
+#include "plugin/sandbox.h"
 #include "verifier/verifier.h"
 
 namespace trellis::verifier {
@@ -98,8 +98,8 @@ std::string WithSleep(absl::string_view program) {
 class CodeExecTest : public ::testing::TestWithParam<v1::VerifierConfig::Sandbox> {
  protected:
   void SetUp() override {
-    if (GetParam() == v1::VerifierConfig::BWRAP && !internal::BwrapWorks()) {
-      GTEST_SKIP() << "bubblewrap does not work here: " << internal::BwrapStatus();
+    if (GetParam() == v1::VerifierConfig::BWRAP && !plugin::BwrapWorks()) {
+      GTEST_SKIP() << "bubblewrap does not work here: " << plugin::BwrapStatus();
     }
   }
   std::unique_ptr<Verifier> Make(int deadline_ms = 1500) {
@@ -286,7 +286,7 @@ print(os.path.exists(")",
 // Host files outside the system directories cannot be read (bwrap: not
 // there; rlimits: Landlock, where the kernel has it).
 TEST_P(CodeExecTest, HostFilesAreNotReadable) {
-  if (!Bwrap() && internal::LandlockAbi() == 0) GTEST_SKIP() << "no Landlock in this kernel";
+  if (!Bwrap() && plugin::LandlockAbi() == 0) GTEST_SKIP() << "no Landlock in this kernel";
   const std::string secret = absl::StrCat("/tmp/trellis_secret_", getpid(), ".txt");
   { std::ofstream(secret) << "SECRET\n"; }
   chmod(secret.c_str(), 0644);
@@ -333,11 +333,10 @@ TEST(CodeExecChoice, RlimitsIsAnnouncedOnStderr) {
 }
 
 TEST(CodeExecChoice, WithoutBwrapAutoAndBwrapRefuseAndNameTheOptIn) {
-  std::cout << "[ info ] bubblewrap works here: " << (internal::BwrapWorks() ? "yes" : "no")
-            << "\n";
+  std::cout << "[ info ] bubblewrap works here: " << (plugin::BwrapWorks() ? "yes" : "no") << "\n";
   for (auto sandbox : {v1::VerifierConfig::AUTO, v1::VerifierConfig::BWRAP}) {
     absl::StatusOr<std::unique_ptr<Verifier>> v = Create(sandbox);
-    if (internal::BwrapWorks()) {
+    if (plugin::BwrapWorks()) {
       EXPECT_TRUE(v.ok()) << v.status();
       continue;
     }

@@ -18,7 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "verifier/internal/breaker.h"
+#include "plugin/breaker.h"
 #include "verifier/internal/result.h"
 
 namespace trellis::verifier {
@@ -106,9 +106,11 @@ class Pool : public Verifier {
         config_(config),
         label_(VerifierLabel(config)),
         env_(options.env != nullptr ? options.env : env::Env::Default()),
-        breaker_(label_, config, env_,
-                 options.log ? std::move(options.log)
-                             : [](const std::string& line) { std::cerr << line << std::endl; }),
+        breaker_(
+            "verifier", label_, config.breaker_failures(),
+            absl::Milliseconds(config.breaker_pause_ms()), env_,
+            options.log ? std::move(options.log)
+                        : [](const std::string& line) { std::cerr << line << std::endl; }),
         cache_(static_cast<size_t>(std::max(0, config.cache_entries()))) {}
 
   v1::VerifyResult Verify(const v1::VerifyItem& item) const override {
@@ -155,7 +157,7 @@ class Pool : public Verifier {
   const v1::VerifierConfig config_;
   const std::string label_;
   env::Env* const env_;
-  mutable internal::Breaker breaker_;
+  mutable plugin::Breaker breaker_;
   mutable ResultCache cache_;
 };
 

@@ -9,10 +9,10 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "plugin/process.h"
 #include "roles/local_roles.h"
 #include "rpc/server.h"
 #include "tools/verify_command.h"
-#include "verifier/internal/process.h"
 #include "verifier/verifier_service.h"
 
 namespace trellis::verifier {
@@ -23,16 +23,16 @@ using ::testing::StartsWith;
 
 // A Python verifier process and the address it reported.
 struct PythonVerifier {
-  std::unique_ptr<internal::Child> child;
+  std::unique_ptr<plugin::Child> child;
   std::string address;
 };
 
 PythonVerifier Start(const std::vector<std::string>& args) {
   EXPECT_NE(std::getenv("TRELLIS_PYTHON_STUBS"), nullptr) << "run through ctest";
-  internal::SpawnOptions options;
+  plugin::SpawnOptions options;
   options.argv = {TRELLIS_PYTHON3};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
-  absl::StatusOr<std::unique_ptr<internal::Child>> child = internal::Child::Spawn(options);
+  absl::StatusOr<std::unique_ptr<plugin::Child>> child = plugin::Child::Spawn(options);
   EXPECT_TRUE(child.ok()) << child.status();
   if (!child.ok()) return {};
   // "trellis_verifier: serving NAME@VERSION on HOST:PORT"
@@ -158,21 +158,21 @@ TEST(RemotePythonTest, CheckServicesScriptCallsHealthAndVerifyOnTheCppService) {
   ASSERT_TRUE(server.ok()) << server.status();
   (*server)->SetServing(true);
 
-  internal::SpawnOptions options;
+  plugin::SpawnOptions options;
   options.argv = {TRELLIS_PYTHON3, TRELLIS_SOURCE_DIR "/tests/python/check_services.py",
                   (*server)->address(),
                   "--probe", R"({"prompt": "2+3=", "response": "5", "answer": "5"})",
                   "--probe", R"({"prompt": "2+3=", "response": "?", "answer": "5"})",
                   "--expect", "correct", "--expect", "unparseable"};
   options.capture_stderr = true;
-  absl::StatusOr<std::unique_ptr<internal::Child>> child = internal::Child::Spawn(options);
+  absl::StatusOr<std::unique_ptr<plugin::Child>> child = plugin::Child::Spawn(options);
   ASSERT_TRUE(child.ok()) << child.status();
   std::string out, err;
   ASSERT_TRUE(
       (*child)->Communicate("", absl::Now() + absl::Seconds(60), 1 << 20, &out, &err).ok());
   absl::StatusOr<int> status = (*child)->Wait(absl::Now() + absl::Seconds(5));
   ASSERT_TRUE(status.ok()) << status.status();
-  EXPECT_EQ(internal::Child::DescribeExit(*status), "exit status 0") << out << err;
+  EXPECT_EQ(plugin::Child::DescribeExit(*status), "exit status 0") << out << err;
   // Reflection lists the services of a C++ server.
   EXPECT_THAT(out, HasSubstr("grpc.health.v1.Health"));
   EXPECT_THAT(out, HasSubstr("trellis.v1.Verifier"));

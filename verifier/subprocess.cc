@@ -13,12 +13,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
-#include "verifier/internal/process.h"
+#include "plugin/process.h"
 #include "verifier/internal/register.h"
 #include "verifier/internal/result.h"
 
 namespace trellis::verifier::internal {
 namespace {
+
+using plugin::Child;
+using plugin::SpawnOptions;
 
 constexpr size_t kMaxLineBytes = 1 << 20;
 

@@ -21,8 +21,8 @@ LAYERS = [
      "trellis_recipe", "trellis_choice", "trellis_worker_id", "trellis_jinja"],
     # 1: configuration, models, tokenizers, chat templates, data.
     ["trellis_config", "trellis_test_main", "trellis_request_limits", "trellis_model", "trellis_text", "trellis_chat", "trellis_data"],
-    # 2: the ledger and the process-group plumbing.
-    ["trellis_ledger", "trellis_comm"],
+    # 2: the ledger, the process-group plumbing, plugin processes.
+    ["trellis_ledger", "trellis_comm", "trellis_plugin"],
     # 3: weight transports that need no gRPC.
     ["trellis_weightsync"],
     # 4: the roles' engines.

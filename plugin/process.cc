@@ -1,4 +1,4 @@
-#include "verifier/internal/process.h"
+#include "plugin/process.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace trellis::verifier::internal {
+namespace trellis::plugin {
 namespace {
 
 // Milliseconds left until `deadline`, for poll(); 0 when past.
@@ -355,4 +355,4 @@ std::string Child::DescribeExit(int status) {
   return absl::StrCat("wait status ", status);
 }
 
-}  // namespace trellis::verifier::internal
+}  // namespace trellis::plugin

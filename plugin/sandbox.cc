@@ -1,4 +1,4 @@
-#include "verifier/internal/sandbox.h"
+#include "plugin/sandbox.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -6,14 +6,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "verifier/internal/confine.h"
-#include "verifier/internal/process.h"
+#include "plugin/confine.h"
+#include "plugin/process.h"
 
-namespace trellis::verifier::internal {
+namespace trellis::plugin {
 namespace {
 
 constexpr int kNobody = 65534;
@@ -188,4 +189,23 @@ absl::StatusOr<SandboxRun> RunSandboxed(SandboxMode mode, const std::string& int
   return Run(mode, interpreter, program, input, limits, deadline);
 }
 
-}  // namespace trellis::verifier::internal
+absl::StatusOr<SandboxMode> ChooseSandbox(SandboxChoice wanted, const std::string& who,
+                                          const std::string& field, const std::string& doc) {
+  if (wanted == SandboxChoice::kRlimits) {
+    std::cerr << "trellis: " << who
+              << ": sandbox \"rlimits\" (opt-in, weaker than bubblewrap): " << RlimitsWeaknesses()
+              << "\n";
+    return SandboxMode::kRlimits;
+  }
+  absl::Status bwrap = BwrapStatus();
+  if (!bwrap.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(field, ": \"", wanted == SandboxChoice::kBwrap ? "bwrap" : "auto",
+                     "\" needs bubblewrap, which does not work here (", bwrap.message(),
+                     "); install bubblewrap and allow unprivileged user namespaces, or set ", field,
+                     ": rlimits to accept the weaker fallback (", doc, ")"));
+  }
+  return SandboxMode::kBwrap;
+}
+
+}  // namespace trellis::plugin

@@ -1,4 +1,4 @@
-#include "verifier/internal/confine.h"
+#include "plugin/confine.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace trellis::verifier::internal {
+namespace trellis::plugin {
 namespace {
 
 // Landlock's truncate right (ABI 3) and scopes (ABI 6) postdate Debian 12's
@@ -218,4 +218,4 @@ absl::StatusOr<int> LandlockRuleset(const std::vector<std::string>& read_only,
   return fd;
 }
 
-}  // namespace trellis::verifier::internal
+}  // namespace trellis::plugin

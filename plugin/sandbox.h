@@ -1,5 +1,5 @@
-#ifndef TRELLIS_VERIFIER_INTERNAL_SANDBOX_H_
-#define TRELLIS_VERIFIER_INTERNAL_SANDBOX_H_
+#ifndef TRELLIS_PLUGIN_SANDBOX_H_
+#define TRELLIS_PLUGIN_SANDBOX_H_
 
 // Runs an untrusted program with limits.
 //
@@ -9,7 +9,7 @@
 //   read-only and nothing else of the host; the working directory /box and
 //   /tmp are private tmpfs that vanish with the run; --die-with-parent,
 //   --new-session, --cap-drop ALL, and the seccomp filter of
-//   verifier/internal/confine.h given to bubblewrap as --seccomp FD.
+//   plugin/confine.h given to bubblewrap as --seccomp FD.
 // kRlimits (weaker, opt-in; where bubblewrap does not work): the program runs
 //   as nobody (when we are root) in a private host directory, with
 //   unshare(CLONE_NEWNET) and a new pid namespace when the host allows them,
@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace trellis::verifier::internal {
+namespace trellis::plugin {
 
 enum class SandboxMode { kBwrap, kRlimits };
 
@@ -42,6 +42,19 @@ inline bool BwrapWorks() { return BwrapStatus().ok(); }
 // What kRlimits cannot contain on this host, for the announcement that the
 // fallback is in use.
 std::string RlimitsWeaknesses();
+
+// What a job asks for: kAuto and kBwrap need bubblewrap; kRlimits, the
+// weaker fallback, is taken only when asked for by name.
+enum class SandboxChoice { kAuto, kBwrap, kRlimits };
+
+// The mode `wanted` gives here. kRlimits is announced on stderr with what
+// it leaves open ("trellis: WHO: sandbox "rlimits" (opt-in, weaker than
+// bubblewrap): ..."); FailedPrecondition, naming `field` and the `doc`
+// that explains the fallback, when bubblewrap is needed and does not work.
+[[nodiscard]] absl::StatusOr<SandboxMode> ChooseSandbox(SandboxChoice wanted,
+                                                        const std::string& who,
+                                                        const std::string& field,
+                                                        const std::string& doc);
 
 struct SandboxLimits {
   int cpu_seconds = 5;
@@ -63,6 +76,6 @@ struct SandboxRun {
     SandboxMode mode, const std::string& interpreter, const std::string& program,
     const std::string& input, const SandboxLimits& limits, absl::Time deadline);
 
-}  // namespace trellis::verifier::internal
+}  // namespace trellis::plugin
 
-#endif  // TRELLIS_VERIFIER_INTERNAL_SANDBOX_H_
+#endif  // TRELLIS_PLUGIN_SANDBOX_H_

@@ -1,9 +1,9 @@
-#ifndef TRELLIS_VERIFIER_INTERNAL_CONFINE_H_
-#define TRELLIS_VERIFIER_INTERNAL_CONFINE_H_
+#ifndef TRELLIS_PLUGIN_CONFINE_H_
+#define TRELLIS_PLUGIN_CONFINE_H_
 
 // The kernel-side confinement of an untrusted program, prepared in the
 // parent before fork so that the child only has to install it with
-// async-signal-safe system calls (verifier/internal/process.cc).
+// async-signal-safe system calls (plugin/process.cc).
 //
 // The seccomp filter (Debian's libseccomp) lets every system call through
 // except these, which fail with EPERM:
@@ -28,7 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace trellis::verifier::internal {
+namespace trellis::plugin {
 
 // The filter above as a BPF program for this machine's architecture;
 // compiled once. Internal when libseccomp fails.
@@ -51,6 +51,6 @@ int LandlockAbi();
 [[nodiscard]] absl::StatusOr<int> LandlockRuleset(const std::vector<std::string>& read_only,
                                                   const std::vector<std::string>& writable);
 
-}  // namespace trellis::verifier::internal
+}  // namespace trellis::plugin
 
-#endif  // TRELLIS_VERIFIER_INTERNAL_CONFINE_H_
+#endif  // TRELLIS_PLUGIN_CONFINE_H_

@@ -1,11 +1,11 @@
-#ifndef TRELLIS_VERIFIER_INTERNAL_BREAKER_H_
-#define TRELLIS_VERIFIER_INTERNAL_BREAKER_H_
+#ifndef TRELLIS_PLUGIN_BREAKER_H_
+#define TRELLIS_PLUGIN_BREAKER_H_
 
-// The verifier pool's circuit breaker (verifier/pool.h): counts consecutive
-// failed calls to a verifier, opens for a pause after
-// config.breaker_failures of them, lets one trial call through after the
-// pause, and says so in one log line per change of state (failing, open,
-// recovered), never per call. Thread-safe.
+// The circuit breaker of the verifier and environment pools
+// (verifier/pool.h, environment/pool.h): counts consecutive failed calls to
+// a plugin, opens for a pause after `failures_to_open` of them, lets one
+// trial call through after the pause, and says so in one log line per
+// change of state (failing, open, recovered), never per call. Thread-safe.
 
 #include <cstdint>
 #include <functional>
@@ -15,16 +15,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "env/env.h"
-#include "trellis/v1/job.pb.h"
 
-namespace trellis::verifier::internal {
+namespace trellis::plugin {
 
 class Breaker {
  public:
-  // `label` names the verifier in lines and details ("name@version").
+  // `kind` ("verifier", "environment") and `label` ("name@version") name
+  // the plugin in lines and details. `failures_to_open` <= 0: never opens.
   // REQUIRES: `env` outlives the breaker.
-  Breaker(std::string label, const v1::VerifierConfig& config, env::Env* env,
-          std::function<void(const std::string& line)> log);
+  Breaker(std::string kind, std::string label, int failures_to_open, absl::Duration pause,
+          env::Env* env, std::function<void(const std::string& line)> log);
 
   // Before a call: "" to go ahead, else the detail of the ERROR ("circuit
   // open: ...") its items get instead.
@@ -42,6 +42,7 @@ class Breaker {
 
   void Open(const std::string& detail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const std::string kind_;
   const std::string label_;
   const int failures_to_open_;  // 0: never opens
   const absl::Duration pause_;
@@ -55,6 +56,6 @@ class Breaker {
   std::string open_detail_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace trellis::verifier::internal
+}  // namespace trellis::plugin
 
-#endif  // TRELLIS_VERIFIER_INTERNAL_BREAKER_H_
+#endif  // TRELLIS_PLUGIN_BREAKER_H_

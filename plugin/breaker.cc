@@ -1,10 +1,10 @@
-#include "verifier/internal/breaker.h"
+#include "plugin/breaker.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
-namespace trellis::verifier::internal {
+namespace trellis::plugin {
 namespace {
 
 // How much of a failure's detail a line quotes.
@@ -16,11 +16,12 @@ std::string Quote(const std::string& detail) {
 
 }  // namespace
 
-Breaker::Breaker(std::string label, const v1::VerifierConfig& config, env::Env* env,
-                 std::function<void(const std::string& line)> log)
-    : label_(std::move(label)),
-      failures_to_open_(config.breaker_failures()),
-      pause_(absl::Milliseconds(config.breaker_pause_ms())),
+Breaker::Breaker(std::string kind, std::string label, int failures_to_open, absl::Duration pause,
+                 env::Env* env, std::function<void(const std::string& line)> log)
+    : kind_(std::move(kind)),
+      label_(std::move(label)),
+      failures_to_open_(failures_to_open),
+      pause_(pause),
       env_(env),
       log_(std::move(log)) {}
 
@@ -37,8 +38,8 @@ void Breaker::Open(const std::string& detail) {
   state_ = State::kOpen;
   open_until_ = env_->Now() + pause_;
   open_detail_ =
-      absl::StrCat("circuit open: ", label_, " failed ", failures_, " consecutive calls (last: ",
-                   Quote(detail), "); paused until ",
+      absl::StrCat("circuit open: ", label_, " failed ", failures_,
+                   " consecutive calls (last: ", Quote(detail), "); paused until ",
                    absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", open_until_, absl::UTCTimeZone()));
 }
 
@@ -50,7 +51,7 @@ bool Breaker::Observe(bool failed, const std::string& detail) {
     if (state_ == State::kOpen) return false;  // a call admitted before it opened
     if (!failed) {
       if (state_ != State::kHealthy) {
-        line = absl::StrCat("verifier ", label_, ": recovered after ", failures_,
+        line = absl::StrCat(kind_, " ", label_, ": recovered after ", failures_,
                             " consecutive failed calls");
       }
       state_ = State::kHealthy;
@@ -61,11 +62,11 @@ bool Breaker::Observe(bool failed, const std::string& detail) {
         // A failed trial leaves it open: no new state, no new line.
         const bool was_closed = state_ != State::kTrial;
         Open(detail);
-        if (was_closed) line = absl::StrCat("verifier ", label_, ": ", open_detail_);
+        if (was_closed) line = absl::StrCat(kind_, " ", label_, ": ", open_detail_);
         opened = true;
       } else if (state_ == State::kHealthy) {
         state_ = State::kFailing;
-        line = absl::StrCat("verifier ", label_, ": failing: ", Quote(detail));
+        line = absl::StrCat(kind_, " ", label_, ": failing: ", Quote(detail));
         if (failures_to_open_ > 0) {
           absl::StrAppend(&line, "; the circuit opens after ", failures_to_open_,
                           " consecutive failed calls");
@@ -77,4 +78,4 @@ bool Breaker::Observe(bool failed, const std::string& detail) {
   return opened;
 }
 
-}  // namespace trellis::verifier::internal
+}  // namespace trellis::plugin

@@ -1,5 +1,5 @@
-#ifndef TRELLIS_VERIFIER_INTERNAL_PROCESS_H_
-#define TRELLIS_VERIFIER_INTERNAL_PROCESS_H_
+#ifndef TRELLIS_PLUGIN_PROCESS_H_
+#define TRELLIS_PLUGIN_PROCESS_H_
 
 // A child process in its own process group, talked to over pipes with
 // poll() deadlines. Killing it kills the whole group (SIGKILL). The child
@@ -22,7 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace trellis::verifier::internal {
+namespace trellis::plugin {
 
 struct SpawnOptions {
   // argv[0] is looked up in PATH.
@@ -47,7 +47,7 @@ struct SpawnOptions {
   std::vector<int> inherit_fds;
   // The child's whole environment ("NAME=value"); unset keeps ours.
   std::optional<std::vector<std::string>> env;
-  // A Landlock ruleset (verifier/internal/confine.h) the child restricts
+  // A Landlock ruleset (plugin/confine.h) the child restricts
   // itself to; -1 for none. The caller keeps and closes it.
   int landlock_ruleset = -1;
   // A seccomp filter installed last before exec; nullptr for none. Both
@@ -104,6 +104,6 @@ class Child {
   std::string out_buf_;
 };
 
-}  // namespace trellis::verifier::internal
+}  // namespace trellis::plugin
 
-#endif  // TRELLIS_VERIFIER_INTERNAL_PROCESS_H_
+#endif  // TRELLIS_PLUGIN_PROCESS_H_
