@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,6 +36,11 @@ class Environment {
   [[nodiscard]] virtual absl::Status Close(const v1::CloseEpisodeRequest& request) = 0;
   // Episodes this environment can serve at once.
   virtual int MaxConcurrency() const { return 1; }
+  // What the calls since the last TakeStats cost: errors_by_reason,
+  // timeouts, wait_seconds and environment ("name@version"); the caller
+  // fills the episode fields. Only the pool (environment/pool.h) keeps
+  // stats; the default returns an empty message.
+  virtual v1::EnvironmentStats TakeStats() { return {}; }
 };
 
 using EnvironmentFactory = std::function<absl::StatusOr<std::unique_ptr<Environment>>(
@@ -50,6 +56,8 @@ class EnvironmentRegistry {
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Environment>> Create(
       const v1::EnvironmentConfig& config) const;
   bool Contains(const std::string& name) const;
+  // The registered names, sorted.
+  std::vector<std::string> Names() const;
 
  private:
   std::map<std::string, EnvironmentFactory> factories_;

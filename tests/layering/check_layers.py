@@ -26,7 +26,7 @@ LAYERS = [
     # 3: weight transports that need no gRPC.
     ["trellis_weightsync"],
     # 4: the roles' engines.
-    ["trellis_verifier", "trellis_actor", "trellis_reference", "trellis_learner"],
+    ["trellis_verifier", "trellis_environment", "trellis_actor", "trellis_reference", "trellis_learner"],
     # 5: recipes and the loop that drives the roles.
     ["trellis_loop"],
     # 6: the local role factories.
