@@ -11,6 +11,10 @@ The served process speaks trellis.v1.Verifier and grpc.health.v1.Health; a
 job uses it with `verifier: {name: remote, address: HOST:PORT}`. Started with
 the job's secret ($TRELLIS_SECRET_FILE or --secret-file), it refuses calls
 without it (trellis_verifier.auth), as the job's own services do.
+
+trellis_verifier.environment.Environment serves a multi-turn environment in
+the JSON-lines form the "subprocess" environment runs
+(docs/environment-protocol.md).
 """
 from .server import (VERIFIER_SERVICE, VerifierServer, rollout_pb2, run, serve, start,
                      verifier)
