@@ -72,12 +72,8 @@ class GuessNumber : public Environment {
 
   absl::StatusOr<v1::EnvironmentStepResponse> Step(
       const v1::EnvironmentStepRequest& request) override {
-    absl::StatusOr<Episode> e = episodes_.Get(request.episode_id());
+    absl::StatusOr<Episode> e = episodes_.Running(request.episode_id());
     if (!e.ok()) return e.status();
-    if (e->done) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("episode \"", request.episode_id(), "\" is done"));
-    }
     v1::EnvironmentStepResponse r;
     const std::optional<int64_t> guess = LastInteger(request.action());
     if (!guess.has_value()) {

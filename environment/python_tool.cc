@@ -67,12 +67,8 @@ class PythonTool : public Environment {
 
   absl::StatusOr<v1::EnvironmentStepResponse> Step(
       const v1::EnvironmentStepRequest& request) override {
-    absl::StatusOr<Episode> e = episodes_.Get(request.episode_id());
+    absl::StatusOr<Episode> e = episodes_.Running(request.episode_id());
     if (!e.ok()) return e.status();
-    if (e->done) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("episode \"", request.episode_id(), "\" is done"));
-    }
     const std::string& action = request.action();
     const size_t open = action.rfind(kOpen);
     if (open == std::string::npos) return Answer(request.episode_id(), *std::move(e), action);

@@ -3,7 +3,8 @@
 
 // The open episodes of an in-process environment, by episode id, with the
 // errors every built-in gives: AlreadyExists for an id opened twice,
-// NotFound for one not open (never opened, or closed). Thread-safe; a
+// NotFound for one not open (never opened, or closed), FailedPrecondition
+// for a step after done (State has a bool `done`). Thread-safe; a
 // state is copied out for a step and put back after it, so slow steps of
 // different episodes run at once.
 
@@ -30,11 +31,16 @@ class Episodes {
     return absl::OkStatus();
   }
 
-  [[nodiscard]] absl::StatusOr<State> Get(const std::string& id) const {
+  // The state of an episode still running: NotFound when it is not open,
+  // FailedPrecondition when its State::done is set.
+  [[nodiscard]] absl::StatusOr<State> Running(const std::string& id) const {
     absl::MutexLock lock(&mu_);
     auto it = open_.find(id);
     if (it == open_.end()) {
       return absl::NotFoundError(absl::StrCat("episode \"", id, "\" is not open"));
+    }
+    if (it->second.done) {
+      return absl::FailedPreconditionError(absl::StrCat("episode \"", id, "\" is done"));
     }
     return it->second;
   }
