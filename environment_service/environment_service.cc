@@ -64,7 +64,7 @@ class EnvironmentService final : public v1::Environment::Service {
     return Serve("Open", deadline, [&]() -> absl::Status {
       absl::StatusOr<v1::OpenEpisodeResponse> opened = environment_->Open(*request);
       if (!opened.ok()) return opened.status();
-      if (absl::Now() > deadline) {
+      if (absl::Now() > deadline || context->IsCancelled()) {
         // The caller has given up on this episode and will not close it.
         v1::CloseEpisodeRequest close;
         close.set_episode_id(request->episode_id());

@@ -23,7 +23,8 @@ namespace trellis::environment {
 //  - At most environment->MaxConcurrency() calls reach the environment at
 //    once; a call that cannot start before the caller's deadline is
 //    DEADLINE_EXCEEDED, and so is one the environment answers after it (an
-//    Open answered too late is closed again, so no episode is left open).
+//    Open answered too late, or after the caller cancelled, is closed
+//    again, so no episode is left open).
 //  - The environment's status becomes the call's (codes one to one, the
 //    message kept); an exception it throws is INTERNAL naming the call.
 //  - Replies are passed on as the environment gives them: the client

@@ -45,14 +45,24 @@ PythonServer Start(std::vector<std::string> flags = {}) {
   return {*std::move(child), on == std::string::npos ? "" : line->substr(on + 4)};
 }
 
-std::unique_ptr<Environment> Remote(const std::string& address) {
+// The server started with `flags` and a remote environment reaching it
+// (nullptr when either failed).
+struct Connected {
+  PythonServer py;
+  std::unique_ptr<Environment> remote;
+};
+
+Connected Connect(std::vector<std::string> flags = {}) {
+  Connected connected{Start(std::move(flags)), nullptr};
+  if (connected.py.address.empty()) return connected;
   v1::EnvironmentConfig config;
   config.set_name("remote");
-  config.set_address(address);
+  config.set_address(connected.py.address);
   config.set_call_deadline_ms(10000);
   absl::StatusOr<std::unique_ptr<Environment>> remote = NewRemoteEnvironment(config);
   EXPECT_TRUE(remote.ok()) << remote.status();
-  return remote.ok() ? *std::move(remote) : nullptr;
+  if (remote.ok()) connected.remote = *std::move(remote);
+  return connected;
 }
 
 // What a binary-search policy got from one episode.
@@ -98,11 +108,10 @@ Played Play(Environment& env, const std::string& id, const std::string& answer, 
 }
 
 TEST(PythonEnvironmentTest, BinarySearchFindsTheAnswer) {
-  PythonServer py = Start();
-  ASSERT_FALSE(py.address.empty());
-  std::unique_ptr<Environment> remote = Remote(py.address);
-  ASSERT_NE(remote, nullptr);
-  const Played played = Play(*remote, "0-1-0-0", "37", 0);
+  Connected c = Connect();
+  ASSERT_NE(c.remote, nullptr);
+  Environment& remote = *c.remote;
+  const Played played = Play(remote, "0-1-0-0", "37", 0);
   EXPECT_TRUE(played.done);
   EXPECT_EQ(played.guess, 37);
   EXPECT_EQ(played.reward, 1.0f);
@@ -111,12 +120,11 @@ TEST(PythonEnvironmentTest, BinarySearchFindsTheAnswer) {
 }
 
 TEST(PythonEnvironmentTest, EqualSeedsGiveEqualEpisodes) {
-  PythonServer py = Start();
-  ASSERT_FALSE(py.address.empty());
-  std::unique_ptr<Environment> remote = Remote(py.address);
-  ASSERT_NE(remote, nullptr);
-  const Played a = Play(*remote, "a", "", 1234);
-  const Played b = Play(*remote, "b", "", 1234);
+  Connected c = Connect();
+  ASSERT_NE(c.remote, nullptr);
+  Environment& remote = *c.remote;
+  const Played a = Play(remote, "a", "", 1234);
+  const Played b = Play(remote, "b", "", 1234);
   EXPECT_TRUE(a.done);
   EXPECT_EQ(a.reward, 1.0f);
   EXPECT_EQ(a.guess, b.guess);
@@ -124,31 +132,29 @@ TEST(PythonEnvironmentTest, EqualSeedsGiveEqualEpisodes) {
 }
 
 TEST(PythonEnvironmentTest, UnknownEpisodeIsInternalNamingTheServersCode) {
-  PythonServer py = Start();
-  ASSERT_FALSE(py.address.empty());
-  std::unique_ptr<Environment> remote = Remote(py.address);
-  ASSERT_NE(remote, nullptr);
+  Connected c = Connect();
+  ASSERT_NE(c.remote, nullptr);
+  Environment& remote = *c.remote;
   v1::EnvironmentStepRequest step;
   step.set_episode_id("never-opened");
   step.set_action("5=");
-  absl::StatusOr<v1::EnvironmentStepResponse> answered = remote->Step(step);
+  absl::StatusOr<v1::EnvironmentStepResponse> answered = remote.Step(step);
   EXPECT_EQ(answered.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(answered.status().message()),
               HasSubstr("no open episode 'never-opened' (NOT_FOUND)"));
 }
 
 TEST(PythonEnvironmentTest, NanRewardIsMalformed) {
-  PythonServer py = Start({"--nan"});
-  ASSERT_FALSE(py.address.empty());
-  std::unique_ptr<Environment> remote = Remote(py.address);
-  ASSERT_NE(remote, nullptr);
+  Connected c = Connect({"--nan"});
+  ASSERT_NE(c.remote, nullptr);
+  Environment& remote = *c.remote;
   v1::OpenEpisodeRequest open;
   open.set_episode_id("e");
-  ASSERT_TRUE(remote->Open(open).ok());
+  ASSERT_TRUE(remote.Open(open).ok());
   v1::EnvironmentStepRequest step;
   step.set_episode_id("e");
   step.set_action("50=");
-  absl::StatusOr<v1::EnvironmentStepResponse> answered = remote->Step(step);
+  absl::StatusOr<v1::EnvironmentStepResponse> answered = remote.Step(step);
   EXPECT_EQ(answered.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(answered.status().message()), HasSubstr("malformed reply: reward nan"));
 }
