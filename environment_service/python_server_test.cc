@@ -19,7 +19,9 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using verifier::internal::Child;
+// The child-process helper the verifier's plugins use.
+namespace proc = verifier::internal;
+using proc::Child;
 
 // The server process and the address it reported.
 struct PythonServer {
@@ -29,7 +31,7 @@ struct PythonServer {
 
 PythonServer Start(std::vector<std::string> flags = {}) {
   EXPECT_NE(std::getenv("TRELLIS_PYTHON_STUBS"), nullptr) << "run through ctest";
-  verifier::internal::SpawnOptions options;
+  proc::SpawnOptions options;
   options.argv = {TRELLIS_PYTHON3,
                   TRELLIS_SOURCE_DIR "/environment_service/python/guess_server.py"};
   options.argv.insert(options.argv.end(), flags.begin(), flags.end());
