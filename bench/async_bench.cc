@@ -2,8 +2,12 @@
 // default job, with a verifier as slow as the rollout: the bench registers
 // a "slow_numeric" verifier kind (the built-in numeric verifier behind a
 // sleep of --verify_ms per batch; a bench-only kind, not in the product).
-// --verify_ms=0 (the default) first measures a synchronous step's rollout
-// seconds with the plain verifier and sleeps that long. Then it runs the
+// --verify_ms=0 (the default) first measures a synchronous step with the
+// plain verifier and sleeps as long as its rollout took (--match=rollout,
+// the default) or as long as the whole step took (--match=step: a verifier
+// that doubles the synchronous step, as sandboxed code execution or a
+// remote service does when the rollout is a small part of the step). Then
+// it runs the
 // job synchronously and with async.max_staleness 1 and 2, each for the same
 // --steps (the same number of trained samples), and prints samples trained
 // per second of RL steps (the SFT warm-up not counted) and the greedy
@@ -13,8 +17,8 @@
 // (`trellis launch`, two actors), with the verifier a subprocess plugin
 // that sleeps as long per batch (bench/slow_numeric_plugin.py).
 //
-//   build/bench/async_bench [--steps=30] [--verify_ms=0] [--out=/tmp/async_bench]
-//                           [--trellis=build/trellis]
+//   build/bench/async_bench [--steps=30] [--verify_ms=0] [--match=rollout|step]
+//                           [--out=/tmp/async_bench] [--trellis=build/trellis]
 
 #include <chrono>
 #include <cstdio>
@@ -39,7 +43,10 @@
 #include "verifier/verifier.h"
 
 ABSL_FLAG(int, steps, 30, "GRPO steps of each run (the default job has 150)");
-ABSL_FLAG(int, verify_ms, 0, "verifier latency per batch; 0: a measured rollout step's");
+ABSL_FLAG(int, verify_ms, 0, "verifier latency per batch; 0: measured (--match)");
+ABSL_FLAG(std::string, match, "rollout",
+          "with --verify_ms=0, the latency is a measured synchronous step's \"rollout\" seconds "
+          "or its whole \"step\" seconds");
 ABSL_FLAG(std::string, out, "/tmp/async_bench", "directory for the runs");
 ABSL_FLAG(std::string, trellis, "",
           "the trellis binary: also runs the three `trellis launch`ed with 2 actors, the verifier "
@@ -88,6 +95,7 @@ absl::Status RegisterSlowVerifier(verifier::VerifierRegistry& registry) {
 }
 
 struct Result {
+  int64_t steps = 0;
   double rl_seconds = 0;
   int64_t trained = 0;  // samples in batches
   double rollout_seconds = 0;
@@ -104,6 +112,7 @@ Result Read(const fs::path& dir) {
   while (std::getline(in, line)) {
     const json rec = json::parse(line, nullptr, false);
     if (rec.is_discarded() || rec["type"] != "step") continue;
+    ++r.steps;
     r.rl_seconds += rec["step_seconds"].get<double>();
     r.rollout_seconds += rec["stage_seconds"]["rollout"].get<double>();
     const auto hist = rec["staleness"].get<std::vector<int64_t>>();
@@ -179,11 +188,19 @@ int Main() {
   base->mutable_grpo()->set_steps(steps);
   base->mutable_verifier()->set_name("slow_numeric");
   g_verify_ms = absl::GetFlag(FLAGS_verify_ms);
+  const std::string match = absl::GetFlag(FLAGS_match);
+  if (match != "rollout" && match != "step") {
+    std::cerr << "--match: \"" << match << "\" is neither \"rollout\" nor \"step\"\n";
+    return 2;
+  }
   if (g_verify_ms == 0) {
     v1::JobConfig probe = *base;
     probe.mutable_grpo()->set_steps(3);
     const Result r = Run(probe, out / "probe");
-    g_verify_ms = static_cast<int>(1000 * r.rollout_seconds / 3);
+    const double seconds = match == "rollout" ? r.rollout_seconds : r.rl_seconds;
+    g_verify_ms = static_cast<int>(1000 * seconds / r.steps);
+    std::printf("a synchronous step with the plain verifier: rollout %.0f ms, step %.0f ms\n",
+                1000 * r.rollout_seconds / r.steps, 1000 * r.rl_seconds / r.steps);
   }
   std::printf("default job, %d GRPO steps, verifier latency %d ms per batch\n", steps, g_verify_ms);
   std::printf("%-22s %10s %12s %9s %10s %9s %7s\n", "run", "RL s", "samples/s", "speedup",

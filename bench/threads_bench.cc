@@ -6,12 +6,16 @@
 // 5% of its CPU time (the cores it kept busy, to set against the count it
 // was given, whatever share of them a loaded machine gave it) and wall
 // time relative to the first count.
-// --active runs every count a second time as every Trellis process ran
-// before (docs/threads.md): OMP_WAIT_POLICY=ACTIVE (libgomp's default, idle
+// Each run also prints the intra-op threads the job kept (the thread probe,
+// model/thread_probe.h, keeps fewer than the count when more do not pay).
+// --unprobed runs every count a second time with the intra-op pool forced
+// to the count (as before the probe), side by side.
+// --active runs every count once more as every Trellis process ran before
+// (docs/threads.md): OMP_WAIT_POLICY=ACTIVE (libgomp's default, idle
 // OpenMP threads spinning) and OpenBLAS on every core whatever the count.
 //
 //   build/bench/threads_bench [--threads=1,2] [--sft_steps=40] [--grpo_steps=4]
-//                             [--reps=2] [--active] [--blas_threads=N]
+//                             [--reps=2] [--unprobed] [--active] [--blas_threads=N]
 //                             [--out=/tmp/threads_bench]
 
 #include <dlfcn.h>
@@ -32,6 +36,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
@@ -39,16 +45,21 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "config/threads.h"
+#include "ledger/ledger.h"
+#include "model/threads.h"
 #include "run/embedded_job.h"
 
 ABSL_FLAG(std::string, threads, "1,2", "runtime.num_threads values to compare");
 ABSL_FLAG(int, sft_steps, 40, "SFT steps of each run (sft.target_accuracy off)");
 ABSL_FLAG(int, grpo_steps, 4, "GRPO steps of each run");
 ABSL_FLAG(int, reps, 2, "runs of each configuration, interleaved; the fastest counts");
+ABSL_FLAG(bool, unprobed, false,
+          "also run each count with the intra-op pool forced to the count (no probe)");
 ABSL_FLAG(bool, active, false,
           "also run each count as before: OMP_WAIT_POLICY=ACTIVE, OpenBLAS on every core");
 ABSL_FLAG(std::string, out, "/tmp/threads_bench", "directory for the runs");
 ABSL_FLAG(int, child_threads, 0, "internal: run the job in this process with this count");
+ABSL_FLAG(int, intra_op, 0, "internal: force the intra-op pool to this count (0: the job's)");
 ABSL_FLAG(int, blas_threads, 0,
           "OpenBLAS's threads once the job sized the pools (0: as the job sized them)");
 
@@ -61,7 +72,21 @@ struct Usage {
   // Threads of the child that ran more than 5% of its CPU time: the cores
   // it kept busy, whatever share of them the machine gave it.
   int busy_threads = 0;
+  // The intra-op threads the run computed on (its ledger's machine record).
+  int intra_op = 0;
 };
+
+// How a run sizes its pools.
+enum class Mode { kNow, kUnprobed, kActive };
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kNow: return "now";
+    case Mode::kUnprobed: return "unprobed";
+    case Mode::kActive: return "before";
+  }
+  return "";
+}
 
 double CpuSeconds() {
   rusage u;
@@ -90,7 +115,21 @@ int BusyThreads(double cpu) {
   return busy;
 }
 
-// The child: one run of the job; prints "usage WALL CPU BUSY_THREADS".
+// The intra-op threads in the machine record of the run in `dir`; 0 when
+// none is found.
+int RecordedIntraOp(const std::string& dir) {
+  std::ifstream in(dir + "/ledger.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.value("type", "") == "machine") {
+      return record.value("intra_op_threads", 0);
+    }
+  }
+  return 0;
+}
+
+// The child: one run of the job; prints "usage WALL CPU BUSY_THREADS
+// INTRA_OP".
 int RunChild(int threads) {
   absl::StatusOr<v1::JobConfig> job = run::DefaultJob();
   if (!job.ok()) {
@@ -104,20 +143,23 @@ int RunChild(int threads) {
   std::ostringstream progress;
   const double cpu_before = CpuSeconds();
   const auto start = std::chrono::steady_clock::now();
-  // OpenBLAS resized once the job has sized the pools (the observer runs
-  // right after): --blas_threads, or every core as before (--active).
-  run::LedgerObserver blas_default;
-  if (const int blas = absl::GetFlag(FLAGS_blas_threads); blas > 0) {
-    blas_default = [blas](ledger::Ledger*) {
-      using SetBlasThreads = void (*)(int);
-      if (auto set = reinterpret_cast<SetBlasThreads>(
-              dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-        set(blas);
-      }
-    };
-  }
-  const absl::Status s = run::RunEmbeddedJob(
-      *job, absl::StrCat(absl::GetFlag(FLAGS_out), "/threads_", threads), progress, blas_default);
+  // The pools resized once the job has sized them (the observer runs right
+  // after): the intra-op pool forced to the count (--unprobed), OpenBLAS to
+  // --blas_threads, or every core as before (--active).
+  const int intra_op = absl::GetFlag(FLAGS_intra_op);
+  const int blas = absl::GetFlag(FLAGS_blas_threads);
+  const run::LedgerObserver resize = [intra_op, blas](ledger::Ledger* ledger) {
+    if (ledger == nullptr) return;
+    if (intra_op > 0) model::SetThreads(intra_op);
+    using SetBlasThreads = void (*)(int);
+    if (auto set = reinterpret_cast<SetBlasThreads>(
+            dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+        set != nullptr && blas > 0) {
+      set(blas);
+    }
+  };
+  const std::string dir = absl::StrCat(absl::GetFlag(FLAGS_out), "/threads_", threads);
+  const absl::Status s = run::RunEmbeddedJob(*job, dir, progress, resize);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!s.ok()) {
@@ -125,13 +167,16 @@ int RunChild(int threads) {
     return 1;
   }
   const double cpu = CpuSeconds() - cpu_before;
-  std::cout << absl::StrFormat("usage %.6f %.6f %d\n", wall, cpu, BusyThreads(cpu));
+  // The machine record says what the job chose; a forced pool is the count.
+  const int used = intra_op > 0 ? intra_op : RecordedIntraOp(dir);
+  std::cout << absl::StrFormat("usage %.6f %.6f %d %d\n", wall, cpu, BusyThreads(cpu), used);
   return 0;
 }
 
-// Runs this program as a child with `threads` (OMP_WAIT_POLICY=ACTIVE when
-// `active`) and reads its usage line.
-absl::StatusOr<Usage> RunOne(int threads, bool active) {
+// Runs this program as a child with `threads` in `mode` and reads its usage
+// line.
+absl::StatusOr<Usage> RunOne(int threads, Mode mode) {
+  const bool active = mode == Mode::kActive;
   int fds[2];
   if (pipe(fds) != 0) return absl::InternalError("pipe failed");
   const pid_t pid = fork();
@@ -144,7 +189,8 @@ absl::StatusOr<Usage> RunOne(int threads, bool active) {
         absl::StrCat("--child_threads=", threads),
         absl::StrCat("--sft_steps=", absl::GetFlag(FLAGS_sft_steps)),
         absl::StrCat("--grpo_steps=", absl::GetFlag(FLAGS_grpo_steps)),
-        absl::StrCat("--out=", absl::GetFlag(FLAGS_out), active ? "/before" : "/now"),
+        absl::StrCat("--out=", absl::GetFlag(FLAGS_out), "/", ModeName(mode)),
+        absl::StrCat("--intra_op=", mode == Mode::kNow ? 0 : threads),
         absl::StrCat("--blas_threads=",
                      active ? config::PhysicalCores() : absl::GetFlag(FLAGS_blas_threads))};
     std::vector<char*> argv = {const_cast<char*>("threads_bench")};
@@ -162,8 +208,8 @@ absl::StatusOr<Usage> RunOne(int threads, bool active) {
   waitpid(pid, &status, 0);
   Usage usage;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-      std::sscanf(output.c_str(), "usage %lf %lf %d", &usage.wall, &usage.cpu,
-                  &usage.busy_threads) != 3) {
+      std::sscanf(output.c_str(), "usage %lf %lf %d %d", &usage.wall, &usage.cpu,
+                  &usage.busy_threads, &usage.intra_op) != 4) {
     return absl::InternalError(absl::StrCat("run with ", threads, " threads failed"));
   }
   return usage;
@@ -179,8 +225,9 @@ int Main() {
     }
     counts.push_back(n);
   }
-  std::vector<bool> policies = {false};
-  if (absl::GetFlag(FLAGS_active)) policies.push_back(true);
+  std::vector<Mode> modes = {Mode::kNow};
+  if (absl::GetFlag(FLAGS_unprobed)) modes.push_back(Mode::kUnprobed);
+  if (absl::GetFlag(FLAGS_active)) modes.push_back(Mode::kActive);
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
   std::cout << absl::StrFormat(
@@ -188,36 +235,37 @@ int Main() {
       absl::GetFlag(FLAGS_sft_steps), absl::GetFlag(FLAGS_grpo_steps), config::PhysicalCores(),
       load[0])
             << std::flush;
-  // The fastest of the interleaved repetitions of each (policy, count).
-  std::map<std::pair<bool, int>, Usage> best;
+  // The fastest of the interleaved repetitions of each (mode, count).
+  std::map<std::pair<Mode, int>, Usage> best;
   for (int rep = 0; rep < absl::GetFlag(FLAGS_reps); ++rep) {
-    for (const bool active : policies) {
+    for (const Mode mode : modes) {
       for (const int n : counts) {
-        absl::StatusOr<Usage> u = RunOne(n, active);
+        absl::StatusOr<Usage> u = RunOne(n, mode);
         if (!u.ok()) {
           std::cerr << u.status() << "\n";
           return 1;
         }
         std::cout << absl::StrFormat(
-                         "  run %d: %s, %d threads: wall %.2f s, cpu %.2f s, %d busy threads\n",
-                         rep + 1, active ? "before" : "now", n, u->wall, u->cpu,
+                         "  run %d: %s, %d threads (intra-op %d): wall %.2f s, cpu %.2f s, %d busy "
+                         "threads\n",
+                         rep + 1, ModeName(mode), n, u->intra_op, u->wall, u->cpu,
                          u->busy_threads)
                   << std::flush;
-        auto [it, fresh] = best.emplace(std::make_pair(active, n), *u);
+        auto [it, fresh] = best.emplace(std::make_pair(mode, n), *u);
         if (!fresh && u->wall < it->second.wall) it->second = *u;
       }
     }
   }
   getloadavg(load, 3);
   std::cout << "fastest run of each:\n";
-  std::cout << absl::StrFormat("%-8s %8s %10s %10s %10s %8s %12s\n", "mode", "threads",
-                               "wall s", "cpu s", "cpu/wall", "busy", "wall / 1st");
-  for (const bool active : policies) {
-    const double first = best[{active, counts.front()}].wall;
+  std::cout << absl::StrFormat("%-9s %8s %9s %10s %10s %10s %8s %12s\n", "mode", "threads",
+                               "intra-op", "wall s", "cpu s", "cpu/wall", "busy", "wall / 1st");
+  for (const Mode mode : modes) {
+    const double first = best[{mode, counts.front()}].wall;
     for (const int n : counts) {
-      const Usage& u = best[{active, n}];
-      std::cout << absl::StrFormat("%-8s %8d %10.2f %10.2f %10.2f %8d %12.2f\n",
-                                   active ? "before" : "now", n, u.wall, u.cpu, u.cpu / u.wall,
+      const Usage& u = best[{mode, n}];
+      std::cout << absl::StrFormat("%-9s %8d %9d %10.2f %10.2f %10.2f %8d %12.2f\n",
+                                   ModeName(mode), n, u.intra_op, u.wall, u.cpu, u.cpu / u.wall,
                                    u.busy_threads, u.wall / first);
     }
   }

@@ -293,12 +293,18 @@ void Ledger::RecordFlops(Stage stage, double flops) {
 void Ledger::RecordMachine(const MachineRecord& machine) {
   absl::MutexLock lock(&impl_->mu);
   impl_->matmul_peak = machine.matmul_peak_flops_per_second;
+  json probe = json::object();
+  for (const auto& [count, seconds] : machine.thread_probe_seconds) {
+    probe[std::to_string(count)] = seconds;
+  }
   impl_->Write({{"type", "machine"},
                 {"step", impl_->step},
                 {"matmul_peak_gflops_per_second", machine.matmul_peak_flops_per_second / 1e9},
+                {"threads_given", machine.threads_given},
                 {"intra_op_threads", machine.intra_op_threads},
                 {"inter_op_threads", machine.inter_op_threads},
-                {"blas_threads", machine.blas_threads}});
+                {"blas_threads", machine.blas_threads},
+                {"thread_probe_seconds", probe}});
 }
 
 void Ledger::RecordVerifier(const v1::VerifierStats& stats) {

@@ -212,6 +212,11 @@ struct MachineRecord {
   int intra_op_threads = 0;
   int inter_op_threads = 0;
   int blas_threads = 0;
+  // The count the job gave (runtime.num_threads resolved), and the thread
+  // probe's seconds per intra-op count it tried (model/thread_probe.h;
+  // empty when the job gave 1 thread).
+  int threads_given = 0;
+  std::map<int, double> thread_probe_seconds;
 };
 
 struct EvalMetrics {

@@ -59,6 +59,8 @@ TEST_F(LedgerComputeTest, StepRecordGivesEachStageFlopRateAndShareOfPeak) {
   machine.intra_op_threads = 2;
   machine.inter_op_threads = 2;
   machine.blas_threads = 2;
+  machine.threads_given = 4;
+  machine.thread_probe_seconds = {{1, 0.5}, {2, 0.3}, {4, 0.31}};
   ledger_.RecordMachine(machine);
   RunStep(0);
 
@@ -74,6 +76,9 @@ TEST_F(LedgerComputeTest, StepRecordGivesEachStageFlopRateAndShareOfPeak) {
   EXPECT_DOUBLE_EQ((*machine_record)["matmul_peak_gflops_per_second"].get<double>(), 10);
   EXPECT_EQ((*machine_record)["intra_op_threads"], 2);
   EXPECT_EQ((*machine_record)["blas_threads"], 2);
+  EXPECT_EQ((*machine_record)["threads_given"], 4);
+  EXPECT_DOUBLE_EQ((*machine_record)["thread_probe_seconds"]["2"].get<double>(), 0.3);
+  EXPECT_EQ((*machine_record)["thread_probe_seconds"].size(), 3u);
   ASSERT_NE(step, nullptr);
   const json& compute = (*step)["compute"];
   EXPECT_DOUBLE_EQ(compute["matmul_peak_gflops_per_second"].get<double>(), 10);

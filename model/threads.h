@@ -10,6 +10,8 @@
 // (docs/threads.md: its own pool beside OpenMP's kept an extra core busy
 // and made 2 threads slower than 1). No LibTorch in the header.
 
+#include <map>
+
 namespace trellis::model {
 
 struct ThreadCounts {
@@ -17,6 +19,12 @@ struct ThreadCounts {
   int inter_op = 0;
   // OpenBLAS's threads; 0 when the BLAS LibTorch loaded is not OpenBLAS.
   int blas = 0;
+  // Set where a job's threads were applied (roles::SetThreads): the count
+  // the job gave (runtime.num_threads resolved) and the thread probe's
+  // seconds per intra-op count tried (model/thread_probe.h; empty when it
+  // gave 1). intra_op is below `given` when more threads did not pay.
+  int given = 0;
+  std::map<int, double> probe_seconds;
 };
 
 // OpenBLAS's threads for a process of `threads`: `threads` when the loaded

@@ -8,13 +8,20 @@
 #include "loop/recipe.h"
 #include "learner/local_learner.h"
 #include "learner/torch_guard.h"
+#include "model/thread_probe.h"
 #include "model/token_ids.h"
 #include "model/torch_status.h"
 
 namespace trellis::roles {
 
 model::ThreadCounts SetThreads(const v1::JobConfig& job) {
-  return model::SetThreads(config::ResolveThreads(job.runtime().num_threads()));
+  const int given = config::ResolveThreads(job.runtime().num_threads());
+  model::SetThreads(given);
+  const model::ThreadProbe probe = model::ProbeIntraOpThreads(job.model(), given);
+  model::ThreadCounts counts = model::CurrentThreads();
+  counts.given = given;
+  counts.probe_seconds = probe.seconds;
+  return counts;
 }
 
 absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(

@@ -24,7 +24,10 @@ namespace trellis::roles {
 
 // Sizes every thread pool of the process (LibTorch's intra-op and inter-op
 // pools, OpenBLAS's threads: model/threads.h) from runtime.num_threads (0:
-// one per physical core); returns the sizes.
+// one per physical core), then keeps as many intra-op threads as pay for
+// the job's model on this machine (model/thread_probe.h); returns the sizes
+// and the probe's timings. REQUIRES: the job prepared (its model's shape
+// known).
 model::ThreadCounts SetThreads(const v1::JobConfig& job);
 
 // `group`: the learner's rank in its data-parallel group (none by default);

@@ -117,8 +117,8 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   }
 
   if (observe) observe(&ledger);
-  ledger.RecordMachine(
-      {model::MeasureMatmulPeak(), threads.intra_op, threads.inter_op, threads.blas});
+  ledger.RecordMachine({model::MeasureMatmulPeak(), threads.intra_op, threads.inter_op,
+                        threads.blas, threads.given, threads.probe_seconds});
   // Detach before the ledger goes.
   absl::Cleanup detach = [&observe] {
     if (observe) observe(nullptr);

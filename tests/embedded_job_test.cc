@@ -68,6 +68,8 @@ TEST(EmbeddedJobTest, WritesSummaryLedgerAndResolvedJob) {
   const auto machine = nlohmann::json::parse(line);
   EXPECT_EQ(machine["type"], "machine");
   EXPECT_EQ(machine["intra_op_threads"], 1);
+  EXPECT_EQ(machine["threads_given"], 1);
+  EXPECT_TRUE(machine["thread_probe_seconds"].empty());
   EXPECT_GT(machine["matmul_peak_gflops_per_second"].get<double>(), 0);
   double step_update_flops = 0;
   while (std::getline(ledger, line)) {
