@@ -15,23 +15,17 @@
 #include "absl/synchronization/mutex.h"
 #include "environment/internal/register.h"
 #include "nlohmann/json.hpp"
-#include "plugin/process.h"
+#include "plugin/line_worker.h"
 
 namespace trellis::environment::internal {
 namespace {
 
-using plugin::Child;
-
-constexpr size_t kMaxLineBytes = 1 << 20;
-
 struct Worker {
+  explicit Worker(plugin::LineWorker p) : process(std::move(p)) {}
   absl::Mutex mu;
   bool busy ABSL_GUARDED_BY(mu) = false;
-  // The rest belongs to the thread that set busy.
-  int id = 0;
-  uint64_t generation = 1;  // bumped whenever its process goes
-  uint64_t next_request = 1;
-  std::unique_ptr<Child> child;
+  // Used by the thread that set busy.
+  plugin::LineWorker process;
 };
 
 struct Placement {
@@ -47,13 +41,17 @@ std::string Describe(const nlohmann::json& j) {
 class Subprocess : public Environment {
  public:
   explicit Subprocess(const v1::EnvironmentConfig& c)
-      : deadline_(absl::Milliseconds(c.call_deadline_ms())), workers_(c.workers()) {
+      : deadline_(absl::Milliseconds(c.call_deadline_ms())) {
+    std::vector<std::string> argv;
     if (c.command_size() == 1) {
-      argv_ = {"/bin/sh", "-c", c.command(0)};
+      argv = {"/bin/sh", "-c", c.command(0)};
     } else {
-      argv_.assign(c.command().begin(), c.command().end());
+      argv.assign(c.command().begin(), c.command().end());
     }
-    for (int i = 0; i < c.workers(); ++i) workers_[i].id = i;
+    for (int i = 0; i < c.workers(); ++i) {
+      workers_.push_back(
+          std::make_unique<Worker>(plugin::LineWorker(argv, absl::StrCat("plugin worker ", i))));
+    }
   }
 
   absl::StatusOr<v1::OpenEpisodeResponse> Open(const v1::OpenEpisodeRequest& request) override {
@@ -182,7 +180,7 @@ class Subprocess : public Environment {
   // generation that answered.
   absl::StatusOr<nlohmann::json> Call(int w, nlohmann::json request, absl::Time deadline,
                                       uint64_t* spawned_in, uint64_t generation = 0) {
-    Worker& worker = workers_[w];
+    Worker& worker = *workers_[w];
     worker.mu.Lock();
     const bool free =
         worker.mu.AwaitWithDeadline(absl::Condition(
@@ -196,75 +194,34 @@ class Subprocess : public Environment {
           absl::StrCat(where, " stayed busy with other episodes past the deadline"));
     }
     absl::StatusOr<nlohmann::json> answer =
-        Exchange(worker, std::move(request), deadline, generation);
-    if (spawned_in != nullptr) *spawned_in = worker.generation;
+        Exchange(worker.process, std::move(request), deadline, generation);
+    if (spawned_in != nullptr) *spawned_in = worker.process.generation();
     absl::MutexLock lock(&worker.mu);
     worker.busy = false;
     return answer;
   }
 
-  // Kills and forgets the worker's process; returns how it ended.
-  static std::string Reap(Worker& w, bool kill) {
-    if (!kill) (void)w.child->Wait(absl::Now() + absl::Milliseconds(200));
-    w.child->Kill();
-    std::string how = Child::DescribeExit(w.child->wait_status());
-    w.child.reset();
-    ++w.generation;
-    return how;
-  }
-
-  absl::StatusOr<nlohmann::json> Exchange(Worker& w, nlohmann::json request, absl::Time deadline,
-                                          uint64_t generation) {
-    const std::string where = absl::StrCat("plugin worker ", w.id);
-    if (w.child != nullptr && w.child->HasPendingOutput()) Reap(w, true);  // out of step
-    if (generation != 0 && generation != w.generation) {
+  absl::StatusOr<nlohmann::json> Exchange(plugin::LineWorker& w, nlohmann::json request,
+                                          absl::Time deadline, uint64_t generation) {
+    if (generation != 0 && generation != w.generation()) {
       return absl::FailedPreconditionError(
           absl::StrCat("episode \"", request["episode_id"].get<std::string>(),
-                       "\" was lost: ", where, " was restarted since it opened the episode"));
+                       "\" was lost: ", w.name(), " was restarted since it opened the episode"));
     }
-    if (w.child == nullptr) {
-      plugin::SpawnOptions o;
-      o.argv = argv_;
-      absl::StatusOr<std::unique_ptr<Child>> child = Child::Spawn(o);
-      if (!child.ok()) {
-        return absl::UnavailableError(absl::StrCat(where, ": ", child.status().message()));
-      }
-      w.child = *std::move(child);
+    absl::StatusOr<std::string> text = w.Call(request, deadline);
+    switch (text.status().code()) {
+      case absl::StatusCode::kOk: break;
+      case absl::StatusCode::kDeadlineExceeded:
+        return absl::DeadlineExceededError(absl::StrCat(
+            "no answer within ", absl::FormatDuration(deadline_), "; ", text.status().message()));
+      case absl::StatusCode::kAborted: return absl::InternalError(text.status().message());
+      case absl::StatusCode::kDataLoss:
+        return absl::InvalidArgumentError(
+            absl::StrCat("malformed plugin output: ", text.status().message(), "; killed"));
+      default: return text.status();
     }
-    const uint64_t id = w.next_request++;
-    request["id"] = id;
-    const std::string line =
-        request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    absl::Status written = w.child->Write(line, deadline);
-    absl::StatusOr<std::string> text =
-        written.ok() ? w.child->ReadLine(deadline, kMaxLineBytes) : written;
-    nlohmann::json j;
-    while (text.ok()) {  // answers to earlier requests that timed out: skip
-      j = nlohmann::json::parse(*text, nullptr, false);
-      if (!j.is_object() || !j.contains("id") || !j["id"].is_number_unsigned() ||
-          j["id"].get<uint64_t>() >= id) {
-        break;
-      }
-      text = w.child->ReadLine(deadline, kMaxLineBytes);
-    }
-    if (absl::IsDeadlineExceeded(text.status())) {
-      Reap(w, true);
-      return absl::DeadlineExceededError(absl::StrCat(
-          "no answer within ", absl::FormatDuration(deadline_), "; ", where, " killed"));
-    }
-    if (absl::IsUnavailable(text.status())) {
-      return absl::InternalError(absl::StrCat(where, " died (", Reap(w, false), ")"));
-    }
-    if (!text.ok()) {
-      Reap(w, true);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "malformed plugin output: ", text.status().message(), "; ", where, " killed"));
-    }
-    if (w.child->HasPendingOutput()) {
-      Reap(w, true);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "malformed plugin output: more than one line for one request; ", where, " killed"));
-    }
+    const uint64_t id = request["id"].get<uint64_t>();
+    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
     if (!j.is_object()) {
       return absl::InvalidArgumentError(
           absl::StrCat("malformed plugin output ", Describe(j), ": expected a JSON object"));
@@ -281,8 +238,7 @@ class Subprocess : public Environment {
   }
 
   const absl::Duration deadline_;
-  std::vector<std::string> argv_;
-  std::vector<Worker> workers_;
+  std::vector<std::unique_ptr<Worker>> workers_;
   absl::Mutex table_mu_;
   std::map<std::string, Placement> placed_ ABSL_GUARDED_BY(table_mu_);
 };

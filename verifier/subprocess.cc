@@ -13,23 +13,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
-#include "plugin/process.h"
+#include "plugin/line_worker.h"
 #include "verifier/internal/register.h"
 #include "verifier/internal/result.h"
 
 namespace trellis::verifier::internal {
 namespace {
 
-using plugin::Child;
-using plugin::SpawnOptions;
+using plugin::LineWorker;
 
 constexpr size_t kMaxLineBytes = 1 << 20;
-
-struct Worker {
-  int id = 0;
-  uint64_t next_request = 1;  // the "id" of the next request
-  std::unique_ptr<Child> child;
-};
 
 std::string TypeName(const nlohmann::json& j) { return j.type_name(); }
 
@@ -41,9 +34,8 @@ class Subprocess : public Verifier {
     } else {
       argv_.assign(c.command().begin(), c.command().end());
     }
-    workers_.resize(c.workers());
     for (int i = 0; i < c.workers(); ++i) {
-      workers_[i].id = i;
+      workers_.emplace_back(argv_, absl::StrCat("plugin worker ", i));
       free_.push_back(i);
     }
   }
@@ -96,7 +88,7 @@ class Subprocess : public Verifier {
   }
 
   // Retries an item whose worker died, up to config.retries times.
-  v1::VerifyResult Serve(Worker& w, const v1::VerifyItem& item) const {
+  v1::VerifyResult Serve(LineWorker& w, const v1::VerifyItem& item) const {
     bool died = false;
     v1::VerifyResult r = Exchange(w, item, &died);
     for (int attempt = 0; died && attempt < config_.retries(); ++attempt) {
@@ -107,83 +99,30 @@ class Subprocess : public Verifier {
     return r;
   }
 
-  // Kills and forgets the worker's process; returns how it ended.
-  std::string Reap(Worker& w, bool kill) const {
-    if (!kill) {
-      // It closed its pipes: give it a moment to exit by itself.
-      (void)w.child->Wait(absl::Now() + absl::Milliseconds(200));
-    }
-    w.child->Kill();
-    std::string how = Child::DescribeExit(w.child->wait_status());
-    w.child.reset();
-    return how;
-  }
-
-  v1::VerifyResult Exchange(Worker& w, const v1::VerifyItem& item, bool* died) const {
+  v1::VerifyResult Exchange(LineWorker& w, const v1::VerifyItem& item, bool* died) const {
     *died = false;
-    const std::string where = absl::StrCat("plugin worker ", w.id);
-    // Output nobody asked for (an extra line, or the end of a dead worker's
-    // stream): the worker is out of step; start afresh.
-    if (w.child != nullptr && w.child->HasPendingOutput()) Reap(w, true);
-    if (w.child == nullptr) {
-      SpawnOptions o;
-      o.argv = argv_;
-      absl::StatusOr<std::unique_ptr<Child>> child = Child::Spawn(o);
-      if (!child.ok()) {
-        return Error(absl::StrCat(where, ": ", child.status().message()),
-                     v1::VerifyResult::CALL_FAILED);
-      }
-      w.child = *std::move(child);
-    }
-    const uint64_t request_id = w.next_request++;
-    nlohmann::json request = {{"id", request_id},
-                              {"prompt", item.prompt()},
-                              {"response", item.response()},
-                              {"answer", item.answer()}};
+    nlohmann::json request = {
+        {"prompt", item.prompt()}, {"response", item.response()}, {"answer", item.answer()}};
     if (!item.metadata_json().empty()) {
       nlohmann::json meta = nlohmann::json::parse(item.metadata_json(), nullptr, false);
       if (!meta.is_discarded()) request["metadata"] = std::move(meta);
     }
-    const std::string line =
-        request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     const absl::Time deadline = absl::Now() + absl::Milliseconds(config_.deadline_ms());
-
-    absl::Status written = w.child->Write(line, deadline);
-    absl::StatusOr<std::string> answer =
-        written.ok() ? w.child->ReadLine(deadline, kMaxLineBytes) : written;
-    // Lines that echo an earlier request's "id" are late extras: skip them.
-    while (answer.ok()) {
-      const nlohmann::json j = nlohmann::json::parse(*answer, nullptr, false);
-      if (!j.is_object() || !j.contains("id") || !j["id"].is_number_unsigned() ||
-          j["id"].get<uint64_t>() >= request_id) {
-        break;
-      }
-      answer = w.child->ReadLine(deadline, kMaxLineBytes);
+    absl::StatusOr<std::string> answer = w.Call(request, deadline, kMaxLineBytes);
+    const std::string message(answer.status().message());
+    switch (answer.status().code()) {
+      case absl::StatusCode::kOk: return Parse(*answer, request["id"].get<uint64_t>());
+      case absl::StatusCode::kDeadlineExceeded:
+        return internal::Failed(v1::TIMEOUT, config_.timeout_reward(),
+                                absl::StrCat("timeout: no answer within ", config_.deadline_ms(),
+                                             " ms; ", message, " and restarted"),
+                                v1::VerifyResult::DEADLINE);
+      case absl::StatusCode::kAborted:
+        *died = true;
+        return Error(absl::StrCat(message, " while verifying"), v1::VerifyResult::CALL_FAILED);
+      case absl::StatusCode::kUnavailable: return Error(message, v1::VerifyResult::CALL_FAILED);
+      default: return Error(absl::StrCat("malformed plugin output: ", message, "; restarted"));
     }
-    if (absl::IsDeadlineExceeded(answer.status())) {
-      Reap(w, /*kill=*/true);
-      return internal::Failed(v1::TIMEOUT, config_.timeout_reward(),
-                              absl::StrCat("timeout: no answer within ", config_.deadline_ms(),
-                                           " ms; ", where, " killed and restarted"),
-                              v1::VerifyResult::DEADLINE);
-    }
-    if (absl::IsUnavailable(answer.status())) {
-      *died = true;
-      return Error(absl::StrCat(where, " died while verifying (", Reap(w, false), ")"),
-                   v1::VerifyResult::CALL_FAILED);
-    }
-    if (!answer.ok()) {
-      Reap(w, true);
-      return Error(absl::StrCat("malformed plugin output: ", answer.status().message(), "; ",
-                                where, " restarted"));
-    }
-    v1::VerifyResult r = Parse(*answer, request_id);
-    if (w.child->HasBufferedOutput()) {  // more than one line: out of step
-      Reap(w, true);
-      return Error(absl::StrCat("malformed plugin output: more than one line for one request; ",
-                                where, " restarted"));
-    }
-    return r;
   }
 
   v1::VerifyResult Parse(const std::string& line, uint64_t request_id) const {
@@ -235,7 +174,7 @@ class Subprocess : public Verifier {
   std::vector<std::string> argv_;
   // Each worker is used by one thread at a time: the one that took its index
   // from free_.
-  mutable std::vector<Worker> workers_;
+  mutable std::vector<LineWorker> workers_;
   mutable absl::Mutex mu_;
   mutable std::vector<int> free_ ABSL_GUARDED_BY(mu_);
 };
