@@ -45,6 +45,7 @@
 #include "config/job_config.h"
 #include "config/threads.h"
 #include "env/run_dir.h"
+#include "environment_service/environment_service.h"
 #include "launch/launcher.h"
 #include "launch/secret.h"
 #include "launch/worker.h"
@@ -358,6 +359,7 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   trellis::roles::AddVerifierKinds(trellis::verifier::RegisterRemoteVerifier);
+  trellis::roles::AddEnvironmentKinds(trellis::environment::RegisterRemoteEnvironment);
   // Other commands' channels (a remote verifier's) send the secret named
   // by $TRELLIS_SECRET_FILE, when set.
   if (const char* file = std::getenv(trellis::rpc::kSecretFileEnv);

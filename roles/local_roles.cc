@@ -1,13 +1,15 @@
 #include "roles/local_roles.h"
 
+#include <utility>
 #include <vector>
 
 #include "actor/local_actor.h"
 #include "config/job_config.h"
 #include "config/threads.h"
-#include "loop/recipe.h"
+#include "environment/builtin.h"
 #include "learner/local_learner.h"
 #include "learner/torch_guard.h"
+#include "loop/recipe.h"
 #include "model/thread_probe.h"
 #include "model/token_ids.h"
 #include "model/torch_status.h"
@@ -58,23 +60,43 @@ absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
 
 namespace {
 
-std::vector<VerifierKinds>& ExtraVerifierKinds() {
-  static auto* kinds = new std::vector<VerifierKinds>();
+// The kinds main added to every registry of type `Registry`.
+template <typename Registry>
+std::vector<std::function<absl::Status(Registry&)>>& ExtraKinds() {
+  static auto* kinds = new std::vector<std::function<absl::Status(Registry&)>>();
   return *kinds;
+}
+
+// A registry with the built-ins and the added kinds, asked for `config`.
+template <typename Registry, typename Config>
+auto Make(absl::Status (*register_builtins)(Registry&), const Config& config)
+    -> decltype(std::declval<Registry>().Create(config)) {
+  Registry registry;
+  if (absl::Status s = register_builtins(registry); !s.ok()) return s;
+  for (const auto& kinds : ExtraKinds<Registry>()) {
+    if (absl::Status s = kinds(registry); !s.ok()) return s;
+  }
+  return registry.Create(config);
 }
 
 }  // namespace
 
-void AddVerifierKinds(VerifierKinds kinds) { ExtraVerifierKinds().push_back(std::move(kinds)); }
+void AddVerifierKinds(VerifierKinds kinds) {
+  ExtraKinds<verifier::VerifierRegistry>().push_back(std::move(kinds));
+}
 
 absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(
     const v1::VerifierConfig& config) {
-  verifier::VerifierRegistry registry;
-  if (absl::Status s = verifier::RegisterBuiltinVerifiers(registry); !s.ok()) return s;
-  for (const VerifierKinds& kinds : ExtraVerifierKinds()) {
-    if (absl::Status s = kinds(registry); !s.ok()) return s;
-  }
-  return registry.Create(config);
+  return Make(&verifier::RegisterBuiltinVerifiers, config);
+}
+
+void AddEnvironmentKinds(EnvironmentKinds kinds) {
+  ExtraKinds<environment::EnvironmentRegistry>().push_back(std::move(kinds));
+}
+
+absl::StatusOr<std::unique_ptr<environment::Environment>> MakeEnvironment(
+    const v1::EnvironmentConfig& config) {
+  return Make(&environment::RegisterBuiltinEnvironments, config);
 }
 
 }  // namespace trellis::roles

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "actor/rollout_worker.h"
+#include "environment/environment.h"
 #include "learner/group_member.h"
 #include "learner/learner_worker.h"
 #include "ledger/ledger.h"
@@ -56,6 +57,18 @@ void AddVerifierKinds(VerifierKinds kinds);
 // AddVerifierKinds.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(
     const v1::VerifierConfig& config);
+
+// The same for environments (the "remote" kind of
+// environment_service/environment_service.h).
+using EnvironmentKinds = std::function<absl::Status(environment::EnvironmentRegistry&)>;
+void AddEnvironmentKinds(EnvironmentKinds kinds);
+
+// The environment `config` names (a built-in, environment/builtin.h, or a
+// kind added by AddEnvironmentKinds), wrapped in the pool (deadlines,
+// breaker, counts: environment/pool.h). NotFound naming the registered
+// environments when config.name is unknown.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<environment::Environment>> MakeEnvironment(
+    const v1::EnvironmentConfig& config);
 
 }  // namespace trellis::roles
 
