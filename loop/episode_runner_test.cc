@@ -2,6 +2,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,21 @@ TEST_F(EpisodeRunnerTest, AnEnvironmentFailureEndsOnlyItsEpisode) {
   EXPECT_EQ(results.stats.errors_by_reason().at("unavailable"), 2);
   EXPECT_EQ(results.stats.ended_by().at("environment_failed"), 2);
   EXPECT_EQ(env_.closed.size(), 4u);
+}
+
+// An episode whose Open failed has no response and is not closed.
+TEST_F(EpisodeRunnerTest, AFailedOpenEndsItsEpisode) {
+  env_.done_at_turn = 0;
+  env_.fail_open_prefix = "77-0-";
+  const EpisodeResults results = Run(Request(2, 1));
+  const v1::Sample& failed = results.rollout.samples(0);
+  EXPECT_EQ(failed.episode_end(), v1::ENVIRONMENT_FAILED);
+  EXPECT_EQ(failed.response_tokens_size(), 0);
+  EXPECT_FLOAT_EQ(results.rewards[0], -1.0f);
+  EXPECT_EQ(results.rollout.samples(1).episode_end(), v1::DONE);
+  EXPECT_EQ(env_.closed, (std::set<std::string>{"77-1-0-0"}));
+  EXPECT_EQ(results.stats.errors_by_reason().at("deadline"), 1);
+  EXPECT_EQ(results.stats.timeouts(), 1);
 }
 
 // Steps of different episodes run at once, environment.workers of them.

@@ -78,15 +78,17 @@ class FakeTurnActor final : public actor::RolloutWorker {
   absl::Mutex mu_;
 };
 
-// Open answers "Q:"; Step `turn` answers "o<turn>;" with reward 0.5 and is
-// done at turn done_at_turn. Steps of episodes whose id starts with
-// `fail_prefix` fail Unavailable. Every Step advances `clock` by
-// step_seconds. With `rendezvous` > 0 each Step waits (at most 30 s) until
-// that many Steps are in flight at once.
+// Open answers "Q:" (or fails, see fail_open_prefix); Step `turn` answers "o<turn>;" with reward
+// 0.5 and is done at turn done_at_turn. Steps of episodes whose id starts with `fail_prefix` fail
+// Unavailable. Every Step advances `clock` by step_seconds. With `rendezvous` > 0 each Step waits
+// (at most 30 s) until that many Steps are in flight at once.
 class FakeEnvironment final : public environment::Environment {
  public:
   absl::StatusOr<v1::OpenEpisodeResponse> Open(const v1::OpenEpisodeRequest& request) override {
     absl::MutexLock lock(&mu_);
+    if (!fail_open_prefix.empty() && request.episode_id().rfind(fail_open_prefix, 0) == 0) {
+      return absl::DeadlineExceededError("fake environment: Open timed out");
+    }
     opened.insert(request.episode_id());
     seeds.insert(request.seed());
     v1::OpenEpisodeResponse out;
@@ -132,6 +134,8 @@ class FakeEnvironment final : public environment::Environment {
   // -1: never done.
   int done_at_turn = -1;
   std::string fail_prefix;
+  // Open of episodes whose id starts with it fails DeadlineExceeded.
+  std::string fail_open_prefix;
   double step_seconds = 0;
   int rendezvous = 0;
   absl::Time clock = absl::UnixEpoch();
