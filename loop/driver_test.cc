@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -272,6 +273,10 @@ TEST(MultiTurnTest, GrpoTrainsOnEpisodes) {
       // "Q:", a turn of 3, "o0;", a turn of 3: the environment's tokens
       // are in the sequence but not trained.
       ASSERT_EQ(s.response_tokens_size(), 11);
+      const std::vector<int32_t> ids(s.response_tokens().begin(), s.response_tokens().end());
+      const std::string text = run.format.tokenizer().Decode(ids);
+      EXPECT_TRUE(std::regex_match(text, std::regex(R"(Q:g[0-9]\|o0;g[0-9]\|)"))) << text;
+      EXPECT_EQ(*run.format.tokenizer().Encode(text), ids);
       EXPECT_EQ(std::vector<bool>(s.trained().begin(), s.trained().end()),
                 (std::vector<bool>{false, false, true, true, true, false, false, false, true, true,
                                    true}));
