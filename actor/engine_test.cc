@@ -1,7 +1,9 @@
 #include "actor/internal/engine.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actor/internal/row_key.h"
@@ -166,6 +168,57 @@ TEST_F(EngineTest, StopsWhenAsked) {
     EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
     EXPECT_EQ(polled, (std::vector<int64_t>{1, 2, 3}));
   }
+}
+
+// The length at which `tokens` first end with one of `stops`, and 1 + its
+// index; {tokens.size(), 0} when none does.
+std::pair<size_t, int32_t> FirstStop(const std::vector<int32_t>& tokens,
+                                     const std::vector<std::vector<int32_t>>& stops) {
+  for (size_t end = 1; end <= tokens.size(); ++end) {
+    for (size_t i = 0; i < stops.size(); ++i) {
+      const std::vector<int32_t>& stop = stops[i];
+      if (stop.size() <= end &&
+          std::equal(stop.begin(), stop.end(), tokens.begin() + (end - stop.size()))) {
+        return {end, static_cast<int32_t>(i + 1)};
+      }
+    }
+  }
+  return {tokens.size(), 0};
+}
+
+// A stop sequence ends its row where the response first ends with it (kept
+// in the row); every row's tokens are the ones it drew without the stops, up
+// to there, whatever the options: an ended row changes no other row.
+TEST_F(EngineTest, StopSequencesEndRowsAndLeaveTheOthersAlone) {
+  v1::GenerateRequest request = Request(5, 4, 13);
+  const EngineResult free = Run(request);
+  // Stops taken from the samples: a two-token one and a one-token one.
+  std::vector<std::vector<int32_t>> stops;
+  for (const EngineRow& row : free.rows) {
+    if (row.tokens.size() >= 4 && stops.empty()) stops.push_back({row.tokens[1], row.tokens[2]});
+  }
+  ASSERT_EQ(stops.size(), 1u);
+  stops.push_back({free.rows.back().tokens.back()});
+  for (const auto& stop : stops) {
+    request.mutable_sampling()->add_stop()->mutable_token_ids()->Add(stop.begin(), stop.end());
+  }
+  int stopped = 0;
+  for (const EngineOptions& options :
+       {Options(false, false), Options(true, true), Options(true, true, 2)}) {
+    const EngineResult now = Run(request, options);
+    ASSERT_EQ(now.rows.size(), free.rows.size());
+    stopped = 0;
+    for (size_t r = 0; r < now.rows.size(); ++r) {
+      const auto [length, index] = FirstStop(free.rows[r].tokens, stops);
+      const std::vector<int32_t> expected(free.rows[r].tokens.begin(),
+                                          free.rows[r].tokens.begin() + length);
+      EXPECT_EQ(now.rows[r].tokens, expected) << "row " << r;
+      EXPECT_EQ(now.rows[r].stop_index, index) << "row " << r;
+      EXPECT_EQ(now.rows[r].ended, index > 0 || free.rows[r].ended) << "row " << r;
+      stopped += index > 0;
+    }
+  }
+  EXPECT_GE(stopped, 2);
 }
 
 // Two copies of a prompt id in one request (a stream's epoch boundary) are

@@ -71,6 +71,12 @@ class LocalActor : public RolloutWorker {
       return absl::InvalidArgumentError(absl::StrCat(
           options_.worker_id, ": sampling.max_new_tokens must be >= 1, found ", max_new));
     }
+    for (int i = 0; i < request.sampling().stop_size(); ++i) {
+      if (request.sampling().stop(i).token_ids().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(options_.worker_id, ": sampling.stop[", i,
+                                                       "] is empty (a stop needs a token)"));
+      }
+    }
     for (const auto& prompt : request.prompts()) {
       if (prompt.token_ids().empty()) {
         return absl::InvalidArgumentError(
@@ -119,6 +125,7 @@ class LocalActor : public RolloutWorker {
       sample->set_response_text(tokenizer_->Decode(row.tokens));
       sample->set_policy_version(version_);
       sample->set_truncated(!row.ended);
+      sample->set_stop_index(row.stop_index);
     }
     response.set_kv_cache_bytes(cache_bytes);
     response.set_generated_tokens(run->generated_tokens);

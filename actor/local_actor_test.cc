@@ -125,6 +125,32 @@ TEST_F(LocalActorTest, RejectsPromptsThatDoNotFit) {
   EXPECT_NE(out.status().message().find("prompt 1"), std::string::npos) << out.status();
 }
 
+// A sample ended by a stop sequence keeps it and says which one it was.
+TEST_F(LocalActorTest, StopSequencesEndSamplesAndAreNamed) {
+  v1::GenerateRequest request = Request(4, 9);
+  auto free = actor_->Generate(request);
+  ASSERT_TRUE(free.ok()) << free.status();
+  const v1::Sample& first = free->samples(0);
+  ASSERT_GE(first.response_tokens_size(), 2);
+  int32_t unused = 0;  // a token neither of the first two is
+  while (unused == first.response_tokens(0) || unused == first.response_tokens(1)) ++unused;
+  request.mutable_sampling()->add_stop()->add_token_ids(unused);
+  request.mutable_sampling()->add_stop()->add_token_ids(first.response_tokens(1));
+  auto out = actor_->Generate(request);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const v1::Sample& stopped = out->samples(0);
+  EXPECT_EQ(stopped.stop_index(), 2);
+  EXPECT_FALSE(stopped.truncated());
+  ASSERT_LE(stopped.response_tokens_size(), 2);
+  EXPECT_EQ(stopped.response_tokens(stopped.response_tokens_size() - 1), first.response_tokens(1));
+
+  request.mutable_sampling()->add_stop();
+  auto empty = actor_->Generate(request);
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("sampling.stop[2] is empty"), std::string::npos)
+      << empty.status();
+}
+
 TEST_F(LocalActorTest, TakesNewWeightsOnlyThroughSync) {
   auto before = actor_->Generate(Request(2, 5));
   {

@@ -247,7 +247,8 @@ TEST(ValidateJob, EachRuleNamesItsField) {
       {"data: {arithmetic: {operators: '*'}}", "data.arithmetic.operators: must be a non-empty"},
       {"data: {arithmetic: {operators: ''}}", "data.arithmetic.operators"},
       {"data: {arithmetic: {num_problems: 1}}", "data.arithmetic.num_problems: must be >= 2"},
-      {"data: {arithmetic: {eval_fraction: 1}}", "data.arithmetic.eval_fraction: must be in (0, 1)"},
+      {"data: {arithmetic: {eval_fraction: 1}}",
+       "data.arithmetic.eval_fraction: must be in (0, 1)"},
       {"runtime: {num_threads: -2}", "runtime.num_threads: must be >= 0"},
       {"deployment: {actor: {count: 0}}", "deployment.actor.count: must be >= 1, found 0"},
       {"deployment: {learner: {count: 0}}", "deployment.learner.count: must be >= 1, found 0"},
@@ -270,6 +271,17 @@ TEST(ValidateJob, EachRuleNamesItsField) {
        "data.preference_train_path: must be empty unless algorithm is dpo"},
       {"algorithm: sft\nruntime: {checkpoint_every: 5}",
        "runtime.checkpoint_every: must be 0 with algorithm sft"},
+      {"environment: {name: e}", "environment.turn_stop: must be set with an environment"},
+      {"environment: {name: e, turn_stop: '|', max_turns: 0}",
+       "environment.max_turns: must be >= 1"},
+      {"environment: {name: e, turn_stop: '|', workers: 0}", "environment.workers: must be >= 1"},
+      {"environment: {name: e, turn_stop: '|', call_deadline_ms: 0}",
+       "environment.call_deadline_ms: must be > 0"},
+      {"environment: {name: e, turn_stop: '|', episode_deadline_ms: -1}",
+       "environment.episode_deadline_ms: must be > 0"},
+      {"environment: {name: e, turn_stop: '|', max_tokens: 33}",
+       "environment.max_tokens: must be in [0, model.max_seq_len 32] (0: model.max_seq_len), "
+       "found 33"},
   };
   for (const auto& [yaml, expected] : cases) {
     absl::Status s = ValidateYaml(yaml);

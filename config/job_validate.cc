@@ -3,6 +3,7 @@
 // (internal/checker.h); the upper bounds of sizes and scales are
 // job_limits.cc's.
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -287,6 +288,27 @@ void CheckAsync(const v1::JobConfig& job, Checker& c) {
             absl::StrCat("true with algorithm \"", job.algorithm(), "\""));
 }
 
+// Multi-turn rollouts (docs/multi-turn.md); nothing to check without an
+// environment.
+void CheckEnvironment(const v1::JobConfig& job, Checker& c) {
+  const v1::EnvironmentConfig& e = job.environment();
+  if (e.name().empty()) return;
+  c.Require(!e.turn_stop().empty(), "environment.turn_stop",
+            "set with an environment (the string that ends a policy turn)", "\"\"");
+  c.AtLeast("environment.max_turns", e.max_turns(), 1);
+  c.AtLeast("environment.workers", e.workers(), 1);
+  c.Positive("environment.call_deadline_ms", e.call_deadline_ms());
+  c.Positive("environment.episode_deadline_ms", e.episode_deadline_ms());
+  c.NonNegative("environment.max_turn_tokens", e.max_turn_tokens());
+  c.Require(e.max_tokens() >= 0 && e.max_tokens() <= job.model().max_seq_len(),
+            "environment.max_tokens",
+            absl::StrCat("in [0, model.max_seq_len ", job.model().max_seq_len(),
+                         "] (0: model.max_seq_len)"),
+            e.max_tokens());
+  c.Require(std::isfinite(e.failure_reward()), "environment.failure_reward", "finite",
+            e.failure_reward());
+}
+
 }  // namespace
 
 absl::Status ValidateJob(const v1::JobConfig& job) {
@@ -296,6 +318,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   CheckRl(job, c);
   CheckPreference(job, c);
   CheckAsync(job, c);
+  CheckEnvironment(job, c);
   c.NonNegative("eval.num_prompts", job.eval().num_prompts());
   c.AtLeast("eval.batch_size", job.eval().batch_size(), 1);
   c.NonNegative("eval.verify_retries", job.eval().verify_retries());

@@ -75,6 +75,33 @@ absl::Status CheckSamples(const Samples& samples, const RequestLimits& limits) {
   return CheckBatchTokens("samples", tokens, limits);
 }
 
+// Each stop sequence has a token, every one in the vocabulary; no more
+// sequences, nor longer ones, than a sequence has tokens.
+absl::Status CheckStops(const v1::SamplingParams& sampling, const RequestLimits& limits) {
+  if (sampling.stop_size() > limits.max_seq_len) {
+    return TooMany("sampling.stop", sampling.stop_size(), "stop sequences", limits.max_seq_len);
+  }
+  for (int i = 0; i < sampling.stop_size(); ++i) {
+    const auto& ids = sampling.stop(i).token_ids();
+    const std::string where = absl::StrCat("sampling.stop[", i, "]");
+    if (ids.empty()) {
+      return absl::InvalidArgumentError(where + ": empty (a stop sequence needs a token)");
+    }
+    if (ids.size() > limits.max_seq_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": ", ids.size(), " tokens; model.max_seq_len is ", limits.max_seq_len));
+    }
+    for (int k = 0; k < ids.size(); ++k) {
+      if (ids[k] < 0 || ids[k] >= limits.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ".token_ids[", k, "]: id ", ids[k],
+                                                       " is outside the vocabulary [0, ",
+                                                       limits.vocab_size, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int MaxRequestBytes(v1::Role role) {
@@ -115,6 +142,7 @@ absl::Status CheckGenerateRequest(const v1::GenerateRequest& request, const Requ
   if (rows > limits.max_generated_samples) {
     return TooMany("prompts x responses_per_prompt", rows, "samples", limits.max_generated_samples);
   }
+  if (absl::Status s = CheckStops(request.sampling(), limits); !s.ok()) return s;
   const int64_t max_new = request.sampling().max_new_tokens();
   int64_t tokens = 0;
   for (int i = 0; i < prompts; ++i) {

@@ -59,6 +59,28 @@ TEST(RequestLimits, GenerateCountsAreCheckedAsProducts) {
             "8); model.max_seq_len is 8");
 }
 
+TEST(RequestLimits, StopSequencesNeedTokensInTheVocabulary) {
+  RequestLimits limits;
+  limits.max_seq_len = 8;
+  limits.vocab_size = 10;
+  v1::GenerateRequest request;
+  request.mutable_sampling()->set_max_new_tokens(2);
+  request.add_prompts()->add_token_ids(1);
+  request.mutable_sampling()->add_stop()->add_token_ids(9);
+  EXPECT_TRUE(CheckGenerateRequest(request, limits).ok());
+  v1::StopSequence* second = request.mutable_sampling()->add_stop();
+  absl::Status s = CheckGenerateRequest(request, limits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "sampling.stop[1]: empty (a stop sequence needs a token)");
+  second->add_token_ids(3);
+  second->add_token_ids(10);
+  s = CheckGenerateRequest(request, limits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "sampling.stop[1].token_ids[1]: id 10 is outside the vocabulary [0, 10)");
+  second->set_token_ids(1, -1);
+  EXPECT_EQ(CheckGenerateRequest(request, limits).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(RequestLimits, FetchWaitsAreBounded) {
   v1::FetchWeightsRequest request;
   request.set_wait_ms(RequestLimits().max_fetch_wait_ms + 1);

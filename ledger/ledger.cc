@@ -33,6 +33,7 @@ std::string_view StageName(Stage stage) {
     case Stage::kCheckpoint: return "checkpoint";
     case Stage::kReward: return "reward";
     case Stage::kReferenceCache: return "reference_cache";
+    case Stage::kEnvironment: return "environment";
   }
   return "unknown";
 }
@@ -314,6 +315,31 @@ void Ledger::RecordVerifier(const v1::VerifierStats& stats) {
   record["type"] = "verifier";
   record["step"] = impl_->step;
   impl_->Write(record);
+}
+
+void Ledger::RecordEnvironment(const v1::EnvironmentStats& stats, double rollout_seconds) {
+  absl::MutexLock lock(&impl_->mu);
+  const int stage = static_cast<int>(Stage::kEnvironment);
+  impl_->cur.stage_seconds[stage] += stats.wait_seconds();
+  impl_->stage_totals[stage] += stats.wait_seconds();
+  json ended_by = json::object(), errors = json::object();
+  for (const auto& [end, n] : stats.ended_by()) ended_by[end] = n;
+  for (const auto& [reason, n] : stats.errors_by_reason()) errors[reason] = n;
+  impl_->Write(
+      {{"type", "environment"},
+       {"step", impl_->step},
+       {"environment", stats.environment()},
+       {"episodes", stats.episodes()},
+       {"turns_mean",
+        stats.episodes() > 0 ? static_cast<double>(stats.turns()) / stats.episodes() : 0.0},
+       {"turns_max", stats.max_turns()},
+       {"policy_tokens", stats.policy_tokens()},
+       {"environment_tokens", stats.environment_tokens()},
+       {"wait_seconds", stats.wait_seconds()},
+       {"wait_share", rollout_seconds > 0 ? stats.wait_seconds() / rollout_seconds : 0.0},
+       {"ended_by", ended_by},
+       {"errors_by_reason", errors},
+       {"timeouts", stats.timeouts()}});
 }
 
 double Ledger::stage_seconds(Stage stage) const {

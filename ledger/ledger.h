@@ -45,8 +45,12 @@ enum class Stage {
   // dpo with dpo.reference_logprobs "cached": the reference's log-probs of
   // every pair, computed once before training.
   kReferenceCache,
+  // Multi-turn rollouts: waiting for the environment's calls (Open, Step,
+  // Close), summed over episodes; it overlaps the rollout
+  // (RecordEnvironment).
+  kEnvironment,
 };
-inline constexpr int kNumStages = 12;
+inline constexpr int kNumStages = 13;
 std::string_view StageName(Stage stage);
 // StageName's inverse; nullopt for a name it never returns.
 std::optional<Stage> StageFromName(std::string_view name);
@@ -343,6 +347,10 @@ class Ledger {
   // `dropped` by the scheduler): writes a "verifier" record and adds to the
   // run's per-verifier totals (summary.json "verifiers").
   void RecordVerifier(const v1::VerifierStats& stats);
+  // A multi-turn step's environment stats (loop/episode_runner.h) over a
+  // rollout of `rollout_seconds`: writes an "environment" record and adds
+  // stats.wait_seconds to the environment stage of the open step.
+  void RecordEnvironment(const v1::EnvironmentStats& stats, double rollout_seconds);
 
   double stage_seconds(Stage stage) const;
   double stage_flops(Stage stage) const;

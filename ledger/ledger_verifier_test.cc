@@ -1,11 +1,10 @@
-// The ledger's verifier records and totals, and rollout evaluations that
-// could not score every item.
+// The ledger's verifier records and totals, rollout evaluations that
+// could not score every item, and multi-turn steps' environment records.
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "env/testing/fake_env.h"
 #include "gtest/gtest.h"
@@ -70,8 +69,8 @@ TEST_F(LedgerVerifierTest, VerifierRecordsAndTheirTotalsPerVerifier) {
   EXPECT_EQ(lines[0]["verifier"], "subprocess@v1");
   for (const char* key : {"items", "cache_hits", "timeouts", "errors", "retries",
                           "breaker_openings", "breaker_rejected", "dropped", "calls"}) {
-    EXPECT_EQ(lines[0][key].get<int64_t>(), a.GetReflection()->GetInt64(
-                                                 a, a.GetDescriptor()->FindFieldByName(key)))
+    EXPECT_EQ(lines[0][key].get<int64_t>(),
+              a.GetReflection()->GetInt64(a, a.GetDescriptor()->FindFieldByName(key)))
         << key;
   }
   EXPECT_DOUBLE_EQ(lines[0]["wait_seconds"].get<double>(), 1.5);
@@ -130,6 +129,45 @@ TEST_F(LedgerVerifierTest, IncompleteEvaluationIsMarkedWithItsCounts) {
   ASSERT_TRUE(resumed.ImportState(ledger_.ExportState()).ok());
   ASSERT_TRUE(resumed.WriteSummary(summary_path).ok());
   EXPECT_EQ(ReadJson(summary_path)["eval"]["after"]["unscored"], 3);
+}
+
+TEST_F(LedgerVerifierTest, EnvironmentRecordsAndTheirStage) {
+  const std::string path = TempPath("ledger_environment.jsonl");
+  ASSERT_TRUE(ledger_.Open(path).ok());
+  ledger_.BeginStep(2);
+  v1::EnvironmentStats stats;
+  stats.set_environment("guess@1");
+  stats.set_episodes(4);
+  stats.set_turns(10);
+  stats.set_max_turns(4);
+  stats.set_policy_tokens(40);
+  stats.set_environment_tokens(12);
+  stats.set_wait_seconds(1.5);
+  (*stats.mutable_ended_by())["done"] = 3;
+  (*stats.mutable_ended_by())["environment_failed"] = 1;
+  (*stats.mutable_errors_by_reason())["deadline"] = 1;
+  stats.set_timeouts(1);
+  ledger_.RecordEnvironment(stats, 3.0);
+  const StepMetrics m = ledger_.EndStep({});
+  EXPECT_DOUBLE_EQ(m.stage_seconds[static_cast<int>(Stage::kEnvironment)], 1.5);
+  EXPECT_DOUBLE_EQ(ledger_.stage_seconds(Stage::kEnvironment), 1.5);
+  json r;
+  for (const json& record : ReadJsonLines(path)) {
+    if (record["type"] == "environment") r = record;
+  }
+  ASSERT_FALSE(r.is_null());
+  EXPECT_EQ(r["step"], 2);
+  EXPECT_EQ(r["environment"], "guess@1");
+  EXPECT_DOUBLE_EQ(r["turns_mean"].get<double>(), 2.5);
+  EXPECT_EQ(r["turns_max"], 4);
+  EXPECT_EQ(r["policy_tokens"], 40);
+  EXPECT_EQ(r["environment_tokens"], 12);
+  EXPECT_DOUBLE_EQ(r["wait_share"].get<double>(), 0.5);
+  EXPECT_EQ(r["ended_by"], json({{"done", 3}, {"environment_failed", 1}}));
+  EXPECT_EQ(r["errors_by_reason"], json({{"deadline", 1}}));
+  EXPECT_EQ(r["timeouts"], 1);
+  EXPECT_EQ(StageName(Stage::kEnvironment), "environment");
+  EXPECT_EQ(StageFromName("environment"), Stage::kEnvironment);
 }
 
 }  // namespace

@@ -170,18 +170,8 @@ absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& 
       if (!prompt.ok()) return prompt.status();
       *request.add_prompts() = *std::move(prompt);
     }
-    absl::StatusOr<v1::GenerateResponse> out = roles_.actor->Generate(request);
-    if (!out.ok()) return At(out.status(), "eval " + label + ": rollout");
-    ledger_->RecordFlops(Stage::kEval, out->forward_flops());
-    v1::VerifyRequest verify;
-    for (int64_t i = begin; i < end; ++i) {
-      auto* item = verify.add_items();
-      item->set_prompt(eval[i].prompt);
-      item->set_response(out->samples(i - begin).response_text());
-      item->set_answer(eval[i].answer);
-    }
     absl::StatusOr<v1::VerifyResponse> verdicts =
-        VerifyHeldOut(verify, label, &metrics.verify_retries);
+        EvaluateBatch(request, begin, end, label, &metrics);
     if (!verdicts.ok()) return verdicts.status();
     ApplyRewardRule(job_.verifier(), &*verdicts);
     for (const auto& r : verdicts->results()) {
@@ -206,6 +196,32 @@ absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& 
                                                         "verifier failed on them",
                                                         unscored)));
   return metrics;
+}
+
+absl::StatusOr<v1::VerifyResponse> Driver::EvaluateBatch(const v1::GenerateRequest& request,
+                                                         int64_t begin, int64_t end,
+                                                         const std::string& label,
+                                                         ledger::EvalMetrics* metrics) {
+  const auto& eval = data_.eval;
+  if (!job_.environment().name().empty()) {
+    std::vector<const data::Example*> examples;
+    for (int64_t i = begin; i < end; ++i) examples.push_back(&eval[i]);
+    absl::StatusOr<EpisodeResults> episodes = RunEpisodes(request, examples);
+    if (!episodes.ok()) return At(episodes.status(), "eval " + label + ": episodes");
+    ledger_->RecordFlops(Stage::kEval, episodes->rollout.forward_flops());
+    return EpisodeVerdicts(*episodes);
+  }
+  absl::StatusOr<v1::GenerateResponse> out = roles_.actor->Generate(request);
+  if (!out.ok()) return At(out.status(), "eval " + label + ": rollout");
+  ledger_->RecordFlops(Stage::kEval, out->forward_flops());
+  v1::VerifyRequest verify;
+  for (int64_t i = begin; i < end; ++i) {
+    auto* item = verify.add_items();
+    item->set_prompt(eval[i].prompt);
+    item->set_response(out->samples(i - begin).response_text());
+    item->set_answer(eval[i].answer);
+  }
+  return VerifyHeldOut(verify, label, &metrics->verify_retries);
 }
 
 absl::StatusOr<v1::VerifyResponse> Driver::VerifyHeldOut(const v1::VerifyRequest& request,
@@ -318,6 +334,9 @@ absl::Status Driver::Run() {
     return absl::FailedPreconditionError(
         absl::StrCat("the job needs train and eval examples; found ", data_.train.size(),
                      " train and ", data_.eval.size(), " eval"));
+  }
+  if (spec_->rolls_out && !job_.environment().name().empty() && roles_.environment == nullptr) {
+    return NoEnvironment();
   }
   int64_t first_step = 0;
   if (resume_.has_value()) {

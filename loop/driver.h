@@ -33,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "data/dataset.h"
 #include "ledger/ledger.h"
+#include "loop/episode_runner.h"
 #include "loop/loop_state.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
@@ -130,6 +131,11 @@ class Driver {
   // (then run on its thread, ahead of the learner, for every later step).
   using SampleFn = std::function<absl::StatusOr<SampledStep>(int64_t step)>;
   [[nodiscard]] absl::StatusOr<SampledStep> TakeSamples(int64_t step, const SampleFn& sample);
+  // Multi-turn rollouts (job.environment.name set): `request`'s episodes
+  // in roles().environment (loop/episode_runner.h); FailedPrecondition
+  // when the run bound none.
+  [[nodiscard]] absl::StatusOr<EpisodeResults> RunEpisodes(
+      const v1::GenerateRequest& request, const std::vector<const data::Example*>& examples);
   // Writes the learner's weights to OUT/reference.safetensors and loads
   // them into the reference.
   [[nodiscard]] absl::Status TakeReference();
@@ -146,8 +152,18 @@ class Driver {
   // when drawn != trained + dropped + in flight.
   absl::Status Account(ledger::StepCounts& counts);
   absl::Status Resume();
+  // The FailedPrecondition of a job naming an environment the run did not
+  // bind.
+  absl::Status NoEnvironment() const;
   absl::Status RunStep(int64_t step);
   absl::Status CheckpointAfter(int64_t steps_done);
+  // EvaluateRollouts' verdicts on held-out items [begin, end) (`request`
+  // holds their prompts): generated and verified, or with an environment
+  // run as episodes and scored by it.
+  absl::StatusOr<v1::VerifyResponse> EvaluateBatch(const v1::GenerateRequest& request,
+                                                   int64_t begin, int64_t end,
+                                                   const std::string& label,
+                                                   ledger::EvalMetrics* metrics);
   // EvaluateRollouts' verification of one batch, with its retries (counted
   // in *retried); every request's stats go to the ledger.
   absl::StatusOr<v1::VerifyResponse> VerifyHeldOut(const v1::VerifyRequest& request,

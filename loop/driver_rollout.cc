@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "config/worker_id.h"
 #include "loop/driver.h"
+#include "loop/episode_runner.h"
 #include "loop/loop_util.h"
 #include "loop/reward_rule.h"
 
@@ -57,6 +58,24 @@ absl::StatusOr<std::unique_ptr<PendingRound>> Driver::StartRound(int64_t step, i
     *request.add_prompts() = *std::move(prompt);
   }
 
+  if (!job_.environment().name().empty()) {
+    // Multi-turn: the environment gives the rewards; no verifier.
+    out->start = absl::Now();
+    absl::StatusOr<EpisodeResults> episodes;
+    {
+      auto span = ledger_->Begin(Stage::kRollout, config::WorkerId(v1::ACTOR).ToString());
+      episodes = RunEpisodes(request, examples);
+      span.End();
+    }
+    out->rollout_end = absl::Now();
+    if (!episodes.ok()) return At(episodes.status(), "rollout");
+    ledger_->RecordFlops(Stage::kRollout, episodes->rollout.forward_flops());
+    out->episode_verdicts = EpisodeVerdicts(*episodes);
+    out->environment = episodes->stats;
+    out->rollout = std::move(episodes->rollout);
+    return out;
+  }
+
   // Verification runs beside the rollout: each part the actors hand over
   // is verified while the rest is still being generated.
   std::map<uint64_t, const data::Example*> by_id;
@@ -81,8 +100,15 @@ absl::StatusOr<std::unique_ptr<PendingRound>> Driver::StartRound(int64_t step, i
 
 absl::Status Driver::FinishRound(PendingRound& round, StepSamples* out, double* seconds) {
   absl::StatusOr<StreamingVerify::Result> verified =
-      round.verifying->Finish(round.rollout.samples(), round.rollout_end);
+      round.verifying == nullptr
+          ? StreamingVerify::Result{*round.episode_verdicts}
+          : round.verifying->Finish(round.rollout.samples(), round.rollout_end);
   if (!verified.ok()) return At(verified.status(), "verify");
+  if (round.verifying == nullptr) {
+    if (!out->environment.has_value()) out->environment.emplace();
+    AddEnvironmentStats(round.environment, &*out->environment);
+  }
+  out->rollout_seconds += absl::ToDoubleSeconds(round.rollout_end - round.start);
   out->rewards_clipped += ApplyRewardRule(job_.verifier(), &verified->verdicts).clipped;
   if (seconds != nullptr) *seconds += absl::ToDoubleSeconds(absl::Now() - round.start);
   out->verify_overlap_seconds += verified->overlap_seconds;
@@ -97,6 +123,20 @@ absl::Status Driver::FinishRound(PendingRound& round, StepSamples* out, double* 
   out->rollout.set_forward_flops(flops);
   out->verdicts.MergeFrom(verified->verdicts);  // appends the results and this round's stats
   return absl::OkStatus();
+}
+
+absl::StatusOr<EpisodeResults> Driver::RunEpisodes(
+    const v1::GenerateRequest& request, const std::vector<const data::Example*>& examples) {
+  if (roles_.environment == nullptr) return NoEnvironment();
+  EpisodeRunner runner(job_, roles_.actor, roles_.environment, &tokenizer());
+  return runner.Run(request, examples);
+}
+
+absl::Status Driver::NoEnvironment() const {
+  return absl::FailedPreconditionError(
+      absl::StrCat("environment.name is \"", job_.environment().name(),
+                   "\" but the run bound no environment (Roles.environment is null): multi-turn "
+                   "rollouts need the environment's pool"));
 }
 
 absl::StatusOr<StepSamples> Driver::SampleStep(int64_t step, int64_t prompts, int64_t group,

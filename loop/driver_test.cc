@@ -6,12 +6,16 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <utility>
+#include <regex>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loop/recipes/builtin.h"
+#include "loop/testing/fake_environment.h"
 #include "loop/testing/fake_roles.h"
 
 namespace trellis::loop {
@@ -213,6 +217,90 @@ TEST(DriverTest, AnUnknownAlgorithmNamesTheRecipes) {
   const absl::Status s = run.driver.Run();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("algorithm: must be one of grpo, ppo, sft, dpo, online_dpo"));
+}
+
+// Multi-turn GRPO (job.environment, docs/multi-turn.md): three steps of two
+// prompts, two episodes each.
+v1::JobConfig MultiTurnJob() {
+  v1::JobConfig job = Job("grpo");
+  job.mutable_model()->set_max_seq_len(64);
+  job.mutable_sampling()->set_max_new_tokens(8);
+  job.mutable_grpo()->set_steps(3);
+  job.mutable_grpo()->set_responses_per_prompt(2);
+  v1::EnvironmentConfig* env = job.mutable_environment();
+  env->set_name("fake");
+  env->set_turn_stop("|");
+  env->set_max_turns(3);
+  env->set_workers(2);
+  return job;
+}
+
+struct MultiTurnRun {
+  explicit MultiTurnRun(const v1::JobConfig& job, bool bind_environment = true)
+      : format(text::NewCharTokenizer(), absl::NotFoundError("no chat template")),
+        actor(&format.tokenizer()),
+        driver(job, Bound(bind_environment), &format, Arithmetic(), &ledger, "/tmp/out",
+               &progress) {}
+  Roles Bound(bool bind_environment) {
+    Roles roles = fakes.roles();
+    roles.actor = &actor;
+    if (bind_environment) roles.environment = &environment;
+    return roles;
+  }
+  testing::FakeRoles fakes;
+  PromptFormat format;
+  testing::FakeTurnActor actor;
+  testing::FakeEnvironment environment;
+  ledger::Ledger ledger;
+  std::ostringstream progress;
+  std::vector<std::string> records;
+  Driver driver;
+};
+
+// The episodes' samples reach the learner with their trained masks and
+// the environment's rewards, and the ledger gets an "environment" record
+// per step.
+TEST(MultiTurnTest, GrpoTrainsOnEpisodes) {
+  MultiTurnRun run(MultiTurnJob());
+  run.environment.done_at_turn = 1;
+  run.ledger.ObserveRecords([&run](std::string_view r) { run.records.emplace_back(r); });
+  ASSERT_TRUE(run.driver.Run().ok()) << run.progress.str();
+  const auto& batches = run.fakes.learner.train_batches;
+  ASSERT_EQ(batches.size(), 3u);
+  for (const v1::TrainBatch& batch : batches) {
+    ASSERT_EQ(batch.samples_size(), 4);
+    for (const v1::TrainSample& s : batch.samples()) {
+      // "Q:", a turn of 3, "o0;", a turn of 3: the environment's tokens
+      // are in the sequence but not trained.
+      ASSERT_EQ(s.response_tokens_size(), 11);
+      const std::vector<int32_t> ids(s.response_tokens().begin(), s.response_tokens().end());
+      const std::string text = run.format.tokenizer().Decode(ids);
+      EXPECT_TRUE(std::regex_match(text, std::regex(R"(Q:g[0-9]\|o0;g[0-9]\|)"))) << text;
+      EXPECT_EQ(*run.format.tokenizer().Encode(text), ids);
+      EXPECT_EQ(std::vector<bool>(s.trained().begin(), s.trained().end()),
+                (std::vector<bool>{false, false, true, true, true, false, false, false, true, true,
+                                   true}));
+      EXPECT_FLOAT_EQ(s.reward(), 1.0f);  // two steps of 0.5
+      EXPECT_EQ(s.old_logprobs(0), 0);
+    }
+  }
+  EXPECT_EQ(run.environment.closed, run.environment.opened);
+  int environment_records = 0;
+  for (const std::string& r : run.records) {
+    if (r.find("\"type\":\"environment\"") == std::string::npos) continue;
+    ++environment_records;
+    EXPECT_THAT(r, HasSubstr("\"ended_by\":{\"done\":4}"));
+    EXPECT_THAT(r, HasSubstr("\"turns_max\":2"));
+  }
+  EXPECT_EQ(environment_records, 3);
+}
+
+TEST(MultiTurnTest, AnEnvironmentJobNeedsABoundEnvironment) {
+  MultiTurnRun run(MultiTurnJob(), /*bind_environment=*/false);
+  const absl::Status s = run.driver.Run();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("environment.name is \"fake\" but the run bound no "
+                                     "environment"));
 }
 
 }  // namespace

@@ -110,6 +110,9 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
       counts.accuracy = sampling.accuracy;
     }
     RecordVerifiers(drawn.verdicts.stats(), counts.samples_dropped, ledger);
+    if (drawn.environment.has_value()) {
+      ledger.RecordEnvironment(*drawn.environment, drawn.rollout_seconds);
+    }
   }
   const auto kept = static_cast<int64_t>(drawn.examples.size());
   counts.prompt_account.dropped["dynamic_sampling"] = counts.prompts - kept;

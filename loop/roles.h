@@ -6,6 +6,7 @@
 // contracts, and the loop does not change.
 
 #include "actor/rollout_worker.h"
+#include "environment/environment.h"
 #include "learner/learner_worker.h"
 #include "reference/reference_worker.h"
 #include "verifier/verifier.h"
@@ -20,6 +21,9 @@ struct Roles {
   reference::ReferenceWorker* reference = nullptr;
   // Null for a recipe that does not roll out.
   verifier::VerifierClient* verifier = nullptr;
+  // The job's environment (job.environment.name set: multi-turn rollouts,
+  // loop/episode_runner.h); null otherwise.
+  environment::Environment* environment = nullptr;
 };
 
 }  // namespace trellis::loop

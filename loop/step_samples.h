@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "data/dataset.h"
 #include "ledger/ledger.h"
 #include "loop/streaming_verify.h"
+#include "trellis/v1/environment.pb.h"
 #include "trellis/v1/rollout.pb.h"
 
 namespace trellis::loop {
@@ -24,6 +26,10 @@ struct StepSamples {
   v1::VerifyResponse verdicts;                 // results in sample order; each part's stats
   double verify_overlap_seconds = 0;           // verification while the rollout ran
   int64_t rewards_clipped = 0;                 // by the reward rule (reward_rule.h)
+  // Multi-turn rollouts (job.environment): what the environment saw over
+  // the rounds; unset otherwise.
+  std::optional<v1::EnvironmentStats> environment;
+  double rollout_seconds = 0;  // the rounds' rollouts, episodes included
 };
 
 // A rollout round generated, its verification still running on its
@@ -31,6 +37,11 @@ struct StepSamples {
 struct PendingRound {
   std::vector<const data::Example*> examples;  // one per group
   std::unique_ptr<StreamingVerify> verifying;
+  // Multi-turn rounds (job.environment): the environment's rewards as
+  // verdicts (loop/episode_runner.h EpisodeVerdicts) and its stats;
+  // `verifying` is null.
+  std::optional<v1::VerifyResponse> episode_verdicts;
+  v1::EnvironmentStats environment;
   v1::GenerateResponse rollout;
   absl::Time start;
   absl::Time rollout_end;

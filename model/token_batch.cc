@@ -23,6 +23,11 @@ absl::StatusOr<TokenBatch> MakeTokenBatch(absl::Span<const SequencePair> pairs,
           "token batch row ", row, ": ", len, " tokens (prompt ", p.prompt.size(),
           " + response ", p.response.size(), ") exceed max_seq_len ", max_len));
     }
+    if (!p.trained.empty() && p.trained.size() != p.response.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("token batch row ", row, ": ",
+                                                     p.trained.size(), " trained flags for ",
+                                                     p.response.size(), " target tokens"));
+    }
     width = std::max(width, len - 1);
   }
   TokenBatch batch;
@@ -44,7 +49,7 @@ absl::StatusOr<TokenBatch> MakeTokenBatch(absl::Span<const SequencePair> pairs,
     for (int64_t k = 0; k + 1 < np + nr; ++k) {
       in[i][k] = token(k);
       tg[i][k] = token(k + 1);
-      if (k + 1 >= np) mk[i][k] = 1.0f;
+      if (k + 1 >= np && (p.trained.empty() || p.trained[k + 1 - np])) mk[i][k] = 1.0f;
     }
     batch.response_start[i] = np - 1;
     batch.response_length[i] = nr;

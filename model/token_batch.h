@@ -20,6 +20,9 @@ namespace trellis::model {
 struct SequencePair {
   absl::Span<const int32_t> prompt;
   absl::Span<const int32_t> response;
+  // Per response token, whether it is a target the loss trains (a
+  // multi-turn sample's environment tokens are not); empty: every one.
+  absl::Span<const bool> trained = {};
 };
 
 // Right-padded inputs and targets: row i holds prompt+response shifted by
@@ -38,8 +41,10 @@ struct TokenBatch {
 // last token, which predicts nothing.
 std::vector<int64_t> LiveLengths(const TokenBatch& batch);
 
-// REQUIRES: every prompt is non-empty. Fails with InvalidArgument when a
-// sequence exceeds `max_len` tokens, naming the row: its index in `pairs`,
+// REQUIRES: every prompt is non-empty. Response targets a pair marks
+// untrained are left out of the mask. Fails with InvalidArgument when a
+// sequence exceeds `max_len` tokens or its trained flags do not match its
+// response, naming the row: its index in `pairs`,
 // or row_ids[index] when given (the row's place in a larger request).
 [[nodiscard]] absl::StatusOr<TokenBatch> MakeTokenBatch(absl::Span<const SequencePair> pairs,
                                                         int32_t pad_id, int64_t max_len,

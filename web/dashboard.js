@@ -16,7 +16,7 @@
     load: "#9e9e9e", sft: "#8d6e63", rollout: "#1f77b4", verify: "#ff7f0e",
     reference: "#9467bd", advantage: "#bcbd22", update: "#2ca02c",
     weight_sync: "#d62728", eval: "#17becf", checkpoint: "#7f7f7f", reward: "#e377c2",
-    reference_cache: "#c5b0d5"
+    reference_cache: "#c5b0d5", environment: "#aec7e8"
   };
   var OBJECT_COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                        "#edc948", "#b07aa1", "#9c755f", "#bab0ac", "#ff9da7"];
@@ -278,12 +278,13 @@
     var rows = d.steps.slice().reverse().map(function (r) {
       return [String(r.step), num(r.step_seconds, 2), num(r.mean_reward), num(r.accuracy),
               num(r.effective_sample_rate), num(r.rollout_update_ratio, 2),
-              num(r.verifier_wait_seconds, 3), num(r.generated_tokens_per_second, 0),
+              num(r.verifier_wait_seconds, 3), num((r.stage_seconds || {}).environment, 3),
+              num(r.generated_tokens_per_second, 0),
               num(r.handoff_seconds, 3), bytes(r.peak_bytes || 0), num(r.kl, 4),
               num(r.bubble_fraction, 2)];
     });
     box.appendChild(table(["step", "seconds", "reward", "accuracy", "effective", "rollout/update",
-                           "verifier wait s", "gen tok/s", "handoff s", "peak", "kl", "bubble"],
+                           "verifier wait s", "environment wait s", "gen tok/s", "handoff s", "peak", "kl", "bubble"],
                           rows, 0));
   }
 

@@ -126,6 +126,17 @@ class Decoder {
     return row.ended || static_cast<int64_t>(row.tokens.size()) == max_new_;
   }
 
+  // 1 + the index of the first stop sequence `tokens` end with; 0 if none.
+  int32_t StopIndex(const std::vector<int32_t>& tokens) const {
+    const auto& stops = request_.sampling().stop();
+    for (int i = 0; i < stops.size(); ++i) {
+      const auto& ids = stops[i].token_ids();
+      if (ids.empty() || static_cast<size_t>(ids.size()) > tokens.size()) continue;
+      if (std::equal(ids.begin(), ids.end(), tokens.end() - ids.size())) return i + 1;
+    }
+    return 0;
+  }
+
   // Samples the next token of each unfinished row of `rows` from `logits`.
   void Sample(const torch::Tensor& logits, const std::vector<int64_t>& rows) {
     std::vector<double> uniforms;
@@ -141,7 +152,8 @@ class Decoder {
       if (Done(rows[i])) continue;
       row.tokens.push_back(static_cast<int32_t>(tok[i]));
       row.logprobs.push_back(lp[i]);
-      row.ended = callbacks_.is_eos(row.tokens.back());
+      row.stop_index = StopIndex(row.tokens);
+      row.ended = row.stop_index > 0 || callbacks_.is_eos(row.tokens.back());
       ++result_->generated_tokens;
     }
   }

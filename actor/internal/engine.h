@@ -36,6 +36,9 @@ struct EngineRow {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
   bool ended = false;  // the last token stops sampling
+  // 1 + the index of the request's stop sequence (SamplingParams.stop) the
+  // tokens end with; 0 when the row did not end on one.
+  int32_t stop_index = 0;
 };
 
 // What one stage (the prefill, or decoding) computed. Padding and finished
@@ -70,8 +73,12 @@ struct EngineCallbacks {
   std::function<absl::Status(int64_t)> stopped;
 };
 
+// A row ends at an end-of-sequence token or once its tokens end with one of
+// sampling.stop's sequences (the first in request order that matches); a
+// row's end never changes another row's draws.
 // REQUIRES: under torch::NoGradGuard; request validated (non-empty prompts
-// that fit the model with max_new_tokens >= 1); options validated.
+// that fit the model with max_new_tokens >= 1, non-empty stop sequences);
+// options validated.
 absl::StatusOr<EngineResult> RunEngine(model::TransformerImpl& model,
                                        const v1::GenerateRequest& request, int32_t pad_id,
                                        const EngineOptions& options,

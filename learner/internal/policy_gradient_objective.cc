@@ -1,5 +1,6 @@
 #include "learner/internal/policy_gradient_objective.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -25,7 +26,15 @@ absl::Status PolicyGradientObjective::Check() {
                        " reference log-probs; expected equal, non-zero",
                        use_ref ? "" : " (reference log-probs may be empty: kl_coef is 0)"));
     }
-    total_tokens_ += n;
+    if (!s.trained().empty() && s.trained_size() != n) {
+      return absl::InvalidArgumentError(absl::StrCat(in_.worker_id, ": train sample ", i, " has ",
+                                                     n, " response tokens and ", s.trained_size(),
+                                                     " trained flags; expected equal or none"));
+    }
+    // Only trained tokens count (a multi-turn sample's environment tokens
+    // are in the sequence, not in the loss).
+    total_tokens_ +=
+        s.trained().empty() ? n : std::count(s.trained().begin(), s.trained().end(), true);
   }
   std::vector<model::SequencePair> pairs;
   pairs.reserve(batch_.samples_size());
@@ -40,7 +49,7 @@ absl::StatusOr<model::TokenBatch> PolicyGradientObjective::Tokens(int64_t begin,
                                                                   int64_t end) const {
   std::vector<model::SequencePair> pairs;
   for (int64_t i = begin; i < end; ++i) {
-    pairs.push_back({sample(i).prompt_tokens(), sample(i).response_tokens()});
+    pairs.push_back({sample(i).prompt_tokens(), sample(i).response_tokens(), sample(i).trained()});
   }
   return in_.Tokens(pairs);
 }

@@ -24,8 +24,9 @@ class PolicyGradientObjective : public Objective {
   PolicyGradientObjective(const ObjectiveInput& in, bool kl_in_loss);
 
   // InvalidArgument naming the first sample without response tokens or
-  // whose old (and, with grpo.kl_coef > 0, reference) log-probs do not
-  // match its response.
+  // whose old (and, with grpo.kl_coef > 0, reference) log-probs or trained
+  // flags do not match its response. Untrained tokens (TrainSample.trained)
+  // are out of the mask, the loss and the token counts.
   [[nodiscard]] absl::Status Check();
 
   PhaseId phase() const override { return PhaseId::kRl; }
@@ -47,7 +48,7 @@ class PolicyGradientObjective : public Objective {
 
   const ObjectiveInput in_;
   const v1::TrainBatch& batch_;
-  // Response tokens of the whole batch (set by Check).
+  // Trained response tokens of the whole batch (set by Check).
   double total_tokens_ = 0;
   // The batch's sample indices by length (set by Check).
   std::vector<int64_t> order_;

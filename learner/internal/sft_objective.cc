@@ -32,11 +32,11 @@ class SftObjective : public Objective {
   absl::StatusOr<MicroResult> Loss(int64_t begin, int64_t end) override {
     std::vector<model::SequencePair> pairs;
     for (int64_t i = begin; i < end; ++i) {
-      pairs.push_back({batch_.pairs(i).prompt_tokens(), batch_.pairs(i).target_tokens()});
+      const v1::SftBatch::Pair& pair = batch_.pairs(i);
+      pairs.push_back({pair.prompt_tokens(), pair.target_tokens(), pair.trained()});
     }
     absl::StatusOr<model::TokenBatch> tb = in_.Tokens(pairs);
-    if (!tb.ok()) return tb.status();
-    if (absl::Status s = MaskUntrained(begin, end, *tb); !s.ok()) return s;
+    if (!tb.ok()) return At(tb.status(), begin);
     MicroResult r;
     torch::Tensor hits;
     r.loss = SftLoss(model::TargetLogProbs(in_.models->policy(), *tb, 1.0, &hits),
@@ -48,23 +48,11 @@ class SftObjective : public Objective {
   }
 
  private:
-  // Takes the target tokens a pair marks untrained out of the response mask.
-  absl::Status MaskUntrained(int64_t begin, int64_t end, model::TokenBatch& tb) const {
-    auto mask = tb.response_mask.accessor<float, 2>();
-    for (int64_t i = begin; i < end; ++i) {
-      const v1::SftBatch::Pair& pair = batch_.pairs(i);
-      if (pair.trained().empty()) continue;
-      if (pair.trained_size() != pair.target_tokens_size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "sft pairs[", i, "]: ", pair.trained_size(), " trained flags for ",
-            pair.target_tokens_size(), " target tokens"));
-      }
-      const int64_t row = i - begin;
-      for (int j = 0; j < pair.trained_size(); ++j) {
-        if (!pair.trained(j)) mask[row][tb.response_start[row] + j] = 0;
-      }
-    }
-    return absl::OkStatus();
+  // `status` naming the SFT pair of its token batch row (a micro-batch
+  // starts at pair `begin`).
+  static absl::Status At(const absl::Status& status, int64_t begin) {
+    return absl::Status(status.code(),
+                        absl::StrCat("sft pairs from ", begin, ": ", status.message()));
   }
 
   const ObjectiveInput in_;
