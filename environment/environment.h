@@ -43,6 +43,14 @@ class Environment {
   virtual v1::EnvironmentStats TakeStats() { return {}; }
 };
 
+// The errors_by_reason key of a failed call: "deadline"
+// (DeadlineExceeded), "circuit_open" (refused by the pool's breaker,
+// marked by CircuitOpen), "unavailable" (other Unavailable), "malformed"
+// (InvalidArgument), "call_failed" (anything else).
+std::string FailureReason(const absl::Status& status);
+// `status` marked as a call the circuit breaker refused.
+absl::Status CircuitOpen(absl::Status status);
+
 using EnvironmentFactory = std::function<absl::StatusOr<std::unique_ptr<Environment>>(
     const v1::EnvironmentConfig& config)>;
 

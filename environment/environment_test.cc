@@ -286,5 +286,15 @@ TEST_F(EnvironmentTest, SubprocessThatCannotStartIsUnavailable) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// One classification of failed calls for every counter (the pool's, the
+// loop's episode runner's).
+TEST(FailureReasonTest, NamesEachKindOfFailure) {
+  EXPECT_EQ(FailureReason(absl::DeadlineExceededError("late")), "deadline");
+  EXPECT_EQ(FailureReason(absl::UnavailableError("down")), "unavailable");
+  EXPECT_EQ(FailureReason(CircuitOpen(absl::UnavailableError("circuit open"))), "circuit_open");
+  EXPECT_EQ(FailureReason(absl::InvalidArgumentError("nan")), "malformed");
+  EXPECT_EQ(FailureReason(absl::InternalError("crash")), "call_failed");
+}
+
 }  // namespace
 }  // namespace trellis::environment

@@ -111,7 +111,7 @@ class Pool : public Environment {
       const std::string refused = breaker_.Admit();
       if (!refused.empty()) {
         Count("circuit_open", 0);
-        return absl::UnavailableError(absl::StrCat(label_, " ", what, ": ", refused));
+        return CircuitOpen(absl::UnavailableError(absl::StrCat(label_, " ", what, ": ", refused)));
       }
     }
     const absl::Time start = env_->Now();
@@ -145,17 +145,8 @@ class Pool : public Environment {
                             absl::StrCat(label_, " ", what, ": ", result.status().message()));
     }
     breaker_.Observe(!result.ok(), result.status().ToString());
-    Count(result.ok() ? "" : Reason(result.status()), waited);
+    Count(result.ok() ? "" : FailureReason(result.status()), waited);
     return result;
-  }
-
-  static std::string Reason(const absl::Status& s) {
-    switch (s.code()) {
-      case absl::StatusCode::kDeadlineExceeded: return "deadline";
-      case absl::StatusCode::kUnavailable: return "unavailable";
-      case absl::StatusCode::kInvalidArgument: return "malformed";
-      default: return "call_failed";
-    }
   }
 
   // `reason` "" for a call that succeeded.

@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "environment/environment.h"
@@ -73,6 +74,25 @@ std::vector<std::string> EnvironmentRegistry::Names() const {
   std::vector<std::string> names;
   for (const auto& [name, factory] : factories_) names.push_back(name);
   return names;
+}
+
+namespace {
+constexpr char kCircuitOpenPayload[] = "trellis.environment/circuit_open";
+}  // namespace
+
+std::string FailureReason(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kDeadlineExceeded: return "deadline";
+    case absl::StatusCode::kUnavailable:
+      return status.GetPayload(kCircuitOpenPayload).has_value() ? "circuit_open" : "unavailable";
+    case absl::StatusCode::kInvalidArgument: return "malformed";
+    default: return "call_failed";
+  }
+}
+
+absl::Status CircuitOpen(absl::Status status) {
+  status.SetPayload(kCircuitOpenPayload, absl::Cord("1"));
+  return status;
 }
 
 }  // namespace trellis::environment

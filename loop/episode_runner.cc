@@ -54,17 +54,6 @@ void ForEachConcurrently(int64_t n, int workers, const std::function<void(int64_
   for (std::thread& thread : pool) thread.join();
 }
 
-// The errors_by_reason key of a failed call (environment/environment.h's
-// codes).
-std::string Reason(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kDeadlineExceeded: return "deadline";
-    case absl::StatusCode::kUnavailable: return "unavailable";
-    case absl::StatusCode::kInvalidArgument: return "malformed";
-    default: return "call_failed";
-  }
-}
-
 // One Run's episodes and what their calls counted.
 class Episodes {
  public:
@@ -188,7 +177,7 @@ class Episodes {
     absl::MutexLock lock(&mu_);
     stats_.set_wait_seconds(stats_.wait_seconds() + waited);
     if (status.ok()) return;
-    (*stats_.mutable_errors_by_reason())[Reason(status)] += 1;
+    (*stats_.mutable_errors_by_reason())[environment::FailureReason(status)] += 1;
     if (status.code() == absl::StatusCode::kDeadlineExceeded) {
       stats_.set_timeouts(stats_.timeouts() + 1);
     }

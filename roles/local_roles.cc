@@ -96,6 +96,7 @@ void AddEnvironmentKinds(EnvironmentKinds kinds) {
 
 absl::StatusOr<std::unique_ptr<environment::Environment>> MakeEnvironment(
     const v1::EnvironmentConfig& config) {
+  if (config.name().empty()) return nullptr;
   return Make(&environment::RegisterBuiltinEnvironments, config);
 }
 

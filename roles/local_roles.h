@@ -63,7 +63,7 @@ void AddVerifierKinds(VerifierKinds kinds);
 using EnvironmentKinds = std::function<absl::Status(environment::EnvironmentRegistry&)>;
 void AddEnvironmentKinds(EnvironmentKinds kinds);
 
-// The environment `config` names (a built-in, environment/builtin.h, or a
+// The environment `config` names, null when it names none (a built-in, environment/builtin.h, or a
 // kind added by AddEnvironmentKinds), wrapped in the pool (deadlines,
 // breaker, counts: environment/pool.h). NotFound naming the registered
 // environments when config.name is unknown.

@@ -38,11 +38,16 @@ class LocalRoleSet final : public RoleSet {
         roles::MakeLocalReference(job, tokenizer, ledger);
     if (!reference.ok()) return reference.status();
     set->reference_ = *std::move(reference);
+    absl::StatusOr<std::unique_ptr<environment::Environment>> environment =
+        roles::MakeEnvironment(job.environment());
+    if (!environment.ok()) return environment.status();
+    set->environment_ = *std::move(environment);
     return set;
   }
 
   loop::Roles roles() override {
-    return loop::Roles{actor_.get(), learner_.get(), reference_.get(), verifier_.get()};
+    return loop::Roles{actor_.get(), learner_.get(), reference_.get(), verifier_.get(),
+                       environment_.get()};
   }
 
   absl::Status Restore(const Checkpoint& checkpoint) override {
@@ -58,6 +63,7 @@ class LocalRoleSet final : public RoleSet {
   std::unique_ptr<learner::LearnerWorker> learner_;
   std::unique_ptr<actor::RolloutWorker> actor_;
   std::unique_ptr<reference::ReferenceWorker> reference_;
+  std::unique_ptr<environment::Environment> environment_;
 };
 
 }  // namespace

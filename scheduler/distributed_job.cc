@@ -6,20 +6,21 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "actor/actor_service.h"
 #include "config/job_config.h"
 #include "config/request_limits.h"
 #include "config/worker_id.h"
 #include "env/run_dir.h"
-#include "absl/strings/str_format.h"
-#include "absl/synchronization/notification.h"
-#include "actor/actor_service.h"
 #include "learner/learner_service.h"
 #include "reference/reference_service.h"
+#include "roles/local_roles.h"
 #include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
-#include "scheduler/actor_pool.h"
 #include "run/job_runner.h"
+#include "scheduler/actor_pool.h"
 #include "scheduler/learner_group.h"
 #include "scheduler/scheduler_service.h"
 #include "verifier/verifier_service.h"
@@ -76,6 +77,12 @@ class RemoteRoleSet final : public run::RoleSet {
       set->verifier_ = verifier::NewGrpcVerifierClient(channel(verifiers.front()),
                                                        verifiers.front().id, timeout);
     }
+    // A multi-turn job's environment runs in the scheduler's process: the
+    // loop sends each turn's action to it between the actors' rounds.
+    absl::StatusOr<std::unique_ptr<environment::Environment>> environment =
+        roles::MakeEnvironment(job.environment());
+    if (!environment.ok()) return environment.status();
+    set->environment_ = *std::move(environment);
     std::string table = "id\taddress\tpid\n";
     for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {
       for (const WorkerInfo& w : registry->Workers(role)) {
@@ -89,7 +96,8 @@ class RemoteRoleSet final : public run::RoleSet {
   }
 
   loop::Roles roles() override {
-    return loop::Roles{actors_.get(), learner_.get(), reference_.get(), verifier_.get()};
+    return loop::Roles{actors_.get(), learner_.get(), reference_.get(), verifier_.get(),
+                       environment_.get()};
   }
 
   absl::Status Restore(const run::Checkpoint& checkpoint) override {
@@ -101,6 +109,7 @@ class RemoteRoleSet final : public run::RoleSet {
   std::unique_ptr<learner::LearnerWorker> learner_;
   std::unique_ptr<reference::ReferenceWorker> reference_;
   std::unique_ptr<verifier::VerifierClient> verifier_;
+  std::unique_ptr<environment::Environment> environment_;
 };
 
 absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& out_dir,

@@ -1,0 +1,125 @@
+// Multi-turn jobs end to end (docs/multi-turn.md): the environment runs
+// beside the loop (in the run's process embedded, in the scheduler's
+// launched), and a job with the same seed gives the same per-step rewards
+// either way; an environment written from docs/environment-protocol.md
+// alone, in plain Python, drives a training job through the "subprocess"
+// built-in.
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config/job_config.h"
+#include "gtest/gtest.h"
+#include "tests/launch_util.h"
+#include "tests/tiny_job.h"
+
+namespace trellis {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_util::ExitedOk;
+using testing_util::Slurp;
+using testing_util::StartTrellis;
+using testing_util::StepRewards;
+using testing_util::Wait;
+using testing_util::WriteText;
+
+constexpr int kSteps = 3;
+
+// The tiny job (one-digit sums, a policy that answers in digits, sums from
+// 10 up starting with "1") playing a guessing game of 0 or 1: a turn ends
+// with the digit "1", a guess of 1, which wins for half the episodes' seeds;
+// answers without a "1" end their episode unrewarded.
+v1::JobConfig GuessJob(const std::string& name) {
+  v1::JobConfig job = testing_util::VaryingRewardsJob(kSteps);
+  v1::EnvironmentConfig* env = job.mutable_environment();
+  env->set_name(name);
+  env->set_turn_stop("1");
+  env->set_max_turns(3);
+  env->set_max_turn_tokens(3);
+  env->set_options_json(R"({"low": 0, "high": 1})");
+  return job;
+}
+
+// The "environment" records of a run, in order.
+std::vector<nlohmann::json> EnvironmentRecords(const fs::path& dir) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(dir / "ledger.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_discarded() && record["type"] == "environment") records.push_back(record);
+  }
+  return records;
+}
+
+// Runs `trellis COMMAND JOB --out root/name`; fails the test when it fails.
+void RunTrellis(const fs::path& root, const std::string& command, const std::string& name,
+                const v1::JobConfig& job) {
+  WriteText(root / (name + ".yaml"), config::ResolvedJobYaml(job));
+  ASSERT_TRUE(ExitedOk(Wait(
+      StartTrellis({command, (root / (name + ".yaml")).string(), "--out", (root / name).string()},
+                   root / (name + ".log")))))
+      << Slurp(root / (name + ".log"));
+}
+
+fs::path FreshRoot(const std::string& name) {
+  const fs::path root = fs::path(::testing::TempDir()) / (name + "_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root);
+  return root;
+}
+
+TEST(MultiTurnTest, LaunchedAndEmbeddedGiveTheSameRewards) {
+  const fs::path root = FreshRoot("multi_turn_test");
+  v1::JobConfig job = GuessJob("guess_number");
+  RunTrellis(root, "run", "embedded", job);
+  const std::map<int64_t, double> want = StepRewards(root / "embedded");
+  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
+  double total = 0;
+  for (const auto& [step, reward] : want) total += reward;
+  EXPECT_GT(total, 0) << "no episode won: equal rewards would show nothing";
+
+  const std::vector<nlohmann::json> records = EnvironmentRecords(root / "embedded");
+  ASSERT_EQ(records.size(), static_cast<size_t>(kSteps));
+  int64_t turns = 0;
+  for (const nlohmann::json& r : records) {
+    EXPECT_EQ(r["environment"], "guess_number");
+    EXPECT_EQ(r["episodes"].get<int64_t>(),
+              job.grpo().prompts_per_step() * job.grpo().responses_per_prompt());
+    turns += r["turns_max"].get<int64_t>();
+  }
+  EXPECT_GT(turns, 0) << "no episode took a turn: the game was never played";
+
+  job.mutable_deployment()->mutable_actor()->set_count(2);
+  RunTrellis(root, "launch", "launched", job);
+  EXPECT_EQ(StepRewards(root / "launched"), want);
+  EXPECT_EQ(EnvironmentRecords(root / "launched").size(), static_cast<size_t>(kSteps));
+}
+
+TEST(MultiTurnTest, AnEnvironmentWrittenFromTheProtocolDocumentDrivesAJob) {
+  const fs::path root = FreshRoot("multi_turn_doc_test");
+  v1::JobConfig job = GuessJob("subprocess");
+  job.mutable_environment()->add_command(TRELLIS_SOURCE_DIR
+                                         "/environment/python/from_doc_environment.py");
+  RunTrellis(root, "run", "doc", job);
+  EXPECT_EQ(StepRewards(root / "doc").size(), static_cast<size_t>(kSteps));
+  const std::vector<nlohmann::json> records = EnvironmentRecords(root / "doc");
+  ASSERT_EQ(records.size(), static_cast<size_t>(kSteps));
+  int64_t turns = 0;
+  for (const nlohmann::json& r : records) {
+    EXPECT_EQ(r["environment"], "subprocess");
+    EXPECT_TRUE(r["errors_by_reason"].empty()) << r.dump();
+    turns += r["turns_max"].get<int64_t>();
+  }
+  EXPECT_GT(turns, 0) << "no episode took a turn: the plugin was never stepped";
+}
+
+}  // namespace
+}  // namespace trellis
