@@ -6,15 +6,10 @@
 // launched) trains the prompts of the stream the synchronous run trains,
 // each once, in the same steps.
 
-#include <signal.h>
-#include <sys/wait.h>
-
-#include <chrono>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -154,28 +149,10 @@ TEST_F(AsyncTest, PpoAndOnlineDpoRunAheadWithinTheBound) {
 // lost and none twice, and the account reconciles.
 void KillAndResume(const std::string& command, const std::string& name,
                    const std::vector<std::vector<uint64_t>>& want) {
-  const fs::path root = fs::path(testing::TempDir()) / name;
-  fs::remove_all(root);
-  fs::create_directories(root);
   v1::JobConfig job = Job(true, 1);
   job.mutable_runtime()->set_checkpoint_every(3);
-  testing_util::WriteText(root / "job.yaml", config::ResolvedJobYaml(job));
-  const fs::path dir = root / "run";
-  const pid_t pid = testing_util::StartTrellis(
-      {command, (root / "job.yaml").string(), "--out", dir.string()}, root / "first.log");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  bool seen = false;
-  while (!seen && std::chrono::steady_clock::now() < deadline) {
-    seen = Slurp(dir / "checkpoints" / "latest") == "step_3\n";
-    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  ::kill(pid, SIGKILL);
-  const int status = testing_util::Wait(pid);
-  ASSERT_TRUE(seen) << "no step_3 checkpoint within 120 s\n" << Slurp(root / "first.log");
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before the kill";
-  const int resumed = testing_util::Wait(
-      testing_util::StartTrellis({command, "--resume", dir.string()}, root / "resumed.log"));
-  ASSERT_TRUE(WIFEXITED(resumed) && WEXITSTATUS(resumed) == 0) << Slurp(root / "resumed.log");
+  const fs::path dir =
+      testing_util::KillAndResume(command, fs::path(testing::TempDir()) / name, job, 3);
   const std::vector<json> steps = Steps(dir);
   ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps));
   EXPECT_EQ(PromptIds(steps), want);

@@ -3,7 +3,9 @@
 // launched), and a job with the same seed gives the same per-step rewards
 // either way; an environment written from docs/environment-protocol.md
 // alone, in plain Python, drives a training job through the "subprocess"
-// built-in.
+// built-in; an asynchronous multi-turn run killed mid-step and resumed
+// replays the episodes in flight: it trains what an uninterrupted run
+// trains, step for step.
 
 #include <unistd.h>
 
@@ -119,6 +121,27 @@ TEST(MultiTurnTest, AnEnvironmentWrittenFromTheProtocolDocumentDrivesAJob) {
     turns += r["turns_max"].get<int64_t>();
   }
   EXPECT_GT(turns, 0) << "no episode took a turn: the plugin was never stepped";
+}
+
+TEST(MultiTurnTest, KilledAndResumedAsynchronousRunReplaysTheEpisodesInFlight) {
+  const fs::path root = FreshRoot("multi_turn_resume_test");
+  v1::JobConfig job = GuessJob("guess_number");
+  job.mutable_grpo()->set_steps(6);
+  job.mutable_async()->set_enabled(true);
+  job.mutable_async()->set_max_staleness(1);
+  job.mutable_runtime()->set_checkpoint_every(3);
+  RunTrellis(root, "run", "whole", job);
+  const std::map<int64_t, nlohmann::json> want = testing_util::StepRecords(root / "whole");
+  ASSERT_EQ(want.size(), 6u);
+  const fs::path dir = testing_util::KillAndResume("run", root / "killed", job, 3);
+  const std::map<int64_t, nlohmann::json> got = testing_util::StepRecords(dir);
+  ASSERT_EQ(got.size(), 6u);
+  for (const auto& [step, record] : want) {
+    EXPECT_EQ(got.at(step)["prompt_ids"], record["prompt_ids"]) << "step " << step;
+    EXPECT_EQ(got.at(step)["mean_reward"], record["mean_reward"]) << "step " << step;
+  }
+  EXPECT_TRUE(got.at(5)["prompt_account"]["reconciles"].get<bool>());
+  EXPECT_EQ(got.at(5)["prompt_account"]["in_flight"], 0);
 }
 
 }  // namespace

@@ -4,19 +4,22 @@
 // Shared by the end-to-end tests: the default job shrunk to run in about a
 // second on one thread.
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "config/job_config.h"
 #include "gtest/gtest.h"
 #include "run/embedded_job.h"
 #include "tests/job_shapes.h"
@@ -49,6 +52,13 @@ inline void WriteText(const std::filesystem::path& path, const std::string& text
   out << text;
 }
 
+inline std::string Slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 #ifdef TRELLIS_BINARY
 // Starts `trellis ARGS...` with stdout and stderr to `log`; returns its pid.
 inline pid_t StartTrellis(const std::vector<std::string>& args,
@@ -65,6 +75,37 @@ inline pid_t StartTrellis(const std::vector<std::string>& args,
     _exit(127);
   }
   return pid;
+}
+
+// Runs `trellis COMMAND job.yaml --out ROOT/run` for `job`, SIGKILLs it as
+// soon as its step-`kill_after` checkpoint is in place, and resumes it to the
+// end; returns the run directory (the test fails when a stage does).
+inline std::filesystem::path KillAndResume(const std::string& command,
+                                           const std::filesystem::path& root,
+                                           const v1::JobConfig& job, int kill_after) {
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  WriteText(root / "job.yaml", config::ResolvedJobYaml(job));
+  const std::filesystem::path dir = root / "run";
+  const pid_t pid = StartTrellis({command, (root / "job.yaml").string(), "--out", dir.string()},
+                                 root / "first.log");
+  const std::string want = "step_" + std::to_string(kill_after) + "\n";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool seen = false;
+  while (!seen && std::chrono::steady_clock::now() < deadline) {
+    seen = Slurp(dir / "checkpoints" / "latest") == want;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(seen) << "no step_" << kill_after << " checkpoint within 120 s\n"
+                    << Slurp(root / "first.log");
+  EXPECT_TRUE(WIFSIGNALED(status)) << "the run ended before the kill";
+  const pid_t resumed = StartTrellis({command, "--resume", dir.string()}, root / "resumed.log");
+  ::waitpid(resumed, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(root / "resumed.log");
+  return dir;
 }
 #endif
 
@@ -97,13 +138,6 @@ inline std::map<int64_t, double> StepRewards(const std::filesystem::path& dir) {
     rewards[step] = record["mean_reward"].get<double>();
   }
   return rewards;
-}
-
-inline std::string Slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // An embedded run's step records, in step order, and its summary.
