@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -161,6 +162,24 @@ absl::StatusOr<std::vector<Segment>> ChatTemplate::RenderTurns(const std::vector
   }
   if (full->size() > done) segments.push_back({SegmentKind::kPrompt, full->substr(done)});
   return segments;
+}
+
+absl::StatusOr<std::string> ChatTemplate::Continue(const std::string& so_far,
+                                                   const std::vector<Message>& messages,
+                                                   const Json& tools) const {
+  absl::StatusOr<std::string> rendered = Render(messages, tools, true);
+  if (!rendered.ok()) return rendered.status();
+  if (absl::StartsWith(*rendered, so_far)) return rendered->substr(so_far.size());
+  size_t part = 0;
+  while (part < so_far.size() && part < rendered->size() && so_far[part] == (*rendered)[part]) {
+    ++part;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      source_, ": cannot continue the conversation token-exactly: rendered with its ",
+      messages.size(), " messages, it does not start with the text so far (they part at byte ",
+      part, ": \"", absl::CHexEscape(so_far.substr(part, 40)), "\" against \"",
+      absl::CHexEscape(rendered->substr(part, 40)),
+      "\"), so the template renders earlier turns differently once later ones follow"));
 }
 
 }  // namespace trellis::chat

@@ -58,6 +58,16 @@ class ChatTemplate {
   [[nodiscard]] absl::StatusOr<std::vector<Segment>> RenderTurns(
       const std::vector<Message>& messages, const Json& tools) const;
 
+  // What the template renders after `so_far` for `messages` with the
+  // generation prompt: Render(messages, tools, true) less its start, which
+  // must be exactly `so_far` (an earlier rendering of the conversation
+  // followed by the text a model wrote). Refused, naming the template and
+  // where the two part, when it is not: the template cannot then be
+  // continued token-exactly (multi-turn episodes, docs/multi-turn.md).
+  [[nodiscard]] absl::StatusOr<std::string> Continue(const std::string& so_far,
+                                                     const std::vector<Message>& messages,
+                                                     const Json& tools) const;
+
  private:
   ChatTemplate() = default;
   absl::StatusOr<const jinja::Template*> Select(const Json& tools) const;

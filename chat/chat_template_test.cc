@@ -123,6 +123,41 @@ TEST_F(ChatTemplateTest, TurnsRefuseTemplatesThatRewriteEarlierTurns) {
   EXPECT_THAT(std::string(turns.status().message()), HasSubstr("cannot mark messages[1] (assistant)"));
 }
 
+// A tool result after a model's turn: what Qwen2.5 renders after the turn's
+// exact text, its end of turn included, through the next generation prompt.
+TEST_F(ChatTemplateTest, ContinueRendersWhatFollowsTheTextSoFar) {
+  const ChatTemplate chat = Load("qwen25");
+  std::vector<Message> messages =
+      *ParseMessages(Json::parse(R"([{"role": "user", "content": "2+2?"}])"));
+  const std::string prompt = *chat.Render(messages, Json(), true);
+  const std::string turn = "<tool_call>\n{\"name\": \"add\"}\n</tool_call>";
+  messages.push_back(Message{"assistant", Json(turn)});
+  messages.push_back(Message{"tool", Json("4")});
+  absl::StatusOr<std::string> next = chat.Continue(prompt + turn, messages, Json());
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next,
+            "<|im_end|>\n<|im_start|>user\n<tool_response>\n4\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(prompt + turn + *next, *chat.Render(messages, Json(), true));
+}
+
+// A template that writes the number of messages first renders no
+// conversation as the start of a longer one.
+TEST_F(ChatTemplateTest, ContinueRefusesTemplatesThatAreNotPrefixStable) {
+  const ChatTemplate chat = *ChatTemplate::Create(
+      {{"default", "{{ messages | length }}{% for m in messages %}[{{ m.content }}]{% endfor %}"}},
+      {}, "counting.jinja", &env_);
+  const std::vector<Message> one =
+      *ParseMessages(Json::parse(R"([{"role": "user", "content": "a"}])"));
+  const std::vector<Message> two = *ParseMessages(
+      Json::parse(R"([{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}])"));
+  absl::StatusOr<std::string> next = chat.Continue(*chat.Render(one, Json(), true), two, Json());
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(next.status().message()),
+              HasSubstr("counting.jinja: cannot continue the conversation token-exactly"));
+  EXPECT_THAT(std::string(next.status().message()), HasSubstr("they part at byte 0"));
+}
+
 TEST_F(ChatTemplateTest, RaiseExceptionBecomesAnErrorNamingTheTemplate) {
   const Json bad = Json::parse(R"([{"role": "system", "content": "s"}, {"role": "system", "content": "t"}])");
   absl::StatusOr<std::string> out = Load("mistral").Render(*ParseMessages(bad), Json(), true);

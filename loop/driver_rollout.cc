@@ -128,7 +128,7 @@ absl::Status Driver::FinishRound(PendingRound& round, StepSamples* out, double* 
 absl::StatusOr<EpisodeResults> Driver::RunEpisodes(
     const v1::GenerateRequest& request, const std::vector<const data::Example*>& examples) {
   if (roles_.environment == nullptr) return NoEnvironment();
-  EpisodeRunner runner(job_, roles_.actor, roles_.environment, &tokenizer());
+  EpisodeRunner runner(job_, roles_.actor, roles_.environment, &format());
   return runner.Run(request, examples);
 }
 

@@ -1,17 +1,17 @@
 #include "loop/episode_runner.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "loop/loop_util.h"
+#include "loop/turn_format.h"
 
 namespace trellis::loop {
 namespace {
@@ -33,26 +33,10 @@ struct Episode {
   EpisodeEnd end = v1::EPISODE_END_UNSPECIFIED;
   absl::Time start;
   std::string action;  // the turn that waits for its Step
+  std::unique_ptr<TurnFormat> format;
 
   bool live() const { return end == v1::EPISODE_END_UNSPECIFIED; }
 };
-
-// Runs fn(i) for every i in [0, n) on at most `workers` threads.
-void ForEachConcurrently(int64_t n, int workers, const std::function<void(int64_t)>& fn) {
-  const int threads = static_cast<int>(std::min<int64_t>(std::max(1, workers), n));
-  if (threads <= 1) {
-    for (int64_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  std::atomic<int64_t> next{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      for (int64_t i = next++; i < n; i = next++) fn(i);
-    });
-  }
-  for (std::thread& thread : pool) thread.join();
-}
 
 // One Run's episodes and what their calls counted.
 class Episodes {
@@ -87,7 +71,7 @@ class Episodes {
         Call(e, [&] { return environment_->Open(request); });
     if (!opened.ok()) return;
     e.opened = true;
-    Observe(e, opened->observation());
+    Observe(e, e.format->Open(opened->observation()));
   }
 
   void Step(Episode& e) {
@@ -113,7 +97,7 @@ class Episodes {
     } else if (e.sample.turns() >= config_.max_turns()) {
       e.end = v1::MAX_TURNS;
     } else {
-      Observe(e, stepped->observation());
+      Observe(e, e.format->AfterTurn(e.action, stepped->observation()));
     }
   }
 
@@ -160,6 +144,13 @@ class Episodes {
     return stats;
   }
 
+  // The first turn-format failure (a chat template that cannot be
+  // continued): it fails the Run.
+  absl::Status format_error() {
+    absl::MutexLock lock(&mu_);
+    return format_error_;
+  }
+
  private:
   // Makes one environment call for `e`, timed and counted; a failure ends
   // the episode.
@@ -183,15 +174,28 @@ class Episodes {
     }
   }
 
-  // An observation's tokens appended, untrained, as many as the episode's
-  // token limit leaves (MAX_TOKENS when it cuts them).
-  void Observe(Episode& e, const std::string& text) {
-    if (text.empty()) return;
-    absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(text);
-    if (!ids.ok()) {
-      Count(now_(), absl::InvalidArgumentError(ids.status().message()));
+  // An observation as the episode's turn format rendered it: the prompt it
+  // replaces, if any, then its text's tokens appended, untrained, as many
+  // as the episode's token limit leaves (MAX_TOKENS when it cuts them). A
+  // text the tokenizer cannot represent ends the episode; a format failure
+  // too, and is kept for the Run.
+  void Observe(Episode& e, const absl::StatusOr<TurnFormat::Rendered>& rendered) {
+    if (!rendered.ok()) {
+      e.end = v1::ENVIRONMENT_FAILED;
+      absl::MutexLock lock(&mu_);
+      if (format_error_.ok()) format_error_ = At(rendered.status(), absl::StrCat("episode ", e.id));
+      return;
+    }
+    absl::StatusOr<std::vector<int32_t>> prompt = tokenizer_->Encode(rendered->prompt.value_or(""));
+    absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(rendered->text);
+    if (!prompt.ok() || !ids.ok()) {
+      Count(now_(), absl::InvalidArgumentError((prompt.ok() ? ids : prompt).status().message()));
       e.end = v1::ENVIRONMENT_FAILED;
       return;
+    }
+    if (rendered->prompt.has_value()) {
+      e.sequence = *prompt;
+      *e.sample.mutable_prompt_tokens() = {prompt->begin(), prompt->end()};
     }
     const int64_t room = limit_ - static_cast<int64_t>(e.sequence.size());
     const int64_t kept = std::min<int64_t>(room, static_cast<int64_t>(ids->size()));
@@ -216,6 +220,7 @@ class Episodes {
   int64_t policy_tokens_ = 0;
   absl::Mutex mu_;
   v1::EnvironmentStats stats_ ABSL_GUARDED_BY(mu_);
+  absl::Status format_error_ ABSL_GUARDED_BY(mu_);
 };
 
 // The episodes `keep` accepts.
@@ -290,24 +295,21 @@ absl::StatusOr<bool> TakeTurns(const v1::JobConfig& job, actor::RolloutWorker& a
 }  // namespace
 
 EpisodeRunner::EpisodeRunner(const v1::JobConfig& job, actor::RolloutWorker* actor,
-                             environment::Environment* environment,
-                             const text::Tokenizer* tokenizer, Clock now)
-    : job_(job),
-      actor_(actor),
-      environment_(environment),
-      tokenizer_(tokenizer),
-      now_(std::move(now)) {}
+                             environment::Environment* environment, const PromptFormat* format,
+                             Clock now)
+    : job_(job), actor_(actor), environment_(environment), format_(format), now_(std::move(now)) {}
 
 absl::StatusOr<EpisodeResults> EpisodeRunner::Run(
     const v1::GenerateRequest& request, const std::vector<const data::Example*>& examples) {
   const v1::EnvironmentConfig& config = job_.environment();
-  absl::StatusOr<std::vector<int32_t>> stop = tokenizer_->Encode(config.turn_stop());
+  const text::Tokenizer* tokenizer = &format_->tokenizer();
+  absl::StatusOr<std::vector<int32_t>> stop = tokenizer->Encode(config.turn_stop());
   if (!stop.ok() || stop->empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("environment.turn_stop \"", config.turn_stop(), "\" has no tokens",
                      stop.ok() ? "" : absl::StrCat(": ", stop.status().message())));
   }
-  Episodes run(job_, environment_, tokenizer_, now_);
+  Episodes run(job_, environment_, tokenizer, now_);
   const int n = std::max(1, request.responses_per_prompt());
   std::map<uint64_t, uint64_t> occurrences;
   for (int p = 0; p < request.prompts_size(); ++p) {
@@ -320,6 +322,9 @@ absl::StatusOr<EpisodeResults> EpisodeRunner::Run(
       e.seed = MixSeed(request.seed(), e.key);
       e.prompt = &prompt;
       e.example = p < static_cast<int>(examples.size()) ? examples[p] : nullptr;
+      absl::StatusOr<std::unique_ptr<TurnFormat>> format = NewTurnFormat(*format_, e.example);
+      if (!format.ok()) return format.status();
+      e.format = *std::move(format);
       e.sequence.assign(prompt.token_ids().begin(), prompt.token_ids().end());
       e.sample.set_prompt_id(prompt.id());
       e.sample.set_index(r);
@@ -330,13 +335,14 @@ absl::StatusOr<EpisodeResults> EpisodeRunner::Run(
               [&](Episode& e) { run.Open(e); });
   EpisodeResults out;
   absl::StatusOr<bool> any_live = true;
-  for (int turn = 0; any_live.ok() && *any_live; ++turn) {
+  for (int turn = 0; any_live.ok() && *any_live && run.format_error().ok(); ++turn) {
     any_live = TakeTurns(job_, *actor_, now_, request, *stop, turn, run, &out.rollout);
     if (any_live.ok()) run.ForEach(Select(run.all(), IsLive), [&](Episode& e) { run.Step(e); });
   }
   run.ForEach(Select(run.all(), [](const Episode& e) { return e.opened; }),
               [&](Episode& e) { run.Close(e); });
   if (!any_live.ok()) return any_live.status();
+  if (absl::Status s = run.format_error(); !s.ok()) return s;
 
   out.stats = run.Stats();
   for (Episode& e : run.all()) {
@@ -344,7 +350,7 @@ absl::StatusOr<EpisodeResults> EpisodeRunner::Run(
     e.sample.set_truncated(e.end == v1::MAX_TOKENS);
     std::vector<int32_t> response(e.sample.response_tokens().begin(),
                                   e.sample.response_tokens().end());
-    e.sample.set_response_text(tokenizer_->Decode(response));
+    e.sample.set_response_text(tokenizer->Decode(response));
     out.rewards.push_back(e.end == v1::ENVIRONMENT_FAILED ? config.failure_reward() : e.reward);
     *out.rollout.add_samples() = std::move(e.sample);
   }

@@ -19,7 +19,7 @@
 #include "actor/rollout_worker.h"
 #include "data/dataset.h"
 #include "environment/environment.h"
-#include "text/tokenizer.h"
+#include "loop/prompt_format.h"
 #include "trellis/v1/environment.pb.h"
 #include "trellis/v1/job.pb.h"
 #include "trellis/v1/rollout.pb.h"
@@ -40,11 +40,12 @@ class EpisodeRunner {
  public:
   using Clock = std::function<absl::Time()>;
 
-  // `job`'s environment and sampling; `tokenizer` the one the prompts were
-  // made with (loop/prompt_format.h). `now` times the episode deadline and
-  // the environment's waits. The pointers outlive the runner.
+  // `job`'s environment and sampling; `format` the one the prompts were
+  // made with: its tokenizer, and its chat template for chat examples
+  // (loop/turn_format.h). `now` times the episode deadline and the
+  // environment's waits. The pointers outlive the runner.
   EpisodeRunner(const v1::JobConfig& job, actor::RolloutWorker* actor,
-                environment::Environment* environment, const text::Tokenizer* tokenizer,
+                environment::Environment* environment, const PromptFormat* format,
                 Clock now = &absl::Now);
 
   // Runs request.responses_per_prompt episodes for each of request.prompts
@@ -59,7 +60,7 @@ class EpisodeRunner {
   const v1::JobConfig& job_;
   actor::RolloutWorker* actor_;
   environment::Environment* environment_;
-  const text::Tokenizer* tokenizer_;
+  const PromptFormat* format_;
   Clock now_;
 };
 

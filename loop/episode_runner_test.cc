@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loop/testing/fake_environment.h"
 
@@ -14,10 +16,16 @@ namespace {
 
 using testing::FakeEnvironment;
 using testing::FakeTurnActor;
+using ::testing::HasSubstr;
+
+const char kAlphabet[] =
+    "\n !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`"
+    "abcdefghijklmnopqrstuvwxyz{|}~";
+const char kQwen25[] = TRELLIS_SOURCE_DIR "/tests/fixtures/chat/qwen25";
 
 class EpisodeRunnerTest : public ::testing::Test {
  protected:
-  EpisodeRunnerTest() : tokenizer_(text::NewCharTokenizer()), actor_(tokenizer_.get()) {
+  EpisodeRunnerTest() : actor_(&format_.tokenizer()) {
     job_.mutable_model()->set_max_seq_len(64);
     v1::EnvironmentConfig* env = job_.mutable_environment();
     env->set_name("fake");
@@ -40,24 +48,34 @@ class EpisodeRunnerTest : public ::testing::Test {
       v1::Prompt* prompt = request.add_prompts();
       prompt->set_id(p);
       prompt->set_text(texts[p]);
-      prompt->add_token_ids(*tokenizer_->bos_id());
+      prompt->add_token_ids(*format_.tokenizer().bos_id());
       for (int32_t id : Encode(texts[p])) prompt->add_token_ids(id);
     }
     return request;
   }
 
-  std::vector<int32_t> Encode(const std::string& text) { return *tokenizer_->Encode(text); }
+  std::vector<int32_t> Encode(const std::string& text) { return *format_.tokenizer().Encode(text); }
 
-  EpisodeResults Run(const v1::GenerateRequest& request) {
-    EpisodeRunner runner(job_, &actor_, &env_, tokenizer_.get(), [this] { return env_.Now(); });
-    absl::StatusOr<EpisodeResults> results = runner.Run(request, {});
+  absl::StatusOr<EpisodeResults> TryRun(const v1::GenerateRequest& request,
+                                        const std::vector<const data::Example*>& examples,
+                                        const PromptFormat& format) {
+    EpisodeRunner runner(job_, &actor_, &env_, &format, [this] { return env_.Now(); });
+    return runner.Run(request, examples);
+  }
+
+  EpisodeResults Run(const v1::GenerateRequest& request,
+                     const std::vector<const data::Example*>& examples = {}) {
+    absl::StatusOr<EpisodeResults> results = TryRun(request, examples, format_);
     EXPECT_TRUE(results.ok()) << results.status();
     EXPECT_EQ(env_.closed, env_.opened);
     return results.ok() ? *std::move(results) : EpisodeResults();
   }
 
   v1::JobConfig job_;
-  std::unique_ptr<text::Tokenizer> tokenizer_;
+  // The character tokenizer (printable ASCII and the newline) and Qwen2.5's
+  // chat template, for the examples that hold messages.
+  PromptFormat format_{text::NewCharTokenizer(kAlphabet),
+                       chat::ChatTemplate::FromTokenizerConfig(kQwen25)};
   FakeTurnActor actor_;
   FakeEnvironment env_;
 };
@@ -138,7 +156,7 @@ TEST_F(EpisodeRunnerTest, EndsWhenThePolicyStops) {
   const v1::Sample& s = results.rollout.samples(0);
   EXPECT_EQ(s.episode_end(), v1::POLICY_STOPPED);
   EXPECT_EQ(s.turns(), 0);
-  EXPECT_EQ(s.response_tokens(s.response_tokens_size() - 1), tokenizer_->eos_id());
+  EXPECT_EQ(s.response_tokens(s.response_tokens_size() - 1), format_.tokenizer().eos_id());
   EXPECT_FLOAT_EQ(results.rewards[0], 0.0f);
 }
 
@@ -210,6 +228,68 @@ TEST_F(EpisodeRunnerTest, EpisodesDoNotDependOnTheBatch) {
     const v1::Sample& alone = (i < 2 ? first : second).rollout.samples(i % 2);
     EXPECT_EQ(together.rollout.samples(i).SerializeAsString(), alone.SerializeAsString()) << i;
   }
+}
+
+// A chat example's episode is the template's rendering of the whole
+// conversation: the opening observation a user message of the prompt, each
+// turn exactly as generated, then what Qwen2.5 renders for the turn as an
+// assistant message and the observation as the tool result, through the
+// next generation prompt.
+TEST_F(EpisodeRunnerTest, ChatObservationsAreRenderedAsTheTemplateRendersThem) {
+  job_.mutable_model()->set_max_seq_len(4096);
+  env_.done_at_turn = 1;
+  data::Example example;
+  example.messages_json = R"([{"role":"user","content":"Guess."}])";
+  v1::GenerateRequest request = Request(0, 1);
+  *request.add_prompts() = *format_.MakePrompt(example);
+  const EpisodeResults results = Run(request, {&example});
+  ASSERT_EQ(results.rollout.samples_size(), 1);
+  const v1::Sample& s = results.rollout.samples(0);
+  const std::vector<std::string>& actions = env_.actions["77-0-0-0"];
+  ASSERT_EQ(actions.size(), 2u);
+  const chat::ChatTemplate chat = *chat::ChatTemplate::FromTokenizerConfig(kQwen25);
+  std::vector<chat::Message> messages = *chat::ParseMessages(
+      chat::Json::parse(R"([{"role":"user","content":"Guess."},{"role":"user","content":"Q:"}])"));
+  const std::string prompt = *chat.Render(messages, nullptr, true);
+  EXPECT_EQ(std::vector<int32_t>(s.prompt_tokens().begin(), s.prompt_tokens().end()),
+            Encode(prompt));
+  const std::string between =
+      "<|im_end|>\n<|im_start|>user\n<tool_response>\no0;\n</tool_response><|im_end|>\n"
+      "<|im_start|>assistant\n";
+  EXPECT_EQ(std::vector<int32_t>(s.response_tokens().begin(), s.response_tokens().end()),
+            Encode(actions[0] + between + actions[1]));
+  std::vector<bool> trained(3, true);
+  trained.insert(trained.end(), between.size(), false);
+  trained.insert(trained.end(), 3, true);
+  EXPECT_EQ(std::vector<bool>(s.trained().begin(), s.trained().end()), trained);
+  messages.push_back(chat::Message{"assistant", chat::Json(actions[0])});
+  messages.push_back(chat::Message{"tool", chat::Json("o0;")});
+  EXPECT_EQ(prompt + actions[0] + between, *chat.Render(messages, nullptr, true));
+  EXPECT_EQ(results.stats.environment_tokens(), static_cast<int64_t>(between.size()));
+}
+
+// A template that renders a longer conversation with a different start
+// cannot be continued token-exactly: the run fails naming it, and every
+// episode is still closed.
+TEST_F(EpisodeRunnerTest, ATemplateThatIsNotPrefixStableFailsTheRun) {
+  job_.mutable_model()->set_max_seq_len(4096);
+  PromptFormat counting(
+      text::NewCharTokenizer(kAlphabet),
+      chat::ChatTemplate::Create(
+          {{"default",
+            "{{ messages | length }}{% for m in messages %}[{{ m.content }}]{% endfor %}"}},
+          {}, "counting.jinja", env::Env::Default()));
+  data::Example example;
+  example.messages_json = R"([{"role":"user","content":"Guess."}])";
+  v1::GenerateRequest request = Request(0, 2);
+  *request.add_prompts() = *counting.MakePrompt(example);
+  absl::StatusOr<EpisodeResults> results = TryRun(request, {&example}, counting);
+  EXPECT_EQ(results.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(results.status().message()),
+              HasSubstr("counting.jinja: cannot continue the conversation token-exactly"));
+  EXPECT_THAT(std::string(results.status().message()), HasSubstr("episode 77-0-0-"));
+  EXPECT_EQ(env_.opened.size(), 2u);
+  EXPECT_EQ(env_.closed, env_.opened);
 }
 
 }  // namespace

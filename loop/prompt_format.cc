@@ -8,26 +8,6 @@
 #include "text/hf_tokenizer.h"
 
 namespace trellis::loop {
-namespace {
-
-// The example's conversation and tools (its metadata's "tools", when any).
-struct Chat {
-  std::vector<chat::Message> messages;
-  chat::Json tools;
-};
-
-absl::StatusOr<Chat> ParseChat(const data::Example& example) {
-  const chat::Json messages = chat::Json::parse(example.messages_json, nullptr, false);
-  absl::StatusOr<std::vector<chat::Message>> parsed = chat::ParseMessages(messages);
-  if (!parsed.ok()) return parsed.status();
-  Chat chat{*std::move(parsed), nullptr};
-  const chat::Json metadata = chat::Json::parse(example.metadata_json, nullptr, false);
-  if (metadata.is_object() && metadata.contains("tools")) chat.tools = metadata["tools"];
-  return chat;
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<PromptFormat>> PromptFormat::ForJob(const v1::JobConfig& job) {
   const std::string& dir = job.model().path();
   if (dir.empty()) {
@@ -48,11 +28,20 @@ PromptFormat::PromptFormat(std::unique_ptr<text::Tokenizer> tokenizer,
                            absl::StatusOr<chat::ChatTemplate> chat_template)
     : tokenizer_(std::move(tokenizer)), chat_template_(std::move(chat_template)) {}
 
-absl::StatusOr<const chat::ChatTemplate*> PromptFormat::ChatFor(
+absl::StatusOr<std::optional<ExampleChat>> PromptFormat::ChatOf(
     const data::Example& example) const {
-  if (chat_template_.ok()) return &*chat_template_;
-  return absl::FailedPreconditionError(absl::StrCat("example ", example.id, " holds messages, but ",
-                                                    chat_template_.status().message()));
+  if (example.messages_json.empty()) return std::nullopt;
+  if (!chat_template_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "example ", example.id, " holds messages, but ", chat_template_.status().message()));
+  }
+  const chat::Json messages = chat::Json::parse(example.messages_json, nullptr, false);
+  absl::StatusOr<std::vector<chat::Message>> parsed = chat::ParseMessages(messages);
+  if (!parsed.ok()) return parsed.status();
+  ExampleChat chat{&*chat_template_, *std::move(parsed), nullptr};
+  const chat::Json metadata = chat::Json::parse(example.metadata_json, nullptr, false);
+  if (metadata.is_object() && metadata.contains("tools")) chat.tools = metadata["tools"];
+  return chat;
 }
 
 absl::StatusOr<v1::Prompt> PromptFormat::MakePrompt(const data::Example& example) const {
@@ -61,13 +50,12 @@ absl::StatusOr<v1::Prompt> PromptFormat::MakePrompt(const data::Example& example
   prompt.set_id(example.id);
   prompt.set_answer(example.answer);
   std::string text = example.prompt;
-  if (!example.messages_json.empty()) {
-    absl::StatusOr<const chat::ChatTemplate*> chat = ChatFor(example);
-    if (!chat.ok()) return chat.status();
-    absl::StatusOr<Chat> parsed = ParseChat(example);
-    if (!parsed.ok()) return At(parsed.status(), where);
+  absl::StatusOr<std::optional<ExampleChat>> chat = ChatOf(example);
+  if (!chat.ok()) return At(chat.status(), where);
+  if (chat->has_value()) {
+    const ExampleChat& parsed = **chat;
     absl::StatusOr<std::string> rendered =
-        (*chat)->Render(parsed->messages, parsed->tools, /*add_generation_prompt=*/true);
+        parsed.chat_template->Render(parsed.messages, parsed.tools, /*add_generation_prompt=*/true);
     if (!rendered.ok()) return At(rendered.status(), where);
     text = *std::move(rendered);
   } else if (std::optional<int32_t> bos = tokenizer_->bos_id(); bos.has_value()) {
@@ -101,10 +89,9 @@ absl::StatusOr<v1::SftBatch::Pair> PromptFormat::MakeSftPair(const data::Example
     return pair;
   }
   const std::string where = absl::StrCat("example ", example.id);
-  absl::StatusOr<const chat::ChatTemplate*> chat = ChatFor(example);
-  if (!chat.ok()) return chat.status();
-  absl::StatusOr<Chat> parsed = ParseChat(example);
-  if (!parsed.ok()) return At(parsed.status(), where);
+  absl::StatusOr<std::optional<ExampleChat>> chat = ChatOf(example);
+  if (!chat.ok()) return At(chat.status(), where);
+  ExampleChat* parsed = &**chat;
   if (!example.answer.empty()) {
     chat::Message answer;
     answer.role = "assistant";
@@ -112,7 +99,7 @@ absl::StatusOr<v1::SftBatch::Pair> PromptFormat::MakeSftPair(const data::Example
     parsed->messages.push_back(std::move(answer));
   }
   absl::StatusOr<std::vector<chat::Segment>> turns =
-      (*chat)->RenderTurns(parsed->messages, parsed->tools);
+      parsed->chat_template->RenderTurns(parsed->messages, parsed->tools);
   if (!turns.ok()) return At(turns.status(), where);
   bool in_target = false;
   for (const chat::Segment& segment : *turns) {

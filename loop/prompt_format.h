@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,13 @@
 #include "trellis/v1/rollout.pb.h"
 
 namespace trellis::loop {
+
+// A chat example's conversation and the template that renders it.
+struct ExampleChat {
+  const chat::ChatTemplate* chat_template = nullptr;
+  std::vector<chat::Message> messages;
+  chat::Json tools;  // the example's metadata's "tools"; null when none
+};
 
 class PromptFormat {
  public:
@@ -53,11 +61,12 @@ class PromptFormat {
   // turns only (SftBatch.Pair.trained).
   [[nodiscard]] absl::StatusOr<v1::SftBatch::Pair> MakeSftPair(const data::Example& example) const;
 
- private:
-  // The example's chat template, or an error naming the example when the
-  // model has none.
-  absl::StatusOr<const chat::ChatTemplate*> ChatFor(const data::Example& example) const;
+  // The example's chat: nullopt for a plain example (no "messages"). Fails
+  // when the model has no chat template or the messages do not parse.
+  [[nodiscard]] absl::StatusOr<std::optional<ExampleChat>> ChatOf(
+      const data::Example& example) const;
 
+ private:
   std::unique_ptr<text::Tokenizer> tokenizer_;
   // Or why the model has none.
   absl::StatusOr<chat::ChatTemplate> chat_template_;
