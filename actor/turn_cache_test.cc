@@ -112,7 +112,8 @@ class TurnsTest : public TurnCacheTest {
     request.mutable_sampling()->set_temperature(1.0);
     request.mutable_sampling()->set_top_p(0.95f);
     request.mutable_sampling()->set_max_new_tokens(5);
-    for (int32_t stop : {1, 2, 4, 5, 7, 8}) request.mutable_sampling()->add_stop()->add_token_ids(stop);
+    for (int32_t stop : {1, 2, 4, 5, 7, 8})
+      request.mutable_sampling()->add_stop()->add_token_ids(stop);
     for (int p = 0; p < (previous == nullptr ? 8 : 2); ++p) {
       v1::Prompt* prompt = request.add_prompts();
       prompt->set_id(10 * turn + 100 + p);
@@ -155,10 +156,10 @@ EngineOptions Options(bool share, bool continuous, int64_t budget = 0) {
 // sequence, and only the new tokens (the last sampled token, never fed,
 // and the observation) are run for a continued row.
 TEST_F(TurnsTest, ContinuedRowsSampleWhatAFullPrefillSamples) {
-  for (const auto& [name, options] : std::vector<std::pair<std::string, EngineOptions>>{
-           {"default", Options(true, true)},
-           {"old engine", Options(false, false)},
-           {"budget 2", Options(true, true, 2)}}) {
+  for (const auto& [name, options] :
+       std::vector<std::pair<std::string, EngineOptions>>{{"default", Options(true, true)},
+                                                          {"old engine", Options(false, false)},
+                                                          {"budget 2", Options(true, true, 2)}}) {
     TurnCache turns(int64_t{1} << 30);
     v1::GenerateRequest request = Turn(0, nullptr, nullptr);
     EngineResult cached = Run(request, options, &turns);

@@ -86,7 +86,9 @@ Prefill RunPrefill(model::TransformerImpl& model,
   for (int64_t s = 0; s < count; ++s) {
     if (!cached[s]) continue;
     for (size_t l = 0; l < prefill.cache.keys.size(); ++l) {
-      prefill.cache.keys[l][s].narrow(1, past - reused[s], reused[s]).copy_(cached[s]->kv.keys[l][0]);
+      prefill.cache.keys[l][s]
+          .narrow(1, past - reused[s], reused[s])
+          .copy_(cached[s]->kv.keys[l][0]);
       prefill.cache.values[l][s]
           .narrow(1, past - reused[s], reused[s])
           .copy_(cached[s]->kv.values[l][0]);
