@@ -65,6 +65,21 @@ TEST_F(TurnCacheTest, TakesTheLongestProperPrefixOnce) {
   EXPECT_EQ(cache.bytes(), 0);
 }
 
+// Rows with equal sequences (two responses that stopped alike) share an
+// entry, taken once per row.
+TEST_F(TurnCacheTest, EqualSequencesShareAnEntryTakenOncePerPut) {
+  torch::NoGradGuard no_grad;
+  TurnCache cache(Bytes(100));
+  cache.Put({1, 2, 3}, source_, 0);
+  cache.Put({1, 2, 3}, source_, 1);
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.bytes(), Bytes(3));
+  EXPECT_TRUE(cache.Take(Ids({1, 2, 3, 4})).has_value());
+  EXPECT_TRUE(cache.Take(Ids({1, 2, 3, 5})).has_value());
+  EXPECT_FALSE(cache.Take(Ids({1, 2, 3, 4})).has_value());
+  EXPECT_EQ(cache.bytes(), 0);
+}
+
 TEST_F(TurnCacheTest, KeepsWithinItsBudgetDroppingTheOldest) {
   torch::NoGradGuard no_grad;
   TurnCache cache(Bytes(10));

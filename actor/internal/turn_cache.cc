@@ -42,6 +42,7 @@ std::optional<TurnCache::Entry> TurnCache::Take(
         !std::equal(tokens.begin(), tokens.end(), prompt.begin())) {
       continue;  // a hash collision
     }
+    if (--found->second->uses > 0) return found->second->entry;
     return Remove(found->second);
   }
   return std::nullopt;
@@ -51,7 +52,14 @@ void TurnCache::Put(std::vector<int32_t> tokens, const model::KVCache& source, i
   const int64_t length = static_cast<int64_t>(tokens.size());
   const int64_t bytes = EntryBytes(source, length);
   const uint64_t hash = PrefixHashes(tokens).back();
-  if (auto same = by_hash_.find(hash); same != by_hash_.end()) Remove(same->second);
+  if (auto same = by_hash_.find(hash); same != by_hash_.end()) {
+    if (same->second->entry.tokens == tokens) {
+      ++same->second->uses;
+      entries_.splice(entries_.begin(), entries_, same->second);
+      return;
+    }
+    Remove(same->second);  // a hash collision: the newer entry stays
+  }
   if (bytes > budget_bytes_) return;
   while (bytes_ + bytes > budget_bytes_) Remove(std::prev(entries_.end()));
   Entry entry{std::move(tokens), {}};
@@ -65,7 +73,7 @@ void TurnCache::Put(std::vector<int32_t> tokens, const model::KVCache& source, i
         v.narrow(0, row, 1).narrow(2, source.length - length, length).clone());
   }
   bytes_ += bytes;
-  entries_.push_front({hash, std::move(entry)});
+  entries_.push_front({hash, std::move(entry), 1});
   by_hash_[hash] = entries_.begin();
 }
 

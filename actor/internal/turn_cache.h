@@ -8,8 +8,9 @@
 // a row's sequence (its prompt and every response token but the last, which
 // was sampled and never fed) with that sequence's keys and values; a prompt
 // that extends an entry's tokens by at least one token prefills only the
-// rest (actor/internal/prefill.h). An entry serves one prompt (a sequence
-// only grows: it is removed when taken); the entries put least recently are
+// rest (actor/internal/prefill.h). An entry serves one prompt per time it
+// was put (a sequence only grows: it is removed when taken as often; rows
+// with equal sequences share one entry); the entries put least recently are
 // dropped once the budget would be exceeded, and the owner clears the cache
 // when the weights change.
 
@@ -35,14 +36,15 @@ class TurnCache {
   // REQUIRES: budget_bytes >= 0 (0: nothing is kept).
   explicit TurnCache(int64_t budget_bytes) : budget_bytes_(budget_bytes) {}
 
-  // Removes and returns the entry with the longest tokens that are a proper
-  // prefix of `prompt`; nullopt when none is.
+  // Takes (once) and returns the entry with the longest tokens that are a
+  // proper prefix of `prompt`; nullopt when none is.
   std::optional<Entry> Take(const google::protobuf::RepeatedField<int32_t>& prompt);
 
   // Keeps `tokens` with the keys and values of row `row` of `source`, where
   // they are the last tokens.size() filled positions (rows right-aligned at
-  // source.length, as the engine's caches are). Replaces an entry of the
-  // same tokens; drops the entries put least recently until the cache fits
+  // source.length, as the engine's caches are). Putting the tokens of an
+  // entry again counts one more use of it and makes it the most recently
+  // put. Else drops the entries put least recently until the cache fits
   // its budget; keeps nothing when this entry alone would exceed it.
   // REQUIRES: under torch::NoGradGuard; 0 < tokens.size() <= source.length.
   void Put(std::vector<int32_t> tokens, const model::KVCache& source, int64_t row);
@@ -58,6 +60,7 @@ class TurnCache {
   struct Node {
     uint64_t hash;  // of entry.tokens
     Entry entry;
+    int64_t uses;  // Takes left
   };
   using Entries = std::list<Node>;  // the most recently put first
 
