@@ -253,8 +253,7 @@ TEST_F(LocalActorTest, RejectsANegativeTurnCacheBudget) {
   options.turn_cache_bytes = -1;
   auto actor = NewLocalActor(config_, tokenizer_.get(), receiver_.get(), nullptr, options);
   EXPECT_EQ(actor.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(actor.status().message().find("turn_cache_bytes"), std::string::npos)
-      << actor.status();
+  EXPECT_NE(actor.status().message().find("turn_cache_bytes"), std::string::npos) << actor.status();
 }
 
 // The service passes a predicate that turns true once its caller has gone
