@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "actor/internal/engine.h"
+#include "actor/testing/engine_rows.h"
 #include "gtest/gtest.h"
 #include "model/testing/small_model.h"
 #include "model/transformer.h"
@@ -147,26 +148,6 @@ class TurnsTest : public TurnCacheTest {
   }
 };
 
-void ExpectSameRows(const EngineResult& a, const EngineResult& b, const std::string& what) {
-  ASSERT_EQ(a.rows.size(), b.rows.size()) << what;
-  for (size_t r = 0; r < a.rows.size(); ++r) {
-    EXPECT_EQ(a.rows[r].tokens, b.rows[r].tokens) << what << ", row " << r;
-    EXPECT_EQ(a.rows[r].stop_index, b.rows[r].stop_index) << what << ", row " << r;
-    ASSERT_EQ(a.rows[r].logprobs.size(), b.rows[r].logprobs.size()) << what << ", row " << r;
-    for (size_t k = 0; k < a.rows[r].logprobs.size(); ++k) {
-      EXPECT_NEAR(a.rows[r].logprobs[k], b.rows[r].logprobs[k], 1e-5) << what << ", row " << r;
-    }
-  }
-}
-
-EngineOptions Options(bool share, bool continuous, int64_t budget = 0) {
-  EngineOptions o;
-  o.share_prefix = share;
-  o.continuous_batching = continuous;
-  o.decode_token_budget = budget;
-  return o;
-}
-
 // The samples of every turn are those of a fresh prefill of the whole
 // sequence, and only the new tokens (the last sampled token, never fed,
 // and the observation) are run for a continued row.
@@ -178,7 +159,7 @@ TEST_F(TurnsTest, ContinuedRowsSampleWhatAFullPrefillSamples) {
     TurnCache turns(int64_t{1} << 30);
     v1::GenerateRequest request = Turn(0, nullptr, nullptr);
     EngineResult cached = Run(request, options, &turns);
-    ExpectSameRows(cached, Run(request, options, nullptr), name + ", turn 0");
+    ExpectSameRows(cached.rows, Run(request, options, nullptr).rows, name + ", turn 0");
     int continued = 0;
     for (int turn = 1; turn <= 2; ++turn) {
       size_t stopped = 0;
@@ -194,7 +175,7 @@ TEST_F(TurnsTest, ContinuedRowsSampleWhatAFullPrefillSamples) {
       for (const v1::Prompt& p : next.prompts()) all += p.token_ids_size();
       const EngineResult fresh = Run(next, options, nullptr);
       cached = Run(next, options, &turns);
-      ExpectSameRows(cached, fresh, name + ", turn " + std::to_string(turn));
+      ExpectSameRows(cached.rows, fresh.rows, name + ", turn " + std::to_string(turn));
       EXPECT_EQ(fresh.prefill_tokens, all) << name;
       EXPECT_EQ(cached.reused_tokens, kept) << name;
       EXPECT_EQ(cached.prefill_tokens, all - kept) << name;
@@ -223,8 +204,8 @@ TEST_F(TurnsTest, ABudgetBoundsTheCacheAndMissesPrefillInFull) {
   const EngineResult fresh = Run(second, options, nullptr);
   const EngineResult some = Run(second, options, &turns);
   const EngineResult every = Run(second, options, &unbounded);
-  ExpectSameRows(some, fresh, "some cached");
-  ExpectSameRows(every, fresh, "all cached");
+  ExpectSameRows(some.rows, fresh.rows, "some cached");
+  ExpectSameRows(every.rows, fresh.rows, "all cached");
   EXPECT_GT(some.reused_tokens, 0);
   EXPECT_LT(some.reused_tokens, every.reused_tokens);
   EXPECT_EQ(some.prefill_tokens + some.reused_tokens, fresh.prefill_tokens);

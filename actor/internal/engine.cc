@@ -125,8 +125,9 @@ class Decoder {
       row.stop_index = StopIndex(row.tokens);
       row.ended = row.stop_index > 0 || callbacks_.is_eos(row.tokens.back());
       ++result_->generated_tokens;
-      if (turns_ != nullptr && row.stop_index > 0)
+      if (turns_ != nullptr && row.stop_index > 0) {
         turns_->Put(Sequence(rows[i]), cache, cache_rows[i]);
+      }
     }
   }
 
