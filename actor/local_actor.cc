@@ -97,6 +97,7 @@ class LocalActor : public RolloutWorker {
     torch::NoGradGuard no_grad;
     // The cache and the sampler's scratch (workspace) at this call's peak.
     const ledger::PeakWindow window;
+    const int64_t kept_before = turns_.bytes();  // live at the window's start
     internal::EngineOptions engine;
     engine.share_prefix = options_.share_prefix;
     engine.continuous_batching = options_.continuous_batching;
@@ -112,7 +113,7 @@ class LocalActor : public RolloutWorker {
       ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, cache_bytes,
                             ledger::Stage::kRollout);
     }
-    ReleaseRolloutMemory(window, cache_bytes);
+    ReleaseRolloutMemory(window, cache_bytes - kept_before);
     if (!run.ok()) return run.status();
 
     for (size_t r = 0; r < run->rows.size(); ++r) {
@@ -176,8 +177,9 @@ class LocalActor : public RolloutWorker {
   }
 
  private:
-  // Records the workspace's peak over `window` and that it and the KV cache
-  // (`cache_bytes`) are freed when Generate returns, but for the turn cache.
+  // Records the workspace's peak over `window`, where the KV cache took
+  // `cache_bytes` more than at its start, and that the workspace and the KV
+  // cache but for the turn cache are freed when Generate returns.
   void ReleaseRolloutMemory(const ledger::PeakWindow& window, int64_t cache_bytes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (ledger_ == nullptr) return;
