@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "actor/internal/row_key.h"
+#include "actor/testing/engine_rows.h"
 #include "gtest/gtest.h"
 #include "model/testing/small_model.h"
 #include "model/transformer.h"
@@ -53,29 +54,8 @@ class EngineTest : public testing::Test {
     return result.ok() ? *std::move(result) : EngineResult();
   }
 
-  static void ExpectSameSamples(const std::vector<EngineRow>& a, const std::vector<EngineRow>& b,
-                                const std::string& what) {
-    ASSERT_EQ(a.size(), b.size()) << what;
-    for (size_t r = 0; r < a.size(); ++r) {
-      EXPECT_EQ(a[r].tokens, b[r].tokens) << what << ", row " << r;
-      EXPECT_EQ(a[r].ended, b[r].ended) << what << ", row " << r;
-      ASSERT_EQ(a[r].logprobs.size(), b[r].logprobs.size()) << what << ", row " << r;
-      for (size_t k = 0; k < a[r].logprobs.size(); ++k) {
-        EXPECT_NEAR(a[r].logprobs[k], b[r].logprobs[k], 1e-5) << what << ", row " << r;
-      }
-    }
-  }
-
   model::Transformer model_{nullptr};
 };
-
-EngineOptions Options(bool share, bool continuous, int64_t budget = 0) {
-  EngineOptions o;
-  o.share_prefix = share;
-  o.continuous_batching = continuous;
-  o.decode_token_budget = budget;
-  return o;
-}
 
 TEST_F(EngineTest, RowsEndAtManyLengths) {
   const EngineResult result = Run(Request(6, 4, 1));
@@ -93,7 +73,7 @@ TEST_F(EngineTest, SamplesDoNotDependOnTheBatchSplit) {
   const EngineResult second = Run(Request(2, 3, 7, 2));
   std::vector<EngineRow> split = first.rows;
   split.insert(split.end(), second.rows.begin(), second.rows.end());
-  ExpectSameSamples(whole.rows, split, "split in two");
+  ExpectSameRows(whole.rows, split, "split in two");
   EXPECT_EQ(whole.generated_tokens, first.generated_tokens + second.generated_tokens);
   EXPECT_EQ(whole.prefill_tokens, first.prefill_tokens + second.prefill_tokens);
 }
@@ -108,7 +88,7 @@ TEST_F(EngineTest, SharingAndContinuousBatchingSampleWhatTheOldEngineDid) {
            {"both, budget 3", Options(true, true, 3)},
            {"continuous, budget 1", Options(false, true, 1)}}) {
     const EngineResult now = Run(request, options);
-    ExpectSameSamples(old.rows, now.rows, name);
+    ExpectSameRows(old.rows, now.rows, name);
     EXPECT_EQ(now.generated_tokens, old.generated_tokens) << name;
   }
 }
@@ -149,7 +129,7 @@ TEST_F(EngineTest, RespectsTheDecodeTokenBudget) {
     const EngineResult limited = Run(request, Options(true, true, budget));
     EXPECT_LE(limited.largest_decode_batch, budget);
     EXPECT_EQ(limited.decode.positions, unlimited.decode.positions) << budget;
-    ExpectSameSamples(unlimited.rows, limited.rows, "budget " + std::to_string(budget));
+    ExpectSameRows(unlimited.rows, limited.rows, "budget " + std::to_string(budget));
   }
 }
 

@@ -26,7 +26,8 @@ class LocalActor : public RolloutWorker {
         receiver_(receiver),
         ledger_(ledger),
         options_(std::move(options)),
-        model_(std::move(model)) {
+        model_(std::move(model)),
+        turns_(options_.turn_cache_bytes) {
     model_->eval();
     for (auto& p : model_->parameters()) p.set_requires_grad(false);
     if (model_->has_adapters()) {
@@ -96,6 +97,7 @@ class LocalActor : public RolloutWorker {
     torch::NoGradGuard no_grad;
     // The cache and the sampler's scratch (workspace) at this call's peak.
     const ledger::PeakWindow window;
+    const int64_t kept_before = turns_.bytes();  // live at the window's start
     internal::EngineOptions engine;
     engine.share_prefix = options_.share_prefix;
     engine.continuous_batching = options_.continuous_batching;
@@ -104,13 +106,14 @@ class LocalActor : public RolloutWorker {
     callbacks.is_eos = [this](int32_t token) { return tokenizer_->IsEos(token); };
     callbacks.stopped = [this, &stop](int64_t steps) { return Stopped(stop, steps); };
     absl::StatusOr<internal::EngineResult> run =
-        internal::RunEngine(*model_, request, tokenizer_->pad_id(), engine, callbacks);
-    const int64_t cache_bytes = run.ok() ? run->peak_cache_bytes : 0;
+        internal::RunEngine(*model_, request, tokenizer_->pad_id(), engine, callbacks,
+                            options_.turn_cache_bytes > 0 ? &turns_ : nullptr);
+    const int64_t cache_bytes = (run.ok() ? run->peak_cache_bytes : 0) + turns_.bytes();
     if (ledger_ != nullptr) {
       ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, cache_bytes,
                             ledger::Stage::kRollout);
     }
-    ReleaseRolloutMemory(window, cache_bytes);
+    ReleaseRolloutMemory(window, cache_bytes - kept_before);
     if (!run.ok()) return run.status();
 
     for (size_t r = 0; r < run->rows.size(); ++r) {
@@ -144,6 +147,13 @@ class LocalActor : public RolloutWorker {
       current.set_version(version_);
       return current;
     }
+    // Receive writes into the weights (even when it fails): the cached keys
+    // and values were computed with the old ones.
+    turns_.Clear();
+    if (ledger_ != nullptr) {
+      ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, 0,
+                            ledger::Stage::kWeightSync);
+    }
     absl::StatusOr<v1::WeightSyncStats> stats =
         receiver_->Receive(version, weights_, options_.sync_timeout);
     if (!stats.ok()) {
@@ -167,9 +177,11 @@ class LocalActor : public RolloutWorker {
   }
 
  private:
-  // Records the workspace's peak over `window` and that it and the KV cache
-  // (`cache_bytes`) are freed when Generate returns.
-  void ReleaseRolloutMemory(const ledger::PeakWindow& window, int64_t cache_bytes) const {
+  // Records the workspace's peak over `window`, where the KV cache took
+  // `cache_bytes` more than at its start, and that the workspace and the KV
+  // cache but for the turn cache are freed when Generate returns.
+  void ReleaseRolloutMemory(const ledger::PeakWindow& window, int64_t cache_bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (ledger_ == nullptr) return;
     const std::string& id = options_.worker_id;
     ledger_->RecordObject(
@@ -177,7 +189,7 @@ class LocalActor : public RolloutWorker {
         std::max<int64_t>(0, window.peak_bytes() - window.start_live_bytes() - cache_bytes),
         ledger::Stage::kRollout);
     ledger_->RecordObject(id, ledger::Object::kWorkspace, 0, ledger::Stage::kRollout);
-    ledger_->RecordObject(id, ledger::Object::kKvCache, 0, ledger::Stage::kRollout);
+    ledger_->RecordObject(id, ledger::Object::kKvCache, turns_.bytes(), ledger::Stage::kRollout);
   }
 
   // Cancelled when the caller has gone (stop() is true), after `tokens`
@@ -233,6 +245,8 @@ class LocalActor : public RolloutWorker {
   weightsync::NamedTensors adapters_ ABSL_GUARDED_BY(mu_);
   uint64_t base_fingerprint_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t version_ ABSL_GUARDED_BY(mu_) = -1;
+  // Keys and values of rows a later call may go on with (this version's).
+  internal::TurnCache turns_ ABSL_GUARDED_BY(mu_);
 };
 
 // NewLocalActor's engine, before the LibTorch edge.
@@ -270,6 +284,10 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(const v1::ModelConf
     return absl::InvalidArgumentError(
         absl::StrCat(id, ": decode_token_budget must be >= 0 (0: no limit), found ",
                      options.decode_token_budget));
+  }
+  if (options.turn_cache_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        id, ": turn_cache_bytes must be >= 0 (0: off), found ", options.turn_cache_bytes));
   }
   absl::StatusOr<std::unique_ptr<RolloutWorker>> actor = model::TorchEdge(id).Call(
       "build", [&] { return BuildLocalActor(model, tokenizer, receiver, ledger, options); });

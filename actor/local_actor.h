@@ -33,6 +33,13 @@ struct LocalActorOptions {
   bool share_prefix = true;
   bool continuous_batching = true;
   int64_t decode_token_budget = 0;
+  // Keys and values kept across Generate calls (actor/internal/turn_cache.h)
+  // for the rows that ended on a stop sequence, at most this many bytes: a
+  // later prompt extending such a row's sequence (a multi-turn episode's
+  // next turn) prefills only its new tokens, and GenerateResponse's
+  // prefill_tokens counts only those. Dropped when the weights change.
+  // 0: off. Must be >= 0.
+  int64_t turn_cache_bytes = int64_t{1} << 30;
 };
 
 // An in-process actor: its own copy of the policy, batched sampling with a
@@ -40,7 +47,8 @@ struct LocalActorOptions {
 // `ledger`. The tokenizer, receiver and ledger must outlive the actor.
 // The weights start unset: call SyncWeights before Generate. Fails when
 // the model cannot be built (under LoRA: its model.init_checkpoint), and
-// with InvalidArgument when options.decode_token_budget < 0.
+// with InvalidArgument when options.decode_token_budget or
+// options.turn_cache_bytes < 0.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(
     const v1::ModelConfig& model, const text::Tokenizer* tokenizer, weightsync::Receiver* receiver,
     ledger::Ledger* ledger, LocalActorOptions options = {});

@@ -168,6 +168,94 @@ TEST_F(LocalActorTest, TakesNewWeightsOnlyThroughSync) {
   EXPECT_NE(before->samples(0).logprobs(0), after->samples(0).logprobs(0));
 }
 
+// Two turns of an episode: the second prompt is the first, its response and
+// an observation ("ok"). Only the rows that ended on a stop go on.
+v1::GenerateRequest NextTurn(const v1::GenerateResponse& first, const text::Tokenizer& tokenizer,
+                             int64_t* all_tokens, int64_t* new_tokens) {
+  v1::GenerateRequest next;
+  next.set_seed(77);
+  next.mutable_sampling()->set_temperature(1.0);
+  next.mutable_sampling()->set_top_p(1.0);
+  next.mutable_sampling()->set_max_new_tokens(4);
+  const std::vector<int32_t> observation = *tokenizer.Encode("ok");
+  for (const v1::Sample& s : first.samples()) {
+    if (s.stop_index() == 0) continue;
+    v1::Prompt* p = next.add_prompts();
+    p->set_id(100 + next.prompts_size());
+    *p->mutable_token_ids() = s.prompt_tokens();
+    p->mutable_token_ids()->Add(s.response_tokens().begin(), s.response_tokens().end());
+    p->mutable_token_ids()->Add(observation.begin(), observation.end());
+    *all_tokens += p->token_ids_size();
+    // The response's last token was sampled, never fed: it runs now.
+    *new_tokens += 1 + static_cast<int64_t>(observation.size());
+  }
+  return next;
+}
+
+void ExpectSameSamples(const v1::GenerateResponse& a, const v1::GenerateResponse& b) {
+  ASSERT_EQ(a.samples_size(), b.samples_size());
+  for (int i = 0; i < a.samples_size(); ++i) {
+    EXPECT_EQ(a.samples(i).response_text(), b.samples(i).response_text()) << "sample " << i;
+    ASSERT_EQ(a.samples(i).logprobs_size(), b.samples(i).logprobs_size());
+    for (int k = 0; k < a.samples(i).logprobs_size(); ++k) {
+      EXPECT_NEAR(a.samples(i).logprobs(k), b.samples(i).logprobs(k), 1e-5) << "sample " << i;
+    }
+  }
+}
+
+// The turn cache: a continued row prefills only its new tokens and samples
+// what an actor without the cache samples; new weights drop the cache.
+TEST_F(LocalActorTest, KeepsTheCacheAcrossTurnsUntilTheWeightsChange) {
+  std::unique_ptr<weightsync::Receiver> receiver = publisher_->NewReceiver();
+  LocalActorOptions options;
+  options.turn_cache_bytes = 0;
+  absl::StatusOr<std::unique_ptr<RolloutWorker>> plain =
+      NewLocalActor(config_, tokenizer_.get(), receiver.get(), nullptr, options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE((*plain)->SyncWeights(0).ok());
+  v1::GenerateRequest first = Request(4, 9);
+  first.mutable_sampling()->set_max_new_tokens(4);
+  // Every other token stops a row.
+  for (int32_t t = 0; t < tokenizer_->vocab_size(); t += 2) {
+    if (!tokenizer_->IsEos(t)) first.mutable_sampling()->add_stop()->add_token_ids(t);
+  }
+  auto turn = actor_->Generate(first);
+  auto plain_turn = (*plain)->Generate(first);
+  ASSERT_TRUE(turn.ok() && plain_turn.ok());
+  int64_t all = 0, fresh = 0;
+  const v1::GenerateRequest second = NextTurn(*turn, *tokenizer_, &all, &fresh);
+  ASSERT_GE(second.prompts_size(), 4);
+  auto cached = actor_->Generate(second);
+  auto full = (*plain)->Generate(second);
+  ASSERT_TRUE(cached.ok() && full.ok());
+  ExpectSameSamples(*cached, *full);
+  EXPECT_EQ(full->prefill_tokens(), all);
+  EXPECT_EQ(cached->prefill_tokens(), fresh);
+
+  // New weights: the first turn's keys and values are stale.
+  ASSERT_TRUE(actor_->Generate(first).ok());
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : policy_->parameters()) p.mul_(1.5);
+  }
+  ASSERT_TRUE(publisher_->Publish(1, policy_->NamedWeights()).ok());
+  ASSERT_TRUE(actor_->SyncWeights(1).ok());
+  ASSERT_TRUE((*plain)->SyncWeights(1).ok());
+  auto after = actor_->Generate(second);
+  auto plain_after = (*plain)->Generate(second);
+  ASSERT_TRUE(after.ok() && plain_after.ok());
+  EXPECT_EQ(after->prefill_tokens(), all);
+  ExpectSameSamples(*after, *plain_after);
+}
+
+TEST_F(LocalActorTest, RejectsANegativeTurnCacheBudget) {
+  LocalActorOptions options;
+  options.turn_cache_bytes = -1;
+  auto actor = NewLocalActor(config_, tokenizer_.get(), receiver_.get(), nullptr, options);
+  EXPECT_EQ(actor.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(actor.status().message().find("turn_cache_bytes"), std::string::npos) << actor.status();
+}
+
 // The service passes a predicate that turns true once its caller has gone
 // (cancelled, past its deadline): sampling stops at the next decode step.
 TEST_F(LocalActorTest, GenerateStopsOnceItsCallerHasGone) {

@@ -14,6 +14,12 @@
 // trained policy (--policy: a default-job run's policy.safetensors);
 // without one the job's initial weights sample (nearly random, long)
 // responses.
+//
+// Then multi-turn: the prompts as episodes (one response each) for up to 3
+// turns, a digit ending a turn and " ok " observed after it; each turn
+// prefilled with the turn cache (actor/internal/turn_cache.h) and without.
+// Prints per turn the prompt tokens prefilled either way and whether the
+// samples agree.
 
 #include <torch/torch.h>
 
@@ -27,6 +33,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "actor/internal/engine.h"
+#include "actor/internal/turn_cache.h"
 #include "config/flops.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
@@ -96,6 +103,65 @@ bool SameTokens(const EngineResult& a, const EngineResult& b) {
     if (a.rows[r].tokens != b.rows[r].tokens) return false;
   }
   return true;
+}
+
+// The next turn of every row of `request` that ended on a stop: its prompt,
+// tokens and `observation`, while the turn still fits `max_seq_len`.
+v1::GenerateRequest NextTurn(const v1::GenerateRequest& request, const EngineResult& result,
+                             const std::vector<int32_t>& observation, int64_t max_seq_len) {
+  v1::GenerateRequest next = request;
+  next.clear_prompts();
+  next.set_seed(request.seed() + 1);
+  for (int i = 0; i < request.prompts_size(); ++i) {
+    const actor::internal::EngineRow& row = result.rows[i];
+    if (row.stop_index == 0) continue;
+    v1::Prompt prompt = request.prompts(i);
+    prompt.mutable_token_ids()->Add(row.tokens.begin(), row.tokens.end());
+    prompt.mutable_token_ids()->Add(observation.begin(), observation.end());
+    if (prompt.token_ids_size() + request.sampling().max_new_tokens() > max_seq_len) continue;
+    *next.add_prompts() = std::move(prompt);
+  }
+  return next;
+}
+
+// Multi-turn episodes with and without the turn cache.
+void MultiTurn(model::TransformerImpl& policy, v1::GenerateRequest request,
+               const text::Tokenizer& tokenizer, int64_t max_seq_len) {
+  request.set_responses_per_prompt(1);
+  for (char digit = '0'; digit <= '9'; ++digit) {
+    absl::StatusOr<std::vector<int32_t>> stop = tokenizer.Encode(std::string(1, digit));
+    if (stop.ok() && !stop->empty()) {
+      request.mutable_sampling()->add_stop()->mutable_token_ids()->Add(stop->begin(), stop->end());
+    }
+  }
+  absl::StatusOr<std::vector<int32_t>> observation = tokenizer.Encode(" ok ");
+  if (!observation.ok()) return;
+  actor::internal::EngineCallbacks callbacks;
+  callbacks.is_eos = [&tokenizer](int32_t t) { return tokenizer.IsEos(t); };
+  actor::internal::TurnCache turns(int64_t{1} << 30);
+  std::printf("\nmulti-turn: %d episodes, a digit ends a turn, \" ok \" observed after it\n",
+              request.prompts_size());
+  std::printf("%-5s %8s %16s %16s %14s %5s\n", "turn", "episodes", "prefilled (full)",
+              "prefilled (turn", "reused from", "same");
+  std::printf("%-5s %8s %16s %16s %14s %5s\n", "", "", "", "cache)", "turn cache", "");
+  int64_t full_total = 0, cached_total = 0;
+  for (int turn = 0; turn < 3 && request.prompts_size() > 0; ++turn) {
+    absl::StatusOr<EngineResult> full =
+        actor::internal::RunEngine(policy, request, tokenizer.pad_id(), {}, callbacks);
+    absl::StatusOr<EngineResult> cached =
+        actor::internal::RunEngine(policy, request, tokenizer.pad_id(), {}, callbacks, &turns);
+    if (!full.ok() || !cached.ok()) return;
+    std::printf("%-5d %8d %16lld %16lld %14lld %5s\n", turn, request.prompts_size(),
+                static_cast<long long>(full->prefill_tokens),
+                static_cast<long long>(cached->prefill_tokens),
+                static_cast<long long>(cached->reused_tokens),
+                SameTokens(*full, *cached) ? "yes" : "NO");
+    full_total += full->prefill_tokens;
+    cached_total += cached->prefill_tokens;
+    request = NextTurn(request, *cached, *observation, max_seq_len);
+  }
+  std::printf("prefilled over the turns: %lld without the turn cache, %lld with it\n",
+              static_cast<long long>(full_total), static_cast<long long>(cached_total));
 }
 
 int Main() {
@@ -202,6 +268,7 @@ int Main() {
       "response)\n",
       static_cast<long long>(now.prefill_tokens), static_cast<long long>(now.generated_tokens),
       static_cast<double>(now.generated_tokens) / now.rows.size());
+  MultiTurn(**policy, request, tokenizer, c.max_seq_len());
   return 0;
 }
 

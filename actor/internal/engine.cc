@@ -5,6 +5,7 @@
 #include <deque>
 #include <utility>
 
+#include "actor/internal/prefill.h"
 #include "actor/internal/row_key.h"
 #include "actor/sampling.h"
 #include "model/kv_cache_rows.h"
@@ -20,54 +21,17 @@ torch::Tensor LongTensor(const std::vector<int64_t>& values) {
   return torch::tensor(values, torch::kInt64);
 }
 
-// The prefill: `sequences` left-padded into one batch.
-struct Prefill {
-  model::KVCache cache;
-  torch::Tensor key_valid;  // [S, columns] bool
-  torch::Tensor logits;     // [S, V] at each sequence's last token
-};
-
-Prefill RunPrefill(model::TransformerImpl& model,
-                   const std::vector<const google::protobuf::RepeatedField<int32_t>*>& sequences,
-                   int32_t pad_id, EngineResult* result) {
-  const int64_t count = static_cast<int64_t>(sequences.size());
-  int64_t columns = 1;
-  for (const auto* ids : sequences) columns = std::max<int64_t>(columns, ids->size());
-  torch::Tensor tokens = torch::full({count, columns}, pad_id, torch::kInt64);
-  torch::Tensor positions = torch::zeros({count, columns}, torch::kInt64);
-  torch::Tensor key_valid = torch::zeros({count, columns}, torch::kBool);
-  auto tok = tokens.accessor<int64_t, 2>();
-  auto pos = positions.accessor<int64_t, 2>();
-  auto valid = key_valid.accessor<bool, 2>();
-  for (int64_t s = 0; s < count; ++s) {
-    const auto& ids = *sequences[s];
-    const int64_t pad = columns - ids.size();
-    for (int64_t k = 0; k < ids.size(); ++k) {
-      tok[s][pad + k] = ids[k];
-      pos[s][pad + k] = k;
-      valid[s][pad + k] = true;
-    }
-    result->prefill_tokens += ids.size();
-  }
-  result->prefill.positions += count * columns;
-  result->prefill.attention_pairs += count * columns * columns;
-  ++result->prefill.forwards;
-  Prefill prefill{model.NewCache(count, columns), key_valid, {}};
-  torch::Tensor last =
-      model.Hidden(tokens, positions, key_valid, &prefill.cache).narrow(1, columns - 1, 1);
-  prefill.logits = model.ApplyHead(last).select(1, 0);
-  return prefill;
-}
-
 class Decoder {
  public:
   Decoder(model::TransformerImpl& model, const v1::GenerateRequest& request, int32_t pad_id,
-          const EngineOptions& options, const EngineCallbacks& callbacks, EngineResult* result)
+          const EngineOptions& options, const EngineCallbacks& callbacks, TurnCache* turns,
+          EngineResult* result)
       : model_(model),
         request_(request),
         pad_id_(pad_id),
         options_(options),
         callbacks_(callbacks),
+        turns_(turns),
         result_(result),
         n_(std::max(1, request.responses_per_prompt())),
         max_new_(request.sampling().max_new_tokens()) {
@@ -83,7 +47,7 @@ class Decoder {
       source_.push_back(options.share_prefix ? r / n_ : r);
       waiting_.push_back(r);
     }
-    prefill_ = RunPrefill(model, sequences, pad_id, result_);
+    prefill_ = RunPrefill(model, sequences, pad_id, turns, result_);
     result_->peak_cache_bytes = prefill_.cache.bytes();
   }
 
@@ -110,7 +74,9 @@ class Decoder {
       result_->decode.positions += batch;
       result_->decode.attention_pairs += batch * cache_.length;
       result_->largest_decode_batch = std::max(result_->largest_decode_batch, batch);
-      Sample(logits, batch_);
+      std::vector<int64_t> at(batch);
+      for (int64_t i = 0; i < batch; ++i) at[i] = i;
+      Sample(logits, batch_, cache_, at);
     }
   }
 
@@ -137,8 +103,12 @@ class Decoder {
     return 0;
   }
 
-  // Samples the next token of each unfinished row of `rows` from `logits`.
-  void Sample(const torch::Tensor& logits, const std::vector<int64_t>& rows) {
+  // Samples the next token of each unfinished row of `rows` from `logits`;
+  // row rows[i]'s positions are those of row cache_rows[i] of `cache`. A
+  // row that ends on a stop sequence (the turn a multi-turn caller goes on
+  // with) leaves its sequence and cache in the turn cache.
+  void Sample(const torch::Tensor& logits, const std::vector<int64_t>& rows,
+              const model::KVCache& cache, const std::vector<int64_t>& cache_rows) {
     std::vector<double> uniforms;
     for (int64_t r : rows) {
       uniforms.push_back(
@@ -155,7 +125,19 @@ class Decoder {
       row.stop_index = StopIndex(row.tokens);
       row.ended = row.stop_index > 0 || callbacks_.is_eos(row.tokens.back());
       ++result_->generated_tokens;
+      if (turns_ != nullptr && row.stop_index > 0) {
+        turns_->Put(Sequence(rows[i]), cache, cache_rows[i]);
+      }
     }
+  }
+
+  // What row r's cache holds: its prompt and every token fed.
+  std::vector<int32_t> Sequence(int64_t r) const {
+    const auto& prompt = request_.prompts(r / n_).token_ids();
+    const std::vector<int32_t>& tokens = result_->rows[r].tokens;
+    std::vector<int32_t> sequence(prompt.begin(), prompt.end());
+    sequence.insert(sequence.end(), tokens.begin(), tokens.end() - 1);
+    return sequence;
   }
 
   // Samples the first token of waiting rows (from their prompt's prefill)
@@ -201,7 +183,7 @@ class Decoder {
       sources.push_back(source_[waiting_.front()]);
       waiting_.pop_front();
     }
-    Sample(prefill_.logits.index_select(0, LongTensor(sources)), rows);
+    Sample(prefill_.logits.index_select(0, LongTensor(sources)), rows, prefill_.cache, sources);
     return rows;
   }
 
@@ -253,6 +235,7 @@ class Decoder {
   const int32_t pad_id_;
   const EngineOptions& options_;
   const EngineCallbacks& callbacks_;
+  TurnCache* const turns_;
   EngineResult* result_;
   const int64_t n_;
   const int64_t max_new_;
@@ -270,11 +253,11 @@ class Decoder {
 absl::StatusOr<EngineResult> RunEngine(model::TransformerImpl& model,
                                        const v1::GenerateRequest& request, int32_t pad_id,
                                        const EngineOptions& options,
-                                       const EngineCallbacks& callbacks) {
+                                       const EngineCallbacks& callbacks, TurnCache* turns) {
   EngineResult result;
   if (request.prompts_size() == 0) return result;
   const auto start = std::chrono::steady_clock::now();
-  Decoder decoder(model, request, pad_id, options, callbacks, &result);
+  Decoder decoder(model, request, pad_id, options, callbacks, turns, &result);
   result.prefill.seconds = SecondsSince(start);
   if (absl::Status s = decoder.Run(); !s.ok()) return s;
   result.decode.seconds = SecondsSince(start) - result.prefill.seconds;

@@ -13,12 +13,19 @@
 //     decode_token_budget > 0 at most that many rows are decoded per step
 //     (off: every row decodes until the longest ends, as one left-padded
 //     batch).
+// A turn cache (actor/internal/turn_cache.h), when given, goes further
+// across calls: a row that ends on a stop sequence leaves its keys and
+// values there, and a later prompt that extends that row's sequence (a
+// multi-turn episode's next turn) prefills only its new tokens. The samples
+// are those of a full prefill: tokens exactly, log-probs within float noise
+// (the cached positions were computed in other batch shapes).
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "actor/internal/turn_cache.h"
 #include "model/transformer.h"
 #include "trellis/v1/rollout.pb.h"
 
@@ -55,8 +62,10 @@ struct EngineResult {
   // Prompt-major: responses_per_prompt rows per prompt, in request order.
   std::vector<EngineRow> rows;
   // Live prompt tokens run through the model (once per prefilled sequence)
-  // and response tokens sampled.
+  // and response tokens sampled; prompt tokens whose keys and values came
+  // from the turn cache instead (not in prefill_tokens).
   int64_t prefill_tokens = 0;
+  int64_t reused_tokens = 0;
   int64_t generated_tokens = 0;
   StageWork prefill;
   StageWork decode;
@@ -78,11 +87,12 @@ struct EngineCallbacks {
 // row's end never changes another row's draws.
 // REQUIRES: under torch::NoGradGuard; request validated (non-empty prompts
 // that fit the model with max_new_tokens >= 1, non-empty stop sequences);
-// options validated.
+// options validated. `turns` (nullptr: none) is used by this call alone.
 absl::StatusOr<EngineResult> RunEngine(model::TransformerImpl& model,
                                        const v1::GenerateRequest& request, int32_t pad_id,
                                        const EngineOptions& options,
-                                       const EngineCallbacks& callbacks);
+                                       const EngineCallbacks& callbacks,
+                                       TurnCache* turns = nullptr);
 
 }  // namespace trellis::actor::internal
 
