@@ -11,12 +11,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -80,8 +79,7 @@ TEST_F(ExampleJobsTest, EveryJobPreparesAndItsWarmUpFits) {
     for (const data::Example& ex : split.train) {
       absl::StatusOr<v1::SftBatch::Pair> pair = (*format)->MakeSftPair(ex);
       ASSERT_TRUE(pair.ok()) << pair.status();
-      ASSERT_LE(pair->prompt_tokens_size() + pair->target_tokens_size(),
-                job.model().max_seq_len())
+      ASSERT_LE(pair->prompt_tokens_size() + pair->target_tokens_size(), job.model().max_seq_len())
           << "training example " << ex.id << ": " << ex.prompt;
     }
   }
@@ -96,7 +94,8 @@ TEST_F(ExampleJobsTest, MultiTurnWarmUpsTakeAtMostMaxTurns) {
     if (env.name().empty()) continue;
     ++multi_turn;
     for (const data::Example& ex : Data(job, path).train) {
-      const int64_t turns = std::vector<std::string>(absl::StrSplit(ex.answer, env.turn_stop())).size() - 1;
+      const int64_t turns =
+          std::vector<std::string>(absl::StrSplit(ex.answer, env.turn_stop())).size() - 1;
       ASSERT_GE(turns, 1) << "training example " << ex.id << ": " << ex.answer;
       ASSERT_LE(turns, env.max_turns()) << "training example " << ex.id << ": " << ex.answer;
     }
@@ -108,8 +107,7 @@ TEST_F(ExampleJobsTest, MultiTurnWarmUpsTakeAtMostMaxTurns) {
 int64_t SumOf(const std::string& prompt) {
   std::vector<std::string> parts = absl::StrSplit(prompt, absl::ByAnyChar("+="));
   int64_t a = 0, b = 0;
-  EXPECT_TRUE(parts.size() == 3 && absl::SimpleAtoi(parts[0], &a) &&
-              absl::SimpleAtoi(parts[1], &b))
+  EXPECT_TRUE(parts.size() == 3 && absl::SimpleAtoi(parts[0], &a) && absl::SimpleAtoi(parts[1], &b))
       << prompt;
   return a + b;
 }
