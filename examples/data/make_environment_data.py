@@ -7,17 +7,20 @@ arguments give the same files:
     python3 examples/data/make_environment_data.py examples/data
 
 tool_arith_{train,eval}.jsonl (examples/jobs/tool_arithmetic.yaml): 5-digit
-additions "48213+90617=". A training line's "answer" is a worked solution,
-the SFT warm-up's target, ending in \\boxed{sum}: the python_tool
+additions "58213+90617=", operands from 50000 up so that every sum has 6
+digits (the warm-up's copies, of the operands into the code and of the
+tool's output into the answer, are then at fixed distances, which this
+small policy learns in a few hundred steps). A training line's "answer" is
+a worked solution, the SFT warm-up's target, ending in \\boxed{sum}: the python_tool
 environment's answer verifier ("math") takes the last \\boxed{} of the
 ground truth as the answer, so one line serves both the warm-up and the
 environment. A share of the solutions (--tool-fraction) calls the tool:
 
-    <py>print(48213+90617,end='')</py>;138830\\boxed{138830};
+    <py>print(58213+90617,end='')</py>;148830\\boxed{148830};
 
-(the turn "<py>...</py>;" runs the code, its output "138830" is the
-observation, the final turn "\\boxed{138830};" answers); the others answer
-at once, "\\boxed{138830};", which the policy gets right only by chance at
+(the turn "<py>...</py>;" runs the code, its output "148830" is the
+observation, the final turn "\\boxed{148830};" answers); the others answer
+at once, "\\boxed{148830};", which the policy gets right only by chance at
 this length. The tool's output has no newline: the character tokenizer has
 none. Held-out lines' answers are the plain sum.
 
@@ -53,7 +56,7 @@ def direct_solution(a, b):
 
 
 def additions(rng, count, digits):
-    lo, hi = 10 ** (digits - 1), 10**digits - 1
+    lo, hi = 5 * 10 ** (digits - 1), 10**digits - 1
     seen = set()
     while len(seen) < count:
         seen.add((rng.randint(lo, hi), rng.randint(lo, hi)))
@@ -89,7 +92,7 @@ def main():
     p.add_argument("out_dir")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--digits", type=int, default=5)
-    p.add_argument("--train", type=int, default=3000)
+    p.add_argument("--train", type=int, default=6000)
     p.add_argument("--eval", type=int, default=400)
     p.add_argument("--tool-fraction", type=float, default=0.3)
     p.add_argument("--guess-train", type=int, default=1000)
