@@ -6,11 +6,11 @@ Usage: environment_steps.py RUN_DIR [--every N]
 One line per N training steps (default 10, and the last): the step's
 accuracy (share of episodes with a positive reward) and mean reward, and
 from its "environment" record (ledger/README.md) turns per episode, tool
-calls per episode (turns minus the episodes that ended done: every
-episode that the environment ended took one answering turn, so for
-python_tool the rest are tool calls) and how the episodes ended; then the
-held-out evaluations ("eval" records). docs/environment-demos.md reads
-its output.
+calls per episode for python_tool ("-" for other environments: turns
+minus the episodes that ended done, since each of those took one
+answering turn and python_tool's other turns are tool calls) and how the
+episodes ended; then the held-out evaluations ("eval" records).
+docs/environment-demos.md reads its output.
 """
 
 import argparse
@@ -47,8 +47,10 @@ def main():
         episodes = max(e["episodes"], 1)
         done = e.get("ended_by", {}).get("done", 0)
         ended = ", ".join(f"{k} {v / episodes:.2f}" for k, v in sorted(e.get("ended_by", {}).items()))
+        tools = (f"{e['turns_mean'] - done / episodes:.2f}"
+                 if e["environment"].split("@")[0] == "python_tool" else "-")
         print(f"{s['step']:>5} {s['accuracy']:>8.3f} {s['mean_reward']:>7.3f} "
-              f"{e['turns_mean']:>6.2f} {e['turns_mean'] - done / episodes:>6.2f}  {ended}")
+              f"{e['turns_mean']:>6.2f} {tools:>6}  {ended}")
     for r in evals:
         print(f"eval {r['label']}: accuracy {r['accuracy']:.3f} over {r['prompts']} prompts")
 
