@@ -3,7 +3,7 @@
 // warm-up pair fits model.max_seq_len. The multi-turn demos
 // (docs/environment-demos.md) keep what they rely on: a warm-up target
 // takes at most environment.max_turns turns; tool_arithmetic's worked
-// solutions carry the sum in their last \boxed{}, which the python_tool's
+// solutions carry the product in their last \boxed{}, which the python_tool's
 // answer verifier ("math") takes as the ground truth; guess_number's games
 // are games the environment could have played.
 
@@ -103,16 +103,16 @@ TEST_F(ExampleJobsTest, MultiTurnWarmUpsTakeAtMostMaxTurns) {
   EXPECT_GE(multi_turn, 2);
 }
 
-// The sum of a prompt "a+b=".
-int64_t SumOf(const std::string& prompt) {
-  std::vector<std::string> parts = absl::StrSplit(prompt, absl::ByAnyChar("+="));
+// The product of a prompt "a*b=".
+int64_t ProductOf(const std::string& prompt) {
+  std::vector<std::string> parts = absl::StrSplit(prompt, absl::ByAnyChar("*="));
   int64_t a = 0, b = 0;
   EXPECT_TRUE(parts.size() == 3 && absl::SimpleAtoi(parts[0], &a) && absl::SimpleAtoi(parts[1], &b))
       << prompt;
-  return a + b;
+  return a * b;
 }
 
-TEST_F(ExampleJobsTest, ToolArithmeticSolutionsCarryTheirSumAsGroundTruth) {
+TEST_F(ExampleJobsTest, ToolArithmeticSolutionsCarryTheirProductAsGroundTruth) {
   const v1::JobConfig job = Load("examples/jobs/tool_arithmetic.yaml");
   const v1::JobConfig baseline = Load("examples/jobs/tool_arithmetic_baseline.yaml");
   const data::Split split = Data(job, "tool_arithmetic");
@@ -142,21 +142,21 @@ TEST_F(ExampleJobsTest, ToolArithmeticSolutionsCarryTheirSumAsGroundTruth) {
     SCOPED_TRACE(ex.answer);
     ASSERT_EQ(ex.prompt, direct.train[i].prompt);
     EXPECT_FALSE(absl::StrContains(direct.train[i].answer, "<py>"));
-    const int64_t sum = SumOf(ex.prompt);
+    const int64_t product = ProductOf(ex.prompt);
     if (absl::StartsWith(ex.answer, "<py>")) {
       ++tool_calls;
-      EXPECT_TRUE(absl::StrContains(ex.answer, absl::StrCat("</py>", stop, sum, "\\boxed{")));
+      EXPECT_TRUE(absl::StrContains(ex.answer, absl::StrCat("</py>", stop, product, "\\boxed{")));
     }
-    const std::string answer_turn = absl::StrCat("\\boxed{", sum, "}", stop);
+    const std::string answer_turn = absl::StrCat("\\boxed{", product, "}", stop);
     EXPECT_TRUE(absl::EndsWith(ex.answer, answer_turn));
     EXPECT_EQ(verdict(answer_turn, ex.answer), v1::CORRECT);
-    EXPECT_EQ(verdict(absl::StrCat("\\boxed{", sum + 1, "}", stop), ex.answer), v1::WRONG);
+    EXPECT_EQ(verdict(absl::StrCat("\\boxed{", product + 1, "}", stop), ex.answer), v1::WRONG);
     EXPECT_EQ(verdict(answer_turn, direct.train[i].answer), v1::CORRECT);
   }
   // 30% of the solutions call the tool (examples/data/make_environment_data.py).
   EXPECT_NEAR(static_cast<double>(tool_calls) / split.train.size(), 0.3, 0.05);
   for (const data::Example& ex : split.eval) {
-    EXPECT_EQ(verdict(absl::StrCat("\\boxed{", SumOf(ex.prompt), "}", stop), ex.answer),
+    EXPECT_EQ(verdict(absl::StrCat("\\boxed{", ProductOf(ex.prompt), "}", stop), ex.answer),
               v1::CORRECT)
         << ex.prompt;
   }

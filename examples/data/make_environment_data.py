@@ -6,23 +6,25 @@ arguments give the same files:
 
     python3 examples/data/make_environment_data.py examples/data
 
-tool_arith_{train,eval}.jsonl (examples/jobs/tool_arithmetic.yaml): 5-digit
-additions "58213+90617=", operands from 50000 up so that every sum has 6
-digits (the warm-up's copies, of the operands into the code and of the
-tool's output into the answer, are then at fixed distances, which this
-small policy learns in a few hundred steps). A training line's "answer" is
-a worked solution, the SFT warm-up's target, ending in \\boxed{sum}: the python_tool
-environment's answer verifier ("math") takes the last \\boxed{} of the
-ground truth as the answer, so one line serves both the warm-up and the
-environment. A share of the solutions (--tool-fraction) calls the tool:
+tool_arith_{train,eval}.jsonl (examples/jobs/tool_arithmetic.yaml): 3-digit
+multiplications "806*573=", operands from 317 up so that every product has
+6 digits (the warm-up's copies, of the operands into the code and of the
+tool's output into the answer, are then at fixed distances). Not
+additions: the policy learns 5-digit addition unaided (73% held out after
+the warm-up), so only a task it cannot learn shows the tool's worth. A
+training line's "answer" is a worked solution, the SFT warm-up's target,
+ending in \\boxed{product}: the python_tool environment's answer verifier
+("math") takes the last \\boxed{} of the ground truth as the answer, so one
+line serves both the warm-up and the environment. A share of the
+solutions (--tool-fraction) calls the tool:
 
-    <py>print(58213+90617,end='')</py>;148830\\boxed{148830};
+    <py>print(806*573,end='')</py>;461838\\boxed{461838};
 
-(the turn "<py>...</py>;" runs the code, its output "148830" is the
-observation, the final turn "\\boxed{148830};" answers); the others answer
-at once, "\\boxed{148830};", which the policy gets right only by chance at
-this length. The tool's output has no newline: the character tokenizer has
-none. Held-out lines' answers are the plain sum.
+(the turn "<py>...</py>;" runs the code, its output "461838" is the
+observation, the final turn "\\boxed{461838};" answers); the others answer
+at once, "\\boxed{461838};", which the policy rarely gets right. The tool's
+output has no newline: the character tokenizer has none. Held-out lines'
+answers are the plain product.
 
 tool_arith_direct_train.jsonl (examples/jobs/tool_arithmetic_baseline.yaml):
 the same training problems, every solution answering at once.
@@ -43,23 +45,24 @@ import os
 import random
 
 TURN_STOP = ";"
+# 317 * 317 = 100489: every product has 6 digits.
+MIN_OPERAND = 317
 GUESS_STOP = "."
 
 
 def tool_solution(a, b):
-    total = a + b
-    return f"<py>print({a}+{b},end='')</py>{TURN_STOP}{total}\\boxed{{{total}}}{TURN_STOP}"
+    product = a * b
+    return f"<py>print({a}*{b},end='')</py>{TURN_STOP}{product}\\boxed{{{product}}}{TURN_STOP}"
 
 
 def direct_solution(a, b):
-    return f"\\boxed{{{a + b}}}{TURN_STOP}"
+    return f"\\boxed{{{a * b}}}{TURN_STOP}"
 
 
-def additions(rng, count, digits):
-    lo, hi = 5 * 10 ** (digits - 1), 10**digits - 1
+def products(rng, count):
     seen = set()
     while len(seen) < count:
-        seen.add((rng.randint(lo, hi), rng.randint(lo, hi)))
+        seen.add((rng.randint(MIN_OPERAND, 999), rng.randint(MIN_OPERAND, 999)))
     problems = sorted(seen)
     rng.shuffle(problems)
     return problems
@@ -91,7 +94,6 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out_dir")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--digits", type=int, default=5)
     p.add_argument("--train", type=int, default=6000)
     p.add_argument("--eval", type=int, default=400)
     p.add_argument("--tool-fraction", type=float, default=0.3)
@@ -102,9 +104,9 @@ def main():
     rng = random.Random(args.seed)
     out = lambda name: os.path.join(args.out_dir, name)
 
-    problems = additions(rng, args.train + args.eval, args.digits)
+    problems = products(rng, args.train + args.eval)
     held_out, train = problems[: args.eval], problems[args.eval :]
-    prompt = lambda a, b: f"{a}+{b}="
+    prompt = lambda a, b: f"{a}*{b}="
     write(out("tool_arith_train.jsonl"),
           [{"prompt": prompt(a, b),
             "answer": tool_solution(a, b) if rng.random() < args.tool_fraction
@@ -112,7 +114,7 @@ def main():
     write(out("tool_arith_direct_train.jsonl"),
           [{"prompt": prompt(a, b), "answer": direct_solution(a, b)} for a, b in train])
     write(out("tool_arith_eval.jsonl"),
-          [{"prompt": prompt(a, b), "answer": str(a + b)} for a, b in held_out])
+          [{"prompt": prompt(a, b), "answer": str(a * b)} for a, b in held_out])
 
     game = lambda: guess_game(rng, 1, 10, 4, rng.random() < args.informed_fraction)
     write(out("guess_train.jsonl"),
