@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <utility>
 #include <sstream>
+#include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
