@@ -2,9 +2,10 @@
 // could not score every item.
 
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "env/testing/fake_env.h"
 #include "gtest/gtest.h"
@@ -69,8 +70,8 @@ TEST_F(LedgerVerifierTest, VerifierRecordsAndTheirTotalsPerVerifier) {
   EXPECT_EQ(lines[0]["verifier"], "subprocess@v1");
   for (const char* key : {"items", "cache_hits", "timeouts", "errors", "retries",
                           "breaker_openings", "breaker_rejected", "dropped", "calls"}) {
-    EXPECT_EQ(lines[0][key].get<int64_t>(),
-              a.GetReflection()->GetInt64(a, a.GetDescriptor()->FindFieldByName(key)))
+    EXPECT_EQ(lines[0][key].get<int64_t>(), a.GetReflection()->GetInt64(
+                                                 a, a.GetDescriptor()->FindFieldByName(key)))
         << key;
   }
   EXPECT_DOUBLE_EQ(lines[0]["wait_seconds"].get<double>(), 1.5);

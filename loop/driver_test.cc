@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <sstream>
 #include <utility>
+#include <sstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

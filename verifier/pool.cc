@@ -106,10 +106,9 @@ class Pool : public Verifier {
         config_(config),
         label_(VerifierLabel(config)),
         env_(options.env != nullptr ? options.env : env::Env::Default()),
-        breaker_(
-            label_, config, env_,
-            options.log ? std::move(options.log)
-                        : [](const std::string& line) { std::cerr << line << std::endl; }),
+        breaker_(label_, config, env_,
+                 options.log ? std::move(options.log)
+                             : [](const std::string& line) { std::cerr << line << std::endl; }),
         cache_(static_cast<size_t>(std::max(0, config.cache_entries()))) {}
 
   v1::VerifyResult Verify(const v1::VerifyItem& item) const override {

@@ -171,8 +171,8 @@ class Subprocess : public Verifier {
     }
     if (!answer.ok()) {
       Reap(w, true);
-      return Error(absl::StrCat("malformed plugin output: ", answer.status().message(), "; ", where,
-                                " restarted"));
+      return Error(absl::StrCat("malformed plugin output: ", answer.status().message(), "; ",
+                                where, " restarted"));
     }
     v1::VerifyResult r = Parse(*answer, request_id);
     if (w.child->HasBufferedOutput()) {  // more than one line: out of step

@@ -55,9 +55,9 @@ class SftObjective : public Objective {
       const v1::SftBatch::Pair& pair = batch_.pairs(i);
       if (pair.trained().empty()) continue;
       if (pair.trained_size() != pair.target_tokens_size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("sft pairs[", i, "]: ", pair.trained_size(), " trained flags for ",
-                         pair.target_tokens_size(), " target tokens"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sft pairs[", i, "]: ", pair.trained_size(), " trained flags for ",
+            pair.target_tokens_size(), " target tokens"));
       }
       const int64_t row = i - begin;
       for (int j = 0; j < pair.trained_size(); ++j) {

@@ -37,8 +37,8 @@ void Breaker::Open(const std::string& detail) {
   state_ = State::kOpen;
   open_until_ = env_->Now() + pause_;
   open_detail_ =
-      absl::StrCat("circuit open: ", label_, " failed ", failures_,
-                   " consecutive calls (last: ", Quote(detail), "); paused until ",
+      absl::StrCat("circuit open: ", label_, " failed ", failures_, " consecutive calls (last: ",
+                   Quote(detail), "); paused until ",
                    absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", open_until_, absl::UTCTimeZone()));
 }
 
