@@ -54,13 +54,25 @@ void CloseAllExcept(int* keep, int n) {
 
 constexpr int kMaxInherited = 16;
 
-// The process outside a new pid namespace: waits for the namespace's first
-// process `init` and ends as it did (its exit status, or its signal).
-[[noreturn]] void MirrorExit(pid_t init, int report) {
-  close(report);  // the parent hears from `init` alone
+// The process that stands for `program` (the first process of a new pid
+// namespace, or a program whose orphans it reaps): waits for it, and with
+// `reap_all` for every other child too until none is left, then ends as
+// `program` did (its exit status, or its signal).
+[[noreturn]] void MirrorExit(pid_t program, int report, bool reap_all) {
+  close(report);  // the parent hears from `program` alone
   for (int fd = 0; fd <= 2; ++fd) close(fd);
   int status = 0;
-  while (waitpid(init, &status, 0) < 0 && errno == EINTR) {
+  for (;;) {
+    int s = 0;
+    const pid_t done = waitpid(reap_all ? -1 : program, &s, 0);
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: nothing left to wait for
+    }
+    if (done == program) {
+      status = s;
+      if (!reap_all) break;
+    }
   }
   if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
   struct rlimit no_core = {0, 0};
@@ -97,12 +109,18 @@ constexpr int kMaxInherited = 16;
   }
   CloseAllExcept(keep, n);
   step = 2;
+  if (o.reap_orphans) {
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    const pid_t program = fork();
+    if (program < 0) fail(errno);
+    if (program > 0) MirrorExit(program, report, /*reap_all=*/true);
+  }
   if (o.unshare_net) (void)unshare(CLONE_NEWNET);  // best effort
   const bool pid_namespace = o.new_pid_namespace && unshare(CLONE_NEWPID) == 0;
   if (pid_namespace) {
     const pid_t init = fork();
     if (init < 0) fail(errno);
-    if (init > 0) MirrorExit(init, report);
+    if (init > 0) MirrorExit(init, report, /*reap_all=*/false);
   }
   if (!o.cwd.empty() && chdir(o.cwd.c_str()) != 0) fail(errno);
   step = 3;

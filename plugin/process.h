@@ -43,6 +43,12 @@ struct SpawnOptions {
   // the program's) and every process in it dies when the program ends or
   // is killed, and is reaped inside it.
   bool new_pid_namespace = false;
+  // Start the program from a process that stands for it (its exit status
+  // is the program's) and, as a child subreaper, reaps every process the
+  // program leaves behind (bubblewrap's) before it ends: left to pid 1,
+  // which in a container may never reap them, they stay zombies counted
+  // against their user's RLIMIT_NPROC and later starts fail with EAGAIN.
+  bool reap_orphans = false;
   // Descriptors the child keeps at the same numbers (close-on-exec cleared).
   std::vector<int> inherit_fds;
   // The child's whole environment ("NAME=value"); unset keeps ours.

@@ -100,6 +100,7 @@ absl::StatusOr<SandboxRun> Run(SandboxMode mode, const std::string& interpreter,
     o.argv = BwrapArgv(file, *fd);
     o.argv.insert(o.argv.end(), {interpreter, "-I", "candidate.py"});
     o.env = Environment("/box", "/tmp");
+    o.reap_orphans = true;  // bubblewrap leaves processes behind
   } else {
     absl::StatusOr<const std::vector<sock_filter>*> filter = SandboxSeccompFilter();
     if (!filter.ok()) return filter.status();
