@@ -16,7 +16,7 @@ namespace {
 // The pass: about this many token positions, in rows of the model's length
 // (at most kProbeLength), and this vocabulary when the job leaves it to the
 // tokenizer (the head's share of the work is small either way).
-constexpr int64_t kProbePositions = 512;
+constexpr int64_t kProbePositions = 256;
 constexpr int64_t kProbeLength = 64;
 constexpr int64_t kProbeVocab = 64;
 // The pass runs one block (every block has the same operations) and a head
@@ -24,7 +24,7 @@ constexpr int64_t kProbeVocab = 64;
 constexpr int64_t kProbeMaxVocab = 4096;
 // Rounds of timing; each round times every count once, so that a stretch
 // of the machine being busy elsewhere falls on all counts alike.
-constexpr int kProbeRounds = 7;
+constexpr int kProbeRounds = 5;
 // The most arithmetic one timed pass may take (about 10 ms at this
 // machine's peak).
 constexpr double kProbeFlop = 1e9;

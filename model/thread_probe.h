@@ -37,7 +37,7 @@ int FewestThreadsWithin(const std::map<int, double>& seconds, double margin);
 
 // Times the pass for `threads`, threads / 2, ..., 1 intra-op threads on one
 // block of a model of `config`'s shape and a head of at most 4096 tokens
-// (512 token positions, fewer for a large block; weights drawn from a generator of its own: the
+// (256 token positions, fewer for a large block; weights drawn from a generator of its own: the
 // run's random draws do not move) and sets the
 // intra-op pool, and OpenBLAS as model::SetThreads does, to the count
 // FewestThreadsWithin(kProbeMargin) picks. REQUIRES: threads >= 1 and
