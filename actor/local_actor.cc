@@ -108,7 +108,10 @@ class LocalActor : public RolloutWorker {
     absl::StatusOr<internal::EngineResult> run =
         internal::RunEngine(*model_, request, tokenizer_->pad_id(), engine, callbacks,
                             options_.turn_cache_bytes > 0 ? &turns_ : nullptr);
-    const int64_t cache_bytes = (run.ok() ? run->peak_cache_bytes : 0) + turns_.bytes();
+    // The peak counts the turn cache's entries held at the time; after the
+    // call they are what stays.
+    const int64_t cache_bytes =
+        std::max(run.ok() ? run->peak_cache_bytes : 0, turns_.bytes());
     if (ledger_ != nullptr) {
       ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, cache_bytes,
                             ledger::Stage::kRollout);

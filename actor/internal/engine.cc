@@ -48,7 +48,7 @@ class Decoder {
       waiting_.push_back(r);
     }
     prefill_ = RunPrefill(model, sequences, pad_id, turns, result_);
-    result_->peak_cache_bytes = prefill_.cache.bytes();
+    result_->peak_cache_bytes = prefill_.cache.bytes() + TurnBytes();
   }
 
   absl::Status Run() {
@@ -226,9 +226,12 @@ class Decoder {
     key_valid_ = valid.empty() ? torch::Tensor() : torch::cat(valid, 0);
     batch_ = keep;
     batch_.insert(batch_.end(), joining.begin(), joining.end());
-    result_->peak_cache_bytes =
-        std::max(result_->peak_cache_bytes, prefill_.cache.bytes() + cache_.bytes());
+    result_->peak_cache_bytes = std::max(result_->peak_cache_bytes,
+                                         prefill_.cache.bytes() + cache_.bytes() + TurnBytes());
   }
+
+  // What the turn cache holds now (its entries are copies).
+  int64_t TurnBytes() const { return turns_ != nullptr ? turns_->bytes() : 0; }
 
   model::TransformerImpl& model_;
   const v1::GenerateRequest& request_;

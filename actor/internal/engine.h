@@ -70,7 +70,8 @@ struct EngineResult {
   StageWork prefill;
   StageWork decode;
   int64_t largest_decode_batch = 0;
-  // The prefill cache and the decode batch's cache at their largest.
+  // The prefill cache, the decode batch's cache and the turn cache's
+  // entries, at their largest together.
   int64_t peak_cache_bytes = 0;
 };
 
