@@ -110,8 +110,7 @@ class LocalActor : public RolloutWorker {
                             options_.turn_cache_bytes > 0 ? &turns_ : nullptr);
     // The peak counts the turn cache's entries held at the time; after the
     // call they are what stays.
-    const int64_t cache_bytes =
-        std::max(run.ok() ? run->peak_cache_bytes : 0, turns_.bytes());
+    const int64_t cache_bytes = std::max(run.ok() ? run->peak_cache_bytes : 0, turns_.bytes());
     if (ledger_ != nullptr) {
       ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, cache_bytes,
                             ledger::Stage::kRollout);

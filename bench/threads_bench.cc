@@ -28,15 +28,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <iostream>
+#include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -152,8 +151,8 @@ int RunChild(int threads) {
     if (ledger == nullptr) return;
     if (intra_op > 0) model::SetThreads(intra_op);
     using SetBlasThreads = void (*)(int);
-    if (auto set = reinterpret_cast<SetBlasThreads>(
-            dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    if (auto set =
+            reinterpret_cast<SetBlasThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
         set != nullptr && blas > 0) {
       set(blas);
     }
@@ -248,8 +247,7 @@ int Main() {
         std::cout << absl::StrFormat(
                          "  run %d: %s, %d threads (intra-op %d): wall %.2f s, cpu %.2f s, %d busy "
                          "threads\n",
-                         rep + 1, ModeName(mode), n, u->intra_op, u->wall, u->cpu,
-                         u->busy_threads)
+                         rep + 1, ModeName(mode), n, u->intra_op, u->wall, u->cpu, u->busy_threads)
                   << std::flush;
         auto [it, fresh] = best.emplace(std::make_pair(mode, n), *u);
         if (!fresh && u->wall < it->second.wall) it->second = *u;
@@ -264,9 +262,9 @@ int Main() {
     const double first = best[{mode, counts.front()}].wall;
     for (const int n : counts) {
       const Usage& u = best[{mode, n}];
-      std::cout << absl::StrFormat("%-9s %8d %9d %10.2f %10.2f %10.2f %8d %12.2f\n",
-                                   ModeName(mode), n, u.intra_op, u.wall, u.cpu, u.cpu / u.wall,
-                                   u.busy_threads, u.wall / first);
+      std::cout << absl::StrFormat("%-9s %8d %9d %10.2f %10.2f %10.2f %8d %12.2f\n", ModeName(mode),
+                                   n, u.intra_op, u.wall, u.cpu, u.cpu / u.wall, u.busy_threads,
+                                   u.wall / first);
     }
   }
   std::cout << absl::StrFormat("load average %.2f at the end\n", load[0]);

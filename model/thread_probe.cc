@@ -45,9 +45,9 @@ ThreadProbe ProbeIntraOpThreads(const v1::ModelConfig& config, int threads) {
   if (threads <= 1) return probe;
   // A generator of its own: probing never moves the run's random draws.
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(1);
-  const int64_t vocab =
-      config.vocab_size() > 0 ? std::min<int64_t>(config.vocab_size(), kProbeMaxVocab)
-                              : kProbeVocab;
+  const int64_t vocab = config.vocab_size() > 0
+                            ? std::min<int64_t>(config.vocab_size(), kProbeMaxVocab)
+                            : kProbeVocab;
   v1::ModelConfig shape = config;
   shape.set_n_layers(1);
   shape.set_vocab_size(vocab);
@@ -63,9 +63,8 @@ ThreadProbe ProbeIntraOpThreads(const v1::ModelConfig& config, int threads) {
   // would exceed kProbeFlop (a training pass is about 6 FLOP per parameter
   // and position).
   const int64_t length = std::min<int64_t>(shape.max_seq_len(), kProbeLength);
-  const int64_t positions =
-      std::clamp<int64_t>(static_cast<int64_t>(kProbeFlop / (6.0 * params)), length,
-                          kProbePositions);
+  const int64_t positions = std::clamp<int64_t>(static_cast<int64_t>(kProbeFlop / (6.0 * params)),
+                                                length, kProbePositions);
   const int64_t rows = std::max<int64_t>(1, positions / length);
   const torch::Tensor tokens = torch::randint(vocab, {rows, length}, generator, torch::kLong);
   const torch::Tensor positions_ids = torch::arange(length, torch::kLong).expand({rows, length});

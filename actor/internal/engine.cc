@@ -226,8 +226,8 @@ class Decoder {
     key_valid_ = valid.empty() ? torch::Tensor() : torch::cat(valid, 0);
     batch_ = keep;
     batch_.insert(batch_.end(), joining.begin(), joining.end());
-    result_->peak_cache_bytes = std::max(result_->peak_cache_bytes,
-                                         prefill_.cache.bytes() + cache_.bytes() + TurnBytes());
+    result_->peak_cache_bytes =
+        std::max(result_->peak_cache_bytes, prefill_.cache.bytes() + cache_.bytes() + TurnBytes());
   }
 
   // What the turn cache holds now (its entries are copies).
