@@ -5,10 +5,11 @@
 // alone, in plain Python, drives a training job through the "subprocess"
 // built-in; an asynchronous multi-turn run killed mid-step and resumed
 // replays the episodes in flight: it trains what an uninterrupted run
-// trains, step for step.
+// trains, step for step; PPO trains on episodes too.
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -142,6 +143,25 @@ TEST(MultiTurnTest, KilledAndResumedAsynchronousRunReplaysTheEpisodesInFlight) {
   }
   EXPECT_TRUE(got.at(5)["prompt_account"]["reconciles"].get<bool>());
   EXPECT_EQ(got.at(5)["prompt_account"]["in_flight"], 0);
+}
+
+// PPO (a separate critic, GAE over the policy's tokens) trains on episodes
+// as the GRPO family does: the run completes with one environment record a
+// step and finite losses.
+TEST(MultiTurnTest, PpoTrainsOnEpisodes) {
+  const fs::path root = FreshRoot("multi_turn_ppo_test");
+  v1::JobConfig job = GuessJob("guess_number");
+  job.set_algorithm("ppo");
+  job.mutable_ppo()->set_critic(v1::PpoConfig::SEPARATE);
+  RunTrellis(root, "run", "ppo", job);
+  const std::map<int64_t, nlohmann::json> steps = testing_util::StepRecords(root / "ppo");
+  ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps));
+  for (const auto& [step, record] : steps) {
+    EXPECT_TRUE(std::isfinite(record["loss"].get<double>())) << "step " << step;
+    EXPECT_TRUE(std::isfinite(record["value_loss"].get<double>())) << "step " << step;
+    EXPECT_GT(record["trained_tokens"].get<int64_t>(), 0) << "step " << step;
+  }
+  EXPECT_EQ(EnvironmentRecords(root / "ppo").size(), static_cast<size_t>(kSteps));
 }
 
 }  // namespace
