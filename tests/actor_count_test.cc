@@ -11,19 +11,13 @@
 
 #include "config/job_config.h"
 #include "gtest/gtest.h"
-#include "tests/launch_util.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {
 namespace {
 
 namespace fs = std::filesystem;
-using testing_util::ExitedOk;
-using testing_util::Slurp;
-using testing_util::StartTrellis;
 using testing_util::StepRewards;
-using testing_util::Wait;
-using testing_util::WriteText;
 
 constexpr int kSteps = 4;
 
@@ -35,22 +29,14 @@ TEST(ActorCountTest, LaunchedWithOneTwoOrThreeActorsMatchesTheEmbeddedRun) {
   // Six prompts a step: three actors get two each, two get three.
   v1::JobConfig job = testing_util::VaryingRewardsJob(kSteps);
   job.mutable_grpo()->set_prompts_per_step(6);
-  WriteText(root / "embedded.yaml", config::ResolvedJobYaml(job));
-  ASSERT_TRUE(ExitedOk(Wait(StartTrellis(
-      {"run", (root / "embedded.yaml").string(), "--out", (root / "embedded").string()},
-      root / "embedded.log"))))
-      << Slurp(root / "embedded.log");
+  testing_util::RunTrellis(root, "run", "embedded", job);
   const std::map<int64_t, double> want = StepRewards(root / "embedded");
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
 
   for (int actors : {1, 2, 3}) {
     const std::string name = "launched" + std::to_string(actors);
     job.mutable_deployment()->mutable_actor()->set_count(actors);
-    WriteText(root / (name + ".yaml"), config::ResolvedJobYaml(job));
-    ASSERT_TRUE(ExitedOk(Wait(StartTrellis(
-        {"launch", (root / (name + ".yaml")).string(), "--out", (root / name).string()},
-        root / (name + ".log")))))
-        << Slurp(root / (name + ".log"));
+    testing_util::RunTrellis(root, "launch", name, job);
     EXPECT_EQ(StepRewards(root / name), want) << actors << " actors";
   }
 }

@@ -19,19 +19,13 @@
 
 #include "config/job_config.h"
 #include "gtest/gtest.h"
-#include "tests/launch_util.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {
 namespace {
 
 namespace fs = std::filesystem;
-using testing_util::ExitedOk;
-using testing_util::Slurp;
-using testing_util::StartTrellis;
 using testing_util::StepRewards;
-using testing_util::Wait;
-using testing_util::WriteText;
 
 constexpr int kSteps = 3;
 
@@ -62,16 +56,6 @@ std::vector<nlohmann::json> EnvironmentRecords(const fs::path& dir) {
   return records;
 }
 
-// Runs `trellis COMMAND JOB --out root/name`; fails the test when it fails.
-void RunTrellis(const fs::path& root, const std::string& command, const std::string& name,
-                const v1::JobConfig& job) {
-  WriteText(root / (name + ".yaml"), config::ResolvedJobYaml(job));
-  ASSERT_TRUE(ExitedOk(Wait(
-      StartTrellis({command, (root / (name + ".yaml")).string(), "--out", (root / name).string()},
-                   root / (name + ".log")))))
-      << Slurp(root / (name + ".log"));
-}
-
 fs::path FreshRoot(const std::string& name) {
   const fs::path root = fs::path(::testing::TempDir()) / (name + "_" + std::to_string(::getpid()));
   fs::remove_all(root);
@@ -82,7 +66,7 @@ fs::path FreshRoot(const std::string& name) {
 TEST(MultiTurnTest, LaunchedAndEmbeddedGiveTheSameRewards) {
   const fs::path root = FreshRoot("multi_turn_test");
   v1::JobConfig job = GuessJob("guess_number");
-  RunTrellis(root, "run", "embedded", job);
+  testing_util::RunTrellis(root, "run", "embedded", job);
   const std::map<int64_t, double> want = StepRewards(root / "embedded");
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
   double total = 0;
@@ -101,7 +85,7 @@ TEST(MultiTurnTest, LaunchedAndEmbeddedGiveTheSameRewards) {
   EXPECT_GT(turns, 0) << "no episode took a turn: the game was never played";
 
   job.mutable_deployment()->mutable_actor()->set_count(2);
-  RunTrellis(root, "launch", "launched", job);
+  testing_util::RunTrellis(root, "launch", "launched", job);
   EXPECT_EQ(StepRewards(root / "launched"), want);
   EXPECT_EQ(EnvironmentRecords(root / "launched").size(), static_cast<size_t>(kSteps));
 }
@@ -111,7 +95,7 @@ TEST(MultiTurnTest, AnEnvironmentWrittenFromTheProtocolDocumentDrivesAJob) {
   v1::JobConfig job = GuessJob("subprocess");
   job.mutable_environment()->add_command(TRELLIS_SOURCE_DIR
                                          "/environment/python/from_doc_environment.py");
-  RunTrellis(root, "run", "doc", job);
+  testing_util::RunTrellis(root, "run", "doc", job);
   EXPECT_EQ(StepRewards(root / "doc").size(), static_cast<size_t>(kSteps));
   const std::vector<nlohmann::json> records = EnvironmentRecords(root / "doc");
   ASSERT_EQ(records.size(), static_cast<size_t>(kSteps));
@@ -131,7 +115,7 @@ TEST(MultiTurnTest, KilledAndResumedAsynchronousRunReplaysTheEpisodesInFlight) {
   job.mutable_async()->set_enabled(true);
   job.mutable_async()->set_max_staleness(1);
   job.mutable_runtime()->set_checkpoint_every(3);
-  RunTrellis(root, "run", "whole", job);
+  testing_util::RunTrellis(root, "run", "whole", job);
   const std::map<int64_t, nlohmann::json> want = testing_util::StepRecords(root / "whole");
   ASSERT_EQ(want.size(), 6u);
   const fs::path dir = testing_util::KillAndResume("run", root / "killed", job, 3);
@@ -153,7 +137,7 @@ TEST(MultiTurnTest, PpoTrainsOnEpisodes) {
   v1::JobConfig job = GuessJob("guess_number");
   job.set_algorithm("ppo");
   job.mutable_ppo()->set_critic(v1::PpoConfig::SEPARATE);
-  RunTrellis(root, "run", "ppo", job);
+  testing_util::RunTrellis(root, "run", "ppo", job);
   const std::map<int64_t, nlohmann::json> steps = testing_util::StepRecords(root / "ppo");
   ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps));
   for (const auto& [step, record] : steps) {

@@ -77,6 +77,19 @@ inline pid_t StartTrellis(const std::vector<std::string>& args,
   return pid;
 }
 
+// Writes `job` to ROOT/NAME.yaml and runs `trellis COMMAND` on it with
+// --out ROOT/NAME (output in ROOT/NAME.log); fails the test when it fails.
+inline void RunTrellis(const std::filesystem::path& root, const std::string& command,
+                       const std::string& name, const v1::JobConfig& job) {
+  WriteText(root / (name + ".yaml"), config::ResolvedJobYaml(job));
+  int status = 0;
+  ::waitpid(StartTrellis({command, (root / (name + ".yaml")).string(), "--out",
+                          (root / name).string()},
+                         root / (name + ".log")),
+            &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(root / (name + ".log"));
+}
+
 // Runs `trellis COMMAND job.yaml --out ROOT/run` for `job`, SIGKILLs it as
 // soon as its step-`kill_after` checkpoint is in place, and resumes it to the
 // end; returns the run directory (the test fails when a stage does).
