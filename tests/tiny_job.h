@@ -83,10 +83,10 @@ inline void RunTrellis(const std::filesystem::path& root, const std::string& com
                        const std::string& name, const v1::JobConfig& job) {
   WriteText(root / (name + ".yaml"), config::ResolvedJobYaml(job));
   int status = 0;
-  ::waitpid(StartTrellis({command, (root / (name + ".yaml")).string(), "--out",
-                          (root / name).string()},
-                         root / (name + ".log")),
-            &status, 0);
+  ::waitpid(
+      StartTrellis({command, (root / (name + ".yaml")).string(), "--out", (root / name).string()},
+                   root / (name + ".log")),
+      &status, 0);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(root / (name + ".log"));
 }
 
