@@ -72,6 +72,15 @@ TEST(MeasureTest, PlanIsWithinTenPercentOfTheMeasuredPeak) {
   }
 }
 
+// The first GRPO update after an SFT warm-up creates its optimizer's state
+// in its step, after the backward passes' peak: the learner's peak counts
+// the state as it was then.
+TEST(MeasureTest, TheFirstUpdateOfAPhaseReconciles) {
+  v1::JobConfig job = testing_util::VaryingRewardsJob(1);
+  job.mutable_sft()->set_steps(2);
+  ExpectAttributed(RunAndSummarize(job, TempDir("new_optimizer")), 0.001);
+}
+
 TEST(MeasureTest, ProbeOfMicroBatchNamesActivations) {
   tools::ProbeOptions options;
   options.key = "micro_batch";

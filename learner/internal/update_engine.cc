@@ -76,9 +76,11 @@ struct MicroSums {
 
 }  // namespace
 
-void UpdateEngine::UpdatePeak::Observe(int64_t peak, int64_t base, int64_t saved, int64_t after) {
+void UpdateEngine::UpdatePeak::Observe(int64_t peak, int64_t base, int64_t saved, int64_t after,
+                                       int64_t optimizer) {
   if (peak <= bytes) return;
   bytes = peak;
+  optimizer_state = optimizer;
   workspace = std::max<int64_t>(0, peak - base - saved - std::max<int64_t>(0, after - base));
 }
 
@@ -152,6 +154,7 @@ absl::StatusOr<v1::TrainStats> UpdateEngine::Update(PhaseId id, int64_t rows,
   int64_t activation_bytes = 0;
   std::optional<ledger::PeakWindow> window;
   const double recompute_before = models_->RecomputeSeconds();
+  const int64_t optimizer_before = PolicyOptimizerBytes();
   try {
     phase.params.ZeroGrad();
     // This rank's rows; the loss normalizer is the whole batch's, so the
@@ -166,7 +169,8 @@ absl::StatusOr<v1::TrainStats> UpdateEngine::Update(PhaseId id, int64_t rows,
       const int64_t saved = tracker.live_bytes() - live_before;
       activation_bytes = std::max(activation_bytes, saved);
       r->loss.backward();
-      peak_.Observe(window->peak_bytes(), live_before, saved, tracker.live_bytes());
+      peak_.Observe(window->peak_bytes(), live_before, saved, tracker.live_bytes(),
+                    optimizer_before);
       window.reset();
       sums.Add(*r);
     }
@@ -195,7 +199,8 @@ absl::StatusOr<v1::TrainStats> UpdateEngine::Update(PhaseId id, int64_t rows,
       if (absl::Status s = phase.params.AfterStep(); !s.ok()) return s;
       ++phase.steps;
     }
-    peak_.Observe(window->peak_bytes(), live_before_step, 0, tracker.live_bytes());
+    peak_.Observe(window->peak_bytes(), live_before_step, 0, tracker.live_bytes(),
+                  PolicyOptimizerBytes());
     window.reset();
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(worker_id_, ": update at version ", version_, ": ",
@@ -258,16 +263,13 @@ v1::TrainStats UpdateEngine::Finish(PhaseId id, v1::TrainStats stats, int64_t bu
 void UpdateEngine::RecordObjects(Stage stage, const Resident& resident, int64_t activation_bytes,
                                  int64_t buffer_bytes) {
   const std::string& id = worker_id_;
-  // Every policy phase's optimizer stays resident (checkpoints hold them
-  // all), so the object is their sum.
-  int64_t optimizer_bytes = 0;
-  for (PhaseId p : kPolicyPhases) {
-    if (phase(p).optimizer) optimizer_bytes += OptimizerStateBytes(*phase(p).optimizer);
-  }
+  const int64_t optimizer_bytes = PolicyOptimizerBytes();
   ledger_->RecordObject(id, Object::kParameters, resident.parameters, stage);
   if (resident.adapters > 0) ledger_->RecordObject(id, Object::kAdapters, resident.adapters, stage);
   ledger_->RecordObject(id, Object::kGradients, resident.gradients, stage);
-  ledger_->RecordObject(id, Object::kOptimizerState, optimizer_bytes, stage);
+  // As it was at the update's peak, then as the update left it.
+  ledger_->RecordObject(id, Object::kOptimizerState,
+                        peak_.bytes > 0 ? peak_.optimizer_state : optimizer_bytes, stage);
   if (models_->masters() != nullptr) {
     ledger_->RecordObject(id, Object::kMasterWeights, models_->master_copies().bytes(), stage);
   }
@@ -288,7 +290,16 @@ void UpdateEngine::RecordObjects(Stage stage, const Resident& resident, int64_t 
   }
   ledger_->RecordObject(id, Object::kActivations, 0, stage);
   ledger_->RecordObject(id, Object::kWorkspace, 0, stage);
+  ledger_->RecordObject(id, Object::kOptimizerState, optimizer_bytes, stage);
   peak_ = UpdatePeak{};
+}
+
+int64_t UpdateEngine::PolicyOptimizerBytes() {
+  int64_t bytes = 0;
+  for (PhaseId p : kPolicyPhases) {
+    if (phase(p).optimizer) bytes += OptimizerStateBytes(*phase(p).optimizer);
+  }
+  return bytes;
 }
 
 int64_t UpdateEngine::CriticBytes() {

@@ -69,9 +69,13 @@ class UpdateEngine {
     // bf16: the model's own gradients, alive from backward until they are
     // copied up into the masters' (counted as gradients at the peak).
     int64_t model_gradients = 0;
+    // The policy phases' optimizer state at the peak: an optimizer's first
+    // step creates its state, after the backward passes' peaks.
+    int64_t optimizer_state = 0;
     // `peak` seen in a window that opened at `base` live bytes, holding
-    // `saved` activations; `after`: live bytes once the window's work ended.
-    void Observe(int64_t peak, int64_t base, int64_t saved, int64_t after);
+    // `saved` activations, with `optimizer` bytes of optimizer state;
+    // `after`: live bytes once the window's work ended.
+    void Observe(int64_t peak, int64_t base, int64_t saved, int64_t after, int64_t optimizer);
   };
   // The policy's resident bytes after an update.
   struct Resident {
@@ -85,6 +89,9 @@ class UpdateEngine {
   // trained on, 0 when it kept none).
   v1::TrainStats Finish(PhaseId id, v1::TrainStats stats, int64_t buffer_bytes);
   Resident PolicyBytes() const;
+  // Every policy phase's optimizer state: they all stay resident
+  // (checkpoints hold them all).
+  int64_t PolicyOptimizerBytes();
   // A batch whose summed `loss` or `grad_norm` is not finite takes no
   // optimizer step: marks `stats` skipped_nonfinite. FailedPrecondition
   // once runtime.max_nonfinite_skips updates in a row were skipped.
