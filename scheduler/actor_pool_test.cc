@@ -139,9 +139,9 @@ TEST(ActorPoolTest, APromptIdGoesToTheActorThatAnsweredItInThePreviousCall) {
 TEST(ActorPoolTest, AnIdWhoseActorIsDeadGoesToALiveOne) {
   std::vector<FakeActor*> actors;
   bool first_alive = true;
-  ActorPool pool(Members(actors, {absl::OkStatus(), absl::OkStatus()}),
-                 [&](const std::string& id) { return first_alive || id != "actor-0"; }, nullptr,
-                 nullptr);
+  ActorPool pool(
+      Members(actors, {absl::OkStatus(), absl::OkStatus()}),
+      [&](const std::string& id) { return first_alive || id != "actor-0"; }, nullptr, nullptr);
   ASSERT_TRUE(pool.Generate(Request(4)).ok());
   first_alive = false;
   actors[1]->asked.clear();
