@@ -11,13 +11,12 @@
 //       The same job with the scheduler and every role a process of its own.
 //   trellis serve ROLE --scheduler ADDR [--listen HOST:PORT] [--advertise HOST]
 //                      [--index K] [--transport-port PORT] [--metrics HOST:PORT]
-//   trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT]
-//                           [--advertise HOST] [--address-file FILE]
-//                           [--resume RUN_DIR] [--http HOST:PORT]
-//       One service, as a launcher, Slurm or Kubernetes starts it, with the
-//       job's secret (--secret-file FILE or $TRELLIS_SECRET_FILE) or --insecure.
-//       --http: the dashboard and the job's Prometheus /metrics
-//       (web/watch_server.h); --metrics: a worker's own /metrics.
+//   trellis serve scheduler [--job JOB.yaml] [--out DIR] [--listen HOST:PORT] [--advertise HOST]
+//                           [--address-file FILE] [--resume RUN_DIR] [--http HOST:PORT]
+//   trellis serve environment --job JOB.yaml --listen HOST:PORT [--address-file FILE]
+//       One service, as a launcher, Slurm or Kubernetes starts it, with the job's secret
+//       (--secret-file FILE or $TRELLIS_SECRET_FILE) or --insecure. --http: the dashboard and
+//       the job's Prometheus /metrics (web/watch_server.h); --metrics: a worker's own /metrics.
 //   trellis report RUN_DIR
 //       RUN_DIR/report.html: the dashboard of a finished run as one file.
 //   trellis resolve [JOB.yaml] [--override FILE] [--seed N]
@@ -46,6 +45,7 @@
 #include "config/threads.h"
 #include "env/run_dir.h"
 #include "environment_service/environment_service.h"
+#include "launch/environment_server.h"
 #include "launch/launcher.h"
 #include "launch/secret.h"
 #include "launch/worker.h"
@@ -298,6 +298,18 @@ int Serve(const std::vector<std::string>& args) {
     }
     return ExitCode("serve", trellis::scheduler::ServeScheduler(job, flags["--out"], options,
                                                                 std::cout));
+  }
+  if (args[0] == "environment") {
+    if (!ParseFlags("serve", rest,
+                    {"--job", "--listen", "--advertise", "--address-file", "--secret-file"}, flags,
+                    positional) ||
+        !SetServeSecret(flags["--secret-file"], insecure)) {
+      return 2;
+    }
+    return ExitCode(
+        "serve", trellis::launch::ServeEnvironment({flags["--job"], flags["--listen"],
+                                                    flags["--advertise"], flags["--address-file"]},
+                                                   std::cout));
   }
   absl::StatusOr<trellis::v1::Role> role = trellis::launch::ParseRole(args[0]);
   if (!role.ok()) return ExitCode("serve", role.status());

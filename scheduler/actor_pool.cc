@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <future>
-#include <map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 namespace trellis::scheduler {
@@ -16,26 +16,56 @@ bool WorkerFailure(const absl::Status& s) {
 }
 
 struct Shard {
+  int member = -1;           // The member asked for it; -1: none yet.
   std::vector<int> prompts;  // Indices into the request's prompts, ascending.
   v1::GenerateResponse response;
   bool done = false;
 };
 
-// `count` shards of about equal, contiguous prompt ranges, except that every
-// copy of a prompt id goes with its first copy, in order: a row's sampling
-// key counts the copies of its id before it in the request
+// One shard per live member (shard k for live[k]). A prompt id that a live
+// member answered in the previous call goes to that member again (its turn
+// cache holds the episode). The other ids fill the shards in request order
+// up to about equal sizes, contiguously as far as the sticky ones allow.
+// Every copy of a prompt id goes with its first copy, in order: a row's
+// sampling key counts the copies of its id before it in the request
 // (actor/internal/row_key.h), and this keeps that count in the shard.
-std::vector<Shard> SplitPrompts(const v1::GenerateRequest& request, int count) {
+std::vector<Shard> SplitPrompts(const v1::GenerateRequest& request, const std::vector<int>& live,
+                                const absl::flat_hash_map<uint64_t, int>& previous) {
   const int prompts = request.prompts_size();
+  const int count = static_cast<int>(live.size());
   std::vector<Shard> shards(count);
-  std::map<uint64_t, int> first_shard;
+  absl::flat_hash_map<int, int> shard_of_member;
   for (int k = 0; k < count; ++k) {
-    const int begin = static_cast<int>(static_cast<int64_t>(prompts) * k / count);
-    const int end = static_cast<int>(static_cast<int64_t>(prompts) * (k + 1) / count);
-    for (int i = begin; i < end; ++i) {
-      const int shard = first_shard.emplace(request.prompts(i).id(), k).first->second;
-      shards[shard].prompts.push_back(i);
+    shards[k].member = live[k];
+    shard_of_member[live[k]] = k;
+  }
+  auto sticky_shard = [&](uint64_t id) {
+    auto before = previous.find(id);
+    if (before == previous.end()) return -1;
+    auto shard = shard_of_member.find(before->second);
+    return shard == shard_of_member.end() ? -1 : shard->second;
+  };
+  std::vector<int> load(count, 0);
+  for (const v1::Prompt& p : request.prompts()) {
+    const int k = sticky_shard(p.id());
+    if (k >= 0) ++load[k];
+  }
+  auto target = [&](int k) {
+    return static_cast<int>(static_cast<int64_t>(prompts) * (k + 1) / count -
+                            static_cast<int64_t>(prompts) * k / count);
+  };
+  absl::flat_hash_map<uint64_t, int> shard_of_id;
+  int next = 0;  // The shard new ids fill.
+  for (int i = 0; i < prompts; ++i) {
+    const uint64_t id = request.prompts(i).id();
+    const int sticky = sticky_shard(id);
+    auto [it, first] = shard_of_id.emplace(id, sticky);
+    if (first && sticky < 0) {
+      while (next + 1 < count && load[next] >= target(next)) ++next;
+      it->second = next;
     }
+    shards[it->second].prompts.push_back(i);
+    if (sticky < 0) ++load[it->second];
   }
   // A shard left with no prompt has nothing to ask.
   for (Shard& shard : shards) shard.done = shard.prompts.empty();
@@ -79,8 +109,11 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
   const int prompts = request.prompts_size();
   std::vector<int> live = LiveMembers();
   if (live.empty()) return absl::UnavailableError("actor pool: no live actor");
-  const int n = std::max(1, std::min<int>(live.size(), prompts));
-  std::vector<Shard> shards = SplitPrompts(request, n);
+  std::vector<Shard> shards;
+  {
+    absl::MutexLock lock(&mu_);
+    shards = SplitPrompts(request, live, previous_member_);
+  }
   auto shard_request = [&](const Shard& shard) {
     v1::GenerateRequest r;
     r.set_responses_per_prompt(request.responses_per_prompt());
@@ -89,11 +122,11 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
     for (int i : shard.prompts) *r.add_prompts() = request.prompts(i);
     return r;
   };
-  // Rounds: every pending shard goes to a live actor; the failed ones are
-  // pending again in the next round.
+  // Rounds: every pending shard goes to its member while that one is live,
+  // else to a live one; the failed ones are pending again in the next round.
   while (true) {
     std::vector<int> pending;
-    for (int k = 0; k < n; ++k) {
+    for (int k = 0; k < static_cast<int>(shards.size()); ++k) {
       if (!shards[k].done) pending.push_back(k);
     }
     if (pending.empty()) break;
@@ -104,11 +137,13 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
                                                  " shard(s) of the batch unanswered"));
     }
     std::vector<std::future<absl::StatusOr<v1::GenerateResponse>>> calls;
-    std::vector<int> owner;
     for (size_t j = 0; j < pending.size(); ++j) {
-      const int m = live[j % live.size()];
-      owner.push_back(m);
-      const v1::GenerateRequest r = shard_request(shards[pending[j]]);
+      Shard& shard = shards[pending[j]];
+      if (std::find(live.begin(), live.end(), shard.member) == live.end()) {
+        shard.member = live[j % live.size()];
+      }
+      const int m = shard.member;
+      const v1::GenerateRequest r = shard_request(shard);
       calls.push_back(std::async(std::launch::async, [this, m, r, &on_part]() {
         absl::StatusOr<v1::GenerateResponse> response = members_[m].worker->Generate(r);
         if (response.ok() && on_part) on_part(*response);
@@ -122,12 +157,19 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
         shard.response = *std::move(result);
         shard.done = true;
       } else if (WorkerFailure(result.status())) {
-        GiveUp(owner[j], result.status());
+        GiveUp(shard.member, result.status());
         absl::MutexLock lock(&mu_);
         redispatched_ += static_cast<int64_t>(shard.prompts.size());
       } else {
         return result.status();
       }
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    previous_member_.clear();
+    for (const Shard& shard : shards) {
+      for (int i : shard.prompts) previous_member_[request.prompts(i).id()] = shard.member;
     }
   }
   // The samples back in request order: each prompt's group, in turn.

@@ -2,11 +2,18 @@
 #define TRELLIS_SCHEDULER_ACTOR_POOL_H_
 
 // Several actors behind one RolloutWorker, so that the loop is the same
-// with one actor or many. Generate splits the prompts into contiguous
-// shards, one per live actor (every copy of a prompt id with its first), and runs them at once; a
-// shard whose actor fails (unavailable, deadline, cancelled) or is declared dead is given whole to
-// a live actor, so every prompt is answered exactly once and the batch stays full. SyncWeights
-// brings every live actor to the version.
+// with one actor or many. Generate splits the prompts into shards, one per
+// live actor (every copy of a prompt id with its first), and runs them at
+// once. Routing is sticky: a prompt id that a live actor answered in the
+// previous call goes to that actor again, so a multi-turn episode (its
+// prompt id is the episode's key) continues from that actor's turn cache
+// (actor/internal/turn_cache.h) instead of being prefilled anew; only the
+// previous call's assignments are kept. The other ids fill the shards in
+// request order to about equal sizes. Which actor answers a row does not
+// change its samples (rows draw from keyed streams). A shard whose actor
+// fails (unavailable, deadline, cancelled) or is declared dead is given
+// whole to a live actor, so every prompt is answered exactly once and the
+// batch stays full. SyncWeights brings every live actor to the version.
 
 #include <functional>
 #include <memory>
@@ -14,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/rollout_worker.h"
 
@@ -60,6 +68,8 @@ class ActorPool final : public actor::RolloutWorker {
   mutable absl::Mutex mu_;
   std::vector<bool> failed_ ABSL_GUARDED_BY(mu_);
   int64_t redispatched_ ABSL_GUARDED_BY(mu_) = 0;
+  // The member that answered each prompt id of the previous call.
+  absl::flat_hash_map<uint64_t, int> previous_member_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trellis::scheduler

@@ -100,6 +100,56 @@ TEST(ActorPoolTest, EveryShardKeepsTheSeedAndEveryCopyOfAPromptIdGoesTogether) {
   EXPECT_EQ(r->generated_tokens(), 8);
 }
 
+// Multi-turn episodes ask for their next turns under the same prompt ids:
+// an id answered in the previous call goes to the same actor (its turn
+// cache), whatever its position now; a new id fills the emptier shard.
+TEST(ActorPoolTest, APromptIdGoesToTheActorThatAnsweredItInThePreviousCall) {
+  std::vector<FakeActor*> actors;
+  ActorPool pool(Members(actors, {absl::OkStatus(), absl::OkStatus()}), nullptr, nullptr, nullptr);
+  ASSERT_TRUE(pool.Generate(Request(4)).ok());
+  EXPECT_EQ(actors[0]->asked, (std::vector<uint64_t>{100, 101}));
+  EXPECT_EQ(actors[1]->asked, (std::vector<uint64_t>{102, 103}));
+  actors[0]->asked.clear();
+  actors[1]->asked.clear();
+
+  v1::GenerateRequest next;
+  next.set_responses_per_prompt(1);
+  next.set_seed(8);
+  for (uint64_t id : {103, 100, 102, 200}) next.add_prompts()->set_id(id);
+  absl::StatusOr<v1::GenerateResponse> r = pool.Generate(next);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(actors[0]->asked, (std::vector<uint64_t>{100, 200}));
+  EXPECT_EQ(actors[1]->asked, (std::vector<uint64_t>{103, 102}));
+  ASSERT_EQ(r->samples_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(r->samples(i).prompt_id(), next.prompts(i).id()) << "request order kept";
+  }
+
+  // Only the previous call counts: 101 (two calls ago, on actor 0) is new.
+  actors[0]->asked.clear();
+  actors[1]->asked.clear();
+  next.clear_prompts();
+  for (uint64_t id : {102, 103, 101}) next.add_prompts()->set_id(id);
+  ASSERT_TRUE(pool.Generate(next).ok());
+  EXPECT_EQ(actors[0]->asked, (std::vector<uint64_t>{101}));
+  EXPECT_EQ(actors[1]->asked, (std::vector<uint64_t>{102, 103}));
+}
+
+// A sticky id whose actor died goes to a live one.
+TEST(ActorPoolTest, AnIdWhoseActorIsDeadGoesToALiveOne) {
+  std::vector<FakeActor*> actors;
+  bool first_alive = true;
+  ActorPool pool(
+      Members(actors, {absl::OkStatus(), absl::OkStatus()}),
+      [&](const std::string& id) { return first_alive || id != "actor-0"; }, nullptr, nullptr);
+  ASSERT_TRUE(pool.Generate(Request(4)).ok());
+  first_alive = false;
+  actors[1]->asked.clear();
+  ASSERT_TRUE(pool.Generate(Request(4)).ok());
+  EXPECT_EQ(actors[0]->calls, 1);
+  EXPECT_EQ(actors[1]->asked, (std::vector<uint64_t>{100, 101, 102, 103}));
+}
+
 TEST(ActorPoolTest, AFailedActorsShardGoesToALiveOneAndEveryPromptIsAnsweredOnce) {
   std::vector<FakeActor*> actors;
   std::vector<std::string> dead;
