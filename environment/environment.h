@@ -36,11 +36,6 @@ class Environment {
   [[nodiscard]] virtual absl::Status Close(const v1::CloseEpisodeRequest& request) = 0;
   // Episodes this environment can serve at once.
   virtual int MaxConcurrency() const { return 1; }
-  // What the calls since the last TakeStats cost: errors_by_reason,
-  // timeouts, wait_seconds and environment ("name@version"); the caller
-  // fills the episode fields. Only the pool (environment/pool.h) keeps
-  // stats; the default returns an empty message.
-  virtual v1::EnvironmentStats TakeStats() { return {}; }
 };
 
 // The errors_by_reason key of a failed call: "deadline"

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <iostream>
-#include <map>
 #include <thread>
 #include <utility>
 
@@ -93,24 +92,15 @@ class Pool : public Environment {
 
   int MaxConcurrency() const override { return inner_->MaxConcurrency(); }
 
-  v1::EnvironmentStats TakeStats() override {
-    absl::MutexLock lock(&mu_);
-    v1::EnvironmentStats out;
-    out.Swap(&stats_);
-    out.set_environment(label_);
-    return out;
-  }
-
  private:
   // Runs `call` on its own thread and waits for it until the deadline;
-  // checks the reply, tells the breaker and counts.
+  // checks the reply and tells the breaker.
   template <typename T>
   absl::StatusOr<T> Guarded(absl::string_view what, bool admit,
                             std::function<absl::StatusOr<T>()> call) {
     if (admit) {
       const std::string refused = breaker_.Admit();
       if (!refused.empty()) {
-        Count("circuit_open", 0);
         return CircuitOpen(absl::UnavailableError(absl::StrCat(label_, " ", what, ": ", refused)));
       }
     }
@@ -134,7 +124,6 @@ class Pool : public Environment {
                                                           absl::FormatDuration(deadline_)));
       }
     }
-    const double waited = absl::ToDoubleSeconds(env_->Now() - start);
     if (result.ok()) {
       if (absl::Status bad = CheckReply(*result); !bad.ok()) {
         result =
@@ -145,17 +134,7 @@ class Pool : public Environment {
                             absl::StrCat(label_, " ", what, ": ", result.status().message()));
     }
     breaker_.Observe(!result.ok(), result.status().ToString());
-    Count(result.ok() ? "" : FailureReason(result.status()), waited);
     return result;
-  }
-
-  // `reason` "" for a call that succeeded.
-  void Count(const std::string& reason, double waited) {
-    absl::MutexLock lock(&mu_);
-    stats_.set_wait_seconds(stats_.wait_seconds() + waited);
-    if (reason.empty()) return;
-    ++(*stats_.mutable_errors_by_reason())[reason];
-    if (reason == "deadline") stats_.set_timeouts(stats_.timeouts() + 1);
   }
 
   // Shared with calls that outlive their deadline.
@@ -164,8 +143,6 @@ class Pool : public Environment {
   const absl::Duration deadline_;
   env::Env* const env_;
   plugin::Breaker breaker_;
-  absl::Mutex mu_;
-  v1::EnvironmentStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

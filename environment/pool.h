@@ -15,12 +15,11 @@
 //    consecutive failed calls, Open and Step are refused (Unavailable,
 //    "circuit open: ...") for environment.breaker_pause_ms; then one trial
 //    call decides. Close is always passed on, so episodes are freed.
-//  - Counts: every failed call by reason ("unavailable", "deadline",
-//    "call_failed", "malformed", "circuit_open"), timeouts, and the time
-//    callers waited, read (and reset) by TakeStats.
-// A failed call's status says which: DeadlineExceeded ("deadline"),
-// Unavailable ("unavailable", or "circuit_open" when the breaker refused
-// it), InvalidArgument ("malformed"), anything else ("call_failed").
+// A failed call's status says which, as FailureReason (environment.h) names
+// it: DeadlineExceeded ("deadline"), Unavailable ("unavailable", or
+// "circuit_open" when the breaker refused it), InvalidArgument
+// ("malformed"), anything else ("call_failed"). The caller counts them: the
+// episode runner (loop/episode_runner.h) keeps one count per step.
 
 #include <functional>
 #include <memory>

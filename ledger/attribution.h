@@ -6,11 +6,14 @@
 // explain is its own line, `unattributed_bytes`, never folded into another.
 //
 // The rule (ledger/README.md, "Attribution"): a peak is measured inside one
-// span; every (role, object) counts at the largest size it had while that
-// span was open (its size when the span began, and every report during it).
-// Roles report transient objects (activations, workspace, KV cache) at their
-// size at the role's own peak and report 0 when they free them, so a
-// transient counts only in the spans it lived in.
+// span; each role's objects count at their sizes at the moment while that
+// span was open (when it began, or just after one of its reports) when they
+// summed largest for that role. Roles report transient objects (activations,
+// workspace, KV cache) at their size at the role's own peak, beside its
+// residents, and report 0 when they free them, so a transient counts only in
+// the spans it lived in, and a span of several calls (a multi-turn rollout's
+// turns) counts the largest call's transients together, never one call's KV
+// cache with another's workspace.
 
 #include <cstdint>
 #include <ostream>
@@ -38,8 +41,8 @@ struct PeakAttribution {
   // Every object live during the span, largest first.
   std::vector<ObjectShare> objects;
   int64_t attributed_bytes = 0;
-  // measured - attributed. Negative when objects counted at their largest
-  // sizes were not all at those sizes at the same moment.
+  // measured - attributed. Negative when the roles' objects, each role's
+  // at its own largest moment, were not all at those sizes at once.
   int64_t unattributed_bytes = 0;
 
   // unattributed / measured (0 when nothing was measured).

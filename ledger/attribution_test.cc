@@ -67,6 +67,40 @@ TEST_F(AttributionTest, PeakIsObjectsLiveInTheSpanPlusTheRemainder) {
   EXPECT_EQ(actor.unattributed_bytes, other);
 }
 
+// A span of two calls (a multi-turn rollout's turns), each reporting its
+// KV cache and workspace at its own peak and freeing them before the next:
+// the role counts at the call whose objects summed largest, not each
+// object at its largest of any call (5000 + 4000 here, never held at once).
+TEST_F(AttributionTest, ASpanOfCallsCountsTheLargestCallsObjectsTogether) {
+  Ledger ledger;
+  const int64_t other = MemoryTracker::Get().live_bytes();
+  torch::Tensor params = torch::zeros({1000});  // 4000 bytes
+  ledger.RecordObject("actor", Object::kParameters, 4000, Stage::kLoad);
+  {
+    auto rollout = ledger.Begin(Stage::kRollout, "actor");
+    for (const auto& [cache, scratch] : {std::pair<int64_t, int64_t>{1000, 5000}, {4000, 1000}}) {
+      torch::Tensor kv = torch::zeros({cache / 4});
+      torch::Tensor work = torch::zeros({scratch / 4});
+      work = torch::Tensor();
+      kv = torch::Tensor();
+      ledger.RecordObject("actor", Object::kKvCache, cache, Stage::kRollout);
+      ledger.RecordObject("actor", Object::kWorkspace, scratch, Stage::kRollout);
+      ledger.RecordObject("actor", Object::kWorkspace, 0, Stage::kRollout);
+      ledger.RecordObject("actor", Object::kKvCache, 0, Stage::kRollout);
+    }
+  }
+  const std::vector<PeakAttribution> peaks = ledger.RolePeaks();
+  ASSERT_EQ(peaks.size(), 1u);
+  const PeakAttribution& actor = peaks[0];
+  EXPECT_EQ(actor.measured_bytes, other + 4000 + 1000 + 5000);
+  ASSERT_NE(Find(actor, "actor", "kv_cache"), nullptr);
+  EXPECT_EQ(Find(actor, "actor", "kv_cache")->bytes, 1000);
+  ASSERT_NE(Find(actor, "actor", "workspace"), nullptr);
+  EXPECT_EQ(Find(actor, "actor", "workspace")->bytes, 5000);
+  EXPECT_EQ(actor.attributed_bytes, 4000 + 1000 + 5000);
+  EXPECT_EQ(actor.unattributed_bytes, other);
+}
+
 TEST_F(AttributionTest, JsonRoundTripAndTable) {
   PeakAttribution p;
   p.role = "learner-0";

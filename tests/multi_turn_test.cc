@@ -5,7 +5,8 @@
 // alone, in plain Python, drives a training job through the "subprocess"
 // built-in; an asynchronous multi-turn run killed mid-step and resumed
 // replays the episodes in flight: it trains what an uninterrupted run
-// trains, step for step; PPO trains on episodes too.
+// trains, step for step; PPO trains on episodes too. Every role's memory
+// peak reconciles with the objects reported to within 1%.
 
 #include <unistd.h>
 
@@ -56,6 +57,19 @@ std::vector<nlohmann::json> EnvironmentRecords(const fs::path& dir) {
   return records;
 }
 
+// Every role's peak in the run's summary is explained by the objects the
+// roles reported to within 1% (a multi-turn rollout's span holds several
+// Generate calls, each with its own KV cache and workspace).
+void ExpectMemoryReconciles(const fs::path& dir) {
+  std::ifstream in(dir / "summary.json");
+  const nlohmann::json peaks = nlohmann::json::parse(in)["memory"]["role_peaks"];
+  ASSERT_FALSE(peaks.empty()) << dir;
+  for (const auto& [role, peak] : peaks.items()) {
+    EXPECT_LE(std::abs(peak["unattributed_fraction"].get<double>()), 0.01)
+        << role << " at " << peak["stage"] << ": " << peak.dump();
+  }
+}
+
 fs::path FreshRoot(const std::string& name) {
   const fs::path root = fs::path(::testing::TempDir()) / (name + "_" + std::to_string(::getpid()));
   fs::remove_all(root);
@@ -83,6 +97,7 @@ TEST(MultiTurnTest, LaunchedAndEmbeddedGiveTheSameRewards) {
     turns += r["turns_max"].get<int64_t>();
   }
   EXPECT_GT(turns, 0) << "no episode took a turn: the game was never played";
+  ExpectMemoryReconciles(root / "embedded");
 
   job.mutable_deployment()->mutable_actor()->set_count(2);
   testing_util::RunTrellis(root, "launch", "launched", job);
@@ -146,6 +161,7 @@ TEST(MultiTurnTest, PpoTrainsOnEpisodes) {
     EXPECT_GT(record["trained_tokens"].get<int64_t>(), 0) << "step " << step;
   }
   EXPECT_EQ(EnvironmentRecords(root / "ppo").size(), static_cast<size_t>(kSteps));
+  ExpectMemoryReconciles(root / "ppo");
 }
 
 }  // namespace

@@ -275,8 +275,10 @@ void UpdateEngine::RecordObjects(Stage stage, const Resident& resident, int64_t 
   if (group_->buffer_bytes() > 0) {
     ledger_->RecordObject(id, Object::kCommunication, group_->buffer_bytes(), stage);
   }
-  // Transients at the update's peak, then freed: they count only in the
-  // span of this update (attribution.h).
+  if (models_->has_critic()) ledger_->RecordObject(id, Object::kCritic, CriticBytes(), stage);
+  if (buffer_bytes > 0) ledger_->RecordObject(id, Object::kRolloutBuffer, buffer_bytes, stage);
+  // Transients at the update's peak, beside the residents above, then
+  // freed: they count only in the span of this update (attribution.h).
   ledger_->RecordObject(id, Object::kActivations, activation_bytes, stage);
   ledger_->RecordObject(id, Object::kWorkspace, peak_.workspace, stage);
   if (peak_.model_gradients > 0) {
@@ -287,8 +289,6 @@ void UpdateEngine::RecordObjects(Stage stage, const Resident& resident, int64_t 
   ledger_->RecordObject(id, Object::kActivations, 0, stage);
   ledger_->RecordObject(id, Object::kWorkspace, 0, stage);
   peak_ = UpdatePeak{};
-  if (models_->has_critic()) ledger_->RecordObject(id, Object::kCritic, CriticBytes(), stage);
-  if (buffer_bytes > 0) ledger_->RecordObject(id, Object::kRolloutBuffer, buffer_bytes, stage);
 }
 
 int64_t UpdateEngine::CriticBytes() {

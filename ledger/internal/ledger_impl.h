@@ -116,18 +116,39 @@ struct Ledger::Impl {
     }
   }
 
-  // REQUIRES: mu held. Attributes a span's measured peak: every (role,
-  // object) at the largest size it had since object_seq was `since`.
+  // REQUIRES: mu held. Attributes a span's measured peak: each role's
+  // objects at the moment since object_seq was `since` (the span's start,
+  // or just after one of its reports) when that role's objects summed
+  // largest. A role that reports one call's transients (KV cache and
+  // workspace, say) and frees them before the next call's counts the
+  // largest call's together, not each object's largest of any call.
   PeakAttribution Attribute(std::string_view role, Stage stage, int64_t since,
                             int64_t measured) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    std::map<std::pair<std::string, int>, int64_t> largest;
+    // The sizes when the span began: now, before each report since then.
+    std::map<std::pair<std::string, int>, int64_t> held;
     for (int o = 0; o < kNumObjects; ++o) {
-      for (const auto& [r, bytes] : object_bytes[o]) largest[{r, o}] = bytes;
+      for (const auto& [r, bytes] : object_bytes[o]) held[{r, o}] = bytes;
     }
+    for (size_t i = history.size(); i > static_cast<size_t>(since); --i) {
+      const internal::ObjectEvent& e = history[i - 1];
+      held[{e.role, e.object}] = e.before;
+    }
+    std::map<std::string, int64_t> role_sum;
+    for (const auto& [key, bytes] : held) role_sum[key.first] += bytes;
+    std::map<std::pair<std::string, int>, int64_t> largest = held;
+    std::map<std::string, int64_t> largest_sum = role_sum;
     for (size_t i = static_cast<size_t>(since); i < history.size(); ++i) {
       const internal::ObjectEvent& e = history[i];
-      int64_t& bytes = largest[{e.role, e.object}];
-      bytes = std::max({bytes, e.before, e.bytes});
+      int64_t& bytes = held[{e.role, e.object}];
+      int64_t& sum = role_sum[e.role];
+      sum += e.bytes - bytes;
+      bytes = e.bytes;
+      if (sum <= largest_sum[e.role]) continue;
+      largest_sum[e.role] = sum;
+      for (auto it = held.lower_bound({e.role, 0}); it != held.end() && it->first.first == e.role;
+           ++it) {
+        largest[it->first] = it->second;
+      }
     }
     PeakAttribution peak;
     peak.role = std::string(role);
