@@ -213,6 +213,51 @@ TEST_F(EngineTest, RepeatedPromptIdsDrawApart) {
   EXPECT_EQ(Occurrences(request.prompts()), (std::vector<uint64_t>{0, 1}));
 }
 
+// Each prompt is reported once, as soon as its longest row ends (after
+// that row's length - 1 decode forwards), with its final rows, while the
+// other prompts' rows may still decode; with and without continuous
+// batching.
+TEST_F(EngineTest, ReportsEachGroupWhenItsRowsHaveEnded) {
+  const v1::GenerateRequest request = Request(6, 2, 5);
+  for (const bool continuous : {true, false}) {
+    SCOPED_TRACE(continuous ? "continuous batching" : "one batch");
+    EngineOptions options;
+    options.continuous_batching = continuous;
+    int64_t forwards = 0;                               // decode forwards started so far
+    std::vector<std::pair<int64_t, int64_t>> reported;  // prompt, forwards
+    std::vector<std::vector<EngineRow>> groups(request.prompts_size());
+    EngineCallbacks callbacks;
+    callbacks.is_eos = [](int32_t token) { return token % 3 == 0; };
+    callbacks.stopped = [&](int64_t step) {
+      forwards = step;
+      return absl::OkStatus();
+    };
+    callbacks.group_done = [&](int64_t prompt, const std::vector<EngineRow>& rows) {
+      reported.emplace_back(prompt, forwards);
+      groups[prompt] = {rows.begin() + prompt * 2, rows.begin() + prompt * 2 + 2};
+    };
+    torch::NoGradGuard no_grad;
+    absl::StatusOr<EngineResult> result = RunEngine(*model_, request, kPad, options, callbacks);
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(reported.size(), 6u);
+    std::set<int64_t> prompts;
+    int64_t earliest = result->decode.forwards;
+    for (const auto& [prompt, at] : reported) {
+      prompts.insert(prompt);
+      const size_t longest = std::max(result->rows[prompt * 2].tokens.size(),
+                                      result->rows[prompt * 2 + 1].tokens.size());
+      EXPECT_EQ(at, static_cast<int64_t>(longest) - 1) << "prompt " << prompt;
+      ExpectSameRows(groups[prompt],
+                     std::vector<EngineRow>(result->rows.begin() + prompt * 2,
+                                            result->rows.begin() + prompt * 2 + 2),
+                     "reported group");
+      earliest = std::min(earliest, at);
+    }
+    EXPECT_EQ(prompts.size(), 6u);
+    EXPECT_LT(earliest, result->decode.forwards);  // before the last rows ended
+  }
+}
+
 TEST(RowKeyTest, UniformsAreKeyedByEveryField) {
   const RowKey key{1, 2, 0, 3};
   const double u = RowUniform(key, 4);

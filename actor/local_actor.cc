@@ -59,6 +59,57 @@ class LocalActor : public RolloutWorker {
 
   absl::StatusOr<v1::GenerateResponse> GenerateUntil(const v1::GenerateRequest& request,
                                                      const StopFn& stop) override {
+    return Run(request, stop, nullptr);
+  }
+
+  // Each prompt's group is handed over as soon as its rows have all ended.
+  absl::StatusOr<v1::GenerateResponse> GenerateStreaming(const v1::GenerateRequest& request,
+                                                         const PartSink& on_part) override {
+    return Run(request, nullptr, on_part);
+  }
+
+  absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override {
+    absl::MutexLock lock(&mu_);
+    if (version_ >= version) {
+      v1::WeightSyncStats current;
+      current.set_version(version_);
+      return current;
+    }
+    // Receive writes into the weights (even when it fails): the cached keys
+    // and values were computed with the old ones.
+    turns_.Clear();
+    if (ledger_ != nullptr) {
+      ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, 0,
+                            ledger::Stage::kWeightSync);
+    }
+    absl::StatusOr<v1::WeightSyncStats> stats =
+        receiver_->Receive(version, weights_, options_.sync_timeout);
+    if (!stats.ok()) {
+      return absl::Status(stats.status().code(),
+                          absl::StrCat(options_.worker_id, ": weight sync to version ", version,
+                                       ": ", stats.status().message()));
+    }
+    if (!adapters_.empty()) {
+      if (absl::Status s = ApplyAdapters(); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(options_.worker_id, ": weight sync to version ",
+                                                   stats->version(), ": ", s.message()));
+      }
+    }
+    version_ = stats->version();
+    return stats;
+  }
+
+  int64_t policy_version() const override {
+    absl::MutexLock lock(&mu_);
+    return version_;
+  }
+
+ private:
+  // Samples request.responses_per_prompt responses per prompt (see
+  // RolloutWorker): work stops once `stop` (when set) says so; `on_part`
+  // (when set) gets each prompt's group as soon as its rows have ended.
+  absl::StatusOr<v1::GenerateResponse> Run(const v1::GenerateRequest& request, const StopFn& stop,
+                                           const PartSink& on_part) {
     absl::MutexLock lock(&mu_);
     // The caller may have left while an earlier call held the model.
     if (absl::Status s = Stopped(stop, 0); !s.ok()) return s;
@@ -105,6 +156,15 @@ class LocalActor : public RolloutWorker {
     internal::EngineCallbacks callbacks;
     callbacks.is_eos = [this](int32_t token) { return tokenizer_->IsEos(token); };
     callbacks.stopped = [this, &stop](int64_t steps) { return Stopped(stop, steps); };
+    if (on_part) {
+      callbacks.group_done = [&](int64_t p, const std::vector<internal::EngineRow>& rows) {
+        v1::GenerateResponse part;
+        for (int64_t r = p * n; r < (p + 1) * n; ++r) {
+          ToSample(request.prompts(p), r % n, rows[r], part.add_samples());
+        }
+        on_part(part);
+      };
+    }
     absl::StatusOr<internal::EngineResult> run =
         internal::RunEngine(*model_, request, tokenizer_->pad_id(), engine, callbacks,
                             options_.turn_cache_bytes > 0 ? &turns_ : nullptr);
@@ -119,18 +179,8 @@ class LocalActor : public RolloutWorker {
     if (!run.ok()) return run.status();
 
     for (size_t r = 0; r < run->rows.size(); ++r) {
-      const auto& prompt = request.prompts(r / n);
-      const internal::EngineRow& row = run->rows[r];
-      v1::Sample* sample = response.add_samples();
-      sample->set_prompt_id(prompt.id());
-      sample->set_index(static_cast<int32_t>(r % n));
-      *sample->mutable_prompt_tokens() = prompt.token_ids();
-      sample->mutable_response_tokens()->Add(row.tokens.begin(), row.tokens.end());
-      sample->mutable_logprobs()->Add(row.logprobs.begin(), row.logprobs.end());
-      sample->set_response_text(tokenizer_->Decode(row.tokens));
-      sample->set_policy_version(version_);
-      sample->set_truncated(!row.ended);
-      sample->set_stop_index(row.stop_index);
+      ToSample(request.prompts(r / n), static_cast<int64_t>(r % n), run->rows[r],
+               response.add_samples());
     }
     response.set_kv_cache_bytes(cache_bytes);
     response.set_generated_tokens(run->generated_tokens);
@@ -142,43 +192,20 @@ class LocalActor : public RolloutWorker {
     return response;
   }
 
-  absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override {
-    absl::MutexLock lock(&mu_);
-    if (version_ >= version) {
-      v1::WeightSyncStats current;
-      current.set_version(version_);
-      return current;
-    }
-    // Receive writes into the weights (even when it fails): the cached keys
-    // and values were computed with the old ones.
-    turns_.Clear();
-    if (ledger_ != nullptr) {
-      ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, 0,
-                            ledger::Stage::kWeightSync);
-    }
-    absl::StatusOr<v1::WeightSyncStats> stats =
-        receiver_->Receive(version, weights_, options_.sync_timeout);
-    if (!stats.ok()) {
-      return absl::Status(stats.status().code(),
-                          absl::StrCat(options_.worker_id, ": weight sync to version ", version,
-                                       ": ", stats.status().message()));
-    }
-    if (!adapters_.empty()) {
-      if (absl::Status s = ApplyAdapters(); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(options_.worker_id, ": weight sync to version ",
-                                                   stats->version(), ": ", s.message()));
-      }
-    }
-    version_ = stats->version();
-    return stats;
+  // Response `index` to `prompt`, as the engine's `row` holds it.
+  void ToSample(const v1::Prompt& prompt, int64_t index, const internal::EngineRow& row,
+                v1::Sample* sample) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    sample->set_prompt_id(prompt.id());
+    sample->set_index(static_cast<int32_t>(index));
+    *sample->mutable_prompt_tokens() = prompt.token_ids();
+    sample->mutable_response_tokens()->Add(row.tokens.begin(), row.tokens.end());
+    sample->mutable_logprobs()->Add(row.logprobs.begin(), row.logprobs.end());
+    sample->set_response_text(tokenizer_->Decode(row.tokens));
+    sample->set_policy_version(version_);
+    sample->set_truncated(!row.ended);
+    sample->set_stop_index(row.stop_index);
   }
 
-  int64_t policy_version() const override {
-    absl::MutexLock lock(&mu_);
-    return version_;
-  }
-
- private:
   // Records the workspace's peak over `window`, where the KV cache took
   // `cache_bytes` more than at its start, and that the workspace and the KV
   // cache but for the turn cache are freed when Generate returns.

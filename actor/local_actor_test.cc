@@ -1,5 +1,9 @@
 #include "actor/local_actor.h"
 
+#include <algorithm>
+#include <set>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "model/token_batch.h"
 #include "model/transformer.h"
@@ -74,6 +78,37 @@ TEST_F(LocalActorTest, SamplesGroupsTaggedWithVersion) {
     EXPECT_EQ(s.truncated(), !ended);
   }
   EXPECT_GT(out->kv_cache_bytes(), 0);
+}
+
+// GenerateStreaming hands over each prompt's group once, as soon as its
+// rows have ended: groups arrive in the order of their longest response,
+// each with exactly the samples of the final response, which is
+// Generate's.
+TEST_F(LocalActorTest, StreamsEachGroupOnceItsRowsHaveEnded) {
+  const v1::GenerateRequest request = Request(4, 9);
+  std::vector<v1::GenerateResponse> parts;
+  auto all = actor_->GenerateStreaming(
+      request, [&](const v1::GenerateResponse& part) { parts.push_back(part); });
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(parts.size(), 3u);
+  std::set<uint64_t> prompts;
+  int previous_longest = 0;
+  for (const v1::GenerateResponse& part : parts) {
+    ASSERT_EQ(part.samples_size(), 4);
+    const uint64_t prompt = part.samples(0).prompt_id();
+    EXPECT_TRUE(prompts.insert(prompt).second) << "prompt " << prompt;
+    int longest = 0;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(part.samples(i).SerializeAsString(),
+                all->samples(static_cast<int>(prompt) * 4 + i).SerializeAsString());
+      longest = std::max(longest, part.samples(i).response_tokens_size());
+    }
+    EXPECT_GE(longest, previous_longest) << "prompt " << prompt;
+    previous_longest = longest;
+  }
+  auto plain = actor_->Generate(request);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(all->SerializeAsString(), plain->SerializeAsString());
 }
 
 TEST_F(LocalActorTest, SameSeedSameSamples) {

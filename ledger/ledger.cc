@@ -337,6 +337,7 @@ void Ledger::RecordEnvironment(const v1::EnvironmentStats& stats, double rollout
        {"environment_tokens", stats.environment_tokens()},
        {"wait_seconds", stats.wait_seconds()},
        {"wait_share", rollout_seconds > 0 ? stats.wait_seconds() / rollout_seconds : 0.0},
+       {"unoverlapped_wait_seconds", stats.unoverlapped_wait_seconds()},
        {"ended_by", ended_by},
        {"errors_by_reason", errors},
        {"timeouts", stats.timeouts()}});

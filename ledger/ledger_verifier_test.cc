@@ -143,6 +143,7 @@ TEST_F(LedgerVerifierTest, EnvironmentRecordsAndTheirStage) {
   stats.set_policy_tokens(40);
   stats.set_environment_tokens(12);
   stats.set_wait_seconds(1.5);
+  stats.set_unoverlapped_wait_seconds(0.25);
   (*stats.mutable_ended_by())["done"] = 3;
   (*stats.mutable_ended_by())["environment_failed"] = 1;
   (*stats.mutable_errors_by_reason())["deadline"] = 1;
@@ -163,6 +164,7 @@ TEST_F(LedgerVerifierTest, EnvironmentRecordsAndTheirStage) {
   EXPECT_EQ(r["policy_tokens"], 40);
   EXPECT_EQ(r["environment_tokens"], 12);
   EXPECT_DOUBLE_EQ(r["wait_share"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(r["unoverlapped_wait_seconds"].get<double>(), 0.25);
   EXPECT_EQ(r["ended_by"], json({{"done", 3}, {"environment_failed", 1}}));
   EXPECT_EQ(r["errors_by_reason"], json({{"deadline", 1}}));
   EXPECT_EQ(r["timeouts"], 1);

@@ -1,227 +1,25 @@
 #include "loop/episode_runner.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "loop/internal/episodes.h"
+#include "loop/internal/task_pool.h"
 #include "loop/loop_util.h"
 #include "loop/turn_format.h"
 
 namespace trellis::loop {
 namespace {
 
-using v1::EpisodeEnd;
-
-struct Episode {
-  std::string id;
-  // Names the episode's rows in the actor's requests (a row key's prompt
-  // id): the same whatever else a round's request holds.
-  uint64_t key = 0;
-  uint64_t seed = 0;
-  const v1::Prompt* prompt = nullptr;
-  const data::Example* example = nullptr;
-  std::vector<int32_t> sequence;  // prompt, then the response so far
-  v1::Sample sample;              // response tokens, log-probs, trained mask
-  float reward = 0;
-  bool opened = false;
-  EpisodeEnd end = v1::EPISODE_END_UNSPECIFIED;
-  absl::Time start;
-  std::string action;  // the turn that waits for its Step
-  std::unique_ptr<TurnFormat> format;
-
-  bool live() const { return end == v1::EPISODE_END_UNSPECIFIED; }
-};
-
-// One Run's episodes and what their calls counted.
-class Episodes {
- public:
-  Episodes(const v1::JobConfig& job, environment::Environment* environment,
-           const text::Tokenizer* tokenizer, const EpisodeRunner::Clock& now)
-      : config_(job.environment()),
-        environment_(environment),
-        tokenizer_(tokenizer),
-        now_(now),
-        limit_(config_.max_tokens() > 0 ? config_.max_tokens() : job.model().max_seq_len()),
-        workers_(std::max(1, std::min(config_.workers(), environment->MaxConcurrency()))) {}
-
-  std::vector<Episode>& all() { return episodes_; }
-  int64_t limit() const { return limit_; }
-
-  // Runs fn on each of `episodes` concurrently (environment.workers).
-  void ForEach(const std::vector<Episode*>& episodes, const std::function<void(Episode&)>& fn) {
-    ForEachConcurrently(static_cast<int64_t>(episodes.size()), workers_,
-                        [&](int64_t i) { fn(*episodes[i]); });
-  }
-
-  void Open(Episode& e) {
-    v1::OpenEpisodeRequest request;
-    request.set_episode_id(e.id);
-    request.set_prompt(e.prompt->text());
-    request.set_answer(e.prompt->answer());
-    if (e.example != nullptr) request.set_metadata_json(e.example->metadata_json);
-    request.set_seed(e.seed);
-    e.start = now_();
-    absl::StatusOr<v1::OpenEpisodeResponse> opened =
-        Call(e, [&] { return environment_->Open(request); });
-    if (!opened.ok()) return;
-    e.opened = true;
-    Observe(e, e.format->Open(opened->observation()));
-  }
-
-  void Step(Episode& e) {
-    v1::EnvironmentStepRequest request;
-    request.set_episode_id(e.id);
-    request.set_action(e.action);
-    request.set_turn(e.sample.turns());
-    e.sample.set_turns(e.sample.turns() + 1);
-    absl::StatusOr<v1::EnvironmentStepResponse> stepped =
-        Call(e, [&]() -> absl::StatusOr<v1::EnvironmentStepResponse> {
-          absl::StatusOr<v1::EnvironmentStepResponse> r = environment_->Step(request);
-          if (r.ok() && !std::isfinite(r->reward())) {
-            return absl::InvalidArgumentError(
-                absl::StrCat("episode ", e.id, ": non-finite reward ", r->reward()));
-          }
-          return r;
-        });
-    if (!stepped.ok()) return;
-    e.reward += stepped->reward();
-    // The last observation is not appended: no turn would follow it.
-    if (stepped->done()) {
-      e.end = v1::DONE;
-    } else if (e.sample.turns() >= config_.max_turns()) {
-      e.end = v1::MAX_TURNS;
-    } else {
-      Observe(e, e.format->AfterTurn(e.action, stepped->observation()));
-    }
-  }
-
-  void Close(Episode& e) {
-    v1::CloseEpisodeRequest request;
-    request.set_episode_id(e.id);
-    const absl::Time start = now_();
-    const absl::Status closed = environment_->Close(request);
-    Count(start, closed);
-  }
-
-  // The policy's turn `turn` (a row of the actor's answer) appended; the
-  // episode ends unless the turn ended on the stop.
-  void Act(Episode& e, const v1::Sample& turn) {
-    for (int k = 0; k < turn.response_tokens_size(); ++k) {
-      e.sequence.push_back(turn.response_tokens(k));
-      e.sample.add_response_tokens(turn.response_tokens(k));
-      e.sample.add_logprobs(turn.logprobs(k));
-      e.sample.add_trained(true);
-    }
-    e.sample.set_policy_version(turn.policy_version());
-    e.sample.set_stop_index(turn.stop_index());
-    policy_tokens_ += turn.response_tokens_size();
-    if (turn.stop_index() > 0) {
-      e.action = turn.response_text();
-    } else {
-      e.end = turn.truncated() ? v1::MAX_TOKENS : v1::POLICY_STOPPED;
-    }
-  }
-
-  // Stats of every episode, after Close.
-  v1::EnvironmentStats Stats() {
-    v1::EnvironmentStats stats = stats_;
-    stats.set_environment(config_.version().empty()
-                              ? config_.name()
-                              : absl::StrCat(config_.name(), "@", config_.version()));
-    stats.set_episodes(static_cast<int64_t>(episodes_.size()));
-    stats.set_policy_tokens(policy_tokens_);
-    for (const Episode& e : episodes_) {
-      stats.set_turns(stats.turns() + e.sample.turns());
-      stats.set_max_turns(std::max<int64_t>(stats.max_turns(), e.sample.turns()));
-      (*stats.mutable_ended_by())[absl::AsciiStrToLower(v1::EpisodeEnd_Name(e.end))] += 1;
-    }
-    return stats;
-  }
-
-  // The first turn-format failure (a chat template that cannot be
-  // continued): it fails the Run.
-  absl::Status format_error() {
-    absl::MutexLock lock(&mu_);
-    return format_error_;
-  }
-
- private:
-  // Makes one environment call for `e`, timed and counted; a failure ends
-  // the episode.
-  template <typename Fn>
-  auto Call(Episode& e, Fn fn) -> decltype(fn()) {
-    const absl::Time start = now_();
-    auto result = fn();
-    Count(start, result.status());
-    if (!result.ok()) e.end = v1::ENVIRONMENT_FAILED;
-    return result;
-  }
-
-  void Count(absl::Time start, const absl::Status& status) {
-    const double waited = absl::ToDoubleSeconds(now_() - start);
-    absl::MutexLock lock(&mu_);
-    stats_.set_wait_seconds(stats_.wait_seconds() + waited);
-    if (status.ok()) return;
-    (*stats_.mutable_errors_by_reason())[environment::FailureReason(status)] += 1;
-    if (status.code() == absl::StatusCode::kDeadlineExceeded) {
-      stats_.set_timeouts(stats_.timeouts() + 1);
-    }
-  }
-
-  // An observation as the episode's turn format rendered it: the prompt it
-  // replaces, if any, then its text's tokens appended, untrained, as many
-  // as the episode's token limit leaves (MAX_TOKENS when it cuts them). A
-  // text the tokenizer cannot represent ends the episode; a format failure
-  // too, and is kept for the Run.
-  void Observe(Episode& e, const absl::StatusOr<TurnFormat::Rendered>& rendered) {
-    if (!rendered.ok()) {
-      e.end = v1::ENVIRONMENT_FAILED;
-      absl::MutexLock lock(&mu_);
-      if (format_error_.ok()) format_error_ = At(rendered.status(), absl::StrCat("episode ", e.id));
-      return;
-    }
-    absl::StatusOr<std::vector<int32_t>> prompt = tokenizer_->Encode(rendered->prompt.value_or(""));
-    absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(rendered->text);
-    if (!prompt.ok() || !ids.ok()) {
-      Count(now_(), absl::InvalidArgumentError((prompt.ok() ? ids : prompt).status().message()));
-      e.end = v1::ENVIRONMENT_FAILED;
-      return;
-    }
-    if (rendered->prompt.has_value()) {
-      e.sequence = *prompt;
-      *e.sample.mutable_prompt_tokens() = {prompt->begin(), prompt->end()};
-    }
-    const int64_t room = limit_ - static_cast<int64_t>(e.sequence.size());
-    const int64_t kept = std::min<int64_t>(room, static_cast<int64_t>(ids->size()));
-    for (int64_t k = 0; k < kept; ++k) {
-      e.sequence.push_back((*ids)[k]);
-      e.sample.add_response_tokens((*ids)[k]);
-      e.sample.add_logprobs(0);
-      e.sample.add_trained(false);
-    }
-    absl::MutexLock lock(&mu_);
-    stats_.set_environment_tokens(stats_.environment_tokens() + kept);
-    if (kept < static_cast<int64_t>(ids->size())) e.end = v1::MAX_TOKENS;
-  }
-
-  const v1::EnvironmentConfig& config_;
-  environment::Environment* environment_;
-  const text::Tokenizer* tokenizer_;
-  const EpisodeRunner::Clock& now_;
-  const int64_t limit_;
-  const int workers_;
-  std::vector<Episode> episodes_;
-  int64_t policy_tokens_ = 0;
-  absl::Mutex mu_;
-  v1::EnvironmentStats stats_ ABSL_GUARDED_BY(mu_);
-  absl::Status format_error_ ABSL_GUARDED_BY(mu_);
-};
+using internal::Episode;
+using internal::Episodes;
+using internal::TaskPool;
 
 // The episodes `keep` accepts.
 std::vector<Episode*> Select(std::vector<Episode>& episodes, bool (*keep)(const Episode&)) {
@@ -235,14 +33,16 @@ std::vector<Episode*> Select(std::vector<Episode>& episodes, bool (*keep)(const 
 bool IsLive(const Episode& e) { return e.live(); }
 
 // One round's policy turns: every live episode's next turn from the actor,
-// one request per turn budget (a row's draws do not depend on what else
-// its request holds); the episodes past their deadline or token limit end
-// instead. False when no episode was live. Adds the actor's counts to
-// *rollout.
+// one streaming request per turn budget (a row's draws do not depend on
+// what else its request holds); the episodes past their deadline or token
+// limit end instead. Each turn goes to its episode as soon as the actor
+// hands it over, and the episode's Step starts on `steps` while the actor
+// goes on with the others. False when no episode was live. Adds the
+// actor's counts to *rollout. The caller waits for `steps`.
 absl::StatusOr<bool> TakeTurns(const v1::JobConfig& job, actor::RolloutWorker& actor,
                                const EpisodeRunner::Clock& now, const v1::GenerateRequest& request,
                                const std::vector<int32_t>& stop, int turn, Episodes& run,
-                               v1::GenerateResponse* rollout) {
+                               TaskPool& steps, v1::GenerateResponse* rollout) {
   const v1::EnvironmentConfig& config = job.environment();
   const int64_t turn_tokens =
       config.max_turn_tokens() > 0 ? config.max_turn_tokens() : request.sampling().max_new_tokens();
@@ -274,22 +74,47 @@ absl::StatusOr<bool> TakeTurns(const v1::JobConfig& job, actor::RolloutWorker& a
       prompt->mutable_token_ids()->Add(e->sequence.begin(), e->sequence.end());
       by_key[e->key] = e;
     }
-    absl::StatusOr<v1::GenerateResponse> generated = actor.Generate(round);
-    if (!generated.ok()) return At(generated.status(), absl::StrCat("turn ", turn));
-    for (const v1::Sample& sample : generated->samples()) {
+    absl::Mutex mu;
+    std::set<uint64_t> answered;
+    absl::Status unasked;
+    // A row the actor answered: its episode acts, then steps (once per row,
+    // whether the row came in a part or only in the final response).
+    const auto answer = [&](const v1::Sample& sample) {  // under mu
       auto it = by_key.find(sample.prompt_id());
       if (it == by_key.end()) {
-        return absl::InternalError(absl::StrCat("turn ", turn, ": the actor answered row ",
-                                                sample.prompt_id(), " it was not asked for"));
+        unasked = absl::InternalError(absl::StrCat("turn ", turn, ": the actor answered row ",
+                                                   sample.prompt_id(), " it was not asked for"));
+        return;
       }
-      run.Act(*it->second, sample);
-    }
+      if (!answered.insert(sample.prompt_id()).second) return;
+      Episode* e = it->second;
+      run.Act(*e, sample);
+      if (e->live()) steps.Schedule([&run, e] { run.Step(*e); });
+    };
+    absl::StatusOr<v1::GenerateResponse> generated =
+        actor.GenerateStreaming(round, [&](const v1::GenerateResponse& part) {
+          absl::MutexLock lock(&mu);
+          for (const v1::Sample& sample : part.samples()) answer(sample);
+        });
+    if (!generated.ok()) return At(generated.status(), absl::StrCat("turn ", turn));
+    absl::MutexLock lock(&mu);
+    for (const v1::Sample& sample : generated->samples()) answer(sample);
+    if (!unasked.ok()) return unasked;
     rollout->set_generated_tokens(rollout->generated_tokens() + generated->generated_tokens());
     rollout->set_prefill_tokens(rollout->prefill_tokens() + generated->prefill_tokens());
     rollout->set_forward_flops(rollout->forward_flops() + generated->forward_flops());
     rollout->set_kv_cache_bytes(std::max(rollout->kv_cache_bytes(), generated->kv_cache_bytes()));
   }
   return !by_budget.empty();
+}
+
+// Runs `calls` (environment calls made with no generation running) and
+// counts the time they took as unoverlapped.
+void Unoverlapped(Episodes& run, const EpisodeRunner::Clock& now,
+                  const std::function<void()>& calls) {
+  const absl::Time start = now();
+  calls();
+  run.CountUnoverlapped(absl::ToDoubleSeconds(now() - start));
 }
 
 }  // namespace
@@ -331,16 +156,24 @@ absl::StatusOr<EpisodeResults> EpisodeRunner::Run(
       *e.sample.mutable_prompt_tokens() = prompt.token_ids();
     }
   }
-  run.ForEach(Select(run.all(), [](const Episode&) { return true; }),
-              [&](Episode& e) { run.Open(e); });
+  Unoverlapped(run, now_, [&] {
+    run.ForEach(Select(run.all(), [](const Episode&) { return true; }),
+                [&](Episode& e) { run.Open(e); });
+  });
   EpisodeResults out;
   absl::StatusOr<bool> any_live = true;
-  for (int turn = 0; any_live.ok() && *any_live && run.format_error().ok(); ++turn) {
-    any_live = TakeTurns(job_, *actor_, now_, request, *stop, turn, run, &out.rollout);
-    if (any_live.ok()) run.ForEach(Select(run.all(), IsLive), [&](Episode& e) { run.Step(e); });
+  {
+    TaskPool steps(run.workers());
+    for (int turn = 0; any_live.ok() && *any_live && run.format_error().ok(); ++turn) {
+      any_live = TakeTurns(job_, *actor_, now_, request, *stop, turn, run, steps, &out.rollout);
+      // The Steps the generation did not overlap.
+      Unoverlapped(run, now_, [&] { steps.Wait(); });
+    }
   }
-  run.ForEach(Select(run.all(), [](const Episode& e) { return e.opened; }),
-              [&](Episode& e) { run.Close(e); });
+  Unoverlapped(run, now_, [&] {
+    run.ForEach(Select(run.all(), [](const Episode& e) { return e.opened; }),
+                [&](Episode& e) { run.Close(e); });
+  });
   if (!any_live.ok()) return any_live.status();
   if (absl::Status s = run.format_error(); !s.ok()) return s;
 
@@ -382,6 +215,8 @@ void AddEnvironmentStats(const v1::EnvironmentStats& from, v1::EnvironmentStats*
   into->set_policy_tokens(into->policy_tokens() + from.policy_tokens());
   into->set_environment_tokens(into->environment_tokens() + from.environment_tokens());
   into->set_wait_seconds(into->wait_seconds() + from.wait_seconds());
+  into->set_unoverlapped_wait_seconds(into->unoverlapped_wait_seconds() +
+                                      from.unoverlapped_wait_seconds());
   for (const auto& [end, n] : from.ended_by()) (*into->mutable_ended_by())[end] += n;
   for (const auto& [reason, n] : from.errors_by_reason()) {
     (*into->mutable_errors_by_reason())[reason] += n;

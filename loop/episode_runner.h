@@ -5,8 +5,11 @@
 // responses_per_prompt episodes, each opened in the job's environment, then
 // run in rounds. A round asks the actor for every live episode's next turn
 // (its whole sequence so far as the prompt, the turn's stop as a stop
-// sequence), then steps the environment with each turn that ended on the
-// stop, concurrently, and appends the observations' tokens. A sample's
+// sequence), streaming: each turn that ended on the stop is sent to the
+// environment's Step as soon as the actor hands it over, while the actor
+// generates the others (environment.workers Steps at once), and the
+// observation's tokens are appended; the next round starts once every
+// Step of this one has returned. A sample's
 // response is every token after the prompt: the policy's turns exactly as
 // generated (trained) and the observations as tokenized (not trained).
 

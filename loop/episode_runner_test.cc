@@ -17,6 +17,7 @@ namespace {
 using testing::FakeEnvironment;
 using testing::FakeTurnActor;
 using ::testing::HasSubstr;
+using testing::PartByPartActor;
 
 const char kAlphabet[] =
     "\n !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`"
@@ -210,6 +211,41 @@ TEST_F(EpisodeRunnerTest, StepsRunConcurrentlyUpToTheWorkers) {
   env_.rendezvous = 3;
   Run(Request(2, 3));
   EXPECT_EQ(env_.most_in_flight, 3);
+}
+
+// An episode's Step starts as soon as the actor hands over its turn, while
+// the actor still generates the round's other turns (a lockstep runner
+// would never enter it, and the actor's wait would time out), and the
+// episodes are exactly those of a run that hands each round over whole.
+TEST_F(EpisodeRunnerTest, AnEpisodesStepOverlapsTheOthersGeneration) {
+  env_.done_at_turn = 2;
+  env_.step_seconds = 1;
+  const v1::GenerateRequest request = Request(2, 2);
+  const EpisodeResults whole = Run(request);
+  FakeEnvironment env;
+  env.done_at_turn = 2;
+  env.step_seconds = 1;
+  PartByPartActor streaming(&actor_, &env, 0);
+  EpisodeRunner runner(job_, &streaming, &env, &format_, [&env] { return env.Now(); });
+  absl::StatusOr<EpisodeResults> parts = runner.Run(request, {});
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_EQ(streaming.waited, 3);
+  EXPECT_EQ(streaming.overlapped, 3);
+  EXPECT_EQ(env.actions, env_.actions);
+  EXPECT_EQ(parts->rewards, whole.rewards);
+  ASSERT_EQ(parts->rollout.samples_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(parts->rollout.samples(i).SerializeAsString(),
+              whole.rollout.samples(i).SerializeAsString())
+        << i;
+  }
+  EXPECT_EQ(parts->stats.turns(), whole.stats.turns());
+  EXPECT_EQ(parts->stats.policy_tokens(), whole.stats.policy_tokens());
+  EXPECT_EQ(parts->stats.environment_tokens(), whole.stats.environment_tokens());
+  // Steps take a second each on the fake clock; what the runner waited with
+  // no generation running is part of what the calls waited.
+  EXPECT_GE(parts->stats.wait_seconds(), 12);
+  EXPECT_LE(parts->stats.unoverlapped_wait_seconds(), parts->stats.wait_seconds());
 }
 
 // An episode's turns do not depend on which other episodes share its

@@ -47,6 +47,7 @@ class Decoder {
       source_.push_back(options.share_prefix ? r / n_ : r);
       waiting_.push_back(r);
     }
+    unfinished_.assign(request.prompts_size(), n_);
     prefill_ = RunPrefill(model, sequences, pad_id, turns, result_);
     result_->peak_cache_bytes = prefill_.cache.bytes() + TurnBytes();
   }
@@ -117,6 +118,7 @@ class Decoder {
     SampledTokens s = SampleNext(logits, request_.sampling(), torch::tensor(uniforms));
     const int64_t* tok = s.tokens.data_ptr<int64_t>();
     const float* lp = s.logprobs.data_ptr<float>();
+    std::vector<int64_t> done;  // prompts whose last row ended here
     for (size_t i = 0; i < rows.size(); ++i) {
       EngineRow& row = result_->rows[rows[i]];
       if (Done(rows[i])) continue;
@@ -128,7 +130,11 @@ class Decoder {
       if (turns_ != nullptr && row.stop_index > 0) {
         turns_->Put(Sequence(rows[i]), cache, cache_rows[i]);
       }
+      if (Done(rows[i]) && --unfinished_[rows[i] / n_] == 0) done.push_back(rows[i] / n_);
     }
+    if (!callbacks_.group_done) return;
+    std::sort(done.begin(), done.end());
+    for (int64_t prompt : done) callbacks_.group_done(prompt, result_->rows);
   }
 
   // What row r's cache holds: its prompt and every token fed.
@@ -245,6 +251,7 @@ class Decoder {
   std::vector<RowKey> keys_;
   std::vector<int64_t> source_;  // the prefill row of each row
   std::deque<int64_t> waiting_;
+  std::vector<int64_t> unfinished_;  // rows not yet done, per prompt
   Prefill prefill_;
   std::vector<int64_t> batch_;  // rows in the decode batch, in cache order
   model::KVCache cache_;

@@ -81,6 +81,13 @@ struct EngineCallbacks {
   // (1 once the first tokens are sampled from the prefill); a non-OK status
   // ends the run with it.
   std::function<absl::Status(int64_t)> stopped;
+  // Called (when set) as soon as every response row of prompt `prompt` (its
+  // index in the request) has ended: `rows` are the result's rows so far,
+  // those of `prompt` (responses_per_prompt from prompt *
+  // responses_per_prompt) final. A prompt whose rows end early is reported
+  // while other rows still decode. Once per prompt; prompts ending at the
+  // same step in request order.
+  std::function<void(int64_t prompt, const std::vector<EngineRow>& rows)> group_done;
 };
 
 // A row ends at an end-of-sequence token or once its tokens end with one of

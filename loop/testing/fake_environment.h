@@ -100,6 +100,7 @@ class FakeEnvironment final : public environment::Environment {
       const v1::EnvironmentStepRequest& request) override {
     absl::MutexLock lock(&mu_);
     actions[request.episode_id()].push_back(request.action());
+    ++steps_entered_;
     clock += absl::Seconds(step_seconds);
     ++in_flight_;
     most_in_flight = std::max(most_in_flight, in_flight_);
@@ -131,6 +132,14 @@ class FakeEnvironment final : public environment::Environment {
     return clock;
   }
 
+  // Waits (at most `timeout`) until `count` Steps have been entered in
+  // all; false when the time ran out first.
+  bool AwaitSteps(int count, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    const auto enough = [this, count] { return steps_entered_ >= count; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+  }
+
   // -1: never done.
   int done_at_turn = -1;
   std::string fail_prefix;
@@ -147,7 +156,51 @@ class FakeEnvironment final : public environment::Environment {
  private:
   absl::Mutex mu_;
   int in_flight_ = 0;
+  int steps_entered_ = 0;
   bool released_ = false;
+};
+
+// A streaming actor over `inner`'s answers that hands over one row per
+// part, and after the first part of a request with more rows waits (at
+// most 30 s) until `environment` has entered one more Step than before the
+// request: that Step can only be the first row's episode's, started while
+// this call still generates. Counts the requests where that happened.
+class PartByPartActor final : public actor::RolloutWorker {
+ public:
+  PartByPartActor(actor::RolloutWorker* inner, FakeEnvironment* environment, int steps_before)
+      : inner_(inner), environment_(environment), steps_(steps_before) {}
+
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) override {
+    return GenerateStreaming(request, nullptr);
+  }
+  absl::StatusOr<v1::GenerateResponse> GenerateStreaming(const v1::GenerateRequest& request,
+                                                         const PartSink& on_part) override {
+    absl::StatusOr<v1::GenerateResponse> response = inner_->Generate(request);
+    if (!response.ok() || !on_part) return response;
+    for (int i = 0; i < response->samples_size(); ++i) {
+      v1::GenerateResponse part;
+      *part.add_samples() = response->samples(i);
+      on_part(part);
+      if (i == 0 && response->samples_size() > 1) {
+        ++waited;
+        if (environment_->AwaitSteps(steps_ + 1, absl::Seconds(30))) ++overlapped;
+      }
+    }
+    steps_ += response->samples_size();
+    return response;
+  }
+  absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t v) override {
+    return inner_->SyncWeights(v);
+  }
+  int64_t policy_version() const override { return inner_->policy_version(); }
+
+  int waited = 0;      // requests of more than one row
+  int overlapped = 0;  // of those, where the first row's Step started in time
+
+ private:
+  actor::RolloutWorker* inner_;
+  FakeEnvironment* environment_;
+  int steps_;  // Steps the environment will have entered before the next request
 };
 
 }  // namespace trellis::loop::testing
