@@ -40,6 +40,22 @@ TEST(GaeTest, GammaLambdaAndMaskedPadding) {
   ExpectNear(g.returns, {1.855f, 0.9f, 2.0f, 0.675f, 1.0f, 0.0f});
 }
 
+// A multi-turn response: a turn, an observation (mask 0), a turn. GAE runs
+// over the policy's tokens only: the observation's rewards and values are
+// ignored and the turn before it bootstraps from the next turn's first
+// token, one discount step across the observation.
+// t4: A = 1 - 0.5 = 0.5. t1: delta = 0 + 0.9*0.5 - 1 = -0.55,
+// A = -0.55 + 0.45*0.5 = -0.325. t0: delta = 0 + 0.9*1 - 0.5 = 0.4,
+// A = 0.4 + 0.45*(-0.325) = 0.25375.
+TEST(GaeTest, ObservationTokensInTheMiddleAreSkipped) {
+  Gae g = ComputeGae(T({0, 0, 5, 5, 1}), T({0.5, 1.0, 9, 9, 0.5}), T({1, 1, 0, 0, 1}), 0.9, 0.5);
+  ExpectNear(g.advantages, {0.25375f, -0.325f, 0.0f, 0.0f, 0.5f});
+  ExpectNear(g.returns, {0.75375f, 0.675f, 0.0f, 0.0f, 1.0f});
+  Gae other =
+      ComputeGae(T({0, 0, -3, 2, 1}), T({0.5, 1.0, -4, 0, 0.5}), T({1, 1, 0, 0, 1}), 0.9, 0.5);
+  ExpectNear(other.advantages, {0.25375f, -0.325f, 0.0f, 0.0f, 0.5f});
+}
+
 TEST(ValueLossTest, ClipTakesTheWorseOfClippedAndUnclipped) {
   // Token 0: unclipped (1 - 1.2)^2 = 0.04; clipped 0 + 0.2 -> (0.2 - 1.2)^2 = 1.
   // Token 1: both (2 - 3)^2 = 1. Loss = 0.5 * (1 + 1) / 2.

@@ -1,6 +1,7 @@
 // Multi-turn samples (TrainSample.trained): the environment's tokens
 // condition the policy's but are out of the loss, the gradient and the
-// token counts.
+// token counts; with PPO also out of the value loss, and a response ending
+// with them keeps its reward (on the policy's last token).
 
 #include <memory>
 
@@ -40,11 +41,11 @@ v1::TrainBatch MultiTurnBatch() {
   return batch;
 }
 
-v1::TrainStats Step(v1::LossAggregation aggregation, const v1::TrainBatch& batch) {
+v1::TrainStats Step(const v1::JobConfig& job, const v1::TrainBatch& batch) {
   LocalLearnerOptions options;
   options.vocab_size = kVocab;
   options.seed = 7;
-  auto learner = NewLocalLearner(Job(aggregation), options, nullptr, nullptr);
+  auto learner = NewLocalLearner(job, options, nullptr, nullptr);
   EXPECT_TRUE(learner.ok()) << learner.status();
   absl::StatusOr<v1::TrainStats> stats = (*learner)->TrainStep(batch);
   EXPECT_TRUE(stats.ok()) << stats.status();
@@ -55,7 +56,7 @@ class TrainedMaskTest : public testing::TestWithParam<v1::LossAggregation> {};
 
 TEST_P(TrainedMaskTest, EnvironmentTokensDoNotReachTheLoss) {
   const v1::TrainBatch batch = MultiTurnBatch();
-  const v1::TrainStats stats = Step(GetParam(), batch);
+  const v1::TrainStats stats = Step(Job(GetParam()), batch);
   EXPECT_EQ(stats.trained_tokens(), 8);
   // An observation token's recorded log-probs change nothing.
   v1::TrainBatch changed = batch;
@@ -65,19 +66,85 @@ TEST_P(TrainedMaskTest, EnvironmentTokensDoNotReachTheLoss) {
       s.set_ref_logprobs(k, -9.0f);
     }
   }
-  const v1::TrainStats same = Step(GetParam(), changed);
+  const v1::TrainStats same = Step(Job(GetParam()), changed);
   EXPECT_EQ(same.loss(), stats.loss());
   EXPECT_EQ(same.grad_norm(), stats.grad_norm());
   EXPECT_EQ(same.kl(), stats.kl());
   // Trained, the same tokens change the loss.
   for (v1::TrainSample& s : *changed.mutable_samples()) s.clear_trained();
-  const v1::TrainStats all = Step(GetParam(), changed);
+  const v1::TrainStats all = Step(Job(GetParam()), changed);
   EXPECT_EQ(all.trained_tokens(), 14);
   EXPECT_NE(all.loss(), stats.loss());
 }
 
 INSTANTIATE_TEST_SUITE_P(BothAggregations, TrainedMaskTest,
                          testing::Values(v1::TOKEN_MEAN, v1::SEQUENCE_MEAN));
+
+v1::JobConfig PpoJob(v1::PpoConfig::Critic critic) {
+  v1::JobConfig job = Job(v1::TOKEN_MEAN);
+  job.set_algorithm("ppo");
+  job.mutable_ppo()->set_critic(critic);
+  return job;
+}
+
+// MultiTurnBatch scored as PPO's rollouts are: a reward per sample.
+v1::TrainBatch PpoBatch(float reward0, float reward1) {
+  v1::TrainBatch batch = MultiTurnBatch();
+  batch.mutable_samples(0)->set_reward(reward0);
+  batch.mutable_samples(1)->set_reward(reward1);
+  for (v1::TrainSample& s : *batch.mutable_samples()) s.clear_advantage();
+  return batch;
+}
+
+class PpoTrainedMaskTest : public testing::TestWithParam<v1::PpoConfig::Critic> {};
+
+// The policy term, the KL and the critic's value loss see the policy's
+// tokens only (GAE skips the observation: learner/losses_test.cc).
+TEST_P(PpoTrainedMaskTest, EnvironmentTokensDoNotReachThePolicyOrValueLoss) {
+  const v1::JobConfig job = PpoJob(GetParam());
+  const v1::TrainBatch batch = PpoBatch(1.0f, -0.5f);
+  const v1::TrainStats stats = Step(job, batch);
+  EXPECT_EQ(stats.trained_tokens(), 8);
+  v1::TrainBatch changed = batch;
+  for (v1::TrainSample& s : *changed.mutable_samples()) {
+    for (int k = 2; k <= 4; ++k) {
+      s.set_old_logprobs(k, -0.01f * k);
+      s.set_ref_logprobs(k, -9.0f);
+    }
+  }
+  const v1::TrainStats same = Step(job, changed);
+  EXPECT_EQ(same.loss(), stats.loss());
+  EXPECT_EQ(same.value_loss(), stats.value_loss());
+  EXPECT_EQ(same.grad_norm(), stats.grad_norm());
+  EXPECT_EQ(same.kl(), stats.kl());
+  for (v1::TrainSample& s : *changed.mutable_samples()) s.clear_trained();
+  const v1::TrainStats all = Step(job, changed);
+  EXPECT_EQ(all.trained_tokens(), 14);
+  EXPECT_NE(all.loss(), stats.loss());
+}
+
+// An episode cut at the token limit ends with environment tokens: its
+// reward still reaches the policy's tokens (its last one), so it trains.
+TEST_P(PpoTrainedMaskTest, AResponseEndingWithEnvironmentTokensKeepsItsReward) {
+  const v1::JobConfig job = PpoJob(GetParam());
+  auto ending_untrained = [](float reward0) {
+    v1::TrainBatch batch = PpoBatch(reward0, 0.0f);
+    v1::TrainSample* s = batch.mutable_samples(0);
+    s->set_trained(5, false);
+    s->set_trained(6, false);
+    s->set_old_logprobs(5, 0);
+    s->set_old_logprobs(6, 0);
+    return batch;
+  };
+  const v1::TrainStats rewarded = Step(job, ending_untrained(1.0f));
+  const v1::TrainStats unrewarded = Step(job, ending_untrained(0.0f));
+  EXPECT_EQ(rewarded.trained_tokens(), 6);
+  EXPECT_NE(rewarded.value_loss(), unrewarded.value_loss());
+  EXPECT_NE(rewarded.loss(), unrewarded.loss());
+}
+
+INSTANTIATE_TEST_SUITE_P(BothCritics, PpoTrainedMaskTest,
+                         testing::Values(v1::PpoConfig::SHARED, v1::PpoConfig::SEPARATE));
 
 TEST(TrainedMaskTest, FlagsMustMatchTheResponse) {
   v1::TrainBatch batch = MultiTurnBatch();

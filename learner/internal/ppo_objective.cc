@@ -130,7 +130,7 @@ MicroResult PpoObjective::ValueLoss(const torch::Tensor& values, const model::To
   return r;
 }
 
-// Each token's reward is the sample's reward on its last token; with
+// Each token's reward is the sample's reward on its last trained token; with
 // kl_mode reward, minus kl_coef times log pi_old - log pi_ref on every token.
 absl::Status PpoObjective::ComputeTargets() {
   const auto& ppo = in_.job->ppo();
@@ -146,11 +146,18 @@ absl::Status PpoObjective::ComputeTargets() {
       const torch::Tensor values = CriticValues(*tb);
       torch::Tensor rewards = torch::zeros_like(tb->response_mask);
       auto acc = rewards.accessor<float, 2>();
+      const torch::Tensor mask = tb->response_mask.cpu();
+      const auto trained = mask.accessor<float, 2>();
       std::vector<absl::Span<const float>> old_rows, ref_rows;
       for (int64_t i = begin; i < end; ++i) {
         const int64_t row = i - begin;
-        acc[row][tb->response_start[row] + tb->response_length[row] - 1] =
-            sample(i).reward();
+        // The reward goes on the policy's last token: a multi-turn response
+        // may end with environment tokens (an observation cut at the token
+        // limit), which GAE skips. A response without a policy token trains
+        // nothing.
+        int64_t last = tb->response_start[row] + tb->response_length[row] - 1;
+        while (last >= tb->response_start[row] && trained[row][last] == 0) --last;
+        if (last >= tb->response_start[row]) acc[row][last] = sample(i).reward();
         old_rows.emplace_back(sample(i).old_logprobs());
         ref_rows.emplace_back(sample(i).ref_logprobs());
       }
