@@ -5,10 +5,16 @@
 // Debian's 1.13 (the default build) and PyPI's 2.x (TRELLIS_TORCH=pypi;
 // docs/libtorch.md). Everything else compiles against both as written.
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 #include <torch/version.h>
 
 #include <cstddef>
+#if TORCH_VERSION_MAJOR < 2
+#include <c10/util/string_utils.h>
+
+#include <string>
+#endif
 
 namespace trellis::model {
 
@@ -29,6 +35,20 @@ class AllocatorBase : public c10::Allocator {
  protected:
   virtual c10::DataPtr AllocateBytes(size_t n) const = 0;
 };
+
+// The key of a parameter's entry in torch::optim::Optimizer::state(): its
+// TensorImpl's address, as text in LibTorch 1.x and as the pointer in 2.x.
+#if TORCH_VERSION_MAJOR >= 2
+using OptimizerStateKey = void*;
+inline OptimizerStateKey OptimizerStateKeyOf(const at::Tensor& param) {
+  return param.unsafeGetTensorImpl();
+}
+#else
+using OptimizerStateKey = std::string;
+inline OptimizerStateKey OptimizerStateKeyOf(const at::Tensor& param) {
+  return c10::guts::to_string(param.unsafeGetTensorImpl());
+}
+#endif
 
 }  // namespace trellis::model
 
