@@ -9,6 +9,8 @@
 #include <limits>
 #include <mutex>
 
+#include "model/torch_compat.h"
+
 namespace trellis::ledger {
 namespace {
 
@@ -38,11 +40,11 @@ std::atomic<bool> g_installed{false};
 
 // Sits in front of the CPU allocator that was current at Install() and
 // counts what passes through it.
-class TrackingAllocator final : public c10::Allocator {
+class TrackingAllocator final : public model::AllocatorBase {
  public:
   explicit TrackingAllocator(c10::Allocator* inner) : inner_(inner) {}
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr AllocateBytes(size_t n) const override {
     // Empty storages stay with the inner allocator: nothing to count, and
     // our deleter accepts the null pointer raw_deallocate may pass.
     if (n == 0) return inner_->allocate(0);

@@ -6,13 +6,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "model/torch_compat.h"
 
 namespace trellis::learner::internal {
 namespace {
-
-std::string Key(const torch::Tensor& param) {
-  return c10::guts::to_string(param.unsafeGetTensorImpl());
-}
 
 std::string ShapeString(const torch::Tensor& t) {
   std::string s = "[";
@@ -28,7 +25,7 @@ void AppendAdamWState(torch::optim::AdamW& optimizer, const std::string& prefix,
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& params = groups[g].params();
     for (size_t j = 0; j < params.size(); ++j) {
-      auto it = optimizer.state().find(Key(params[j]));
+      auto it = optimizer.state().find(model::OptimizerStateKeyOf(params[j]));
       if (it == optimizer.state().end()) continue;
       auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
       const std::string name = absl::StrCat(prefix, "g", g, ".p", j, ".");
@@ -53,7 +50,8 @@ absl::Status LoadAdamWState(const std::map<std::string, torch::Tensor>& tensors,
   size_t expected = 0;
   for (const auto& [name, t] : tensors) expected += absl::StartsWith(name, prefix);
 
-  std::vector<std::pair<std::string, std::unique_ptr<torch::optim::AdamWParamState>>> states;
+  std::vector<std::pair<model::OptimizerStateKey, std::unique_ptr<torch::optim::AdamWParamState>>>
+      states;
   size_t used = 0;
   const auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -87,7 +85,7 @@ absl::Status LoadAdamWState(const std::map<std::string, torch::Tensor>& tensors,
         if (std::string(part) == "max_exp_avg_sq") state->max_exp_avg_sq(copy);
         ++used;
       }
-      states.emplace_back(Key(params[j]), std::move(state));
+      states.emplace_back(model::OptimizerStateKeyOf(params[j]), std::move(state));
     }
   }
   if (used != expected) {

@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <limits>
 
+#include "model/torch_compat.h"
+
 namespace trellis::model::testing {
 
-class FailingCpuAllocator final : public c10::Allocator {
+class FailingCpuAllocator final : public AllocatorBase {
  public:
   // The highest priority, as ledger::MemoryTracker takes, so that it wins
   // over that one too.
@@ -28,7 +30,7 @@ class FailingCpuAllocator final : public c10::Allocator {
   FailingCpuAllocator(const FailingCpuAllocator&) = delete;
   FailingCpuAllocator& operator=(const FailingCpuAllocator&) = delete;
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr AllocateBytes(size_t n) const override {
     TORCH_CHECK_WITH(OutOfMemoryError, n == 0, "injected out of memory: tried to allocate ", n,
                      " bytes");
     return previous_->allocate(0);
