@@ -65,7 +65,10 @@ class LocalActor : public RolloutWorker {
   // Each prompt's group is handed over as soon as its rows have all ended.
   absl::StatusOr<v1::GenerateResponse> GenerateStreaming(const v1::GenerateRequest& request,
                                                          const PartSink& on_part) override {
-    return Run(request, nullptr, on_part);
+    if (options_.stream_groups) return Run(request, nullptr, on_part);
+    absl::StatusOr<v1::GenerateResponse> response = Run(request, nullptr, nullptr);
+    if (response.ok() && on_part) on_part(*response);
+    return response;
   }
 
   absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override {

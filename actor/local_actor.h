@@ -40,6 +40,15 @@ struct LocalActorOptions {
   // prefill_tokens counts only those. Dropped when the weights change.
   // 0: off. Must be >= 0.
   int64_t turn_cache_bytes = int64_t{1} << 30;
+  // GenerateStreaming hands over each prompt's group as soon as its rows
+  // have ended (true), or the whole response when the call ends (false).
+  // Multi-turn jobs stream groups, so that an episode's environment call
+  // overlaps the others' generation. Single-turn embedded jobs do not yet:
+  // a verify span that overlaps the actor's call in one process would count
+  // the KV cache and workspace the actor reports at the end of the call,
+  // whose memory may have been freed before the span began
+  // (docs/multi-turn.md, "What is left").
+  bool stream_groups = true;
 };
 
 // An in-process actor: its own copy of the policy, batched sampling with a

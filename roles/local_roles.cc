@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
   options.worker_id = worker_id;
   options.lora = job.memory().lora();
   options.seed = job.runtime().seed();
+  options.stream_groups = !job.environment().name().empty();
   return actor::NewLocalActor(job.model(), tokenizer, receiver, ledger, options);
 }
 
