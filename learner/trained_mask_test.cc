@@ -52,13 +52,9 @@ v1::TrainStats Step(const v1::JobConfig& job, const v1::TrainBatch& batch) {
   return stats.ok() ? *stats : v1::TrainStats();
 }
 
-class TrainedMaskTest : public testing::TestWithParam<v1::LossAggregation> {};
-
-TEST_P(TrainedMaskTest, EnvironmentTokensDoNotReachTheLoss) {
-  const v1::TrainBatch batch = MultiTurnBatch();
-  const v1::TrainStats stats = Step(Job(GetParam()), batch);
-  EXPECT_EQ(stats.trained_tokens(), 8);
-  // An observation token's recorded log-probs change nothing.
+// `batch` with its observation tokens' (positions 2-4) recorded log-probs
+// changed.
+v1::TrainBatch WithObservationLogprobsChanged(const v1::TrainBatch& batch) {
   v1::TrainBatch changed = batch;
   for (v1::TrainSample& s : *changed.mutable_samples()) {
     for (int k = 2; k <= 4; ++k) {
@@ -66,6 +62,17 @@ TEST_P(TrainedMaskTest, EnvironmentTokensDoNotReachTheLoss) {
       s.set_ref_logprobs(k, -9.0f);
     }
   }
+  return changed;
+}
+
+class TrainedMaskTest : public testing::TestWithParam<v1::LossAggregation> {};
+
+TEST_P(TrainedMaskTest, EnvironmentTokensDoNotReachTheLoss) {
+  const v1::TrainBatch batch = MultiTurnBatch();
+  const v1::TrainStats stats = Step(Job(GetParam()), batch);
+  EXPECT_EQ(stats.trained_tokens(), 8);
+  // An observation token's recorded log-probs change nothing.
+  v1::TrainBatch changed = WithObservationLogprobsChanged(batch);
   const v1::TrainStats same = Step(Job(GetParam()), changed);
   EXPECT_EQ(same.loss(), stats.loss());
   EXPECT_EQ(same.grad_norm(), stats.grad_norm());
@@ -105,13 +112,7 @@ TEST_P(PpoTrainedMaskTest, EnvironmentTokensDoNotReachThePolicyOrValueLoss) {
   const v1::TrainBatch batch = PpoBatch(1.0f, -0.5f);
   const v1::TrainStats stats = Step(job, batch);
   EXPECT_EQ(stats.trained_tokens(), 8);
-  v1::TrainBatch changed = batch;
-  for (v1::TrainSample& s : *changed.mutable_samples()) {
-    for (int k = 2; k <= 4; ++k) {
-      s.set_old_logprobs(k, -0.01f * k);
-      s.set_ref_logprobs(k, -9.0f);
-    }
-  }
+  v1::TrainBatch changed = WithObservationLogprobsChanged(batch);
   const v1::TrainStats same = Step(job, changed);
   EXPECT_EQ(same.loss(), stats.loss());
   EXPECT_EQ(same.value_loss(), stats.value_loss());
