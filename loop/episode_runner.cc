@@ -108,12 +108,11 @@ absl::StatusOr<bool> TakeTurns(const v1::JobConfig& job, actor::RolloutWorker& a
   return !by_budget.empty();
 }
 
-// Runs `calls` (environment calls made with no generation running) and
-// counts the time they took as unoverlapped.
-void Unoverlapped(Episodes& run, const EpisodeRunner::Clock& now,
-                  const std::function<void()>& calls) {
+// Waits for the environment calls scheduled on `calls` (those made with no
+// generation running) and counts the time as unoverlapped.
+void AwaitUnoverlapped(Episodes& run, const EpisodeRunner::Clock& now, TaskPool& calls) {
   const absl::Time start = now();
-  calls();
+  calls.Wait();
   run.CountUnoverlapped(absl::ToDoubleSeconds(now() - start));
 }
 
@@ -156,24 +155,24 @@ absl::StatusOr<EpisodeResults> EpisodeRunner::Run(
       *e.sample.mutable_prompt_tokens() = prompt.token_ids();
     }
   }
-  Unoverlapped(run, now_, [&] {
-    run.ForEach(Select(run.all(), [](const Episode&) { return true; }),
-                [&](Episode& e) { run.Open(e); });
-  });
+  // Every environment call (Open, Step, Close) runs on `calls`, at most
+  // environment.workers at once.
   EpisodeResults out;
   absl::StatusOr<bool> any_live = true;
   {
-    TaskPool steps(run.workers());
+    TaskPool calls(run.workers());
+    for (Episode& e : run.all()) calls.Schedule([&run, &e] { run.Open(e); });
+    AwaitUnoverlapped(run, now_, calls);
     for (int turn = 0; any_live.ok() && *any_live && run.format_error().ok(); ++turn) {
-      any_live = TakeTurns(job_, *actor_, now_, request, *stop, turn, run, steps, &out.rollout);
+      any_live = TakeTurns(job_, *actor_, now_, request, *stop, turn, run, calls, &out.rollout);
       // The Steps the generation did not overlap.
-      Unoverlapped(run, now_, [&] { steps.Wait(); });
+      AwaitUnoverlapped(run, now_, calls);
     }
+    for (Episode* e : Select(run.all(), [](const Episode& e) { return e.opened; })) {
+      calls.Schedule([&run, e] { run.Close(*e); });
+    }
+    AwaitUnoverlapped(run, now_, calls);
   }
-  Unoverlapped(run, now_, [&] {
-    run.ForEach(Select(run.all(), [](const Episode& e) { return e.opened; }),
-                [&](Episode& e) { run.Close(e); });
-  });
   if (!any_live.ok()) return any_live.status();
   if (absl::Status s = run.format_error(); !s.ok()) return s;
 

@@ -1,10 +1,8 @@
 #include "loop/loop_util.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <optional>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 
@@ -13,22 +11,6 @@ namespace trellis::loop {
 absl::Status At(const absl::Status& status, absl::string_view where) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
-}
-
-void ForEachConcurrently(int64_t n, int workers, const std::function<void(int64_t)>& fn) {
-  const int threads = static_cast<int>(std::min<int64_t>(std::max(1, workers), n));
-  if (threads <= 1) {
-    for (int64_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  std::atomic<int64_t> next{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      for (int64_t i = next++; i < n; i = next++) fn(i);
-    });
-  }
-  for (std::thread& thread : pool) thread.join();
 }
 
 uint64_t MixSeed(uint64_t seed, uint64_t salt) {

@@ -5,7 +5,6 @@
 // a bounded parallel for, and what an update reports.
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,9 +20,6 @@ namespace trellis::loop {
 
 // `status` with its message prefixed by "where: " (OK stays OK).
 absl::Status At(const absl::Status& status, absl::string_view where);
-
-// Runs fn(i) for every i in [0, n) on at most `workers` threads.
-void ForEachConcurrently(int64_t n, int workers, const std::function<void(int64_t)>& fn);
 
 // SplitMix64: a well-spread seed from the job seed and a salt (a step).
 uint64_t MixSeed(uint64_t seed, uint64_t salt);

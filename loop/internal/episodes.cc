@@ -19,12 +19,6 @@ Episodes::Episodes(const v1::JobConfig& job, environment::Environment* environme
       limit_(config_.max_tokens() > 0 ? config_.max_tokens() : job.model().max_seq_len()),
       workers_(std::max(1, std::min(config_.workers(), environment->MaxConcurrency()))) {}
 
-void Episodes::ForEach(const std::vector<Episode*>& episodes,
-                       const std::function<void(Episode&)>& fn) {
-  ForEachConcurrently(static_cast<int64_t>(episodes.size()), workers_,
-                      [&](int64_t i) { fn(*episodes[i]); });
-}
-
 void Episodes::Open(Episode& e) {
   v1::OpenEpisodeRequest request;
   request.set_episode_id(e.id);

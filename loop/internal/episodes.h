@@ -60,9 +60,6 @@ class Episodes {
   // most the environment's MaxConcurrency).
   int workers() const { return workers_; }
 
-  // Runs fn on each of `episodes` concurrently (workers()).
-  void ForEach(const std::vector<Episode*>& episodes, const std::function<void(Episode&)>& fn);
-
   void Open(Episode& e);
   // Sends the episode's action; appends the observation, or ends it.
   void Step(Episode& e);

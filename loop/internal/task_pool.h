@@ -1,9 +1,10 @@
 #ifndef TRELLIS_LOOP_INTERNAL_TASK_POOL_H_
 #define TRELLIS_LOOP_INTERNAL_TASK_POOL_H_
 
-// A fixed number of threads that run scheduled tasks in the order given,
-// for work started from one thread (a streaming actor's part sink) that
-// must go on while that thread does other work.
+// A fixed number of threads that run scheduled tasks in the order given:
+// the episode runner's environment calls, at most environment.workers at
+// once, scheduled from its own thread (Open, Close) or from a streaming
+// actor's part sink (Step) while generation goes on.
 
 #include <deque>
 #include <functional>
