@@ -10,7 +10,7 @@
 #   scripts/gpu_check.sh [--build-dir DIR] [--no-build] [--out DIR]
 #                        [--only CHECK[,CHECK...]] [--require-gpu] [--list]
 #
-#   --build-dir DIR  the build to use (default: $BUILD_DIR, else build-torch2)
+#   --build-dir DIR  the build to use (default: scripts/build.sh --print-dir)
 #   --no-build       use DIR as it is (a build carried to the machine);
 #                    otherwise scripts/build.sh brings it up to date first
 #   --out DIR        logs and run directories (default: runs/gpu_check)
@@ -30,7 +30,7 @@ declare -A LIMIT=([gpu_tests]=180 [grpo_colocated]=90 [grpo_disaggregated]=90 [w
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu_check: $*" >&2; exit 2; }
 
-build_dir=${BUILD_DIR:-build-torch2}
+build_dir=$(scripts/build.sh --print-dir)
 build=1
 out=runs/gpu_check
 only=""

@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh trellis
-exec build/trellis run --out "${OUT:-runs/default}" "$@"
+exec "$(scripts/build.sh --print-dir)/trellis" run --out "${OUT:-runs/default}" "$@"

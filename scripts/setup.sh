@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Installs everything Trellis builds and runs with, from Debian's archive.
+# Installs everything Trellis builds and runs with: Debian's packages, and
+# LibTorch from PyPI's torch 2.x wheel in the venv of scripts/torch_venv.sh.
 # Idempotent: does nothing when every package is already installed and the
-# venv of scripts/k8s_venv.sh exists.
+# venvs of scripts/torch_venv.sh and scripts/k8s_venv.sh exist.
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache
-  libtorch-dev libopenblas0-pthread
   libprotobuf-dev protobuf-compiler
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -32,5 +32,7 @@ else
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# PyPI, only inside the venv it makes: the Kubernetes schemas for deploy/k8s.
+# PyPI, only inside the venvs they make: LibTorch 2.x, and the Kubernetes
+# schemas for deploy/k8s.
+"$(dirname "$0")/torch_venv.sh" >/dev/null
 "$(dirname "$0")/k8s_venv.sh"

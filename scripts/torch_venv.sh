@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Makes .venv/torch (Debian's python3 -m venv) with PyPI's torch wheel: a
-# LibTorch 2.x (headers, shared libraries, CMake package; CUDA-enabled,
-# C++11 ABI) beside Debian's LibTorch 1.13. Idempotent. Prints the CMake
-# prefix path to build against it (scripts/build.sh with TRELLIS_TORCH=pypi;
-# docs/libtorch.md): the wheel's CMake package, then the wheel's own folder,
-# so TorchConfig's find_library finds the wheel's lib/libtorch.so before
-# Debian's /usr/lib one (it only gives the wheel's lib/ as a late PATHS).
+# Makes .venv/torch (Debian's python3 -m venv) with PyPI's torch wheel: the
+# LibTorch 2.x Trellis builds against (headers, shared libraries, CMake
+# package; CUDA-enabled, C++11 ABI). Idempotent. Prints the CMake prefix
+# path to build against it (scripts/build.sh; docs/libtorch.md): the
+# wheel's CMake package, then the wheel's own folder, so TorchConfig's
+# find_library finds the wheel's lib/libtorch.so before any other on the
+# system, such as Debian's libtorch-dev in /usr/lib (it only gives the
+# wheel's lib/ as a late PATHS).
 #   TRELLIS_TORCH_VENV   where (default: .venv/torch in the repository)
 set -euo pipefail
 cd "$(dirname "$0")/.."
