@@ -2,6 +2,8 @@
 // loopback TCP, sender and receiver in this process over 127.0.0.1.
 //
 //   weightsync_bench [--max_mb=1024] [--reps=5] [--bucket_mb=64]
+//   weightsync_bench --gpu   (GPU transports against the device copy peak:
+//                             weightsync_gpu.h)
 //
 // For each size and transport, every repetition publishes the same
 // tensors (changed in place) as new versions and times Publish alone,
@@ -33,6 +35,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "bench/weightsync_gpu.h"
 #include "comm/tcp_store.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
@@ -43,6 +46,7 @@ ABSL_FLAG(int64_t, max_mb, 1000, "largest size to run, in MB (1e6 bytes)");
 ABSL_FLAG(int, reps, 5, "timed repetitions per size and transport");
 ABSL_FLAG(int64_t, bucket_mb, 64, "transport bucket size in MiB");
 ABSL_FLAG(std::string, only, "", "run one transport: inprocess, gloo, grpc");
+ABSL_FLAG(bool, gpu, false, "run the GPU transports (cuda_ipc, nccl) against the D2D copy peak");
 
 namespace trellis::weightsync {
 namespace {
@@ -216,6 +220,9 @@ Result Run(Publisher& sender, Receiver& receiver, Tcp& tcp, int64_t bytes, int r
 
 int Main() {
   const int reps = absl::GetFlag(FLAGS_reps);
+  if (absl::GetFlag(FLAGS_gpu)) {
+    return RunGpuBench(reps, absl::GetFlag(FLAGS_bucket_mb) << 20, absl::GetFlag(FLAGS_max_mb));
+  }
   const std::string only = absl::GetFlag(FLAGS_only);
   TransportOptions options;
   options.bucket_bytes = absl::GetFlag(FLAGS_bucket_mb) << 20;
