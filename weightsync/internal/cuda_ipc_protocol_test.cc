@@ -17,7 +17,7 @@ namespace {
 
 using ::absl::StatusCode;
 
-// Three tensors in two 4 KiB buckets, each bucket with a made-up handle
+// Three tensors in two buckets of at most 4 KiB, each bucket with a made-up handle
 // and address.
 Announcement Sample() {
   NamedTensors tensors = {{"a", torch::arange(1000, torch::kFloat)},
@@ -56,8 +56,8 @@ TEST(CudaIpcProtocolTest, AnnouncementRoundTrips) {
   ASSERT_TRUE(layout.ok()) << layout.status();
   EXPECT_EQ(layout->version, 7);
   ASSERT_EQ(layout->manifest.size(), 3u);
-  EXPECT_EQ(layout->manifest[1].name, "b");
-  EXPECT_EQ(layout->manifest[1].bucket, 1);
+  EXPECT_EQ(layout->manifest[2].name, "c");
+  EXPECT_EQ(layout->manifest[2].bucket, 1);  // "a" and "b" fill bucket 0.
   EXPECT_TRUE(layout->buckets.empty());  // The receiver maps its own.
 }
 
