@@ -58,7 +58,7 @@ TEST(CudaIpcProtocolTest, AnnouncementRoundTrips) {
   ASSERT_EQ(layout->manifest.size(), 3u);
   EXPECT_EQ(layout->manifest[2].name, "c");
   EXPECT_EQ(layout->manifest[2].bucket, 1);  // "a" and "b" fill bucket 0.
-  EXPECT_TRUE(layout->buckets.empty());  // The receiver maps its own.
+  EXPECT_TRUE(layout->buckets.empty());      // The receiver maps its own.
 }
 
 TEST(CudaIpcProtocolTest, TruncatedAnnouncementIsDataLoss) {
