@@ -35,6 +35,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "bench/timing.h"
 #include "bench/weightsync_gpu.h"
 #include "comm/tcp_store.h"
 #include "rpc/channel.h"
@@ -51,23 +52,15 @@ ABSL_FLAG(bool, gpu, false, "run the GPU transports (cuda_ipc, nccl) against the
 namespace trellis::weightsync {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+using bench::Clock;
+using bench::Median;
+using bench::Since;
 
 // CPU seconds of the calling thread (user + system).
 double ThreadCpuSeconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // `bytes` of float32 weights in tensors of at most 16 MB, like a model's

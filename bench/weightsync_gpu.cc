@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "bench/timing.h"
 #include "comm/tcp_store.h"
 #include "weightsync/registry.h"
 #ifdef TRELLIS_BENCH_CUDA_IPC
@@ -28,17 +29,9 @@
 namespace trellis::weightsync {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+using bench::Clock;
+using bench::Median;
+using bench::Since;
 
 // `bytes` of float32 weights on GPU `device`, in tensors of at most 16 MB.
 NamedTensors DeviceWeights(int64_t bytes, int device) {

@@ -227,14 +227,7 @@ absl::StatusOr<std::unique_ptr<Publisher>> StartPublisher(const TransportOptions
   if (!device.ok()) return device.status();
   auto st = std::make_shared<SenderState>(options, *device);
   if (absl::Status s = HostStore(kName, options, *st); !s.ok()) return s;
-  const int n = options.num_receivers;
-  {
-    absl::MutexLock lock(&st->mu);
-    st->live_threads = n;
-  }
-  std::vector<std::thread> threads;
-  for (int k = 0; k < n; ++k) threads.emplace_back(ServeSlot, st, k);
-  return std::make_unique<ThreadedSender>(std::move(st), std::move(threads), kStopGrace);
+  return StartSlotThreads(std::move(st), options.num_receivers, ServeSlot, kStopGrace);
 }
 
 }  // namespace

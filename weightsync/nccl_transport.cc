@@ -156,14 +156,7 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
 absl::StatusOr<std::unique_ptr<Publisher>> StartPublisher(const TransportOptions& options) {
   auto st = std::make_shared<SenderState>(options);
   if (absl::Status s = HostStore(kName, options, *st); !s.ok()) return s;
-  const int n = options.num_receivers;
-  {
-    absl::MutexLock lock(&st->mu);
-    st->live_threads = n;
-  }
-  std::vector<std::thread> threads;
-  for (int k = 0; k < n; ++k) threads.emplace_back(ServeSlot, st, k);
-  return std::make_unique<ThreadedSender>(std::move(st), std::move(threads), kStopGrace);
+  return StartSlotThreads(std::move(st), options.num_receivers, ServeSlot, kStopGrace);
 }
 
 }  // namespace
