@@ -81,15 +81,10 @@ class CudaIpcReceiver final : public PullReceiver {
       return StoreError(e);
     }
     ++seq_;
-    absl::StatusOr<std::vector<uint8_t>> answer = AskForVersion(
+    absl::StatusOr<std::string> body = AskForVersion(
         *store_, Key(slot, gen_, absl::StrCat("req/", seq_)),
-        Key(slot, gen_, absl::StrCat("ans/", seq_)), min_version, deadline, kAnswerGrace);
-    if (!answer.ok()) return answer.status();
-    absl::StatusOr<std::string> body = DecodeAnswer(*answer);
-    if (!body.ok()) {
-      *in_step = true;
-      return body.status();
-    }
+        Key(slot, gen_, absl::StrCat("ans/", seq_)), min_version, deadline, kAnswerGrace, in_step);
+    if (!body.ok()) return body.status();
     // An announcement: the publisher keeps its buckets until done.
     Stopwatch transfer;
     absl::StatusOr<BucketSet> set = Map(*body);

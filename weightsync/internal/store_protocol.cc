@@ -49,20 +49,22 @@ absl::Status StoreError(const std::exception& e) {
              : absl::UnavailableError(msg);
 }
 
-absl::StatusOr<std::vector<uint8_t>> AskForVersion(c10d::TCPStore& store,
-                                                   const std::string& req_key,
-                                                   const std::string& ans_key, int64_t min_version,
-                                                   absl::Time deadline, absl::Duration grace) {
+absl::StatusOr<std::string> AskForVersion(c10d::TCPStore& store, const std::string& req_key,
+                                          const std::string& ans_key, int64_t min_version,
+                                          absl::Time deadline, absl::Duration grace,
+                                          bool* answered) {
+  std::vector<uint8_t> answer;
   try {
     const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
     store.set(req_key, Int64s({min_version, absl::ToInt64Milliseconds(left)}));
     store.wait({ans_key}, comm::ToMs(left + grace));
-    std::vector<uint8_t> answer = store.get(ans_key);
+    answer = store.get(ans_key);
     store.deleteKey(ans_key);
-    return answer;
   } catch (const std::exception& e) {
     return StoreError(e);
   }
+  *answered = true;
+  return DecodeAnswer(answer);
 }
 
 }  // namespace trellis::weightsync::internal

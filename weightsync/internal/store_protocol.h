@@ -39,11 +39,14 @@ absl::Status StoreError(const std::exception& e);
 
 // A receiver's request for a version >= `min_version` by `deadline`: sets
 // `req_key` to (min_version, the milliseconds left), then waits until the
-// deadline plus `grace` for `ans_key` and takes it (deleting the key).
-// Errors as StoreError.
-[[nodiscard]] absl::StatusOr<std::vector<uint8_t>> AskForVersion(
-    c10d::TCPStore& store, const std::string& req_key, const std::string& ans_key,
-    int64_t min_version, absl::Time deadline, absl::Duration grace);
+// deadline plus `grace` for `ans_key`, takes it (deleting the key) and
+// returns its body (DecodeAnswer). Sets *answered once the answer arrived,
+// so that an error it carries is told from a link failure (StoreError).
+[[nodiscard]] absl::StatusOr<std::string> AskForVersion(c10d::TCPStore& store,
+                                                        const std::string& req_key,
+                                                        const std::string& ans_key,
+                                                        int64_t min_version, absl::Time deadline,
+                                                        absl::Duration grace, bool* answered);
 
 }  // namespace trellis::weightsync::internal
 
