@@ -30,8 +30,10 @@ using conformance::TransportConformanceTest;
 using conformance::TransportEnds;
 using conformance::TransportFactory;
 
-// Set in the child of the two-process test: the publisher's store port.
+// Set in the child of the two-process test: the publisher's store port,
+// and the pipe on which the child reports each version it received.
 constexpr char kChildPortEnv[] = "TRELLIS_CUDA_IPC_TEST_PORT";
+constexpr char kChildAckEnv[] = "TRELLIS_CUDA_IPC_TEST_ACK_FD";
 constexpr int64_t kChildVersions = 3;
 
 std::string WhyNot() {
@@ -75,11 +77,15 @@ NamedTensors DeviceWeights(int64_t v) {
 }
 
 // The child's side: receives every version up to kChildVersions into GPU
-// tensors through the IPC handles. Skips unless started by the parent.
+// tensors through the IPC handles, reporting each to the parent, which
+// publishes the next only then (so the handles opened for the first are
+// reused by the later ones). Skips unless started by the parent.
 TEST(CudaIpcTwoProcessTest, ChildReceiver) {
   const char* port = std::getenv(kChildPortEnv);
   if (port == nullptr)
     GTEST_SKIP() << "runs only as the child of PublisherAndReceiverInTwoProcesses";
+  const char* ack = std::getenv(kChildAckEnv);
+  ASSERT_NE(ack, nullptr);
   TransportOptions options;
   options.port = std::atoi(port);
   options.connect_timeout = absl::Seconds(20);
@@ -95,7 +101,9 @@ TEST(CudaIpcTwoProcessTest, ChildReceiver) {
       ASSERT_TRUE(torch::equal(dst[i].second, want[i].second))
           << dst[i].first << " of version " << got->version();
     }
-    next = got->version() + 1;
+    const int64_t version = got->version();
+    ASSERT_EQ(write(std::atoi(ack), &version, sizeof(version)), sizeof(version));
+    next = version + 1;
   }
 }
 
@@ -112,18 +120,26 @@ TEST(CudaIpcTwoProcessTest, PublisherAndReceiverInTwoProcesses) {
   std::vector<char*> argv = {self.data(), filter.data(), nullptr};
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  int acks[2];
+  ASSERT_EQ(pipe(acks), 0);
   env_strings.push_back(std::string(kChildPortEnv) + "=" + std::to_string(options.port));
+  env_strings.push_back(std::string(kChildAckEnv) + "=" + std::to_string(acks[1]));
   std::vector<char*> env;
   for (std::string& e : env_strings) env.push_back(e.data());
   env.push_back(nullptr);
   pid_t child = 0;
   ASSERT_EQ(posix_spawn(&child, self.c_str(), nullptr, nullptr, argv.data(), env.data()), 0);
+  close(acks[1]);  // The child's now: a read sees its end when it exits.
 
   for (int64_t v = 1; v <= kChildVersions; ++v) {
     absl::StatusOr<v1::WeightSyncStats> sent = (*publisher)->Publish(v, DeviceWeights(v));
     ASSERT_TRUE(sent.ok()) << sent.status();
     EXPECT_GE(sent->buckets(), 4);
+    int64_t received = 0;
+    if (read(acks[0], &received, sizeof(received)) != sizeof(received)) break;  // It failed.
+    EXPECT_EQ(received, v);
   }
+  close(acks[0]);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "the receiver process died";
