@@ -2,6 +2,8 @@
 // loopback TCP, sender and receiver in this process over 127.0.0.1.
 //
 //   weightsync_bench [--max_mb=1024] [--reps=5] [--bucket_mb=64]
+//   weightsync_bench --gpu   (GPU transports against the device copy peak:
+//                             weightsync_gpu.h)
 //
 // For each size and transport, every repetition publishes the same
 // tensors (changed in place) as new versions and times Publish alone,
@@ -33,6 +35,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "bench/timing.h"
+#include "bench/weightsync_gpu.h"
 #include "comm/tcp_store.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
@@ -43,27 +47,20 @@ ABSL_FLAG(int64_t, max_mb, 1000, "largest size to run, in MB (1e6 bytes)");
 ABSL_FLAG(int, reps, 5, "timed repetitions per size and transport");
 ABSL_FLAG(int64_t, bucket_mb, 64, "transport bucket size in MiB");
 ABSL_FLAG(std::string, only, "", "run one transport: inprocess, gloo, grpc");
+ABSL_FLAG(bool, gpu, false, "run the GPU transports (cuda_ipc, nccl) against the D2D copy peak");
 
 namespace trellis::weightsync {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+using bench::Clock;
+using bench::Median;
+using bench::Since;
 
 // CPU seconds of the calling thread (user + system).
 double ThreadCpuSeconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // `bytes` of float32 weights in tensors of at most 16 MB, like a model's
@@ -216,6 +213,9 @@ Result Run(Publisher& sender, Receiver& receiver, Tcp& tcp, int64_t bytes, int r
 
 int Main() {
   const int reps = absl::GetFlag(FLAGS_reps);
+  if (absl::GetFlag(FLAGS_gpu)) {
+    return RunGpuBench(reps, absl::GetFlag(FLAGS_bucket_mb) << 20, absl::GetFlag(FLAGS_max_mb));
+  }
   const std::string only = absl::GetFlag(FLAGS_only);
   TransportOptions options;
   options.bucket_bytes = absl::GetFlag(FLAGS_bucket_mb) << 20;

@@ -2,9 +2,10 @@
 #define TRELLIS_COMM_NCCL_PAIR_H_
 
 // Two-rank NCCL communicators for point-to-point transfers between GPUs
-// (the NCCL weight transport, weightsync/nccl_transport.h): CUDA/NCCL
-// status conversion, device buffers, and a non-blocking communicator whose
-// every wait has a deadline. Built only with CUDA and NCCL.
+// (the NCCL weight transport, weightsync/nccl_transport.h): NCCL status
+// conversion and a non-blocking communicator whose every wait has a
+// deadline (CUDA's status and device buffers: cuda_memory.h). Built only
+// with CUDA and NCCL.
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -17,45 +18,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "comm/cuda_memory.h"
 
 namespace trellis::comm {
-
-inline absl::Status CudaStatus(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("nccl: ", what, ": ", cudaGetErrorString(e)));
-}
 
 inline absl::Status NcclStatus(ncclResult_t r, const char* what) {
   if (r == ncclSuccess || r == ncclInProgress) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat("nccl: ", what, ": ", ncclGetErrorString(r)));
 }
-
-// Device memory that only grows.
-class DeviceBytes {
- public:
-  DeviceBytes() = default;
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  ~DeviceBytes() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  absl::Status Reserve(size_t n) {
-    if (n <= size_) return absl::OkStatus();
-    if (ptr_ != nullptr) cudaFree(ptr_);
-    ptr_ = nullptr;
-    size_ = 0;
-    if (absl::Status s = CudaStatus(cudaMalloc(&ptr_, n), "cudaMalloc"); !s.ok()) {
-      return s;
-    }
-    size_ = n;
-    return absl::OkStatus();
-  }
-  void* data() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t size_ = 0;
-};
 
 // A two-rank, non-blocking communicator and its stream. Destruction
 // aborts, which never waits on the peer.

@@ -19,6 +19,7 @@
 #include "weightsync/internal/nccl_protocol.h"
 #include "weightsync/internal/pull_receiver.h"
 #include "weightsync/internal/staging.h"
+#include "weightsync/internal/store_protocol.h"
 #include "weightsync/internal/threaded_sender.h"
 #include "weightsync/internal/wire.h"
 #include "weightsync/nccl_transport.h"
@@ -47,33 +48,21 @@ class NcclReceiver final : public PullReceiver {
 
   absl::StatusOr<Fetched> Fetch(int64_t min_version, absl::Time deadline, bool* in_step) override {
     const int slot = options_.receiver_index;
-    std::vector<uint8_t> answer;
     try {
       if (!comm_) {
         if (absl::Status s = Connect(deadline); !s.ok()) return s;
       }
-      ++seq_;
-      const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
-      store_->set(Key(slot, gen_, absl::StrCat("req/", seq_)),
-                  Int64s({min_version, absl::ToInt64Milliseconds(left)}));
-      const std::string ans_key = Key(slot, gen_, absl::StrCat("ans/", seq_));
-      store_->wait({ans_key}, ToMs(left + kAnswerGrace));
-      answer = store_->get(ans_key);
-      store_->deleteKey(ans_key);
     } catch (const std::exception& e) {
-      const std::string msg = e.what();
-      return msg.find("imeout") != std::string::npos || msg.find("timed out") != std::string::npos
-                 ? absl::DeadlineExceededError("no answer in time")
-                 : absl::UnavailableError(msg);
+      return StoreError(e);
     }
-    const int64_t code = Int64At(answer, 0);
-    const std::string body(answer.begin() + std::min<size_t>(answer.size(), 8), answer.end());
-    if (code != 0) {
-      *in_step = true;
-      return absl::Status(static_cast<absl::StatusCode>(code), body);
-    }
+    ++seq_;
+    absl::StatusOr<std::string> body = AskForVersion(
+        *store_, Key(slot, gen_, absl::StrCat("req/", seq_)),
+        Key(slot, gen_, absl::StrCat("ans/", seq_)), min_version, deadline, kAnswerGrace, in_step);
+    if (!body.ok()) return body.status();
+    *in_step = false;  // Until the buckets are in.
     v1::WeightsHeader header;
-    if (!header.ParseFromString(body)) {
+    if (!header.ParseFromString(*body)) {
       return absl::DataLossError("the publisher's header does not parse");
     }
     Stopwatch transfer;

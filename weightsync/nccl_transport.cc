@@ -26,6 +26,7 @@
 #include "weightsync/internal/bucket_set.h"
 #include "weightsync/internal/nccl_protocol.h"
 #include "weightsync/internal/staging.h"
+#include "weightsync/internal/store_protocol.h"
 #include "weightsync/internal/threaded_sender.h"
 #include "weightsync/internal/wire.h"
 #include "weightsync/registry.h"
@@ -98,27 +99,14 @@ void ServeConnection(SenderState& st, c10d::TCPStore& store, int k,
     }
     const std::vector<uint8_t> req = store.get(req_key);
     store.deleteKey(req_key);
-    absl::StatusOr<std::shared_ptr<const BucketSet>> set = st.stage.WaitFor(
-        Int64At(req, 0), absl::Now() + absl::Milliseconds(Int64At(req, 1)));
+    absl::StatusOr<std::shared_ptr<const BucketSet>> set =
+        st.stage.WaitFor(Int64At(req, 0), absl::Now() + absl::Milliseconds(Int64At(req, 1)));
+    if (set.ok()) {
+      if (absl::Status s = device.Load(**set, comm.stream()); !s.ok()) set = s;
+    }
     std::string body;
-    int64_t code = 0;
-    if (set.ok()) {
-      if (absl::Status s = device.Load(**set, comm.stream()); !s.ok()) {
-        set = s;
-      }
-    }
-    if (set.ok()) {
-      EncodeHeader(**set).SerializeToString(&body);
-    } else {
-      // Closing (Cancelled here) is Unavailable to the receiver.
-      code = static_cast<int64_t>(absl::IsCancelled(set.status())
-                                      ? absl::StatusCode::kUnavailable
-                                      : set.status().code());
-      body = std::string(set.status().message());
-    }
-    std::vector<uint8_t> answer = Int64s({code});
-    answer.insert(answer.end(), body.begin(), body.end());
-    store.set(Key(k, gen, absl::StrCat("ans/", seq)), answer);
+    if (set.ok()) EncodeHeader(**set).SerializeToString(&body);
+    store.set(Key(k, gen, absl::StrCat("ans/", seq)), EncodeAnswer(set.status(), body));
     if (!set.ok()) {
       if (absl::IsCancelled(set.status())) return;
       continue;
@@ -168,14 +156,7 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
 absl::StatusOr<std::unique_ptr<Publisher>> StartPublisher(const TransportOptions& options) {
   auto st = std::make_shared<SenderState>(options);
   if (absl::Status s = HostStore(kName, options, *st); !s.ok()) return s;
-  const int n = options.num_receivers;
-  {
-    absl::MutexLock lock(&st->mu);
-    st->live_threads = n;
-  }
-  std::vector<std::thread> threads;
-  for (int k = 0; k < n; ++k) threads.emplace_back(ServeSlot, st, k);
-  return std::make_unique<ThreadedSender>(std::move(st), std::move(threads), kStopGrace);
+  return StartSlotThreads(std::move(st), options.num_receivers, ServeSlot, kStopGrace);
 }
 
 }  // namespace
@@ -183,18 +164,7 @@ absl::StatusOr<std::unique_ptr<Publisher>> StartPublisher(const TransportOptions
 
 namespace trellis::weightsync {
 
-absl::Status NcclAvailable() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no usable CUDA device: cudaGetDeviceCount: ", cudaGetErrorString(e)));
-  }
-  if (count == 0) {
-    return absl::FailedPreconditionError("no CUDA device on this machine");
-  }
-  return absl::OkStatus();
-}
+absl::Status NcclAvailable() { return comm::CudaDeviceAvailable(); }
 
 absl::StatusOr<std::unique_ptr<Publisher>> NewNcclPublisher(const TransportOptions& options) {
   return internal::nccl::StartPublisher(options);

@@ -6,7 +6,9 @@
 // register through explicit calls from where their libraries are linked:
 // RegisterBuiltinTransports (inprocess, gloo: trellis::weightsync),
 // RegisterGrpcTransport (grpc_transport.h, trellis::weightsync_grpc),
-// RegisterNcclTransport (nccl_transport.h, trellis::weightsync_nccl).
+// RegisterNcclTransport (nccl_transport.h, trellis::weightsync_nccl),
+// RegisterCudaIpcTransport (cuda_ipc_transport.h,
+// trellis::weightsync_cuda_ipc).
 
 #include <functional>
 #include <map>

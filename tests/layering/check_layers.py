@@ -35,6 +35,7 @@ LAYERS = [
     ["trellis_run"],
     # 8: gRPC: helpers, generated stubs, the roles as services.
     ["trellis_proto_grpc", "trellis_rpc", "trellis_weightsync_grpc", "trellis_weightsync_nccl",
+     "trellis_weightsync_cuda_ipc",
      "trellis_verifier_service", "trellis_environment_service", "trellis_actor_service",
      "trellis_learner_service", "trellis_reference_service"],
     # 9: the dashboard and its server.

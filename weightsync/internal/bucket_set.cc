@@ -232,9 +232,10 @@ absl::Status CheckMatches(const BucketSet& set, const NamedTensors& dst) {
 namespace {
 
 // Whether `target` may take bucket memory: see LoadInto.
-bool Adoptable(const at::Tensor& target, const ManifestEntry& e,
+bool Adoptable(const at::Tensor& target, const at::Tensor& bucket, const ManifestEntry& e,
                const std::vector<at::Tensor>& owned) {
-  if (!target.device().is_cpu() || !target.is_contiguous() || target.scalar_type() != e.dtype ||
+  if (!target.device().is_cpu() || !bucket.device().is_cpu() || !target.is_contiguous() ||
+      target.scalar_type() != e.dtype ||
       e.offset % static_cast<int64_t>(c10::elementSize(e.dtype)) != 0) {
     return false;
   }
@@ -259,13 +260,15 @@ absl::Status LoadInto(const BucketSet& set, const NamedTensors& dst,
     if (e.nbytes == 0) continue;
     try {
       at::Tensor target = t;
-      if (owned != nullptr && Adoptable(target, e, *owned)) {
+      const at::Tensor& bucket = set.buckets[e.bucket];
+      if (owned != nullptr && Adoptable(target, bucket, e, *owned)) {
         const int64_t element = static_cast<int64_t>(c10::elementSize(e.dtype));
-        target.set_(set.buckets[e.bucket].storage(), e.offset / element, e.shape);
+        target.set_(bucket.storage(), e.offset / element, e.shape);
         continue;
       }
-      uint8_t* base = set.buckets[e.bucket].data_ptr<uint8_t>() + e.offset;
-      const at::Tensor src = at::from_blob(base, e.shape, at::TensorOptions().dtype(e.dtype));
+      uint8_t* base = bucket.data_ptr<uint8_t>() + e.offset;
+      const at::Tensor src =
+          at::from_blob(base, e.shape, at::TensorOptions().dtype(e.dtype).device(bucket.device()));
       // copy_ on a const Tensor& writes through to the shared storage.
       target.copy_(src);
     } catch (const c10::Error& err) {

@@ -32,7 +32,10 @@ struct ManifestEntry {
 struct BucketSet {
   int64_t version = 0;
   std::vector<ManifestEntry> manifest;  // In the order published.
-  std::vector<at::Tensor> buckets;      // Contiguous CPU kByte tensors.
+  // Contiguous kByte tensors: on the CPU, but for a receiver reading a
+  // publisher's device buckets in place (cuda_ipc), which LoadInto copies
+  // from and never adopts.
+  std::vector<at::Tensor> buckets;
   std::vector<uint64_t> checksums;      // Checksum64 of each bucket.
 
   // Payload bytes: the sum of the tensors' sizes (padding excluded).
@@ -129,10 +132,10 @@ using PackedThrough = std::function<void(int64_t bytes)>;
 // are never written again while referenced, see SparePool; `owned` lists
 // the receiver's buckets of earlier versions), a contiguous CPU dst tensor
 // with the manifest's dtype that owns its whole storage, or sits on one of
-// the `owned` buckets from an earlier adoption, takes the bucket's memory
-// instead of a copy (Tensor::set_): no second pass over the bytes. Other
-// dst tensors (views into the caller's memory, strided, other devices) are
-// copied.
+// the `owned` buckets from an earlier adoption, takes the memory of a CPU
+// bucket instead of a copy (Tensor::set_): no second pass over the bytes.
+// Other dst tensors (views into the caller's memory, strided, other
+// devices) are copied, as is everything from device buckets.
 [[nodiscard]] absl::Status LoadInto(const BucketSet& set, const NamedTensors& dst,
                                     const std::vector<at::Tensor>* owned = nullptr);
 

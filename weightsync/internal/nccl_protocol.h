@@ -2,15 +2,11 @@
 #define TRELLIS_WEIGHTSYNC_INTERNAL_NCCL_PROTOCOL_H_
 
 // What both ends of the NCCL transport agree on (nccl_transport.h): store
-// keys, the encoding of requests and answers, and the graces. The
+// keys and the graces (requests and answers: store_protocol.h). The
 // communicators themselves are comm/nccl_pair.h.
 
 #include <cstdint>
-#include <cstring>
-#include <initializer_list>
-#include <iterator>
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -29,20 +25,6 @@ inline std::string Key(int slot, const std::string& what) {
 }
 inline std::string Key(int slot, int64_t gen, const std::string& what) {
   return absl::StrCat("nccl/slot/", slot, "/", gen, "/", what);
-}
-
-inline std::vector<uint8_t> Int64s(std::initializer_list<int64_t> v) {
-  std::vector<uint8_t> out(v.size() * sizeof(int64_t));
-  std::memcpy(out.data(), std::data(v), out.size());
-  return out;
-}
-
-inline int64_t Int64At(const std::vector<uint8_t>& b, size_t i) {
-  int64_t v = 0;
-  if (b.size() >= (i + 1) * sizeof(int64_t)) {
-    std::memcpy(&v, b.data() + i * sizeof(int64_t), sizeof(v));
-  }
-  return v;
 }
 
 }  // namespace trellis::weightsync::internal::nccl

@@ -32,6 +32,13 @@ absl::StatusOr<v1::WeightSyncStats> PullReceiver::Receive(int64_t min_version,
     }
     return absl::Status(s.code(), what);
   }
+  if (fetched->borrowed) {
+    absl::StatusOr<v1::WeightSyncStats> stats =
+        fetched->verified.ok() ? FinishReceive(fetched->set, dst, fetched->transfer_seconds)
+                               : fetched->verified;
+    GiveBack();
+    return stats;
+  }
   spare_.Remember(fetched->set.buckets);
   if (!fetched->verified.ok()) return fetched->verified;
   // The buckets are this receiver's own (spare_ reuses only free ones).

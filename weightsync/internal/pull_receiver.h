@@ -6,7 +6,8 @@
 // Fetch one version against the deadline, names the wait in every link
 // failure (dropping the link), and finishes the same way for all: the
 // checksums' verdict, then an all-or-nothing load into dst that adopts the
-// receiver's own buckets (FinishReceive with the SparePool).
+// receiver's own buckets (FinishReceive with the SparePool), or copies from
+// the publisher's borrowed ones and hands them back (cuda_ipc).
 
 #include <ATen/core/Tensor.h>
 
@@ -41,6 +42,10 @@ class PullReceiver : public Receiver {
     double transfer_seconds = 0;
     // OK, or DataLoss naming the first bucket whose checksum failed.
     absl::Status verified;
+    // The buckets are the publisher's memory, read in place (cuda_ipc)
+    // rather than the receiver's own: never adopted into dst nor kept, and
+    // handed back (GiveBack) once the load is over.
+    bool borrowed = false;
   };
 
   // One request for a version >= `min_version` and its answer, by
@@ -54,6 +59,10 @@ class PullReceiver : public Receiver {
 
   // Drops the link after a link failure; the next Fetch reconnects.
   virtual void Disconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {}
+
+  // Called after the load from a borrowed set, whether it succeeded or not:
+  // the publisher may reuse the buckets once this returns.
+  virtual void GiveBack() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {}
 
   // The receiver's buckets of the last two versions, for DecodeHeader.
   const std::vector<at::Tensor>* spare() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

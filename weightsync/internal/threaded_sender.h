@@ -90,6 +90,22 @@ class ThreadedSender final : public Publisher, public StagedSender {
   const absl::Duration grace_;
 };
 
+// The publisher of a transport served by one thread per receiver slot:
+// starts serve(core, k) for each slot k in 0..n-1, counted in
+// core->live_threads (each thread decrements it as it ends).
+template <typename Core>
+std::unique_ptr<Publisher> StartSlotThreads(std::shared_ptr<Core> core, int n,
+                                            void (*serve)(std::shared_ptr<Core>, int),
+                                            absl::Duration grace) {
+  {
+    absl::MutexLock lock(&core->mu);
+    core->live_threads = n;
+  }
+  std::vector<std::thread> threads;
+  for (int k = 0; k < n; ++k) threads.emplace_back(serve, core, k);
+  return std::make_unique<ThreadedSender>(std::move(core), std::move(threads), grace);
+}
+
 }  // namespace trellis::weightsync::internal
 
 #endif  // TRELLIS_WEIGHTSYNC_INTERNAL_THREADED_SENDER_H_

@@ -26,9 +26,7 @@ v1::WeightsHeader EncodeHeader(const BucketSet& set, bool with_checksums) {
   return h;
 }
 
-absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
-                                       const std::vector<at::Tensor>* spare,
-                                       int64_t max_total_bytes) {
+absl::StatusOr<BucketSet> DecodeLayout(const v1::WeightsHeader& header, int64_t max_total_bytes) {
   const std::string where = absl::StrCat("weightsync: header of version ", header.version());
   if (header.checksums_size() != header.bucket_bytes_size()) {
     return absl::DataLossError(absl::StrCat(where, " lists ", header.bucket_bytes_size(),
@@ -76,14 +74,23 @@ absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
     }
     set.manifest.push_back(std::move(e));
   }
+  set.checksums.assign(header.checksums().begin(), header.checksums().end());
+  return set;
+}
+
+absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
+                                       const std::vector<at::Tensor>* spare,
+                                       int64_t max_total_bytes) {
+  absl::StatusOr<BucketSet> set = DecodeLayout(header, max_total_bytes);
+  if (!set.ok()) return set;
   try {
-    set.buckets = AllocateBuckets(
+    set->buckets = AllocateBuckets(
         std::vector<int64_t>(header.bucket_bytes().begin(), header.bucket_bytes().end()), spare);
   } catch (const c10::Error& err) {
     return absl::ResourceExhaustedError(
-        absl::StrCat(where, ": allocating ", total, " bytes: ", err.what_without_backtrace()));
+        absl::StrCat("weightsync: header of version ", header.version(),
+                     ": allocating buckets: ", err.what_without_backtrace()));
   }
-  set.checksums.assign(header.checksums().begin(), header.checksums().end());
   return set;
 }
 

@@ -20,15 +20,22 @@ namespace trellis::weightsync::internal {
 // streams a version while it is packed sends them after the buckets.
 v1::WeightsHeader EncodeHeader(const BucketSet& set, bool with_checksums = true);
 
-// A BucketSet with `header`'s version, manifest and checksums and
-// uninitialized CPU byte buckets of the announced sizes (AllocateBuckets
-// with `spare`: receivers keep their last buckets, SparePool). Returns DataLoss
-// when the header is inconsistent (a tensor outside its bucket, an unknown
-// dtype, checksums that do not match the bucket count, more than
-// `max_total_bytes` in all).
+inline constexpr int64_t kMaxAnnouncedBytes = int64_t{1} << 42;
+
+// A BucketSet with `header`'s version, manifest and checksums and no
+// buckets yet (the sizes are header.bucket_bytes()). Returns DataLoss when
+// the header is inconsistent (a tensor outside its bucket, an unknown dtype,
+// checksums that do not match the bucket count, more than `max_total_bytes`
+// in all).
+[[nodiscard]] absl::StatusOr<BucketSet> DecodeLayout(const v1::WeightsHeader& header,
+                                                     int64_t max_total_bytes = kMaxAnnouncedBytes);
+
+// DecodeLayout, with uninitialized CPU byte buckets of the announced sizes
+// (AllocateBuckets with `spare`: receivers keep their last buckets,
+// SparePool); ResourceExhausted when they cannot be allocated.
 [[nodiscard]] absl::StatusOr<BucketSet> DecodeHeader(const v1::WeightsHeader& header,
                                                      const std::vector<at::Tensor>* spare = nullptr,
-                                                     int64_t max_total_bytes = int64_t{1} << 42);
+                                                     int64_t max_total_bytes = kMaxAnnouncedBytes);
 
 }  // namespace trellis::weightsync::internal
 
