@@ -21,6 +21,12 @@
 #include "weightsync/internal/staging.h"
 #include "weightsync/internal/wire.h"
 #include "weightsync/registry.h"
+#ifdef TRELLIS_WEIGHTSYNC_NCCL
+#include "weightsync/nccl_transport.h"
+#endif
+#ifdef TRELLIS_WEIGHTSYNC_CUDA_IPC
+#include "weightsync/cuda_ipc_transport.h"
+#endif
 
 namespace trellis::weightsync {
 namespace {
@@ -168,6 +174,12 @@ absl::StatusOr<TransportRegistry> LaunchedTransports(WeightStreamHost* host) {
   TransportRegistry registry;
   if (absl::Status s = RegisterBuiltinTransports(registry); !s.ok()) return s;
   if (absl::Status s = RegisterGrpcTransport(registry, host); !s.ok()) return s;
+#ifdef TRELLIS_WEIGHTSYNC_NCCL
+  if (absl::Status s = RegisterNcclTransport(registry); !s.ok()) return s;
+#endif
+#ifdef TRELLIS_WEIGHTSYNC_CUDA_IPC
+  if (absl::Status s = RegisterCudaIpcTransport(registry); !s.ok()) return s;
+#endif
   return registry;
 }
 

@@ -63,9 +63,10 @@ std::unique_ptr<WeightStreamHost> NewWeightStreamHost();
 [[nodiscard]] absl::Status RegisterGrpcTransport(TransportRegistry& registry,
                                                  WeightStreamHost* host);
 
-// The transports a launched job's workers offer: the built-ins and grpc,
+// The transports a launched job's workers offer: the built-ins, grpc,
 // whose publishers come from `host` as above (the scheduler, which only
-// asks where each is reached, passes null).
+// asks where each is reached, passes null), and nccl and cuda_ipc where
+// this build has them (CUDA found; weightsync/CMakeLists.txt).
 [[nodiscard]] absl::StatusOr<TransportRegistry> LaunchedTransports(WeightStreamHost* host);
 
 }  // namespace trellis::weightsync

@@ -223,6 +223,12 @@ TEST(GrpcTransportTest, LaunchedTransportsSayWhereTheyAreReached) {
   EXPECT_EQ(*launched->EndpointOf("grpc"), Endpoint::kLearnerServer);
   EXPECT_EQ(*launched->EndpointOf("gloo"), Endpoint::kOwnPort);
   EXPECT_EQ(launched->EndpointOf("carrier_pigeon").status().code(), StatusCode::kNotFound);
+#ifdef TRELLIS_WEIGHTSYNC_CUDA_IPC
+  EXPECT_TRUE(launched->EndpointOf("cuda_ipc").ok());
+#endif
+#ifdef TRELLIS_WEIGHTSYNC_NCCL
+  EXPECT_TRUE(launched->EndpointOf("nccl").ok());
+#endif
 }
 
 }  // namespace
