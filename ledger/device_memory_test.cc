@@ -17,6 +17,8 @@
 #include "ledger/internal/source_windows.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
+#include "ledger/prometheus.h"
+#include "ledger/run_view.h"
 #include "ledger/testing/fake_memory_source.h"
 #include "ledger/testing/jsonl.h"
 
@@ -228,6 +230,28 @@ TEST_F(DeviceLedgerTest, DevicePeaksSurviveExportAndImport) {
   ASSERT_TRUE(resumed.WriteSummary(Path("resumed_summary.json")).ok());
   std::ifstream in(Path("resumed_summary.json"));
   EXPECT_EQ(json::parse(in).at("memory").at("device").at("cuda:0")["peak_allocated_bytes"], 640);
+}
+
+// The dashboard's metrics: each device's last-step peaks.
+TEST_F(DeviceLedgerTest, MetricsHaveTheLastStepsDevicePeaks) {
+  RunView view;
+  ledger_.ObserveRecords([&view](std::string_view record) { ASSERT_TRUE(view.Add(record).ok()); });
+  ledger_.AddDeviceMemory(device_->Source(), {});
+  ledger_.BeginStep(0);
+  device_->Allocate(100);  // 128 reserved.
+  device_->Free(100);
+  ledger_.EndStep({});
+  PrometheusText out;
+  view.WriteMetrics(out);
+  EXPECT_NE(out.text().find(
+                "trellis_device_memory_peak_bytes{device=\"cuda:0\",kind=\"allocated\"} 100\n"),
+            std::string::npos)
+      << out.text();
+  EXPECT_NE(out.text().find(
+                "trellis_device_memory_peak_bytes{device=\"cuda:0\",kind=\"fragmentation\"} 28\n"),
+            std::string::npos)
+      << out.text();
+  ledger_.ObserveRecords(nullptr);
 }
 
 TEST_F(DeviceLedgerTest, WithoutADeviceRecordsHaveNoDeviceMemory) {

@@ -40,6 +40,7 @@ constexpr const char* kStepFields[] = {"step",
                                        "handoff_seconds",
                                        "handoff_bytes",
                                        "peak_bytes",
+                                       "device_memory",
                                        "samples_generated",
                                        "samples_effective",
                                        "stage_seconds",
@@ -330,6 +331,19 @@ void RunView::WriteMetrics(PrometheusText& out, Scope scope) const {
   out.Family("trellis_bubble_fraction", Type::kGauge,
              "Share of the roles' time in the last step that none of their stages covered.");
   out.Sample("trellis_bubble_fraction", {}, has_step ? Num(last, "bubble_fraction") : 0);
+  out.Family("trellis_device_memory_peak_bytes", Type::kGauge,
+             "Each device's peak allocated and reserved bytes in the last step, and their "
+             "difference (fragmentation).");
+  if (has_step && last.contains("device_memory")) {
+    for (const auto& device : last["device_memory"].items()) {
+      for (const auto& [kind, field] : {std::pair{"allocated", "peak_allocated_bytes"},
+                                        {"reserved", "peak_reserved_bytes"},
+                                        {"fragmentation", "fragmentation_bytes"}}) {
+        out.Sample("trellis_device_memory_peak_bytes", {{"device", device.key()}, {"kind", kind}},
+                   Num(device.value(), field));
+      }
+    }
+  }
   out.Family("trellis_role_busy_fraction", Type::kGauge,
              "Each role's busy seconds / step seconds, last step.");
   if (has_step && last.contains("role_busy_seconds")) {
