@@ -57,6 +57,13 @@ constexpr std::pair<const char*, const char*> kLossReasons[] = {
 
 constexpr const char* kPhases[] = {"gather", "transfer", "load"};
 
+// trellis_device_memory_peak_bytes{kind}: the step record's device_memory
+// field of each kind.
+constexpr std::pair<const char*, const char*> kDeviceKinds[] = {
+    {"allocated", "peak_allocated_bytes"},
+    {"reserved", "peak_reserved_bytes"},
+    {"fragmentation", "fragmentation_bytes"}};
+
 int64_t Int(const json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<int64_t>() : 0;
@@ -336,9 +343,7 @@ void RunView::WriteMetrics(PrometheusText& out, Scope scope) const {
              "difference (fragmentation).");
   if (has_step && last.contains("device_memory")) {
     for (const auto& device : last["device_memory"].items()) {
-      for (const auto& [kind, field] : {std::pair{"allocated", "peak_allocated_bytes"},
-                                        {"reserved", "peak_reserved_bytes"},
-                                        {"fragmentation", "fragmentation_bytes"}}) {
+      for (const auto& [kind, field] : kDeviceKinds) {
         out.Sample("trellis_device_memory_peak_bytes", {{"device", device.key()}, {"kind", kind}},
                    Num(device.value(), field));
       }
