@@ -1,15 +1,12 @@
 #include "tools/plan_device.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "config/choice.h"
 #include "config/worker_id.h"
 
 namespace trellis::tools {
@@ -140,69 +137,6 @@ DevicePlan PlanDevices(const Plan& plan, const v1::JobConfig& job, int64_t devic
         "only, for their whole length (an upper bound: it comes for the optimizer step)");
   }
   return out;
-}
-
-void PrintDevicePlan(const DevicePlan& plan, std::ostream& out) {
-  const auto gib = [](int64_t b) { return static_cast<double>(b) / (int64_t{1} << 30); };
-  out << absl::StrFormat(
-      "\n== device memory: runtime.device cuda, deployment.placement %s; each GPU %.2f GiB (%s) "
-      "==\n",
-      config::ChoiceName(plan.placement), gib(plan.device_bytes), plan.device_source);
-  for (const GpuPlan& g : plan.gpus) {
-    out << absl::StrFormat(
-        "\n-- GPU of %s (%d worker%s, %d GPU%s each): peak %.3f GiB at %s, %s --\n", g.name,
-        g.workers, g.workers == 1 ? "" : "s", g.gpus_per_worker, g.gpus_per_worker == 1 ? "" : "s",
-        gib(g.peak_bytes), g.peak_stage, g.fits ? "fits" : "DOES NOT FIT");
-    for (const PlanLine& l : g.resident) {
-      out << absl::StrFormat("  %-12s %-16s %12.3f GiB  %s\n", l.role, l.object, gib(l.bytes),
-                             l.formula);
-    }
-    out << absl::StrFormat("  %-29s %12.3f GiB\n", "resident", gib(g.resident_bytes));
-    for (const GpuStage& st : g.stages) {
-      out << absl::StrFormat("  + %s: %.3f GiB\n", st.stage, gib(st.bytes));
-      for (const PlanLine& l : st.lines) {
-        out << absl::StrFormat("    %-12s %-16s %10.3f GiB  %s\n", l.role, l.object, gib(l.bytes),
-                               l.formula);
-      }
-    }
-  }
-  out << absl::StrFormat("\ndevice memory: %s\n",
-                         plan.fits ? "every GPU fits" : "does not fit: see the GPUs marked above");
-  for (const std::string& note : plan.notes) out << "note: " << note << "\n";
-}
-
-nlohmann::json DevicePlanJson(const DevicePlan& plan) {
-  using nlohmann::json;
-  const auto lines = [](const std::vector<PlanLine>& ls) {
-    json a = json::array();
-    for (const PlanLine& l : ls) {
-      a.push_back(
-          {{"role", l.role}, {"object", l.object}, {"bytes", l.bytes}, {"formula", l.formula}});
-    }
-    return a;
-  };
-  json gpus = json::array();
-  for (const GpuPlan& g : plan.gpus) {
-    json stages = json::array();
-    for (const GpuStage& st : g.stages) {
-      stages.push_back({{"stage", st.stage}, {"bytes", st.bytes}, {"lines", lines(st.lines)}});
-    }
-    gpus.push_back({{"name", g.name},
-                    {"workers", g.workers},
-                    {"gpus_per_worker", g.gpus_per_worker},
-                    {"resident", lines(g.resident)},
-                    {"resident_bytes", g.resident_bytes},
-                    {"stages", stages},
-                    {"peak_bytes", g.peak_bytes},
-                    {"peak_stage", g.peak_stage},
-                    {"fits", g.fits}});
-  }
-  return {{"placement", config::ChoiceName(plan.placement)},
-          {"device_bytes", plan.device_bytes},
-          {"device_source", plan.device_source},
-          {"gpus", gpus},
-          {"fits", plan.fits},
-          {"notes", plan.notes}};
 }
 
 }  // namespace trellis::tools
