@@ -14,19 +14,29 @@ double PeakAttribution::unattributed_fraction() const {
              : 0.0;
 }
 
+int64_t PeakAttribution::fragmentation_bytes() const {
+  return device.empty() ? 0 : reserved_bytes - measured_bytes;
+}
+
 json PeakAttributionJson(const PeakAttribution& peak) {
   json objects = json::array();
   for (const ObjectShare& o : peak.objects) {
     objects.push_back({{"role", o.role}, {"object", o.object}, {"bytes", o.bytes}});
   }
-  return {{"role", peak.role},
-          {"stage", peak.stage},
-          {"step", peak.step},
-          {"measured_bytes", peak.measured_bytes},
-          {"attributed_bytes", peak.attributed_bytes},
-          {"unattributed_bytes", peak.unattributed_bytes},
-          {"unattributed_fraction", peak.unattributed_fraction()},
-          {"objects", objects}};
+  json j = {{"role", peak.role},
+            {"stage", peak.stage},
+            {"step", peak.step},
+            {"measured_bytes", peak.measured_bytes},
+            {"attributed_bytes", peak.attributed_bytes},
+            {"unattributed_bytes", peak.unattributed_bytes},
+            {"unattributed_fraction", peak.unattributed_fraction()},
+            {"objects", objects}};
+  if (!peak.device.empty()) {
+    j["device"] = peak.device;
+    j["reserved_bytes"] = peak.reserved_bytes;
+    j["fragmentation_bytes"] = peak.fragmentation_bytes();
+  }
+  return j;
 }
 
 PeakAttribution PeakAttributionFromJson(const json& j) {
@@ -37,6 +47,10 @@ PeakAttribution PeakAttributionFromJson(const json& j) {
   peak.measured_bytes = j.at("measured_bytes").get<int64_t>();
   peak.attributed_bytes = j.at("attributed_bytes").get<int64_t>();
   peak.unattributed_bytes = j.at("unattributed_bytes").get<int64_t>();
+  if (j.contains("device")) {
+    peak.device = j.at("device").get<std::string>();
+    peak.reserved_bytes = j.at("reserved_bytes").get<int64_t>();
+  }
   for (const json& o : j.at("objects")) {
     peak.objects.push_back({o.at("role").get<std::string>(), o.at("object").get<std::string>(),
                             o.at("bytes").get<int64_t>()});
@@ -46,8 +60,15 @@ PeakAttribution PeakAttributionFromJson(const json& j) {
 
 void PrintAttribution(const std::vector<PeakAttribution>& peaks, std::ostream& out) {
   for (const PeakAttribution& peak : peaks) {
-    out << absl::StrFormat("peak of %s: %s, step %d, measured %d bytes\n", peak.role,
-                           peak.stage, peak.step, peak.measured_bytes);
+    if (peak.device.empty()) {
+      out << absl::StrFormat("peak of %s: %s, step %d, measured %d bytes\n", peak.role, peak.stage,
+                             peak.step, peak.measured_bytes);
+    } else {
+      out << absl::StrFormat(
+          "peak of %s on %s: %s, step %d, allocated %d bytes, reserved %d (fragmentation %d)\n",
+          peak.role, peak.device, peak.stage, peak.step, peak.measured_bytes, peak.reserved_bytes,
+          peak.fragmentation_bytes());
+    }
     const double measured = peak.measured_bytes > 0 ? peak.measured_bytes : 1;
     for (const ObjectShare& o : peak.objects) {
       out << absl::StrFormat("  %-12s %-16s %12d  %5.1f%%\n", o.role, o.object, o.bytes,

@@ -36,8 +36,17 @@ struct PeakAttribution {
   std::string role;
   std::string stage;
   int64_t step = -1;
-  // The tracker's peak inside that span (c10 CPU allocator, whole process).
+  // Empty: the CPU tracker's peak (c10 CPU allocator, whole process). Else
+  // the device whose peak this is ("cuda:0": its caching allocator's
+  // allocated bytes, every thread's), attributed to the objects of the
+  // roles computing on it.
+  std::string device;
+  // The peak inside that span: the CPU tracker's live bytes, or the
+  // device's allocated bytes.
   int64_t measured_bytes = 0;
+  // A device's peak reserved bytes inside the span (0 on the CPU, where
+  // reserved equals allocated); reserved - measured is its fragmentation.
+  int64_t reserved_bytes = 0;
   // Every object live during the span, largest first.
   std::vector<ObjectShare> objects;
   int64_t attributed_bytes = 0;
@@ -47,11 +56,15 @@ struct PeakAttribution {
 
   // unattributed / measured (0 when nothing was measured).
   double unattributed_fraction() const;
+  // A device's reserved - measured: what its allocator held beyond the
+  // live blocks at the span's peaks (0 on the CPU).
+  int64_t fragmentation_bytes() const;
 };
 
 // {"role", "stage", "step", "measured_bytes", "attributed_bytes",
 //  "unattributed_bytes", "unattributed_fraction",
-//  "objects": [{"role", "object", "bytes"}, ...]}
+//  "objects": [{"role", "object", "bytes"}, ...]}, and for a device's peak
+// also "device", "reserved_bytes" and "fragmentation_bytes".
 nlohmann::json PeakAttributionJson(const PeakAttribution& peak);
 // PeakAttributionJson's inverse; throws nlohmann::json::exception on a
 // malformed value.

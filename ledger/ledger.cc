@@ -88,6 +88,7 @@ struct Ledger::Span::State {
   double start = 0;
   int64_t start_seq = 0;  // Impl::object_seq at the start.
   std::unique_ptr<PeakWindow> window;  // Null when the tracker is off.
+  std::vector<internal::DeviceWindow> device_windows;
   bool ended = false;
   double seconds = 0;
 };
@@ -104,6 +105,7 @@ Ledger::Span::Span(Ledger* ledger, Stage stage, std::string role)
   {
     absl::MutexLock lock(&impl.mu);
     state_->start_seq = impl.object_seq;
+    state_->device_windows = impl.OpenDeviceWindows();
   }
   state_->start = impl.now();
 }
@@ -130,8 +132,8 @@ double Ledger::Span::End() {
     s.window.reset();
   }
   s.ended = true;
-  impl.EndSpan(s.stage, s.role, s.start, s.start_seq, s.seconds, peak_bytes,
-               live_bytes);
+  impl.EndSpan(s.stage, s.role, s.start, s.start_seq, s.seconds, peak_bytes, live_bytes,
+               s.device_windows);
   return s.seconds;
 }
 
@@ -168,6 +170,13 @@ void Ledger::BeginStep(int64_t step) {
   if (MemoryTracker::installed()) {
     impl_->step_window = std::make_unique<PeakWindow>();
   }
+  for (const internal::DeviceWindow& w : impl_->step_device_windows) w.device->windows.Close(w.id);
+  impl_->step_device_windows = impl_->OpenDeviceWindows();
+}
+
+void Ledger::AddDeviceMemory(std::unique_ptr<MemorySource> source, std::vector<std::string> roles) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->devices.push_back(std::make_unique<internal::Device>(std::move(source), std::move(roles)));
 }
 
 Ledger::Span Ledger::Begin(Stage stage, std::string_view role) {
@@ -263,6 +272,11 @@ StepMetrics Ledger::EndStep(const StepCounts& counts) {
   d.steps += 1;
   internal::AccumulateCounts(counts, d.count_totals);
   json record = internal::StepMetricsJson(m);
+  if (!d.step_device_windows.empty()) {
+    record["device_memory"] =
+        d.CloseDeviceWindows(d.step_device_windows, "", Stage::kLoad, kNoStage, d.step_begin_seq);
+    d.step_device_windows.clear();
+  }
   d.last_step = record;
   record["type"] = "step";
   record["time"] = now - d.t0;
@@ -372,6 +386,15 @@ std::vector<PeakAttribution> Ledger::RolePeaks() const {
   absl::MutexLock lock(&impl_->mu);
   std::vector<PeakAttribution> peaks;
   for (const auto& [role, peak] : impl_->role_peaks) peaks.push_back(peak);
+  return peaks;
+}
+
+std::vector<PeakAttribution> Ledger::DeviceRolePeaks() const {
+  absl::MutexLock lock(&impl_->mu);
+  std::vector<PeakAttribution> peaks;
+  for (const auto& [device, roles] : impl_->device_role_peaks) {
+    for (const auto& [role, peak] : roles) peaks.push_back(peak);
+  }
   return peaks;
 }
 

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "env/env.h"
 #include "ledger/attribution.h"
+#include "ledger/memory_source.h"
 #include "trellis/v1/rollout.pb.h"
 
 namespace trellis::ledger {
@@ -309,6 +311,18 @@ class Ledger {
   };
   Span Begin(Stage stage, std::string_view role);
 
+  // Device memory (docs/gpu.md, "The ledger on CUDA"): from now on every
+  // span and step also measures `source` (a CUDA device's caching
+  // allocator, ledger/cuda_memory.h): its peak allocated and reserved bytes
+  // and their difference, the fragmentation (the records'
+  // "device_memory"); and each role's highest span peak on it is
+  // attributed, by the CPU's rule, to the objects of `roles` (the roles
+  // computing on the device; empty: every role). The ledger owns the
+  // source's peak stats (ledger/internal/source_windows.h: nested and
+  // overlapping spans each get their own peak). Call before the spans it
+  // should measure; one source per device.
+  void AddDeviceMemory(std::unique_ptr<MemorySource> source, std::vector<std::string> roles);
+
   // The size of a resident object as seen during `stage`. The ledger keeps
   // each object's peak and whether it was live when the run's peak happened.
   void RecordObject(std::string_view role, Object object, int64_t bytes,
@@ -361,6 +375,10 @@ class Ledger {
   // the objects live during that span (attribution.h); sorted by role.
   // Empty without the memory tracker.
   std::vector<PeakAttribution> RolePeaks() const;
+  // Each role's highest span peak on each device added (AddDeviceMemory),
+  // attributed to the objects of the device's roles; sorted by device, then
+  // role. Empty without devices.
+  std::vector<PeakAttribution> DeviceRolePeaks() const;
 
   // summary.json: eval.<label>.*, verifiers.<name>.*, steps, stage_seconds.*, rollout_update_ratio,
   // verifier_wait_seconds, effective_sample_rate and its losses,

@@ -162,11 +162,18 @@ std::string Ledger::ExportState() const {
   }
   json roles = json::array();
   for (const auto& [role, peak] : d.role_peaks) roles.push_back(PeakAttributionJson(peak));
-  j["memory"] = {{"peak", d.peak},
-                 {"peak_stage", d.peak_stage},
-                 {"live_at_peak", d.live_at_peak},
-                 {"objects", objects},
-                 {"role_peaks", roles}};
+  json device_peaks = json::object();
+  for (const auto& [name, peak] : d.device_peaks) {
+    device_peaks[name] = {{"allocated_bytes", peak.allocated_bytes},
+                          {"reserved_bytes", peak.reserved_bytes},
+                          {"stage", peak.stage}};
+  }
+  for (const auto& [name, peaks] : d.device_role_peaks) {
+    for (const auto& [role, peak] : peaks) roles.push_back(PeakAttributionJson(peak));
+  }
+  j["memory"] = {
+      {"peak", d.peak},     {"peak_stage", d.peak_stage}, {"live_at_peak", d.live_at_peak},
+      {"objects", objects}, {"role_peaks", roles},        {"device_peaks", device_peaks}};
   return j.dump();
 }
 
@@ -233,7 +240,16 @@ absl::Status Ledger::ImportState(const std::string& state) {
     if (m.contains("role_peaks")) {
       for (const json& peak : m.at("role_peaks")) {
         PeakAttribution p = PeakAttributionFromJson(peak);
-        restored.role_peaks[p.role] = std::move(p);
+        auto& peaks = p.device.empty() ? restored.role_peaks : restored.device_role_peaks[p.device];
+        peaks[p.role] = std::move(p);
+      }
+    }
+    field = "memory.device_peaks";  // absent from checkpoints written before it existed
+    if (m.contains("device_peaks")) {
+      for (const auto& [name, peak] : m.at("device_peaks").items()) {
+        restored.device_peaks[name] = {peak.at("allocated_bytes").get<int64_t>(),
+                                       peak.at("reserved_bytes").get<int64_t>(),
+                                       peak.at("stage").get<std::string>()};
       }
     }
     restored.t0 = impl_->now() - wall;
@@ -261,6 +277,8 @@ absl::Status Ledger::ImportState(const std::string& state) {
   d.object_bytes = std::move(restored.object_bytes);
   d.object_peak = restored.object_peak;
   d.role_peaks = std::move(restored.role_peaks);
+  d.device_peaks = std::move(restored.device_peaks);
+  d.device_role_peaks = std::move(restored.device_role_peaks);
   return absl::OkStatus();
 }
 

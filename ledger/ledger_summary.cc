@@ -108,7 +108,26 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
         if (lifetimes.contains(key)) lifetimes[key]["live_at_peak"] = true;
       }
     }
+    // Each device added: its roles, run peaks and each role's peak on it.
+    json devices = json::object();
+    for (const auto& device : d.devices) {
+      devices[device->source->name()]["roles"] = device->roles;
+    }
+    for (const auto& [name, peak] : d.device_peaks) {
+      json& out = devices[name];
+      out["peak_allocated_bytes"] = peak.allocated_bytes;
+      out["peak_reserved_bytes"] = peak.reserved_bytes;
+      out["fragmentation_bytes"] = peak.reserved_bytes - peak.allocated_bytes;
+      out["peak_stage"] = peak.stage;
+      out["role_peaks"] = json::object();
+    }
+    for (const auto& [name, peaks] : d.device_role_peaks) {
+      for (const auto& [role, peak] : peaks) {
+        devices[name]["role_peaks"][role] = PeakAttributionJson(peak);
+      }
+    }
     j["memory"] = {{"tracked", MemoryTracker::installed()},
+                   {"device", devices},
                    {"peak_bytes", d.peak},
                    {"peak_stage", d.peak_stage},
                    {"objects", objects},

@@ -99,6 +99,12 @@ int64_t MemoryTracker::live_bytes() const { return live_.load(); }
 int64_t MemoryTracker::peak_bytes() const { return peak_.load(); }
 int64_t MemoryTracker::allocations() const { return allocations_.load(); }
 
+MemoryStats MemoryTracker::Stats() const {
+  const int64_t live = live_bytes();
+  const int64_t peak = peak_bytes();
+  return {live, live, peak, peak};
+}
+
 void MemoryTracker::RaisePeak(int64_t bytes) { RaiseTo(peak_, bytes); }
 
 int64_t MemoryTracker::ResetPeak() {

@@ -14,10 +14,15 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <string>
+
+#include "ledger/memory_source.h"
 
 namespace trellis::ledger {
 
-class MemoryTracker {
+// As a MemorySource: allocated and reserved are both live_bytes (c10's CPU
+// allocator caches nothing), the peaks both peak_bytes.
+class MemoryTracker final : public MemorySource {
  public:
   // The process-wide tracker. Install() puts it in front of c10's default
   // CPU allocator; before that every count stays zero.
@@ -38,6 +43,10 @@ class MemoryTracker {
   int64_t ResetPeak();
   // Number of allocations counted since Install().
   int64_t allocations() const;
+
+  std::string name() const override { return "cpu"; }
+  MemoryStats Stats() const override;
+  void ResetPeakStats() override { ResetPeak(); }
 
   // PeakWindows that can be open at once, across all threads. A window
   // opened beyond this reports peak_bytes() as the tracker's global peak, an

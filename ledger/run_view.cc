@@ -40,6 +40,7 @@ constexpr const char* kStepFields[] = {"step",
                                        "handoff_seconds",
                                        "handoff_bytes",
                                        "peak_bytes",
+                                       "device_memory",
                                        "samples_generated",
                                        "samples_effective",
                                        "stage_seconds",
@@ -55,6 +56,13 @@ constexpr std::pair<const char*, const char*> kLossReasons[] = {
     {"surplus", "samples_surplus"}};
 
 constexpr const char* kPhases[] = {"gather", "transfer", "load"};
+
+// trellis_device_memory_peak_bytes{kind}: the step record's device_memory
+// field of each kind.
+constexpr std::pair<const char*, const char*> kDeviceKinds[] = {
+    {"allocated", "peak_allocated_bytes"},
+    {"reserved", "peak_reserved_bytes"},
+    {"fragmentation", "fragmentation_bytes"}};
 
 int64_t Int(const json& j, const char* key) {
   auto it = j.find(key);
@@ -330,6 +338,17 @@ void RunView::WriteMetrics(PrometheusText& out, Scope scope) const {
   out.Family("trellis_bubble_fraction", Type::kGauge,
              "Share of the roles' time in the last step that none of their stages covered.");
   out.Sample("trellis_bubble_fraction", {}, has_step ? Num(last, "bubble_fraction") : 0);
+  out.Family("trellis_device_memory_peak_bytes", Type::kGauge,
+             "Each device's peak allocated and reserved bytes in the last step, and their "
+             "difference (fragmentation).");
+  if (has_step && last.contains("device_memory")) {
+    for (const auto& device : last["device_memory"].items()) {
+      for (const auto& [kind, field] : kDeviceKinds) {
+        out.Sample("trellis_device_memory_peak_bytes", {{"device", device.key()}, {"kind", kind}},
+                   Num(device.value(), field));
+      }
+    }
+  }
   out.Family("trellis_role_busy_fraction", Type::kGauge,
              "Each role's busy seconds / step seconds, last step.");
   if (has_step && last.contains("role_busy_seconds")) {

@@ -48,6 +48,8 @@ class RunView {
   // Appends the run's metric families: trellis_step, trellis_steps_total,
   // trellis_step_seconds, trellis_stage_seconds{stage,role},
   // trellis_rollout_update_ratio, trellis_verifier_wait_seconds{verifier},
+  // trellis_device_memory_peak_bytes{device,kind} (kind: allocated,
+  // reserved, fragmentation; the last step's, with devices in the ledger),
   // trellis_effective_sample_rate, trellis_samples_generated_total,
   // trellis_samples_effective_total, trellis_samples_lost_total{reason},
   // trellis_handoff_seconds{phase}, trellis_handoff_bytes_total,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """One line for scripts/gpu_check.sh's table from a run's summary.json:
 held-out accuracy before and after, and the largest share of any role's
-memory peak that the ledger could not attribute (ledger/README.md)."""
+memory peak that the ledger could not attribute (ledger/README.md): its
+device peaks (memory.device) when it measured a GPU."""
 import json
 import sys
 
@@ -12,8 +13,14 @@ def main(run_dir):
     evals = summary.get("eval", {})
     before = evals.get("before", {}).get("accuracy")
     after = evals.get("after", {}).get("accuracy")
-    peaks = summary.get("memory", {}).get("role_peaks", {})
-    worst = max((abs(p.get("unattributed_fraction", 0.0)) for p in peaks.values()), default=None)
+    memory = summary.get("memory", {})
+    # On a GPU the device's peaks are the ones the objects explain (the CPU's
+    # count host memory only); each device's role peaks, else the CPU's.
+    devices = memory.get("device", {})
+    peaks = [p for d in devices.values() for p in d.get("role_peaks", {}).values()]
+    if not peaks:
+        peaks = list(memory.get("role_peaks", {}).values())
+    worst = max((abs(p.get("unattributed_fraction", 0.0)) for p in peaks), default=None)
     parts = []
     if before is not None and after is not None:
         parts.append(f"held-out {before:.3f} -> {after:.3f}")

@@ -1,7 +1,6 @@
 #include "tools/measure_commands.h"
 
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
@@ -11,10 +10,11 @@
 #include "env/env.h"
 #include "env/run_dir.h"
 #include "model/matmul_rate.h"
-#include "tools/planner.h"
-#include "tools/compare.h"
 #include "run/embedded_job.h"
+#include "tools/compare.h"
+#include "tools/plan_device.h"
 #include "tools/plan_job.h"
+#include "tools/planner.h"
 #include "tools/probe.h"
 
 namespace trellis::tools {
@@ -50,11 +50,36 @@ absl::Status PlanCommand(const std::map<std::string, std::string>& flags,
                   const std::vector<std::string>& positional, std::ostream& out) {
   absl::StatusOr<v1::JobConfig> job = JobArgument(positional, "plan");
   if (!job.ok()) return job.status();
+  // The device memory a CUDA job's GPUs are priced against.
+  const auto gib_flag = flags.find("--device_memory_gib");
+  const bool cuda = job->runtime().device() == v1::RuntimeConfig::CUDA;
+  if (gib_flag != flags.end() && !cuda) {
+    return absl::InvalidArgumentError(
+        "--device_memory_gib: the job computes on the CPU (runtime.device cpu); it prices GPUs "
+        "of a runtime.device cuda job");
+  }
+  absl::StatusOr<double> gib = DoubleFlag(flags, "--device_memory_gib", kDefaultDeviceMemoryGib);
+  if (!gib.ok()) return gib.status();
+  if (*gib <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device_memory_gib: expected a positive number, found \"", gib_flag->second, "\""));
+  }
   absl::StatusOr<tools::Plan> plan = tools::PlanJob(*job);
   if (!plan.ok()) return plan.status();
   tools::PrintPlan(*plan, out);
+  nlohmann::json j = tools::PlanJson(*plan);
+  if (cuda) {
+    const tools::DevicePlan device = tools::PlanDevices(
+        *plan, *job, static_cast<int64_t>(*gib * (int64_t{1} << 30)),
+        gib_flag != flags.end()
+            ? absl::StrCat("--device_memory_gib ", gib_flag->second)
+            : "the default, an H200: 141 GB as NVIDIA states it, 140 GiB; --device_memory_gib "
+              "sets another");
+    tools::PrintDevicePlan(device, out);
+    j["device"] = tools::DevicePlanJson(device);
+  }
   auto json_path = flags.find("--json");
-  if (json_path != flags.end()) return WriteJson(json_path->second, tools::PlanJson(*plan));
+  if (json_path != flags.end()) return WriteJson(json_path->second, j);
   return absl::OkStatus();
 }
 
@@ -126,7 +151,7 @@ absl::Status CompareCommand(const std::map<std::string, std::string>& flags,
 }  // namespace
 
 std::set<std::string> MeasureFlags(const std::string& command) {
-  if (command == "plan") return {"--json"};
+  if (command == "plan") return {"--json", "--device_memory_gib"};
   if (command == "probe") return {"--vary", "--steps", "--role", "--out"};
   return {"--tolerance", "--budget"};
 }

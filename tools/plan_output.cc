@@ -1,14 +1,28 @@
-// The plan's output: the table `trellis plan` prints and the JSON it
-// writes. The formulas are in planner.cc.
+// The plan's output: the tables `trellis plan` prints and the JSON it
+// writes, for the process (planner.h) and a CUDA job's GPUs
+// (plan_device.h). The formulas are in planner.cc and plan_device.cc.
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_format.h"
+#include "config/choice.h"
+#include "tools/plan_device.h"
 #include "tools/planner.h"
 
 namespace trellis::tools {
+namespace {
+
+nlohmann::json LinesJson(const std::vector<PlanLine>& ls) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const PlanLine& l : ls) {
+    a.push_back(
+        {{"role", l.role}, {"object", l.object}, {"bytes", l.bytes}, {"formula", l.formula}});
+  }
+  return a;
+}
+
+}  // namespace
 
 void PrintPlan(const Plan& plan, std::ostream& out) {
   const auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
@@ -47,18 +61,12 @@ void PrintPlan(const Plan& plan, std::ostream& out) {
 
 nlohmann::json PlanJson(const Plan& plan) {
   using nlohmann::json;
-  auto lines = [](const std::vector<PlanLine>& ls) {
-    json a = json::array();
-    for (const PlanLine& l : ls) {
-      a.push_back({{"role", l.role}, {"object", l.object}, {"bytes", l.bytes},
-                   {"formula", l.formula}});
-    }
-    return a;
-  };
   json stages = json::array();
   for (const PlanStage& st : plan.stages) {
-    stages.push_back({{"role", st.role}, {"stage", st.stage}, {"peak_bytes", st.peak_bytes},
-                      {"transient", lines(st.transient)}});
+    stages.push_back({{"role", st.role},
+                      {"stage", st.stage},
+                      {"peak_bytes", st.peak_bytes},
+                      {"transient", LinesJson(st.transient)}});
   }
   json time = json::array();
   for (const PlanTime& t : plan.step_time) {
@@ -67,7 +75,7 @@ nlohmann::json PlanJson(const Plan& plan) {
   }
   return {{"parameters", plan.parameters},
           {"matmul_parameters", plan.matmul_parameters},
-          {"resident", lines(plan.resident)},
+          {"resident", LinesJson(plan.resident)},
           {"resident_bytes", plan.resident_bytes},
           {"stages", stages},
           {"peak_bytes", plan.peak_bytes},
@@ -81,6 +89,61 @@ nlohmann::json PlanJson(const Plan& plan) {
             {"optimizer_step_seconds", plan.rates.optimizer_step_seconds}}},
           {"step_time", time},
           {"step_seconds", plan.step_seconds},
+          {"notes", plan.notes}};
+}
+
+void PrintDevicePlan(const DevicePlan& plan, std::ostream& out) {
+  const auto gib = [](int64_t b) { return static_cast<double>(b) / (int64_t{1} << 30); };
+  out << absl::StrFormat(
+      "\n== device memory: runtime.device cuda, deployment.placement %s; each GPU %.2f GiB (%s) "
+      "==\n",
+      config::ChoiceName(plan.placement), gib(plan.device_bytes), plan.device_source);
+  for (const GpuPlan& g : plan.gpus) {
+    out << absl::StrFormat(
+        "\n-- GPU of %s (%d worker%s, %d GPU%s each): peak %.3f GiB at %s, %s --\n", g.name,
+        g.workers, g.workers == 1 ? "" : "s", g.gpus_per_worker, g.gpus_per_worker == 1 ? "" : "s",
+        gib(g.peak_bytes), g.peak_stage, g.fits ? "fits" : "DOES NOT FIT");
+    for (const PlanLine& l : g.resident) {
+      out << absl::StrFormat("  %-12s %-16s %12.3f GiB  %s\n", l.role, l.object, gib(l.bytes),
+                             l.formula);
+    }
+    out << absl::StrFormat("  %-29s %12.3f GiB\n", "resident", gib(g.resident_bytes));
+    for (const GpuStage& st : g.stages) {
+      out << absl::StrFormat("  + %s: %.3f GiB\n", st.stage, gib(st.bytes));
+      for (const PlanLine& l : st.lines) {
+        out << absl::StrFormat("    %-12s %-16s %10.3f GiB  %s\n", l.role, l.object, gib(l.bytes),
+                               l.formula);
+      }
+    }
+  }
+  out << absl::StrFormat("\ndevice memory: %s\n",
+                         plan.fits ? "every GPU fits" : "does not fit: see the GPUs marked above");
+  for (const std::string& note : plan.notes) out << "note: " << note << "\n";
+}
+
+nlohmann::json DevicePlanJson(const DevicePlan& plan) {
+  using nlohmann::json;
+  json gpus = json::array();
+  for (const GpuPlan& g : plan.gpus) {
+    json stages = json::array();
+    for (const GpuStage& st : g.stages) {
+      stages.push_back({{"stage", st.stage}, {"bytes", st.bytes}, {"lines", LinesJson(st.lines)}});
+    }
+    gpus.push_back({{"name", g.name},
+                    {"workers", g.workers},
+                    {"gpus_per_worker", g.gpus_per_worker},
+                    {"resident", LinesJson(g.resident)},
+                    {"resident_bytes", g.resident_bytes},
+                    {"stages", stages},
+                    {"peak_bytes", g.peak_bytes},
+                    {"peak_stage", g.peak_stage},
+                    {"fits", g.fits}});
+  }
+  return {{"placement", config::ChoiceName(plan.placement)},
+          {"device_bytes", plan.device_bytes},
+          {"device_source", plan.device_source},
+          {"gpus", gpus},
+          {"fits", plan.fits},
           {"notes", plan.notes}};
 }
 

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "env/env.h"
 #include "ledger/internal/role_busy.h"
+#include "ledger/internal/source_windows.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
 
@@ -44,6 +45,40 @@ struct ObjectEvent {
   int64_t step = -1;
   Stage stage = Stage::kLoad;
 };
+
+// A device whose memory the ledger measures (Ledger::AddDeviceMemory).
+struct Device {
+  Device(std::unique_ptr<MemorySource> s, std::vector<std::string> r)
+      : source(std::move(s)), windows(source.get()), roles(std::move(r)) {}
+  const std::unique_ptr<MemorySource> source;
+  SourceWindows windows;
+  // The roles whose objects its peaks are attributed to; empty: every role.
+  const std::vector<std::string> roles;
+};
+
+// One device's window over a span or step.
+struct DeviceWindow {
+  Device* device = nullptr;
+  int id = 0;
+};
+
+// A device's run peaks: the highest allocated and the highest reserved
+// bytes of any span or step, and the stage that first reached the first.
+struct DevicePeak {
+  int64_t allocated_bytes = 0;
+  int64_t reserved_bytes = 0;
+  std::string stage;
+};
+
+// {"allocated_bytes", "reserved_bytes", "peak_allocated_bytes",
+//  "peak_reserved_bytes", "fragmentation_bytes"} of one device's window.
+inline nlohmann::json DeviceWindowJson(const MemoryStats& m) {
+  return {{"allocated_bytes", m.allocated_bytes},
+          {"reserved_bytes", m.reserved_bytes},
+          {"peak_allocated_bytes", m.peak_allocated_bytes},
+          {"peak_reserved_bytes", m.peak_reserved_bytes},
+          {"fragmentation_bytes", m.peak_reserved_bytes - m.peak_allocated_bytes}};
+}
 
 // `s` with "ledger: " before its message.
 inline absl::Status InLedger(const absl::Status& s) {
@@ -122,8 +157,10 @@ struct Ledger::Impl {
   // largest. A role that reports one call's transients (KV cache and
   // workspace, say) and frees them before the next call's counts the
   // largest call's together, not each object's largest of any call.
-  PeakAttribution Attribute(std::string_view role, Stage stage, int64_t since,
-                            int64_t measured) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // Only the objects of `roles` count (every role's when it is empty).
+  PeakAttribution Attribute(std::string_view role, Stage stage, int64_t since, int64_t measured,
+                            const std::vector<std::string>& roles = {}) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     // The sizes when the span began: now, before each report since then.
     std::map<std::pair<std::string, int>, int64_t> held;
     for (int o = 0; o < kNumObjects; ++o) {
@@ -157,6 +194,9 @@ struct Ledger::Impl {
     peak.measured_bytes = measured;
     for (const auto& [key, bytes] : largest) {
       if (bytes <= 0) continue;
+      if (!roles.empty() && std::find(roles.begin(), roles.end(), key.first) == roles.end()) {
+        continue;
+      }
       peak.objects.push_back(
           {key.first, std::string(ObjectName(static_cast<Object>(key.second))), bytes});
       peak.attributed_bytes += bytes;
@@ -167,9 +207,54 @@ struct Ledger::Impl {
     return peak;
   }
 
-  void EndSpan(Stage stage, const std::string& role, double start,
-               int64_t start_seq, double seconds, int64_t peak_bytes,
-               int64_t live_bytes) ABSL_LOCKS_EXCLUDED(mu) {
+  // REQUIRES: mu held. A device window's peaks, seen at a span's end
+  // (`role` non-empty: a role's device peak is attributed too) or a step's
+  // (with kNoStage); returns its record.
+  nlohmann::json ObserveDevice(const internal::Device& device, const MemoryStats& m,
+                               std::string_view role, Stage stage, std::string_view stage_name,
+                               int64_t since) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const std::string name = device.source->name();
+    internal::DevicePeak& run = device_peaks[name];
+    if (m.peak_allocated_bytes > run.allocated_bytes) {
+      run.allocated_bytes = m.peak_allocated_bytes;
+      run.stage = std::string(stage_name);
+    }
+    run.reserved_bytes = std::max(run.reserved_bytes, m.peak_reserved_bytes);
+    auto& peaks = device_role_peaks[name];
+    auto it = peaks.find(role);
+    if (!role.empty() && m.peak_allocated_bytes > 0 &&
+        (it == peaks.end() || m.peak_allocated_bytes > it->second.measured_bytes)) {
+      PeakAttribution p = Attribute(role, stage, since, m.peak_allocated_bytes, device.roles);
+      p.device = name;
+      p.reserved_bytes = m.peak_reserved_bytes;
+      peaks[std::string(role)] = std::move(p);
+    }
+    return internal::DeviceWindowJson(m);
+  }
+
+  // REQUIRES: mu held. Closes `windows` and observes their peaks; the
+  // records' "device_memory" object.
+  nlohmann::json CloseDeviceWindows(const std::vector<internal::DeviceWindow>& windows,
+                                    std::string_view role, Stage stage, std::string_view stage_name,
+                                    int64_t since) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const internal::DeviceWindow& w : windows) {
+      out[w.device->source->name()] =
+          ObserveDevice(*w.device, w.device->windows.Close(w.id), role, stage, stage_name, since);
+    }
+    return out;
+  }
+
+  // REQUIRES: mu held. A window on every device added.
+  std::vector<internal::DeviceWindow> OpenDeviceWindows() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::vector<internal::DeviceWindow> windows;
+    for (const auto& d : devices) windows.push_back({d.get(), d->windows.Open()});
+    return windows;
+  }
+
+  void EndSpan(Stage stage, const std::string& role, double start, int64_t start_seq,
+               double seconds, int64_t peak_bytes, int64_t live_bytes,
+               const std::vector<internal::DeviceWindow>& device_windows) ABSL_LOCKS_EXCLUDED(mu) {
     absl::MutexLock lock(&mu);
     cur.stage_seconds[static_cast<int>(stage)] += seconds;
     cur.role_busy.Add(role, start, start + seconds);
@@ -179,14 +264,19 @@ struct Ledger::Impl {
     if (peak_bytes > 0 && (it == role_peaks.end() || peak_bytes > it->second.measured_bytes)) {
       role_peaks[role] = Attribute(role, stage, start_seq, peak_bytes);
     }
-    Write({{"type", "span"},
-           {"step", step},
-           {"stage", StageName(stage)},
-           {"role", role},
-           {"start", start - t0},
-           {"seconds", seconds},
-           {"peak_bytes", peak_bytes},
-           {"live_bytes", live_bytes}});
+    nlohmann::json record = {{"type", "span"},
+                             {"step", step},
+                             {"stage", StageName(stage)},
+                             {"role", role},
+                             {"start", start - t0},
+                             {"seconds", seconds},
+                             {"peak_bytes", peak_bytes},
+                             {"live_bytes", live_bytes}};
+    if (!device_windows.empty()) {
+      record["device_memory"] =
+          CloseDeviceWindows(device_windows, role, stage, StageName(stage), start_seq);
+    }
+    Write(record);
   }
 
   env::Env* const env;
@@ -242,6 +332,15 @@ struct Ledger::Impl {
   std::vector<internal::ObjectEvent> history ABSL_GUARDED_BY(mu);
   // Each role's highest span peak so far, attributed.
   std::map<std::string, PeakAttribution, std::less<>> role_peaks ABSL_GUARDED_BY(mu);
+
+  // Device memory (AddDeviceMemory): the devices, the step's windows on
+  // them, and by device name its run peaks and each role's highest span
+  // peak on it, attributed.
+  std::vector<std::unique_ptr<internal::Device>> devices ABSL_GUARDED_BY(mu);
+  std::vector<internal::DeviceWindow> step_device_windows ABSL_GUARDED_BY(mu);
+  std::map<std::string, internal::DevicePeak> device_peaks ABSL_GUARDED_BY(mu);
+  std::map<std::string, std::map<std::string, PeakAttribution, std::less<>>> device_role_peaks
+      ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace trellis::ledger
