@@ -26,7 +26,9 @@ int VisibleCudaDevices() {
 }
 
 Device RoleDevice(const v1::JobConfig& job, v1::Role role, Binding binding) {
-  return RoleDevice(job, role, binding, VisibleCudaDevices());
+  // A CPU job never asks for CUDA (which would start its driver).
+  const bool cuda = job.runtime().device() == v1::RuntimeConfig::CUDA;
+  return RoleDevice(job, role, binding, cuda ? VisibleCudaDevices() : 0);
 }
 
 absl::Status CheckDeviceVisible(const v1::JobConfig& job, int visible_cuda) {
@@ -43,6 +45,7 @@ absl::Status CheckDeviceVisible(const v1::JobConfig& job, int visible_cuda) {
 }
 
 absl::Status CheckDeviceVisible(const v1::JobConfig& job) {
+  if (job.runtime().device() != v1::RuntimeConfig::CUDA) return absl::OkStatus();
   return CheckDeviceVisible(job, VisibleCudaDevices());
 }
 
