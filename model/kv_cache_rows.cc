@@ -5,6 +5,13 @@
 
 namespace trellis::model {
 
+int64_t KVCache::bytes() const {
+  int64_t total = 0;
+  for (const auto& t : keys) total += static_cast<int64_t>(t.nbytes());
+  for (const auto& t : values) total += static_cast<int64_t>(t.nbytes());
+  return total;
+}
+
 torch::Tensor TakeRightAligned(const torch::Tensor& tensor, const torch::Tensor& rows, int64_t dim,
                                int64_t length, int64_t columns, int64_t capacity) {
   TORCH_CHECK(columns <= capacity, "TakeRightAligned: ", columns, " columns exceed capacity ",

@@ -217,21 +217,9 @@ struct BlockRecompute : torch::autograd::Function<BlockRecompute> {
 
 }  // namespace
 
-int64_t KVCache::bytes() const {
-  int64_t total = 0;
-  for (const auto& t : keys) total += static_cast<int64_t>(t.nbytes());
-  for (const auto& t : values) total += static_cast<int64_t>(t.nbytes());
-  return total;
-}
-
 void TransformerImpl::ApplyMemoryConfig(const trellis::v1::MemoryConfig& memory) {
   set_activation_checkpointing(memory.activation_checkpointing());
   if (memory.precision() == v1::MemoryConfig::BF16) SetParameterDtype(torch::kBFloat16);
-}
-
-void TransformerImpl::SetParameterDtype(torch::ScalarType dtype) {
-  torch::NoGradGuard no_grad;
-  for (auto& p : parameters()) p.set_data(p.to(dtype));
 }
 
 TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
