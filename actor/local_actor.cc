@@ -11,6 +11,7 @@
 #include "config/flops.h"
 #include "ledger/memory_tracker.h"
 #include "model/policy.h"
+#include "model/torch_device.h"
 #include "model/torch_status.h"
 #include "model/transformer.h"
 #include "weightsync/fingerprint.h"
@@ -300,6 +301,7 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(const v1::ModelCo
     const std::unique_lock<std::recursive_mutex> draws = model::LockInitialDraws();
     policy = model::Transformer(model, tokenizer->vocab_size());
   }
+  policy->to(model::TorchDevice(options.device));
   return std::unique_ptr<RolloutWorker>(std::make_unique<LocalActor>(
       std::move(policy), tokenizer, receiver, ledger, std::move(options)));
 }

@@ -9,6 +9,7 @@
 #include "actor/rollout_worker.h"
 #include "config/worker_id.h"
 #include "ledger/ledger.h"
+#include "model/device.h"
 #include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 #include "weightsync/transport.h"
@@ -25,6 +26,10 @@ struct LocalActorOptions {
   // adapters, refusing them when the learner's base fingerprint differs.
   v1::LoraConfig lora;
   uint64_t seed = 1;
+  // Where the model, its KV caches and the sampling compute
+  // (model::RoleDevice); the received weights are copied onto it, and the
+  // tokens and log-probs come back to the host.
+  model::Device device;
   // The rollout engine (actor/internal/engine.h); they change the
   // arithmetic, not the samples. share_prefix: prefill each prompt once for
   // all its responses. continuous_batching: finished rows leave the decode

@@ -23,7 +23,8 @@ SampledTokens SampleNext(const torch::Tensor& logits, const v1::SamplingParams& 
       probs = probs.masked_fill(torch::zeros_like(drop).scatter(-1, order, drop), 0.0);
     }
     torch::Tensor cumulative = probs.cumsum(-1);
-    torch::Tensor target = uniforms.to(torch::kFloat64) * cumulative.select(-1, -1);
+    torch::Tensor target =
+        uniforms.to(cumulative.device(), torch::kFloat64) * cumulative.select(-1, -1);
     // The first token whose cumulative mass exceeds the target; a target
     // rounded up onto the total falls back to the last kept token.
     tokens = (cumulative <= target.unsqueeze(-1)).sum(-1);

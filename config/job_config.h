@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "google/protobuf/message.h"
 #include "trellis/v1/job.pb.h"
+#include "trellis/v1/scheduler.pb.h"
 
 namespace trellis::config {
 
@@ -41,6 +43,16 @@ namespace trellis::config {
 // job fits this machine's memory config/job_size.h's (both through
 // loop::PrepareJob).
 [[nodiscard]] absl::Status ValidateJob(const v1::JobConfig& job);
+
+// The device rules of a job launched as services (`trellis place`,
+// `trellis launch`; `trellis run` ignores deployment), for the computing
+// roles it launches (`roles`: of actor, learner, reference, those with
+// workers). With runtime.device cuda each has gpus_per_worker >= 1 (a
+// served worker computes on cuda:0 of its own GPUs). With
+// deployment.placement colocated they share their GPUs, so they name the
+// same pool and the same gpus_per_worker. InvalidArgument naming the field.
+[[nodiscard]] absl::Status ValidateLaunchDevices(const v1::JobConfig& job,
+                                                 const std::vector<v1::Role>& roles);
 
 // Every field of the job, defaults filled in, as YAML that ParseJobYaml
 // reads back to an equal message.

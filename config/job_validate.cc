@@ -332,4 +332,37 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   return c.status();
 }
 
+absl::Status ValidateLaunchDevices(const v1::JobConfig& job, const std::vector<v1::Role>& roles) {
+  Checker c;
+  const v1::DeploymentConfig& d = job.deployment();
+  const auto deployment = [&d](v1::Role role) -> const v1::RoleDeployment& {
+    return role == v1::ACTOR ? d.actor() : role == v1::LEARNER ? d.learner() : d.reference();
+  };
+  if (job.runtime().device() == v1::RuntimeConfig::CUDA) {
+    for (const v1::Role role : roles) {
+      c.Require(deployment(role).gpus_per_worker() >= 1,
+                absl::StrCat("deployment.", ChoiceName(role), ".gpus_per_worker"),
+                ">= 1 with runtime.device cuda (a launched worker computes on its own GPU)",
+                deployment(role).gpus_per_worker());
+    }
+  }
+  if (d.placement() == v1::DeploymentConfig::COLOCATED && !roles.empty()) {
+    const v1::Role first = roles.front();
+    const std::string first_name = ChoiceName(first);
+    for (const v1::Role role : roles) {
+      const std::string path = absl::StrCat("deployment.", ChoiceName(role));
+      c.Require(deployment(role).pool() == deployment(first).pool(), path + ".pool",
+                absl::StrCat("deployment.", first_name, ".pool (\"", deployment(first).pool(),
+                             "\") with placement colocated"),
+                absl::StrCat("\"", deployment(role).pool(), "\""));
+      c.Require(deployment(role).gpus_per_worker() == deployment(first).gpus_per_worker(),
+                path + ".gpus_per_worker",
+                absl::StrCat("deployment.", first_name, ".gpus_per_worker (",
+                             deployment(first).gpus_per_worker(), ") with placement colocated"),
+                deployment(role).gpus_per_worker());
+    }
+  }
+  return c.status();
+}
+
 }  // namespace trellis::config

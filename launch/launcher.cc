@@ -12,17 +12,20 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "env/env.h"
-#include "env/run_dir.h"
-#include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "config/job_config.h"
 #include "config/worker_id.h"
+#include "env/env.h"
+#include "env/run_dir.h"
+#include "model/device.h"
 #include "run/checkpoint.h"
 #include "scheduler/placement.h"
 
@@ -49,9 +52,12 @@ std::string Describe(int status) {
 }
 
 // Starts `argv` with stdout and stderr into a pipe whose lines go to `out`
-// prefixed with "[<its worker id>] ". The child dies with the launcher.
+// prefixed with "[<its worker id>] ", with CUDA_VISIBLE_DEVICES set to
+// `cuda_visible` when given (scheduler::CudaVisibleDevices). The child dies
+// with the launcher.
 absl::Status Spawn(Child& child, const std::vector<std::string>& argv,
-                   const std::vector<int>& gpus, std::ostream& out, std::mutex& out_mu) {
+                   const std::optional<std::string>& cuda_visible, std::ostream& out,
+                   std::mutex& out_mu) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   const pid_t parent = getpid();
@@ -62,7 +68,7 @@ absl::Status Spawn(Child& child, const std::vector<std::string>& argv,
     if (getppid() != parent) _exit(1);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
-    if (!gpus.empty()) setenv("CUDA_VISIBLE_DEVICES", absl::StrJoin(gpus, ",").c_str(), 1);
+    if (cuda_visible) setenv("CUDA_VISIBLE_DEVICES", cuda_visible->c_str(), 1);
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -202,11 +208,11 @@ AttemptResult RunAttempt(const LaunchPlan& plan, bool resume) {
   std::mutex out_mu;
   std::vector<std::unique_ptr<Child>> children;
   auto start = [&](const config::WorkerId& id, std::vector<std::string> argv,
-                   const std::vector<int>& gpus) {
+                   const std::optional<std::string>& cuda_visible) {
     children.push_back(std::make_unique<Child>(id));
     argv.insert(argv.begin(), plan.trellis_binary);
     argv.insert(argv.end(), plan.security.begin(), plan.security.end());
-    return Spawn(*children.back(), argv, gpus, progress, out_mu);
+    return Spawn(*children.back(), argv, cuda_visible, progress, out_mu);
   };
   std::vector<std::string> scheduler_args = {"serve", config::RoleName(v1::SCHEDULER),
                                              "--address-file", address_file};
@@ -219,7 +225,7 @@ AttemptResult RunAttempt(const LaunchPlan& plan, bool resume) {
     scheduler_args.push_back("--http");
     scheduler_args.push_back(plan.http);
   }
-  AttemptResult result{start(config::WorkerId(v1::SCHEDULER), scheduler_args, {})};
+  AttemptResult result{start(config::WorkerId(v1::SCHEDULER), scheduler_args, std::nullopt)};
   // The scheduler's bound address, once it serves.
   std::string scheduler;
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -243,7 +249,7 @@ AttemptResult RunAttempt(const LaunchPlan& plan, bool resume) {
     result.status = start(p.id,
                           {"serve", config::RoleName(p.id.role()), "--scheduler", scheduler,
                            "--index", absl::StrCat(p.id.index())},
-                          p.gpus);
+                          scheduler::CudaVisibleDevices(p));
   }
   if (result.status.ok()) {
     std::string table;
@@ -288,6 +294,7 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
                          const std::string& out_dir, const std::string& trellis_binary,
                          std::ostream& progress, bool resume, const std::string& http,
                          const SecretSource& secret) {
+  if (absl::Status s = model::CheckDeviceVisible(job); !s.ok()) return s;
   absl::StatusOr<std::vector<scheduler::WorkerPlacement>> placed = scheduler::Place(job, cluster);
   if (!placed.ok()) return placed.status();
   for (const scheduler::WorkerPlacement& p : *placed) {

@@ -1,8 +1,7 @@
 #include "launch/worker.h"
 
-#include <unistd.h>
-
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -27,6 +26,7 @@
 #include "ledger/memory_tracker.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
+#include "model/device.h"
 #include "model/token_ids.h"
 #include "reference/reference_service.h"
 #include "roles/local_roles.h"
@@ -211,6 +211,13 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   const std::string id = assigned->ToString();
   log << id << ": assigned (job '" << job.name() << "', transport "
       << assignment->transport().kind() << ")" << std::endl;
+  // Its own view of the devices (CUDA_VISIBLE_DEVICES as `trellis launch`
+  // set it from the placement), before anything is allocated.
+  if (options.role != v1::VERIFIER) {
+    if (absl::Status s = model::CheckDeviceVisible(job); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(id, ": ", s.message()));
+    }
+  }
 
   roles::SetThreads(job);
   ledger::MemoryTracker::Install();
@@ -283,8 +290,8 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   absl::Cleanup stop_server = [&server] { (*server)->Shutdown(absl::Seconds(1)); };
   switch (options.role) {
     case v1::ACTOR: {
-      absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> a =
-          roles::MakeLocalActor(job, tokenizer, receiver.get(), &ledger, id);
+      absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> a = roles::MakeLocalActor(
+          job, tokenizer, receiver.get(), &ledger, id, model::Binding::kServed);
       if (!a.ok()) return a.status();
       actor = *std::move(a);
       actor_service.Bind(actor.get(), limits);
@@ -301,16 +308,16 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
         member.store_host = store->host;
         member.store_port = store->port;
       }
-      absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> l =
-          roles::MakeLocalLearner(job, *tokenizer, publisher.get(), &ledger, id, member);
+      absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> l = roles::MakeLocalLearner(
+          job, *tokenizer, publisher.get(), &ledger, id, member, model::Binding::kServed);
       if (!l.ok()) return l.status();
       learner = *std::move(l);
       learner_service.Bind(learner.get(), limits, assignment->run_dir());
       break;
     }
     case v1::REFERENCE: {
-      absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> r =
-          reference::NewLocalReference(job, tokenizer, &ledger);
+      absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> r = reference::NewLocalReference(
+          job, tokenizer, &ledger, model::RoleDevice(job, v1::REFERENCE, model::Binding::kServed));
       if (!r.ok()) return r.status();
       reference = *std::move(r);
       reference_service.Bind(reference.get(), limits, assignment->run_dir());

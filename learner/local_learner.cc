@@ -13,6 +13,7 @@
 #include "config/recipe.h"
 #include "learner/internal/data_parallel.h"
 #include "learner/internal/local_learner.h"
+#include "model/torch_device.h"
 #include "weightsync/fingerprint.h"
 
 namespace trellis::learner {
@@ -24,7 +25,8 @@ LocalLearner::LocalLearner(const v1::JobConfig& job, const LocalLearnerOptions& 
 
 absl::Status LocalLearner::Init() {
   absl::StatusOr<std::unique_ptr<LearnerModels>> models =
-      LearnerModels::Build(job_, options_.vocab_size, options_.seed, options_.worker_id);
+      LearnerModels::Build(job_, options_.vocab_size, options_.seed, options_.worker_id,
+                           model::TorchDevice(options_.device));
   if (!models.ok()) return models.status();
   models_ = *std::move(models);
   GroupOptions group;

@@ -9,6 +9,7 @@
 #include "learner/group_member.h"
 #include "learner/learner_worker.h"
 #include "ledger/ledger.h"
+#include "model/device.h"
 #include "trellis/v1/job.pb.h"
 #include "weightsync/transport.h"
 
@@ -20,6 +21,10 @@ struct LocalLearnerOptions {
   int32_t pad_id = 0;
   // Seeds the initial weights (when the job names no init_checkpoint).
   uint64_t seed = 1;
+  // Where the models, their gradients and optimizer state live
+  // (model::RoleDevice); batches are built on the host and log-probs come
+  // back to it.
+  model::Device device;
   // Its rank in the learners that train each batch together (job.memory.
   // zero_stage); NewLocalLearner joins the group, waiting for every rank
   // up to deployment.call_timeout_ms.

@@ -5,11 +5,18 @@
 
 namespace trellis::model {
 
+int64_t KVCache::bytes() const {
+  int64_t total = 0;
+  for (const auto& t : keys) total += static_cast<int64_t>(t.nbytes());
+  for (const auto& t : values) total += static_cast<int64_t>(t.nbytes());
+  return total;
+}
+
 torch::Tensor TakeRightAligned(const torch::Tensor& tensor, const torch::Tensor& rows, int64_t dim,
                                int64_t length, int64_t columns, int64_t capacity) {
   TORCH_CHECK(columns <= capacity, "TakeRightAligned: ", columns, " columns exceed capacity ",
               capacity);
-  const torch::Tensor picked = tensor.index_select(0, rows.to(torch::kLong));
+  const torch::Tensor picked = tensor.index_select(0, rows.to(tensor.device(), torch::kLong));
   std::vector<int64_t> shape = picked.sizes().vec();
   shape[dim] = capacity;
   torch::Tensor out = torch::zeros(shape, picked.options());
@@ -36,9 +43,12 @@ KVCache SelectRows(const KVCache& cache, const torch::Tensor& rows) {
   KVCache out;
   out.length = cache.length;
   out.capacity = cache.capacity;
-  const torch::Tensor index = rows.to(torch::kLong);
-  for (const torch::Tensor& k : cache.keys) out.keys.push_back(k.index_select(0, index));
-  for (const torch::Tensor& v : cache.values) out.values.push_back(v.index_select(0, index));
+  for (const torch::Tensor& k : cache.keys) {
+    out.keys.push_back(k.index_select(0, rows.to(k.device(), torch::kLong)));
+  }
+  for (const torch::Tensor& v : cache.values) {
+    out.values.push_back(v.index_select(0, rows.to(v.device(), torch::kLong)));
+  }
   return out;
 }
 

@@ -65,19 +65,19 @@ torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
 
 torch::Tensor TargetLogProbsFromLogits(torch::Tensor logits, const TokenBatch& batch,
                                        double temperature, torch::Tensor* argmax_hits) {
+  // The vocabulary's softmax where the logits are; [B, T] back to the host.
+  const torch::Tensor targets = batch.targets.to(logits.device());
   if (temperature != 1.0) logits = logits / temperature;
   if (argmax_hits != nullptr) {
-    *argmax_hits = logits.detach().argmax(-1) == batch.targets;
+    *argmax_hits = (logits.detach().argmax(-1) == targets).to(torch::kCPU);
   }
-  torch::Tensor logp = torch::log_softmax(logits, -1)
-                           .gather(-1, batch.targets.unsqueeze(-1))
-                           .squeeze(-1);
-  return logp * batch.response_mask;
+  torch::Tensor logp = torch::log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1);
+  return logp.to(torch::kCPU) * batch.response_mask;
 }
 
 torch::Tensor ResponseValues(Transformer& model, const TokenBatch& batch) {
   TORCH_CHECK(model->head() == Head::kScalar, "ResponseValues: the model has no scalar head");
-  return model->forward(batch.inputs).squeeze(-1) * batch.response_mask;
+  return model->forward(batch.inputs).squeeze(-1).to(torch::kCPU) * batch.response_mask;
 }
 
 torch::Tensor SequenceScores(Transformer& model, const TokenBatch& batch) {
@@ -94,7 +94,7 @@ torch::Tensor SequenceScores(Transformer& model, const TokenBatch& batch) {
     tokens[i][last + 1] = targets[i][last];
     ends[i] = last + 1;
   }
-  torch::Tensor scores = model->forward(full).squeeze(-1);  // [B, T + 1]
+  torch::Tensor scores = model->forward(full).squeeze(-1).to(torch::kCPU);  // [B, T + 1]
   return scores.gather(1, torch::tensor(ends, torch::kLong).unsqueeze(1)).squeeze(1);
 }
 

@@ -26,7 +26,10 @@ struct SequencePair {
 };
 
 // Right-padded inputs and targets: row i holds prompt+response shifted by
-// one. Response tokens are the targets whose mask is 1.
+// one. Response tokens are the targets whose mask is 1. A batch lives on the
+// host; the functions below run the model on its own device (a CUDA one
+// too) and return their [B, T] or [B] results on the host, differentiable
+// back through the copy.
 struct TokenBatch {
   torch::Tensor inputs;         // [B, T] int64
   torch::Tensor targets;        // [B, T] int64

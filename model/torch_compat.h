@@ -10,6 +10,11 @@
 #include <torch/version.h>
 
 #include <cstddef>
+#include <optional>
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+#include <ATen/ops/scaled_dot_product_attention.h>
+#define TRELLIS_FUSED_ATTENTION 1
+#endif
 #if TORCH_VERSION_MAJOR < 2
 #include <c10/util/string_utils.h>
 
@@ -49,6 +54,25 @@ inline OptimizerStateKey OptimizerStateKeyOf(const at::Tensor& param) {
   return c10::guts::to_string(param.unsafeGetTensorImpl());
 }
 #endif
+
+// Attention through LibTorch's scaled_dot_product_attention (2.5 and later:
+// flash and memory-efficient kernels on CUDA, a fused kernel on the CPU),
+// or nothing where this LibTorch has none with grouped-query heads (1.x:
+// the caller computes it itself). q: [B, H, T, hd]; k, v: [B, KV, S, hd]
+// with KV dividing H; bias: additive, broadcastable to [B, H, T, S], or
+// undefined for plain causal attention (T == S).
+inline std::optional<at::Tensor> FusedAttention(const at::Tensor& q, const at::Tensor& k,
+                                                const at::Tensor& v, const at::Tensor& bias,
+                                                double scale) {
+#ifdef TRELLIS_FUSED_ATTENTION
+  return at::scaled_dot_product_attention(
+      q, k, v, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt,
+      /*dropout_p=*/0.0, /*is_causal=*/!bias.defined(), scale, /*enable_gqa=*/true);
+#else
+  (void)q, (void)k, (void)v, (void)bias, (void)scale;
+  return std::nullopt;
+#endif
+}
 
 }  // namespace trellis::model
 

@@ -1,17 +1,18 @@
 #include "model/transformer.h"
 
+#include <torch/torch.h>
+
 #include <chrono>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -21,6 +22,7 @@
 #include "model/lora.h"
 #include "model/rope.h"
 #include "model/token_ids.h"
+#include "model/torch_compat.h"
 
 namespace trellis::model {
 namespace {
@@ -56,6 +58,7 @@ struct AttentionContext {
   torch::Tensor bias;      // [B or 1, 1, 1, T, S]: 0 where allowed, -inf not
   KVCache* cache;          // nullptr without a cache
   int64_t past;            // cache length before this call
+  bool causal;             // bias is plain causal attention (no cache, no padding)
 };
 
 // One pre-norm decoder block: attention and SwiGLU MLP, each residual. With
@@ -136,6 +139,13 @@ struct TransformerImpl::Block : torch::nn::Module {
     }
     const int64_t S = k.size(2);
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+    // Training and prefill through LibTorch's fused attention where it has
+    // one (model/torch_compat.h); decode keeps its vector path.
+    if (T > 1) {
+      const std::optional<torch::Tensor> fused =
+          FusedAttention(q, k, v, ctx.causal ? torch::Tensor() : ctx.bias.squeeze(2), scale);
+      if (fused) return o_proj(fused->transpose(1, 2).reshape({B, T, n_heads * head_dim}));
+    }
     // Decode (T == 1) multiplies by vectors: broadcasting beats LibTorch's CPU
     // bmm there, which runs one small GEMM per batch entry.
     const bool decode = T == 1;
@@ -207,21 +217,9 @@ struct BlockRecompute : torch::autograd::Function<BlockRecompute> {
 
 }  // namespace
 
-int64_t KVCache::bytes() const {
-  int64_t total = 0;
-  for (const auto& t : keys) total += static_cast<int64_t>(t.nbytes());
-  for (const auto& t : values) total += static_cast<int64_t>(t.nbytes());
-  return total;
-}
-
 void TransformerImpl::ApplyMemoryConfig(const trellis::v1::MemoryConfig& memory) {
   set_activation_checkpointing(memory.activation_checkpointing());
   if (memory.precision() == v1::MemoryConfig::BF16) SetParameterDtype(torch::kBFloat16);
-}
-
-void TransformerImpl::SetParameterDtype(torch::ScalarType dtype) {
-  torch::NoGradGuard no_grad;
-  for (auto& p : parameters()) p.set_data(p.to(dtype));
 }
 
 TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
@@ -310,8 +308,9 @@ torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens_in,
     TORCH_CHECK(cache->keys.empty() || cache->keys[0].size(0) == B, "Transformer: cache batch ",
                 cache->keys[0].size(0), " != tokens batch ", B);
   }
-  const torch::Device device = tokens_in.device();
-  const torch::Tensor tokens = tokens_in.to(torch::kLong);
+  // Inputs may come from the host: everything computes where the weights are.
+  const torch::Device device = embed_tokens_->weight.device();
+  const torch::Tensor tokens = tokens_in.to(device, torch::kLong);
 
   // Mask in cache coordinates: query t sits at slot past + t and may see
   // slots <= past + t that are valid. Every query also sees its own slot, so
@@ -343,6 +342,7 @@ torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens_in,
   ctx.sin = angles.sin().to(dtype);
   ctx.cache = cache;
   ctx.past = past;
+  ctx.causal = past == 0 && !key_valid.defined();
 
   torch::Tensor h = embed_tokens_(tokens);
   const bool recompute =

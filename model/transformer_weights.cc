@@ -1,5 +1,6 @@
 // The transformer's weights by name: the plain, adapter, base and merged
-// views, and loading them all or nothing (the layers are in transformer.cc).
+// views, their dtype, and loading them all or nothing (the layers are in
+// transformer.cc).
 #include <map>
 #include <string>
 #include <utility>
@@ -70,6 +71,11 @@ absl::Status LoadNamed(
 }
 
 }  // namespace
+
+void TransformerImpl::SetParameterDtype(torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : parameters()) p.set_data(p.to(dtype));
+}
 
 std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::AdapterWeights() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;

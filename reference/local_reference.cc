@@ -11,6 +11,7 @@
 #include "ledger/memory_tracker.h"
 #include "model/safetensors.h"
 #include "model/token_batch.h"
+#include "model/torch_device.h"
 #include "model/torch_status.h"
 #include "model/transformer.h"
 #include "reference/reference_worker.h"
@@ -25,10 +26,10 @@ int64_t ParameterBytes(model::Transformer& model) {
   return bytes;
 }
 
-// A frozen model of `config` with `head`, its weights from `path`; `what`
-// names it in errors.
-absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config,
-                                              int64_t vocab_size, model::Head head,
+// A frozen model of `config` with `head` on `device`, its weights copied
+// there from `path`; `what` names it in errors.
+absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config, int64_t vocab_size,
+                                              model::Head head, const torch::Device& device,
                                               const std::string& path, const std::string& what) {
   absl::StatusOr<model::NamedTensors> weights = model::LoadSafetensors(path);
   if (!weights.ok()) return weights.status();
@@ -37,6 +38,7 @@ absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config,
   // restoring the generator, a straight run before its first step.
   model::Transformer model(config, vocab_size, head, v1::LoraConfig(),
                            model::InitialValues::kOverwritten);
+  model->to(device);
   model->eval();
   for (auto& p : model->parameters()) p.set_requires_grad(false);
   if (absl::Status s = model->LoadWeights(*weights); !s.ok()) {
@@ -47,9 +49,10 @@ absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config,
 
 class LocalReference : public ReferenceWorker {
  public:
-  LocalReference(const v1::JobConfig& job, const text::Tokenizer* tokenizer,
-                 ledger::Ledger* ledger, std::string id)
+  LocalReference(const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
+                 std::string id, const model::Device& device)
       : id_(std::move(id)),
+        device_(model::TorchDevice(device)),
         config_(job.model()),
         tokenizer_(tokenizer),
         temperature_(job.sampling().temperature()),
@@ -62,7 +65,7 @@ class LocalReference : public ReferenceWorker {
       return absl::OkStatus();
     }
     absl::StatusOr<model::Transformer> rm =
-        LoadFrozen(config_, tokenizer_->vocab_size(), model::Head::kScalar,
+        LoadFrozen(config_, tokenizer_->vocab_size(), model::Head::kScalar, device_,
                    job.ppo().reward_model_path(), "ppo.reward_model_path");
     if (!rm.ok()) return rm.status();
     reward_model_ = *std::move(rm);
@@ -76,7 +79,7 @@ class LocalReference : public ReferenceWorker {
   absl::Status Load(const std::string& weights_path) override {
     const ledger::PeakWindow window;
     absl::StatusOr<model::Transformer> model =
-        LoadFrozen(config_, tokenizer_->vocab_size(), model::Head::kLanguageModel,
+        LoadFrozen(config_, tokenizer_->vocab_size(), model::Head::kLanguageModel, device_,
                    weights_path, "reference weights");
     if (!model.ok()) return model.status();
     if (ledger_ != nullptr) {
@@ -193,6 +196,7 @@ class LocalReference : public ReferenceWorker {
   static constexpr size_t kRowsPerPass = 64;
 
   const std::string id_;
+  const torch::Device device_;
   const v1::ModelConfig config_;
   const text::Tokenizer* tokenizer_;
   const double temperature_;
@@ -203,11 +207,13 @@ class LocalReference : public ReferenceWorker {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(
-    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger) {
+absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(const v1::JobConfig& job,
+                                                                   const text::Tokenizer* tokenizer,
+                                                                   ledger::Ledger* ledger,
+                                                                   const model::Device& device) {
   // The job's one reference worker (deployment.reference.count is 1).
   const std::string id = config::WorkerId(v1::REFERENCE).ToString();
-  auto reference = std::make_unique<LocalReference>(job, tokenizer, ledger, id);
+  auto reference = std::make_unique<LocalReference>(job, tokenizer, ledger, id, device);
   absl::Status init = model::TorchEdge(id).Call("build", [&] { return reference->Init(job); });
   if (!init.ok()) return init;
   return GuardTorchErrors(std::move(reference), id);

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "ledger/ledger.h"
+#include "model/device.h"
 #include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 #include "trellis/v1/rollout.pb.h"
@@ -42,9 +43,11 @@ class ReferenceWorker {
 // softmax(logits / temperature) with sampling.temperature, as the actor
 // samples. Records the reference model's and the reward model's bytes in
 // `ledger` (may be null) when they load. The tokenizer and ledger must
-// outlive it.
+// outlive it. Its models live on `device` (model::RoleDevice); batches
+// are built on the host and the log-probs and scores come back to it.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(
-    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger);
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
+    const model::Device& device = {});
 
 }  // namespace trellis::reference
 

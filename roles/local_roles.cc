@@ -27,15 +27,16 @@ model::ThreadCounts SetThreads(const v1::JobConfig& job) {
 }
 
 absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
-    const v1::JobConfig& job, const text::Tokenizer& tokenizer,
-    weightsync::Publisher* publisher, ledger::Ledger* ledger, const std::string& worker_id,
-    const learner::GroupMember& group) {
+    const v1::JobConfig& job, const text::Tokenizer& tokenizer, weightsync::Publisher* publisher,
+    ledger::Ledger* ledger, const std::string& worker_id, const learner::GroupMember& group,
+    model::Binding binding) {
   learner::LocalLearnerOptions options;
   options.worker_id = worker_id;
   options.group = group;
   options.vocab_size = model::VocabSize(job.model(), tokenizer.vocab_size());
   options.pad_id = tokenizer.pad_id();
   options.seed = job.runtime().seed();
+  options.device = model::RoleDevice(job, v1::LEARNER, binding);
   absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> made = model::TorchEdge(worker_id).Call(
       "build", [&] { return learner::NewLocalLearner(job, options, publisher, ledger); });
   if (!made.ok()) return made.status();
@@ -43,20 +44,23 @@ absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
 }
 
 absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
-    const v1::JobConfig& job, const text::Tokenizer* tokenizer,
-    weightsync::Receiver* receiver, ledger::Ledger* ledger, const std::string& worker_id) {
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, weightsync::Receiver* receiver,
+    ledger::Ledger* ledger, const std::string& worker_id, model::Binding binding) {
   actor::LocalActorOptions options;
   options.worker_id = worker_id;
   options.lora = job.memory().lora();
   options.seed = job.runtime().seed();
   options.stream_groups = !job.environment().name().empty();
+  options.device = model::RoleDevice(job, v1::ACTOR, binding);
   return actor::NewLocalActor(job.model(), tokenizer, receiver, ledger, options);
 }
 
 absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
-    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger) {
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
+    model::Binding binding) {
   if (!loop::NeedsReference(job)) return nullptr;
-  return reference::NewLocalReference(job, tokenizer, ledger);
+  return reference::NewLocalReference(job, tokenizer, ledger,
+                                      model::RoleDevice(job, v1::REFERENCE, binding));
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include "learner/group_member.h"
 #include "learner/learner_worker.h"
 #include "ledger/ledger.h"
+#include "model/device.h"
 #include "model/threads.h"
 #include "reference/reference_worker.h"
 #include "text/tokenizer.h"
@@ -31,20 +32,26 @@ namespace trellis::roles {
 // known).
 model::ThreadCounts SetThreads(const v1::JobConfig& job);
 
+// Each role computes on the device model::RoleDevice gives it for
+// `binding` (embedded in the run's process, or served by a worker of its
+// own) and the devices this process sees.
+//
 // `group`: the learner's rank in its data-parallel group (none by default);
 // `publisher` may be null on ranks other than 0, which publish nothing.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
-    const v1::JobConfig& job, const text::Tokenizer& tokenizer,
-    weightsync::Publisher* publisher, ledger::Ledger* ledger, const std::string& worker_id,
-    const learner::GroupMember& group = {});
+    const v1::JobConfig& job, const text::Tokenizer& tokenizer, weightsync::Publisher* publisher,
+    ledger::Ledger* ledger, const std::string& worker_id, const learner::GroupMember& group = {},
+    model::Binding binding = model::Binding::kEmbedded);
 
 [[nodiscard]] absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
-    const v1::JobConfig& job, const text::Tokenizer* tokenizer,
-    weightsync::Receiver* receiver, ledger::Ledger* ledger, const std::string& worker_id);
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, weightsync::Receiver* receiver,
+    ledger::Ledger* ledger, const std::string& worker_id,
+    model::Binding binding = model::Binding::kEmbedded);
 
 // Null when the job does not need the reference (loop::NeedsReference).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
-    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger);
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
+    model::Binding binding = model::Binding::kEmbedded);
 
 // Registers verifier kinds beyond the built-ins into a registry (the
 // "remote" kind of verifier/verifier_service.h, which needs gRPC).

@@ -4,9 +4,10 @@
 #include "config/job_config.h"
 #include "config/worker_id.h"
 #include "env/run_dir.h"
+#include "model/device.h"
+#include "roles/local_roles.h"
 #include "run/checkpoint.h"
 #include "run/job_runner.h"
-#include "roles/local_roles.h"
 #include "weightsync/inprocess_transport.h"
 
 namespace trellis::run {
@@ -70,6 +71,7 @@ class LocalRoleSet final : public RoleSet {
 
 absl::Status RunEmbeddedJob(const v1::JobConfig& job, const std::string& out_dir,
                             std::ostream& progress, LedgerObserver observe, env::Env* env) {
+  if (absl::Status s = model::CheckDeviceVisible(job); !s.ok()) return s;
   return RunJob(job, out_dir, nullptr, LocalRoleSet::Bind, progress, std::move(observe),
                 nullptr, env);
 }
@@ -81,6 +83,7 @@ absl::Status ResumeEmbeddedJob(const std::string& run_dir, std::ostream& progres
     return absl::Status(job.status().code(),
                         absl::StrCat("resume: ", job.status().message()));
   }
+  if (absl::Status s = model::CheckDeviceVisible(*job); !s.ok()) return s;
   absl::StatusOr<Checkpoint> checkpoint = ReadLatestCheckpoint(env, run_dir);
   if (!checkpoint.ok()) return checkpoint.status();
   return RunJob(*job, run_dir, &*checkpoint, LocalRoleSet::Bind, progress, std::move(observe),

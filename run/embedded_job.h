@@ -35,7 +35,9 @@ using LedgerObserver = std::function<void(ledger::Ledger*)>;
 // Progress lines and the final table go to `progress`.
 // With runtime.checkpoint_every > 0 it also writes out_dir/checkpoints/
 // (run/checkpoint.h). `observe` may be null. The run's files and the
-// ledger's clock go through `env` (RunJob).
+// ledger's clock go through `env` (RunJob). A runtime.device cuda job where
+// no CUDA device is visible is refused first (model::CheckDeviceVisible);
+// each role computes on the device model::RoleDevice gives it embedded.
 [[nodiscard]] absl::Status RunEmbeddedJob(const v1::JobConfig& job,
                                           const std::string& out_dir,
                                           std::ostream& progress,

@@ -1,5 +1,6 @@
 #include "scheduler/placement.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -21,6 +22,19 @@ struct RoleDemand {
   const v1::RoleDeployment* deployment = nullptr;
   int count = 0;
 };
+
+// GPUs held by colocated workers, at most one worker of each role.
+struct SharedGpus {
+  NodeState* node = nullptr;
+  std::vector<int> gpus;
+  std::set<v1::Role> roles;
+};
+
+// Whether `role` time-shares GPUs under `job`'s placement (the verifier
+// never does).
+bool Colocated(const v1::JobConfig& job, v1::Role role) {
+  return job.deployment().placement() == v1::DeploymentConfig::COLOCATED && role != v1::VERIFIER;
+}
 
 absl::Status CheckCluster(const v1::ClusterSpec& cluster) {
   if (cluster.pools().empty()) return absl::InvalidArgumentError("cluster: no pools");
@@ -88,9 +102,16 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
       {v1::REFERENCE, &d.reference(), loop::WorkersNeeded(job, v1::REFERENCE)},
       {v1::VERIFIER, &d.verifier(), loop::WorkersNeeded(job, v1::VERIFIER)},
       {v1::ACTOR, &d.actor(), loop::WorkersNeeded(job, v1::ACTOR)}};
+  std::vector<v1::Role> computing;
+  for (const RoleDemand& r : demands) {
+    if (r.count > 0 && r.role != v1::VERIFIER) computing.push_back(r.role);
+  }
+  if (absl::Status s = config::ValidateLaunchDevices(job, computing); !s.ok()) return s;
 
-  // What each pool must hold, to report a shortfall whole.
-  std::map<std::string, int> gpus_needed;
+  // What each pool must hold, to report a shortfall whole; colocated roles
+  // (one pool, one gpus_per_worker: ValidateLaunchDevices) need the GPUs of
+  // their largest count once.
+  std::map<std::string, int> gpus_needed, colocated_needed;
   std::map<std::string, std::vector<std::string>> roles_in_pool;
   for (const RoleDemand& r : demands) {
     if (r.count == 0) continue;
@@ -102,9 +123,15 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
           absl::StrCat("deployment.", config::RoleName(r.role), ".pool: no pool '", pool,
                        "' in the cluster (pools: ", absl::StrJoin(names, ", "), ")"));
     }
-    gpus_needed[pool] += r.count * r.deployment->gpus_per_worker();
+    const int gpus = r.count * r.deployment->gpus_per_worker();
+    if (Colocated(job, r.role)) {
+      colocated_needed[pool] = std::max(colocated_needed[pool], gpus);
+    } else {
+      gpus_needed[pool] += gpus;
+    }
     roles_in_pool[pool].push_back(config::RoleName(r.role));
   }
+  for (const auto& [pool, needed] : colocated_needed) gpus_needed[pool] += needed;
   for (const auto& [pool, needed] : gpus_needed) {
     int have = 0;
     for (const NodeState& n : pools[pool]) have += static_cast<int>(n.free_gpus.size());
@@ -117,9 +144,24 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
   }
 
   std::vector<WorkerPlacement> placements;
+  std::map<std::string, std::vector<SharedGpus>> shared;  // per pool
   for (const RoleDemand& r : demands) {
     const int want = r.deployment->gpus_per_worker();
     for (int i = 0; i < r.count; ++i) {
+      const config::WorkerId id(r.role, i);
+      // A colocated worker joins the first GPUs held by colocated workers
+      // of other roles that none of its own role holds yet.
+      if (Colocated(job, r.role) && want > 0) {
+        auto& groups = shared[r.deployment->pool()];
+        auto joined = std::find_if(groups.begin(), groups.end(),
+                                   [&r](const SharedGpus& g) { return !g.roles.count(r.role); });
+        if (joined != groups.end()) {
+          joined->roles.insert(r.role);
+          placements.push_back({id, r.deployment->pool(), joined->node->node->name(),
+                                joined->node->node->host(), joined->gpus});
+          continue;
+        }
+      }
       std::vector<NodeState>& nodes = pools[r.deployment->pool()];
       NodeState* chosen = nullptr;
       for (NodeState& n : nodes) {
@@ -128,7 +170,6 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
           break;
         }
       }
-      const config::WorkerId id(r.role, i);
       if (chosen == nullptr) {
         std::vector<std::string> free;
         for (const NodeState& n : nodes) {
@@ -142,6 +183,9 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
       placements.push_back({id, r.deployment->pool(), chosen->node->name(),
                             chosen->node->host(), {chosen->free_gpus.begin(), taken}});
       chosen->free_gpus.erase(chosen->free_gpus.begin(), taken);
+      if (Colocated(job, r.role) && want > 0) {
+        shared[r.deployment->pool()].push_back({chosen, placements.back().gpus, {r.role}});
+      }
     }
   }
   return placements;
@@ -155,6 +199,10 @@ std::string PlacementTable(const std::vector<WorkerPlacement>& placements) {
                     p.gpus.empty() ? "-" : absl::StrJoin(p.gpus, ","), "\n");
   }
   return table;
+}
+
+std::string CudaVisibleDevices(const WorkerPlacement& placement) {
+  return absl::StrJoin(placement.gpus, ",");
 }
 
 }  // namespace trellis::scheduler

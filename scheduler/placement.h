@@ -4,10 +4,12 @@
 // Placing a job's workers on a cluster's pools: each role's workers go to
 // the pool deployment.<role>.pool names, each worker on a node with
 // gpus_per_worker free GPUs (pinned to those device ordinals) and a CPU
-// core. Roles sharing a pool share its nodes; GPUs are never shared by two
-// workers (time-slicing colocated roles on one device is a job setting,
-// not a placement). When the cluster cannot hold the job, the error names
-// the pool and the shortfall.
+// core. Roles sharing a pool share its nodes. With deployment.placement
+// disaggregated (the default) GPUs are never shared by two workers; with
+// colocated, the actor, learner and reference time-share them: learner-i,
+// reference-i and actor-i are given the same GPUs (a role with more
+// workers than the others takes fresh ones for the rest). When the cluster
+// cannot hold the job, the error names the pool and the shortfall.
 
 #include <string>
 #include <vector>
@@ -32,8 +34,9 @@ v1::ClusterSpec LocalCluster(int gpus, int cpus);
 
 // Every worker of `job` (learner, reference when loop::NeedsReference,
 // verifier, actors) placed first-fit, in that order. The job is prepared
-// first (loop::PrepareJob): `trellis place` and `trellis launch` refuse an
-// invalid job before any process starts. InvalidArgument for a
+// first (loop::PrepareJob) and its devices checked
+// (config::ValidateLaunchDevices): `trellis place` and `trellis launch`
+// refuse an invalid job before any process starts. InvalidArgument for a
 // spec without pools, a pool without nodes or a duplicate name;
 // FailedPrecondition naming the pool and what is short ("pool gpu: the job
 // needs 4 GPUs for actor, learner; 2 of 3 free") when it does not fit.
@@ -45,6 +48,11 @@ v1::ClusterSpec LocalCluster(int gpus, int cpus);
 // gpus: device ordinals joined by ',' ("-" for none). `trellis place` prints
 // it; deploy/slurm/trellis.sbatch starts one step per line.
 std::string PlacementTable(const std::vector<WorkerPlacement>& placements);
+
+// The CUDA_VISIBLE_DEVICES a placed worker starts with: its GPUs' ordinals
+// joined by ',', or "" for a worker without GPUs (it then sees none, even
+// on a node that has some). Its CUDA device 0 is its first GPU.
+std::string CudaVisibleDevices(const WorkerPlacement& placement);
 
 }  // namespace trellis::scheduler
 

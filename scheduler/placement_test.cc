@@ -1,5 +1,6 @@
 #include "scheduler/placement.h"
 
+#include "absl/strings/str_replace.h"
 #include "config/job_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -105,6 +106,75 @@ TEST(PlacementTest, TableHasOneLinePerWorkerWithItsNodeAndGpus) {
             "verifier-0\tverifier\t0\ttrain\tt0\t127.0.0.1\t-\n"
             "actor-0\tactor\t0\trollout\tr0\t127.0.0.1\t-\n"
             "actor-1\tactor\t1\trollout\tr0\t127.0.0.1\t-\n");
+}
+
+constexpr char kOneGpuNode[] = R"yaml(
+pools:
+  - name: gpu
+    nodes: [{name: g0, gpus: 2, cpus: 16}]
+)yaml";
+
+constexpr char kColocated[] =
+    "runtime: {device: cuda}\n"
+    "deployment: {placement: colocated, learner: {pool: gpu, gpus_per_worker: 1},"
+    " reference: {pool: gpu, gpus_per_worker: 1}, verifier: {pool: gpu},"
+    " actor: {pool: gpu, count: 2, gpus_per_worker: 1}}";
+
+TEST(PlacementTest, ColocatedActorLearnerAndReferenceShareTheirGpus) {
+  absl::StatusOr<std::vector<WorkerPlacement>> placed =
+      Place(Job(kColocated), Cluster(kOneGpuNode));
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(PlacementTable(*placed),
+            "id\trole\tindex\tpool\tnode\thost\tgpus\n"
+            "learner-0\tlearner\t0\tgpu\tg0\t127.0.0.1\t0\n"
+            "reference-0\treference\t0\tgpu\tg0\t127.0.0.1\t0\n"
+            "verifier-0\tverifier\t0\tgpu\tg0\t127.0.0.1\t-\n"
+            "actor-0\tactor\t0\tgpu\tg0\t127.0.0.1\t0\n"
+            "actor-1\tactor\t1\tgpu\tg0\t127.0.0.1\t1\n");
+  // This host's one GPU holds the three roles colocated.
+  std::string one = kColocated;
+  one.replace(one.find("count: 2"), 8, "count: 1");
+  absl::StatusOr<std::vector<WorkerPlacement>> local =
+      Place(Job(absl::StrReplaceAll(one, {{"pool: gpu", "pool: local"}})), LocalCluster(1, 4));
+  ASSERT_TRUE(local.ok()) << local.status();
+  for (const WorkerPlacement& p : *local) {
+    if (p.id.role() != v1::VERIFIER) EXPECT_THAT(p.gpus, ElementsAre(0)) << p.id.ToString();
+  }
+}
+
+TEST(PlacementTest, DisaggregatedRolesNeverShareAGpu) {
+  const std::string job = absl::StrReplaceAll(kColocated, {{"colocated", "disaggregated"}});
+  absl::StatusOr<std::vector<WorkerPlacement>> placed = Place(Job(job), Cluster(kOneGpuNode));
+  EXPECT_EQ(placed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(placed.status().message()),
+              HasSubstr("pool 'gpu': the job needs 4 GPUs (learner, reference, verifier, actor), "
+                        "the pool has 2: short by 2"));
+}
+
+TEST(PlacementTest, LaunchedCudaRolesNeedGpusAndColocatedRolesTheSameOnes) {
+  absl::StatusOr<std::vector<WorkerPlacement>> no_gpu =
+      Place(Job("runtime: {device: cuda}\ndeployment: {learner: {gpus_per_worker: 1},"
+                " reference: {gpus_per_worker: 1}}"),
+            LocalCluster(2, 4));
+  EXPECT_EQ(no_gpu.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_gpu.status().message()),
+              HasSubstr("deployment.actor.gpus_per_worker: must be >= 1 with runtime.device cuda"));
+  absl::StatusOr<std::vector<WorkerPlacement>> apart =
+      Place(Job(absl::StrReplaceAll(kColocated, {{"learner: {pool: gpu, gpus_per_worker: 1}",
+                                                  "learner: {pool: gpu, gpus_per_worker: 2}"}})),
+            Cluster(kOneGpuNode));
+  EXPECT_EQ(apart.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      std::string(apart.status().message()),
+      HasSubstr("deployment.reference.gpus_per_worker: must be "
+                "deployment.learner.gpus_per_worker (2) with placement colocated, found 1"));
+}
+
+TEST(PlacementTest, AWorkerSeesOnlyItsGpus) {
+  WorkerPlacement p{config::WorkerId(v1::ACTOR, 0), "gpu", "g0", "", {2, 3}};
+  EXPECT_EQ(CudaVisibleDevices(p), "2,3");
+  p.gpus.clear();
+  EXPECT_EQ(CudaVisibleDevices(p), "");
 }
 
 }  // namespace

@@ -17,6 +17,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Indices and masks are made on the host (the model and model/kv_cache_rows.h
+// move them to the cache's device).
 torch::Tensor LongTensor(const std::vector<int64_t>& values) {
   return torch::tensor(values, torch::kInt64);
 }
@@ -115,9 +117,11 @@ class Decoder {
       uniforms.push_back(
           RowUniform(keys_[r], static_cast<int64_t>(result_->rows[r].tokens.size())));
     }
-    SampledTokens s = SampleNext(logits, request_.sampling(), torch::tensor(uniforms));
-    const int64_t* tok = s.tokens.data_ptr<int64_t>();
-    const float* lp = s.logprobs.data_ptr<float>();
+    const SampledTokens s = SampleNext(logits, request_.sampling(), torch::tensor(uniforms));
+    const torch::Tensor tokens = s.tokens.to(torch::kCPU);
+    const torch::Tensor logprobs = s.logprobs.to(torch::kCPU);
+    const int64_t* tok = tokens.data_ptr<int64_t>();
+    const float* lp = logprobs.data_ptr<float>();
     std::vector<int64_t> done;  // prompts whose last row ended here
     for (size_t i = 0; i < rows.size(); ++i) {
       EngineRow& row = result_->rows[rows[i]];
@@ -189,7 +193,8 @@ class Decoder {
       sources.push_back(source_[waiting_.front()]);
       waiting_.pop_front();
     }
-    Sample(prefill_.logits.index_select(0, LongTensor(sources)), rows, prefill_.cache, sources);
+    Sample(prefill_.logits.index_select(0, LongTensor(sources).to(prefill_.logits.device())), rows,
+           prefill_.cache, sources);
     return rows;
   }
 

@@ -26,7 +26,8 @@ LearnerModels::LearnerModels(const v1::JobConfig& job, model::Transformer policy
 absl::StatusOr<std::unique_ptr<LearnerModels>> LearnerModels::Build(const v1::JobConfig& job,
                                                                     int64_t vocab_size,
                                                                     uint64_t seed,
-                                                                    const std::string& worker_id) {
+                                                                    const std::string& worker_id,
+                                                                    const torch::Device& device) {
   // A reward-model job trains a scalar-head model in the policy's place
   // (config refuses LoRA for it).
   const bool reward_model = config::RecipeOf(job) == config::Recipe::kRewardModel;
@@ -47,6 +48,7 @@ absl::StatusOr<std::unique_ptr<LearnerModels>> LearnerModels::Build(const v1::Jo
     if (config::RecipeOf(job) == config::Recipe::kPpo) {
       models->BuildCritic(job, vocab_size);
     }
+    models->MoveTo(device);
     models->ApplyMemory(job.memory());
   } catch (const c10::Error& e) {
     return absl::InternalError(
@@ -64,6 +66,12 @@ void LearnerModels::BuildCritic(const v1::JobConfig& job, int64_t vocab_size) {
     critic_ = model::Transformer(job.model(), vocab_size, model::Head::kScalar);
     critic_->train();
   }
+}
+
+void LearnerModels::MoveTo(const torch::Device& device) {
+  policy_->to(device);
+  if (!critic_.is_empty()) critic_->to(device);
+  if (value_head_) value_head_->to(device);
 }
 
 // With bf16 the fp32 masters are taken from the weights before the models

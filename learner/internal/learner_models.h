@@ -26,9 +26,12 @@ namespace trellis::learner::internal {
 class LearnerModels {
  public:
   // Builds the models of `job` (its model.init_checkpoint loaded, weights
-  // seeded by `seed`) and applies job.memory. Errors name `worker_id`.
+  // seeded by `seed`, drawn on the host whatever the device, so every
+  // device starts from the same weights), moves them to `device` and
+  // applies job.memory. Errors name `worker_id`.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<LearnerModels>> Build(
-      const v1::JobConfig& job, int64_t vocab_size, uint64_t seed, const std::string& worker_id);
+      const v1::JobConfig& job, int64_t vocab_size, uint64_t seed, const std::string& worker_id,
+      const torch::Device& device);
 
   model::Transformer& policy() { return policy_; }
   const model::Transformer& policy() const { return policy_; }
@@ -69,6 +72,7 @@ class LearnerModels {
  private:
   LearnerModels(const v1::JobConfig& job, model::Transformer policy);
   void BuildCritic(const v1::JobConfig& job, int64_t vocab_size);
+  void MoveTo(const torch::Device& device);
   void ApplyMemory(const v1::MemoryConfig& memory);
 
   // memory.precision bf16: the models compute in bf16, masters_ hold fp32.

@@ -78,7 +78,7 @@ class UnlikelihoodObjective : public Objective {
 // A learner's models and engine, without a LocalLearner.
 struct Rig {
   explicit Rig(const v1::JobConfig& job_config) : job(job_config) {
-    auto built = LearnerModels::Build(job, kVocab, /*seed=*/7, "learner-0");
+    auto built = LearnerModels::Build(job, kVocab, /*seed=*/7, "learner-0", torch::kCPU);
     EXPECT_TRUE(built.ok()) << built.status();
     models = *std::move(built);
     auto group = DataParallelGroup::Join(GroupOptions());

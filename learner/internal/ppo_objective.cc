@@ -50,7 +50,8 @@ class PpoObjective : public PolicyGradientObjective {
   // The shared value head's values of `hidden`, float32, masked to the
   // response tokens.
   torch::Tensor HeadValues(const torch::Tensor& hidden, const model::TokenBatch& tb) {
-    return in_.models->value_head()(hidden).squeeze(-1).to(torch::kFloat32) * tb.response_mask;
+    return in_.models->value_head()(hidden).squeeze(-1).to(torch::kCPU, torch::kFloat32) *
+           tb.response_mask;
   }
   // The critic's current values of the rows' response tokens, [B, T].
   torch::Tensor CriticValues(const model::TokenBatch& tb) {
