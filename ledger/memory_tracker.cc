@@ -9,7 +9,6 @@
 #include <limits>
 #include <mutex>
 
-#include "model/torch_compat.h"
 
 namespace trellis::ledger {
 namespace {
@@ -40,11 +39,11 @@ std::atomic<bool> g_installed{false};
 
 // Sits in front of the CPU allocator that was current at Install() and
 // counts what passes through it.
-class TrackingAllocator final : public model::AllocatorBase {
+class TrackingAllocator final : public c10::Allocator {
  public:
   explicit TrackingAllocator(c10::Allocator* inner) : inner_(inner) {}
 
-  c10::DataPtr AllocateBytes(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     // Empty storages stay with the inner allocator: nothing to count, and
     // our deleter accepts the null pointer raw_deallocate may pass.
     if (n == 0) return inner_->allocate(0);
@@ -62,6 +61,9 @@ class TrackingAllocator final : public model::AllocatorBase {
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 
  private:
   static void Delete(void* data) {

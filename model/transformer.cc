@@ -22,7 +22,6 @@
 #include "model/lora.h"
 #include "model/rope.h"
 #include "model/token_ids.h"
-#include "model/torch_compat.h"
 
 namespace trellis::model {
 namespace {
@@ -139,32 +138,25 @@ struct TransformerImpl::Block : torch::nn::Module {
     }
     const int64_t S = k.size(2);
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-    // Training and prefill through LibTorch's fused attention where it has
-    // one (model/torch_compat.h); decode keeps its vector path.
-    if (T > 1) {
-      const std::optional<torch::Tensor> fused =
-          FusedAttention(q, k, v, ctx.causal ? torch::Tensor() : ctx.bias.squeeze(2), scale);
-      if (fused) return o_proj(fused->transpose(1, 2).reshape({B, T, n_heads * head_dim}));
-    }
-    // Decode (T == 1) multiplies by vectors: broadcasting beats LibTorch's CPU
-    // bmm there, which runs one small GEMM per batch entry.
-    const bool decode = T == 1;
-    torch::Tensor scores;  // [B, KV, G, T, S]
-    if (decode) {
-      scores = (q.reshape({B, n_kv_heads, G, 1, head_dim}) * k.unsqueeze(2)).sum(-1);
-    } else {
-      scores = torch::matmul(q.reshape({B, n_kv_heads, G * T, head_dim}), k.transpose(-1, -2));
-    }
-    scores = torch::add(ctx.bias, scores.view({B, n_kv_heads, G, T, S}), scale);
-    const torch::Tensor probs = torch::softmax(scores, -1);
     torch::Tensor out;  // [B, H, T, hd]
-    if (decode) {
-      out = (probs.view({B, n_kv_heads, G, S, 1}) * v.unsqueeze(2)).sum(-2);
+    if (T > 1) {
+      // Training and prefill: LibTorch's scaled-dot-product attention (flash
+      // and memory-efficient kernels on CUDA, a fused kernel on the CPU),
+      // grouped-query heads as they are; the causal flag for a plain causal
+      // pass, else the additive bias [B, 1, T, S].
+      out = at::scaled_dot_product_attention(
+          q, k, v, ctx.causal ? std::nullopt : std::optional<torch::Tensor>(ctx.bias.squeeze(2)),
+          /*dropout_p=*/0.0, /*is_causal=*/ctx.causal, scale, /*enable_gqa=*/true);
     } else {
-      out = torch::matmul(probs.view({B, n_kv_heads, G * T, S}), v);
+      // Decode (T == 1) multiplies by vectors: broadcasting beats LibTorch's
+      // CPU bmm there, which runs one small GEMM per batch entry.
+      torch::Tensor scores = (q.reshape({B, n_kv_heads, G, 1, head_dim}) * k.unsqueeze(2)).sum(-1);
+      scores = torch::add(ctx.bias, scores.view({B, n_kv_heads, G, 1, S}), scale);
+      const torch::Tensor probs = torch::softmax(scores, -1);
+      out = (probs.view({B, n_kv_heads, G, S, 1}) * v.unsqueeze(2)).sum(-2).view(
+          {B, n_heads, 1, head_dim});
     }
-    out = out.view({B, n_heads, T, head_dim}).transpose(1, 2).reshape({B, T, n_heads * head_dim});
-    return o_proj(out);
+    return o_proj(out.transpose(1, 2).reshape({B, T, n_heads * head_dim}));
   }
 
   int64_t n_heads, n_kv_heads, head_dim, index;

@@ -6,7 +6,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "model/torch_compat.h"
 
 namespace trellis::learner::internal {
 namespace {
@@ -25,7 +24,7 @@ void AppendAdamWState(torch::optim::AdamW& optimizer, const std::string& prefix,
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& params = groups[g].params();
     for (size_t j = 0; j < params.size(); ++j) {
-      auto it = optimizer.state().find(model::OptimizerStateKeyOf(params[j]));
+      auto it = optimizer.state().find(params[j].unsafeGetTensorImpl());
       if (it == optimizer.state().end()) continue;
       auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
       const std::string name = absl::StrCat(prefix, "g", g, ".p", j, ".");
@@ -50,7 +49,7 @@ absl::Status LoadAdamWState(const std::map<std::string, torch::Tensor>& tensors,
   size_t expected = 0;
   for (const auto& [name, t] : tensors) expected += absl::StartsWith(name, prefix);
 
-  std::vector<std::pair<model::OptimizerStateKey, std::unique_ptr<torch::optim::AdamWParamState>>>
+  std::vector<std::pair<void*, std::unique_ptr<torch::optim::AdamWParamState>>>
       states;
   size_t used = 0;
   const auto& groups = optimizer.param_groups();
@@ -85,7 +84,7 @@ absl::Status LoadAdamWState(const std::map<std::string, torch::Tensor>& tensors,
         if (std::string(part) == "max_exp_avg_sq") state->max_exp_avg_sq(copy);
         ++used;
       }
-      states.emplace_back(model::OptimizerStateKeyOf(params[j]), std::move(state));
+      states.emplace_back(params[j].unsafeGetTensorImpl(), std::move(state));
     }
   }
   if (used != expected) {

@@ -5,7 +5,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "learner/internal/adamw_state.h"
-#include "model/torch_compat.h"
 
 namespace trellis::learner::internal {
 namespace {
@@ -73,7 +72,7 @@ void AppendOptimizerState(torch::optim::Optimizer& optimizer, const v1::Optimize
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& params = groups[g].params();
     for (size_t j = 0; j < params.size(); ++j) {
-      auto it = optimizer.state().find(model::OptimizerStateKeyOf(params[j]));
+      auto it = optimizer.state().find(params[j].unsafeGetTensorImpl());
       if (it == optimizer.state().end()) continue;
       const auto& s = static_cast<torch::optim::SGDParamState&>(*it->second);
       if (!s.momentum_buffer().defined()) continue;
@@ -91,7 +90,7 @@ absl::Status LoadOptimizerState(const std::map<std::string, torch::Tensor>& tens
   }
   size_t expected = 0;
   for (const auto& [name, t] : tensors) expected += absl::StartsWith(name, prefix);
-  std::vector<std::pair<model::OptimizerStateKey, std::unique_ptr<torch::optim::SGDParamState>>>
+  std::vector<std::pair<void*, std::unique_ptr<torch::optim::SGDParamState>>>
       states;
   const auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -109,7 +108,7 @@ absl::Status LoadOptimizerState(const std::map<std::string, torch::Tensor>& tens
       }
       auto state = std::make_unique<torch::optim::SGDParamState>();
       state->momentum_buffer(it->second.to(param.device()).clone());
-      states.emplace_back(model::OptimizerStateKeyOf(param), std::move(state));
+      states.emplace_back(param.unsafeGetTensorImpl(), std::move(state));
     }
   }
   if (states.size() != expected) {

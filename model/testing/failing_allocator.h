@@ -13,11 +13,10 @@
 #include <cstdint>
 #include <limits>
 
-#include "model/torch_compat.h"
 
 namespace trellis::model::testing {
 
-class FailingCpuAllocator final : public AllocatorBase {
+class FailingCpuAllocator final : public c10::Allocator {
  public:
   // The highest priority, as ledger::MemoryTracker takes, so that it wins
   // over that one too.
@@ -30,12 +29,15 @@ class FailingCpuAllocator final : public AllocatorBase {
   FailingCpuAllocator(const FailingCpuAllocator&) = delete;
   FailingCpuAllocator& operator=(const FailingCpuAllocator&) = delete;
 
-  c10::DataPtr AllocateBytes(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     TORCH_CHECK_WITH(OutOfMemoryError, n == 0, "injected out of memory: tried to allocate ", n,
                      " bytes");
     return previous_->allocate(0);
   }
   c10::DeleterFnPtr raw_deleter() const override { return previous_->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    previous_->copy_data(dest, src, count);
+  }
 
  private:
   c10::Allocator* const previous_;
