@@ -130,17 +130,20 @@ check_job() {  # check placement
   record "$1" pass $((SECONDS - start)) "$(python3 scripts/gpu_check_summary.py "$run")"
 }
 
-# Weight sync on the device against the measured device-to-device copy.
+# Weight sync on the device against the measured device-to-device copy
+# (bench/weightsync_gpu.cc): the 1 GB rows, each transport's GB/s and its
+# share of the copy.
 check_weightsync() {
   local log="$out/weightsync.log" start=$SECONDS rc
   timeout "${LIMIT[weightsync]}" "$build_dir/bench/weightsync_bench" --gpu >"$log" 2>&1
   rc=$?
   if [ $rc -ne 0 ]; then
     record weightsync fail $((SECONDS - start)) "exit $rc, $log"
-  elif grep -q '^skip' "$log"; then
-    record weightsync skip $((SECONDS - start)) "$(grep -m1 '^skip' "$log" | sed 's/^skip: *//')"
+  elif grep -q '^weightsync_bench --gpu: skipped' "$log"; then
+    record weightsync skip $((SECONDS - start)) "$(sed -n 's/^weightsync_bench --gpu: skipped: //p' "$log")"
   else
-    record weightsync pass $((SECONDS - start)) "$(grep -m1 'share of copy' "$log")"
+    record weightsync pass $((SECONDS - start)) \
+      "$(awk '$1 == "1000MB" && $2 != "D2D" {printf "%s%s %s GB/s (%s of D2D)", sep, $2, $3, $4; sep = ", "}' "$log")"
   fi
 }
 
