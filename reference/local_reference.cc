@@ -3,12 +3,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "config/flops.h"
 #include "config/recipe.h"
 #include "config/worker_id.h"
 #include "ledger/memory_tracker.h"
+#include "model/offload.h"
 #include "model/safetensors.h"
 #include "model/token_batch.h"
 #include "model/torch_status.h"
@@ -47,12 +49,14 @@ absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config,
 
 class LocalReference : public ReferenceWorker {
  public:
-  LocalReference(const v1::JobConfig& job, const text::Tokenizer* tokenizer,
-                 ledger::Ledger* ledger, std::string id)
+  LocalReference(const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
+                 std::string id)
       : id_(std::move(id)),
         config_(job.model()),
         tokenizer_(tokenizer),
         temperature_(job.sampling().temperature()),
+        offload_(job.memory().offload_frozen() ||
+                 job.deployment().placement() == v1::DeploymentConfig::COLOCATED),
         ledger_(ledger) {}
 
   // Loads the job's reward model, if it has one.
@@ -70,6 +74,8 @@ class LocalReference : public ReferenceWorker {
       ledger_->RecordObject(id_, ledger::Object::kRewardModel,
                             ParameterBytes(reward_model_), ledger::Stage::kLoad);
     }
+    Move(reward_model_, reward_offload_, ledger::Object::kRewardModel, ledger::MoveDirection::kOut,
+         ledger::Stage::kLoad);
     return absl::OkStatus();
   }
 
@@ -86,6 +92,10 @@ class LocalReference : public ReferenceWorker {
       RecordWorkspace(window, ParameterBytes(*model), ledger::Stage::kLoad);
     }
     model_ = *std::move(model);
+    // A new model: the old one's host copies go with it.
+    model_offload_ = model::HostOffload();
+    Move(model_, model_offload_, ledger::Object::kReferenceModel, ledger::MoveDirection::kOut,
+         ledger::Stage::kLoad);
     return absl::OkStatus();
   }
 
@@ -101,6 +111,12 @@ class LocalReference : public ReferenceWorker {
     if (request.samples_size() == 0) return response;
     torch::NoGradGuard no_grad;
     const ledger::PeakWindow window;
+    Move(reward_model_, reward_offload_, ledger::Object::kRewardModel, ledger::MoveDirection::kIn,
+         ledger::Stage::kReward);
+    absl::Cleanup out = [this] {
+      Move(reward_model_, reward_offload_, ledger::Object::kRewardModel,
+           ledger::MoveDirection::kOut, ledger::Stage::kReward);
+    };
     const torch::Tensor scores = model::SequenceScores(reward_model_, *batch).contiguous();
     RecordWorkspace(window, 0, ledger::Stage::kReward);
     RecordFlops(*batch, ledger::Stage::kReward);
@@ -123,6 +139,12 @@ class LocalReference : public ReferenceWorker {
     for (int64_t i = 0; i < request.samples_size(); ++i) response.add_sequences();
     torch::NoGradGuard no_grad;
     const ledger::PeakWindow window;
+    Move(model_, model_offload_, ledger::Object::kReferenceModel, ledger::MoveDirection::kIn,
+         ledger::Stage::kReference);
+    absl::Cleanup out = [this] {
+      Move(model_, model_offload_, ledger::Object::kReferenceModel, ledger::MoveDirection::kOut,
+           ledger::Stage::kReference);
+    };
     for (size_t begin = 0; begin < order.size(); begin += kRowsPerPass) {
       const size_t end = std::min(order.size(), begin + kRowsPerPass);
       const absl::Span<const int64_t> ids = absl::MakeConstSpan(order).subspan(begin, end - begin);
@@ -144,6 +166,21 @@ class LocalReference : public ReferenceWorker {
   }
 
  private:
+  // memory.offload_frozen or the colocated placement: `model`'s weights in
+  // from host memory for one use, or out after it (otherwise nothing); the
+  // move and the object's device bytes (0 while out) in the ledger.
+  void Move(model::Transformer& model, model::HostOffload& offload, ledger::Object object,
+            ledger::MoveDirection direction, ledger::Stage stage) {
+    if (!offload_) return;
+    const model::MoveResult moved = direction == ledger::MoveDirection::kOut
+                                        ? offload.MoveOut(model->parameters())
+                                        : offload.MoveIn();
+    if (ledger_ == nullptr || moved.tensors == 0) return;
+    ledger_->RecordMove(id_, object, direction, moved.bytes, moved.seconds, stage);
+    ledger_->RecordObject(id_, object, direction == ledger::MoveDirection::kOut ? 0 : moved.bytes,
+                          stage);
+  }
+
   // The scratch of a call at its peak (what `window` saw beyond its start and
   // the `kept` bytes that outlive the call), recorded and then freed.
   void RecordWorkspace(const ledger::PeakWindow& window, int64_t kept, ledger::Stage stage) {
@@ -196,9 +233,12 @@ class LocalReference : public ReferenceWorker {
   const v1::ModelConfig config_;
   const text::Tokenizer* tokenizer_;
   const double temperature_;
+  const bool offload_;
   ledger::Ledger* ledger_;
   model::Transformer model_{nullptr};
   model::Transformer reward_model_{nullptr};
+  model::HostOffload model_offload_;
+  model::HostOffload reward_offload_;
 };
 
 }  // namespace

@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
   options.lora = job.memory().lora();
   options.seed = job.runtime().seed();
   options.stream_groups = !job.environment().name().empty();
+  options.colocated = job.deployment().placement() == v1::DeploymentConfig::COLOCATED;
   return actor::NewLocalActor(job.model(), tokenizer, receiver, ledger, options);
 }
 
