@@ -110,13 +110,14 @@ class LocalReference : public ReferenceWorker {
     v1::ScoreResponse response;
     if (request.samples_size() == 0) return response;
     torch::NoGradGuard no_grad;
-    const ledger::PeakWindow window;
     Move(reward_model_, reward_offload_, ledger::Object::kRewardModel, ledger::MoveDirection::kIn,
          ledger::Stage::kReward);
     absl::Cleanup out = [this] {
       Move(reward_model_, reward_offload_, ledger::Object::kRewardModel,
            ledger::MoveDirection::kOut, ledger::Stage::kReward);
     };
+    // Opened after the weights came in: its peak beyond the start is scratch.
+    const ledger::PeakWindow window;
     const torch::Tensor scores = model::SequenceScores(reward_model_, *batch).contiguous();
     RecordWorkspace(window, 0, ledger::Stage::kReward);
     RecordFlops(*batch, ledger::Stage::kReward);
@@ -138,13 +139,13 @@ class LocalReference : public ReferenceWorker {
     const std::vector<int64_t> order = model::LengthOrder(pairs);
     for (int64_t i = 0; i < request.samples_size(); ++i) response.add_sequences();
     torch::NoGradGuard no_grad;
-    const ledger::PeakWindow window;
     Move(model_, model_offload_, ledger::Object::kReferenceModel, ledger::MoveDirection::kIn,
          ledger::Stage::kReference);
     absl::Cleanup out = [this] {
       Move(model_, model_offload_, ledger::Object::kReferenceModel, ledger::MoveDirection::kOut,
            ledger::Stage::kReference);
     };
+    const ledger::PeakWindow window;
     for (size_t begin = 0; begin < order.size(); begin += kRowsPerPass) {
       const size_t end = std::min(order.size(), begin + kRowsPerPass);
       const absl::Span<const int64_t> ids = absl::MakeConstSpan(order).subspan(begin, end - begin);
