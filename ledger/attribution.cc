@@ -46,8 +46,8 @@ PeakAttribution PeakAttributionFromJson(const json& j) {
 
 void PrintAttribution(const std::vector<PeakAttribution>& peaks, std::ostream& out) {
   for (const PeakAttribution& peak : peaks) {
-    out << absl::StrFormat("peak of %s: %s, step %d, measured %d bytes\n", peak.role, peak.stage,
-                           peak.step, peak.measured_bytes);
+    out << absl::StrFormat("peak of %s: %s, step %d, measured %d bytes\n", peak.role,
+                           peak.stage, peak.step, peak.measured_bytes);
     const double measured = peak.measured_bytes > 0 ? peak.measured_bytes : 1;
     for (const ObjectShare& o : peak.objects) {
       out << absl::StrFormat("  %-12s %-16s %12d  %5.1f%%\n", o.role, o.object, o.bytes,

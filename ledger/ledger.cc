@@ -130,7 +130,8 @@ double Ledger::Span::End() {
     s.window.reset();
   }
   s.ended = true;
-  impl.EndSpan(s.stage, s.role, s.start, s.start_seq, s.seconds, peak_bytes, live_bytes);
+  impl.EndSpan(s.stage, s.role, s.start, s.start_seq, s.seconds, peak_bytes,
+               live_bytes);
   return s.seconds;
 }
 

@@ -49,8 +49,8 @@ absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config,
 
 class LocalReference : public ReferenceWorker {
  public:
-  LocalReference(const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
-                 std::string id)
+  LocalReference(const v1::JobConfig& job, const text::Tokenizer* tokenizer,
+                 ledger::Ledger* ledger, std::string id)
       : id_(std::move(id)),
         config_(job.model()),
         tokenizer_(tokenizer),

@@ -8,10 +8,12 @@
 // objects resident at it, the unattributed remainder), stage seconds per
 // step, step time, tokens/s, the learner's achieved FLOP/s against this
 // machine's matrix-product rate, the quality gate, communication bytes,
-// device-host moves (when a run has them) and failures. The verdict ranks candidates by whether
-// they keep quality (within `quality_tolerance` of the baseline) and then by step time within the
-// budget (`step_time_budget` times the baseline's) — not by least memory. A strategy is whatever
-// differs in job.yaml, so new ones (activation checkpointing, LoRA, ...) need nothing here.
+// device-host moves (when a run has them) and failures. The verdict ranks
+// candidates by whether they keep quality (within `quality_tolerance` of the
+// baseline) and then by step time within the budget (`step_time_budget`
+// times the baseline's) — not by least memory. A strategy is whatever
+// differs in job.yaml, so new ones (activation checkpointing, LoRA, ...)
+// need nothing here.
 
 #include <cstdint>
 #include <map>

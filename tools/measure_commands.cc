@@ -1,6 +1,7 @@
 #include "tools/measure_commands.h"
 
 #include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
@@ -10,10 +11,10 @@
 #include "env/env.h"
 #include "env/run_dir.h"
 #include "model/matmul_rate.h"
-#include "run/embedded_job.h"
-#include "tools/compare.h"
-#include "tools/plan_job.h"
 #include "tools/planner.h"
+#include "tools/compare.h"
+#include "run/embedded_job.h"
+#include "tools/plan_job.h"
 #include "tools/probe.h"
 
 namespace trellis::tools {

@@ -1,8 +1,9 @@
 // The plan's output: the table `trellis plan` prints and the JSON it
 // writes. The formulas are in planner.cc.
-#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_format.h"
 #include "tools/planner.h"
@@ -56,16 +57,14 @@ nlohmann::json PlanJson(const Plan& plan) {
   auto lines = [](const std::vector<PlanLine>& ls) {
     json a = json::array();
     for (const PlanLine& l : ls) {
-      a.push_back(
-          {{"role", l.role}, {"object", l.object}, {"bytes", l.bytes}, {"formula", l.formula}});
+      a.push_back({{"role", l.role}, {"object", l.object}, {"bytes", l.bytes},
+                   {"formula", l.formula}});
     }
     return a;
   };
   json stages = json::array();
   for (const PlanStage& st : plan.stages) {
-    stages.push_back({{"role", st.role},
-                      {"stage", st.stage},
-                      {"peak_bytes", st.peak_bytes},
+    stages.push_back({{"role", st.role}, {"stage", st.stage}, {"peak_bytes", st.peak_bytes},
                       {"transient", lines(st.transient)}});
   }
   json time = json::array();

@@ -98,8 +98,8 @@ void ServeConnection(SenderState& st, c10d::TCPStore& store, int k,
     }
     const std::vector<uint8_t> req = store.get(req_key);
     store.deleteKey(req_key);
-    absl::StatusOr<std::shared_ptr<const BucketSet>> set =
-        st.stage.WaitFor(Int64At(req, 0), absl::Now() + absl::Milliseconds(Int64At(req, 1)));
+    absl::StatusOr<std::shared_ptr<const BucketSet>> set = st.stage.WaitFor(
+        Int64At(req, 0), absl::Now() + absl::Milliseconds(Int64At(req, 1)));
     std::string body;
     int64_t code = 0;
     if (set.ok()) {
@@ -111,8 +111,9 @@ void ServeConnection(SenderState& st, c10d::TCPStore& store, int k,
       EncodeHeader(**set).SerializeToString(&body);
     } else {
       // Closing (Cancelled here) is Unavailable to the receiver.
-      code = static_cast<int64_t>(absl::IsCancelled(set.status()) ? absl::StatusCode::kUnavailable
-                                                                  : set.status().code());
+      code = static_cast<int64_t>(absl::IsCancelled(set.status())
+                                      ? absl::StatusCode::kUnavailable
+                                      : set.status().code());
       body = std::string(set.status().message());
     }
     std::vector<uint8_t> answer = Int64s({code});
@@ -186,8 +187,8 @@ absl::Status NcclAvailable() {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no usable CUDA device: cudaGetDeviceCount: ", cudaGetErrorString(e)));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no usable CUDA device: cudaGetDeviceCount: ", cudaGetErrorString(e)));
   }
   if (count == 0) {
     return absl::FailedPreconditionError("no CUDA device on this machine");

@@ -171,8 +171,9 @@ struct Ledger::Impl {
     return peak;
   }
 
-  void EndSpan(Stage stage, const std::string& role, double start, int64_t start_seq,
-               double seconds, int64_t peak_bytes, int64_t live_bytes) ABSL_LOCKS_EXCLUDED(mu) {
+  void EndSpan(Stage stage, const std::string& role, double start,
+               int64_t start_seq, double seconds, int64_t peak_bytes,
+               int64_t live_bytes) ABSL_LOCKS_EXCLUDED(mu) {
     absl::MutexLock lock(&mu);
     cur.stage_seconds[static_cast<int>(stage)] += seconds;
     cur.role_busy.Add(role, start, start + seconds);
