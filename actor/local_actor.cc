@@ -4,12 +4,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/internal/engine.h"
 #include "actor/torch_guard.h"
 #include "config/flops.h"
 #include "ledger/memory_tracker.h"
+#include "model/offload.h"
 #include "model/policy.h"
 #include "model/torch_device.h"
 #include "model/torch_status.h"
@@ -86,6 +88,8 @@ class LocalActor : public RolloutWorker {
       ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, 0,
                             ledger::Stage::kWeightSync);
     }
+    // Received on the device, where the next call computes with them.
+    MoveWeights(ledger::MoveDirection::kIn, ledger::Stage::kWeightSync);
     absl::StatusOr<v1::WeightSyncStats> stats =
         receiver_->Receive(version, weights_, options_.sync_timeout);
     if (!stats.ok()) {
@@ -150,6 +154,10 @@ class LocalActor : public RolloutWorker {
     if (request.prompts_size() == 0) return response;
 
     torch::NoGradGuard no_grad;
+    MoveWeights(ledger::MoveDirection::kIn, ledger::Stage::kRollout);
+    absl::Cleanup idle = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      MoveWeights(ledger::MoveDirection::kOut, ledger::Stage::kRollout);
+    };
     // The cache and the sampler's scratch (workspace) at this call's peak.
     const ledger::PeakWindow window;
     const int64_t kept_before = turns_.bytes();  // live at the window's start
@@ -175,6 +183,7 @@ class LocalActor : public RolloutWorker {
     // The peak counts the turn cache's entries held at the time; after the
     // call they are what stays.
     const int64_t cache_bytes = std::max(run.ok() ? run->peak_cache_bytes : 0, turns_.bytes());
+    if (options_.colocated) turns_.Clear();
     if (ledger_ != nullptr) {
       ledger_->RecordObject(options_.worker_id, ledger::Object::kKvCache, cache_bytes,
                             ledger::Stage::kRollout);
@@ -223,6 +232,27 @@ class LocalActor : public RolloutWorker {
         ledger::Stage::kRollout);
     ledger_->RecordObject(id, ledger::Object::kWorkspace, 0, ledger::Stage::kRollout);
     ledger_->RecordObject(id, ledger::Object::kKvCache, turns_.bytes(), ledger::Stage::kRollout);
+  }
+
+  // Colocated placement (LocalActorOptions::colocated): the weights in
+  // from host memory for a call or a weight sync, or out after a call
+  // (otherwise nothing); the move and the parameters' device bytes (0 while
+  // out) in the ledger.
+  void MoveWeights(ledger::MoveDirection direction, ledger::Stage stage)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!options_.colocated) return;
+    // The weights the ledger counts as parameters (under LoRA the frozen
+    // base; the adapters are small and stay).
+    std::vector<torch::Tensor> base;
+    for (const auto& [name, tensor] : model_->BaseWeights()) base.push_back(tensor);
+    const model::MoveResult moved =
+        direction == ledger::MoveDirection::kOut ? offload_.MoveOut(base) : offload_.MoveIn();
+    if (ledger_ == nullptr || moved.tensors == 0) return;
+    const std::string& id = options_.worker_id;
+    ledger_->RecordMove(id, ledger::Object::kParameters, direction, moved.bytes, moved.seconds,
+                        stage);
+    ledger_->RecordObject(id, ledger::Object::kParameters,
+                          direction == ledger::MoveDirection::kOut ? 0 : moved.bytes, stage);
   }
 
   // Cancelled when the caller has gone (stop() is true), after `tokens`
@@ -280,6 +310,8 @@ class LocalActor : public RolloutWorker {
   int64_t version_ ABSL_GUARDED_BY(mu_) = -1;
   // Keys and values of rows a later call may go on with (this version's).
   internal::TurnCache turns_ ABSL_GUARDED_BY(mu_);
+  // Colocated: the weights' host copies while the actor is idle.
+  model::HostOffload offload_ ABSL_GUARDED_BY(mu_);
 };
 
 // NewLocalActor's engine, before the LibTorch edge.

@@ -54,6 +54,12 @@ struct LocalActorOptions {
   // whose memory may have been freed before the span began
   // (docs/multi-turn.md, "What is left").
   bool stream_groups = true;
+  // deployment.placement colocated (docs/gpu.md): the actor time-shares its
+  // device, so between its calls it holds nothing there. After each
+  // Generate it releases its turn cache (the KV cache is the call's own)
+  // and moves its weights to host memory (model/offload.h); they come back
+  // at the next Generate or weight sync. Each move is a ledger record.
+  bool colocated = false;
 };
 
 // An in-process actor: its own copy of the policy, batched sampling with a

@@ -259,6 +259,9 @@ StepMetrics Ledger::EndStep(const StepCounts& counts) {
   m.step_seconds = std::max(0.0, now - d.step_begin);
   m.handoff_seconds = d.cur.handoff_seconds;
   m.handoff_bytes = d.cur.handoff_bytes;
+  m.moves = d.cur.moves;
+  m.move_bytes = d.cur.move_bytes;
+  m.move_seconds = d.cur.move_seconds;
   m.role_busy_seconds = d.cur.role_busy.BusySeconds(d.step_begin, now);
   m.bubble_fraction = internal::BubbleFraction(m.role_busy_seconds, m.step_seconds);
   if (d.step_window != nullptr) {

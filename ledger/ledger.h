@@ -87,6 +87,11 @@ std::string_view ObjectName(Object object);
 // ObjectName's inverse; nullopt for a name it never returns.
 std::optional<Object> ObjectFromName(std::string_view name);
 
+// Which way a move goes between a role's compute device and host memory
+// (model/offload.h): out to the host, or back in to the device.
+enum class MoveDirection { kOut, kIn };
+std::string_view MoveDirectionName(MoveDirection direction);
+
 // What the scheduler counted in one step; the ledger derives the rest.
 // Exact accounting of a run's RL prompt stream, over the run so far: every
 // prompt drawn is trained, dropped with a reason, or still in flight (drawn
@@ -195,6 +200,11 @@ struct StepMetrics {
   double trained_tokens_per_second = 0;
   double handoff_seconds = 0;
   int64_t handoff_bytes = 0;
+  // Moves between device and host in this step (RecordMove): their count,
+  // bytes and seconds, both directions summed.
+  int64_t moves = 0;
+  int64_t move_bytes = 0;
+  double move_seconds = 0;
   // Highest live CPU bytes during the step (memory tracker).
   int64_t peak_bytes = 0;
   // The step's timeline: each role's busy seconds (the union of its spans
@@ -328,6 +338,15 @@ class Ledger {
   void RecordObject(std::string_view role, Object object, int64_t bytes,
                     Stage stage);
   void RecordHandoff(std::string_view role, const v1::WeightSyncStats& stats);
+  // One move of `role`'s `object` between its compute device and host
+  // memory (CPU offload, the colocated placement: docs/gpu.md), inside
+  // `stage`: a "move" record with the bytes the role then holds offloaded
+  // in host memory (its host side: out adds the bytes, in takes them back);
+  // the bytes and seconds add to the open step and the run's totals
+  // (summary.json "moves"). The object's device bytes are the role's own
+  // RecordObject reports (0 while it is out).
+  void RecordMove(std::string_view role, Object object, MoveDirection direction, int64_t bytes,
+                  double seconds, Stage stage);
   // In a worker process: every RecordObject is also handed to `forward`
   // (outside the ledger's lock), which sends it to the scheduler's ledger.
   using ObjectForward =
@@ -382,7 +401,7 @@ class Ledger {
 
   // summary.json: eval.<label>.*, verifiers.<name>.*, steps, stage_seconds.*, rollout_update_ratio,
   // verifier_wait_seconds, effective_sample_rate and its losses,
-  // handoff.*, tokens/s, memory.peak_bytes, memory.peak_stage,
+  // handoff.*, moves.*, tokens/s, memory.peak_bytes, memory.peak_stage,
   // memory.objects.* (peak bytes of each object). Written atomically
   // (path.tmp, then rename). Also returns an earlier ledger.jsonl write
   // error, after writing the summary.

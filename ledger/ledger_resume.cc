@@ -150,6 +150,7 @@ std::string Ledger::ExportState() const {
   j["handoff"] = {{"count", d.handoff_count},
                   {"bytes", d.handoff_bytes},
                   {"seconds", d.handoff_seconds}};
+  j["moves"] = internal::MoveTotalsJson(d.moves, d.steps);
   json evals = json::object();
   for (const auto& [label, e] : d.evals) evals[label] = internal::EvalMetricsJson(e);
   j["evals"] = evals;
@@ -206,6 +207,12 @@ absl::Status Ledger::ImportState(const std::string& state) {
     restored.handoff_count = j.at(field).at("count").get<int64_t>();
     restored.handoff_bytes = j.at(field).at("bytes").get<int64_t>();
     restored.handoff_seconds = j.at(field).at("seconds").get<double>();
+    field = "moves";  // absent from checkpoints written before it existed
+    if (j.contains(field)) {
+      absl::StatusOr<internal::MoveTotals> moves = internal::MoveTotalsFromJson(j.at(field));
+      if (!moves.ok()) return moves.status();
+      restored.moves = *std::move(moves);
+    }
     field = "evals";
     for (const auto& [label, e] : j.at(field).items()) {
       restored.evals[label] = internal::EvalMetricsFromJson(e);
@@ -269,6 +276,7 @@ absl::Status Ledger::ImportState(const std::string& state) {
   d.handoff_count = restored.handoff_count;
   d.handoff_bytes = restored.handoff_bytes;
   d.handoff_seconds = restored.handoff_seconds;
+  d.moves = std::move(restored.moves);
   d.evals = std::move(restored.evals);
   d.verifier_totals = std::move(restored.verifier_totals);
   d.peak = restored.peak;

@@ -70,6 +70,7 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
         {"gbps",
          SafeDiv(static_cast<double>(d.handoff_bytes), d.handoff_seconds) /
              1e9}};
+    j["moves"] = internal::MoveTotalsJson(d.moves, d.steps);
     json objects = json::object();
     for (int o = 0; o < kNumObjects; ++o) {
       objects[std::string(ObjectName(static_cast<Object>(o)))] =

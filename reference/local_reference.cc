@@ -3,12 +3,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "config/flops.h"
 #include "config/recipe.h"
 #include "config/worker_id.h"
 #include "ledger/memory_tracker.h"
+#include "model/offload.h"
 #include "model/safetensors.h"
 #include "model/token_batch.h"
 #include "model/torch_device.h"
@@ -56,6 +58,8 @@ class LocalReference : public ReferenceWorker {
         config_(job.model()),
         tokenizer_(tokenizer),
         temperature_(job.sampling().temperature()),
+        offload_(job.memory().offload_frozen() ||
+                 job.deployment().placement() == v1::DeploymentConfig::COLOCATED),
         ledger_(ledger) {}
 
   // Loads the job's reward model, if it has one.
@@ -73,6 +77,8 @@ class LocalReference : public ReferenceWorker {
       ledger_->RecordObject(id_, ledger::Object::kRewardModel,
                             ParameterBytes(reward_model_), ledger::Stage::kLoad);
     }
+    Move(reward_model_, reward_offload_, ledger::Object::kRewardModel, ledger::MoveDirection::kOut,
+         ledger::Stage::kLoad);
     return absl::OkStatus();
   }
 
@@ -89,6 +95,10 @@ class LocalReference : public ReferenceWorker {
       RecordWorkspace(window, ParameterBytes(*model), ledger::Stage::kLoad);
     }
     model_ = *std::move(model);
+    // A new model: the old one's host copies go with it.
+    model_offload_ = model::HostOffload();
+    Move(model_, model_offload_, ledger::Object::kReferenceModel, ledger::MoveDirection::kOut,
+         ledger::Stage::kLoad);
     return absl::OkStatus();
   }
 
@@ -103,6 +113,13 @@ class LocalReference : public ReferenceWorker {
     v1::ScoreResponse response;
     if (request.samples_size() == 0) return response;
     torch::NoGradGuard no_grad;
+    Move(reward_model_, reward_offload_, ledger::Object::kRewardModel, ledger::MoveDirection::kIn,
+         ledger::Stage::kReward);
+    absl::Cleanup out = [this] {
+      Move(reward_model_, reward_offload_, ledger::Object::kRewardModel,
+           ledger::MoveDirection::kOut, ledger::Stage::kReward);
+    };
+    // Opened after the weights came in: its peak beyond the start is scratch.
     const ledger::PeakWindow window;
     const torch::Tensor scores = model::SequenceScores(reward_model_, *batch).contiguous();
     RecordWorkspace(window, 0, ledger::Stage::kReward);
@@ -125,6 +142,12 @@ class LocalReference : public ReferenceWorker {
     const std::vector<int64_t> order = model::LengthOrder(pairs);
     for (int64_t i = 0; i < request.samples_size(); ++i) response.add_sequences();
     torch::NoGradGuard no_grad;
+    Move(model_, model_offload_, ledger::Object::kReferenceModel, ledger::MoveDirection::kIn,
+         ledger::Stage::kReference);
+    absl::Cleanup out = [this] {
+      Move(model_, model_offload_, ledger::Object::kReferenceModel, ledger::MoveDirection::kOut,
+           ledger::Stage::kReference);
+    };
     const ledger::PeakWindow window;
     for (size_t begin = 0; begin < order.size(); begin += kRowsPerPass) {
       const size_t end = std::min(order.size(), begin + kRowsPerPass);
@@ -147,6 +170,21 @@ class LocalReference : public ReferenceWorker {
   }
 
  private:
+  // memory.offload_frozen or the colocated placement: `model`'s weights in
+  // from host memory for one use, or out after it (otherwise nothing); the
+  // move and the object's device bytes (0 while out) in the ledger.
+  void Move(model::Transformer& model, model::HostOffload& offload, ledger::Object object,
+            ledger::MoveDirection direction, ledger::Stage stage) {
+    if (!offload_) return;
+    const model::MoveResult moved = direction == ledger::MoveDirection::kOut
+                                        ? offload.MoveOut(model->parameters())
+                                        : offload.MoveIn();
+    if (ledger_ == nullptr || moved.tensors == 0) return;
+    ledger_->RecordMove(id_, object, direction, moved.bytes, moved.seconds, stage);
+    ledger_->RecordObject(id_, object, direction == ledger::MoveDirection::kOut ? 0 : moved.bytes,
+                          stage);
+  }
+
   // The scratch of a call at its peak (what `window` saw beyond its start and
   // the `kept` bytes that outlive the call), recorded and then freed.
   void RecordWorkspace(const ledger::PeakWindow& window, int64_t kept, ledger::Stage stage) {
@@ -200,9 +238,12 @@ class LocalReference : public ReferenceWorker {
   const v1::ModelConfig config_;
   const text::Tokenizer* tokenizer_;
   const double temperature_;
+  const bool offload_;
   ledger::Ledger* ledger_;
   model::Transformer model_{nullptr};
   model::Transformer reward_model_{nullptr};
+  model::HostOffload model_offload_;
+  model::HostOffload reward_offload_;
 };
 
 }  // namespace

@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
   options.seed = job.runtime().seed();
   options.stream_groups = !job.environment().name().empty();
   options.device = model::RoleDevice(job, v1::ACTOR, binding);
+  options.colocated = job.deployment().placement() == v1::DeploymentConfig::COLOCATED;
   return actor::NewLocalActor(job.model(), tokenizer, receiver, ledger, options);
 }
 

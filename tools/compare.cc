@@ -130,6 +130,8 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
       r.recompute_seconds += rec.value("recompute_seconds", 0.0);
       r.learner_communication_bytes += rec.value("communication_bytes", 0.0);
       r.learner_communication_seconds += rec.value("communication_seconds", 0.0);
+      r.move_bytes += rec.value("move_bytes", 0.0);
+      r.move_seconds += rec.value("move_seconds", 0.0);
       update_seconds += rec.at("stage_seconds").at("update").get<double>();
       samples_trained += rec.at("samples_generated").get<double>() -
                          rec.value("samples_dropped", 0.0) - rec.value("samples_surplus", 0.0);
@@ -143,6 +145,8 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
     r.recompute_seconds /= r.steps;
     r.learner_communication_bytes /= r.steps;
     r.learner_communication_seconds /= r.steps;
+    r.move_bytes /= r.steps;
+    r.move_seconds /= r.steps;
   }
   if (r.quality_metric.empty()) {
     const size_t n = std::min<size_t>(10, rewards.size());
@@ -241,6 +245,13 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Rows(const Compari
                            Mib(static_cast<int64_t>(r.learner_communication_bytes)),
                            r.learner_communication_seconds);
   });
+  if (std::any_of(c.runs.begin(), c.runs.end(),
+                  [](const RunFacts& r) { return r.move_bytes > 0; })) {
+    add("moves device<->host / step", [](const RunFacts& r) {
+      return absl::StrFormat("%s in %.4f s", Mib(static_cast<int64_t>(r.move_bytes)),
+                             r.move_seconds);
+    });
+  }
   add("failures", [](const RunFacts& r) { return absl::StrCat(r.failures); });
   return rows;
 }
@@ -369,6 +380,8 @@ json ComparisonJson(const Comparison& c) {
                     {"recompute_seconds", r.recompute_seconds},
                     {"learner_communication_bytes", r.learner_communication_bytes},
                     {"learner_communication_seconds", r.learner_communication_seconds},
+                    {"move_bytes", r.move_bytes},
+                    {"move_seconds", r.move_seconds},
                     {"failures", r.failures}});
   }
   json verdicts = json::array();

@@ -7,12 +7,13 @@
 // what each changed in the job, the peak and its source (role, stage, the
 // objects resident at it, the unattributed remainder), stage seconds per
 // step, step time, tokens/s, the learner's achieved FLOP/s against this
-// machine's matrix-product rate, the quality gate, communication bytes and
-// failures. The verdict ranks candidates by whether they keep quality
-// (within `quality_tolerance` of the baseline) and then by step time within
-// the budget (`step_time_budget` times the baseline's) — not by least memory.
-// A strategy is whatever differs in job.yaml, so new ones (activation
-// checkpointing, LoRA, ...) need nothing here.
+// machine's matrix-product rate, the quality gate, communication bytes,
+// device-host moves (when a run has them) and failures. The verdict ranks
+// candidates by whether they keep quality (within `quality_tolerance` of the
+// baseline) and then by step time within the budget (`step_time_budget`
+// times the baseline's) — not by least memory. A strategy is whatever
+// differs in job.yaml, so new ones (activation checkpointing, LoRA, ...)
+// need nothing here.
 
 #include <cstdint>
 #include <map>
@@ -71,6 +72,10 @@ struct RunFacts {
   double recompute_seconds = 0;
   double learner_communication_bytes = 0;
   double learner_communication_seconds = 0;
+  // Per step (mean): bytes and seconds of the roles' moves between device
+  // and host (CPU offload, the colocated placement), both directions.
+  double move_bytes = 0;
+  double move_seconds = 0;
   // Verifier errors and timeouts, dropped samples.
   int64_t failures = 0;
 };

@@ -56,6 +56,13 @@ void PrintPlan(const Plan& plan, std::ostream& out) {
                            t.formula);
   }
   out << absl::StrFormat("  %-10s %10.4f s\n", "step", plan.step_seconds);
+  out << "\n== CPU offload (device memory freed between uses / host memory held / bytes moved "
+         "per step) ==\n";
+  for (const PlanOffload& o : plan.offload) {
+    out << absl::StrFormat("  %-32s %-3s %10.2f MiB %10.2f MiB %10.2f MiB  %s\n", o.strategy,
+                           o.on ? "on" : "off", mib(o.device_bytes_saved), mib(o.host_bytes),
+                           mib(o.bytes_moved_per_step), o.formula);
+  }
   for (const std::string& note : plan.notes) out << "note: " << note << "\n";
 }
 
@@ -73,6 +80,15 @@ nlohmann::json PlanJson(const Plan& plan) {
     time.push_back({{"stage", t.stage}, {"flops", t.flops}, {"seconds", t.seconds},
                     {"formula", t.formula}});
   }
+  json offload = json::array();
+  for (const PlanOffload& o : plan.offload) {
+    offload.push_back({{"strategy", o.strategy},
+                       {"on", o.on},
+                       {"device_bytes_saved", o.device_bytes_saved},
+                       {"host_bytes", o.host_bytes},
+                       {"bytes_moved_per_step", o.bytes_moved_per_step},
+                       {"formula", o.formula}});
+  }
   return {{"parameters", plan.parameters},
           {"matmul_parameters", plan.matmul_parameters},
           {"resident", LinesJson(plan.resident)},
@@ -89,6 +105,7 @@ nlohmann::json PlanJson(const Plan& plan) {
             {"optimizer_step_seconds", plan.rates.optimizer_step_seconds}}},
           {"step_time", time},
           {"step_seconds", plan.step_seconds},
+          {"offload", offload},
           {"notes", plan.notes}};
 }
 

@@ -350,6 +350,7 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
                                       ": its extra objects (critic, reward model, pairs) are "
                                       "not in this plan; it covers grpo and sft jobs"));
   }
+  plan.offload = PriceOffload(job, plan);
   plan.notes.push_back("source of the sequence lengths: " + w.source);
   return plan;
 }

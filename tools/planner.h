@@ -83,6 +83,19 @@ struct PlanTime {
   std::string formula;
 };
 
+// One CPU offload strategy priced (memory.offload_optimizer_state,
+// memory.offload_frozen, deployment.placement colocated: docs/gpu.md): the
+// device memory it frees between uses, the host memory it holds, and the
+// bytes it moves per step (both directions).
+struct PlanOffload {
+  std::string strategy;  // the job field
+  bool on = false;       // the job sets it
+  int64_t device_bytes_saved = 0;
+  int64_t host_bytes = 0;
+  int64_t bytes_moved_per_step = 0;
+  std::string formula;
+};
+
 struct Plan {
   // Model size: parameters, and those that take part in matrix products
   // (every parameter but the embedding table and the norm scales).
@@ -98,11 +111,17 @@ struct Plan {
   // Per GRPO step (or SFT step when the job has no RL steps).
   std::vector<PlanTime> step_time;
   double step_seconds = 0;
+  // Each offload strategy, whether the job sets it or not.
+  std::vector<PlanOffload> offload;
   std::vector<std::string> notes;
 };
 
 // REQUIRES: job validated; every rate > 0.
 Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& workload, const MachineRates& rates);
+
+// The offload strategies of `job` priced from `plan`'s resident lines
+// (tools/plan_offload.cc); MakePlan fills Plan::offload with it.
+std::vector<PlanOffload> PriceOffload(const v1::JobConfig& job, const Plan& plan);
 
 void PrintPlan(const Plan& plan, std::ostream& out);
 nlohmann::json PlanJson(const Plan& plan);

@@ -43,18 +43,24 @@ std::unique_ptr<torch::optim::Optimizer> NewOptimizer(const std::vector<torch::T
                                                torch::optim::AdamWOptions(config.lr()));
 }
 
-int64_t OptimizerStateBytes(torch::optim::Optimizer& optimizer) {
-  int64_t bytes = 0;
+std::vector<torch::Tensor> OptimizerStateTensors(torch::optim::Optimizer& optimizer) {
+  std::vector<torch::Tensor> tensors;
   for (const auto& [key, state] : optimizer.state()) {
     if (auto* adam = dynamic_cast<torch::optim::AdamWParamState*>(state.get())) {
       for (const torch::Tensor& t :
            {adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()}) {
-        if (t.defined()) bytes += t.nbytes();
+        if (t.defined()) tensors.push_back(t);
       }
     } else if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(state.get())) {
-      if (sgd->momentum_buffer().defined()) bytes += sgd->momentum_buffer().nbytes();
+      if (sgd->momentum_buffer().defined()) tensors.push_back(sgd->momentum_buffer());
     }
   }
+  return tensors;
+}
+
+int64_t OptimizerStateBytes(torch::optim::Optimizer& optimizer) {
+  int64_t bytes = 0;
+  for (const torch::Tensor& t : OptimizerStateTensors(optimizer)) bytes += t.nbytes();
   return bytes;
 }
 

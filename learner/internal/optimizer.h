@@ -30,8 +30,9 @@ namespace trellis::learner::internal {
 std::unique_ptr<torch::optim::Optimizer> NewOptimizer(const std::vector<torch::Tensor>& params,
                                                       const v1::OptimizerConfig& config);
 
-// Bytes of the optimizer's state tensors (AdamW: exp_avg, exp_avg_sq;
-// SGD: momentum buffers).
+// The optimizer's state tensors (AdamW: exp_avg, exp_avg_sq and
+// max_exp_avg_sq where defined; SGD: momentum buffers), and their bytes.
+std::vector<torch::Tensor> OptimizerStateTensors(torch::optim::Optimizer& optimizer);
 int64_t OptimizerStateBytes(torch::optim::Optimizer& optimizer);
 
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr);

@@ -18,6 +18,7 @@
 #include "learner/internal/learner_models.h"
 #include "learner/internal/objective.h"
 #include "learner/internal/trainable.h"
+#include "model/offload.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::learner::internal {
@@ -28,6 +29,10 @@ struct Phase {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   TrainableSet params;
   int64_t steps = 0;
+  // memory.offload_optimizer_state: the optimizer's state in host memory
+  // between its steps (UpdateEngine). A phase restored from a checkpoint
+  // starts with its state on the device.
+  model::HostOffload offload;
 };
 
 // "sft", "rl", "critic", "preference": the prefix of its checkpoint state.

@@ -174,6 +174,7 @@ absl::StatusOr<v1::TrainStats> UpdateEngine::Update(PhaseId id, int64_t rows,
       window.reset();
       sums.Add(*r);
     }
+    MoveOptimizerState(phase, id, ledger::MoveDirection::kIn);
     const int64_t live_before_step = tracker.live_bytes();
     window.emplace();
     const double max_norm = config.max_grad_norm() > 0 ? config.max_grad_norm() : 1e30;
@@ -202,6 +203,7 @@ absl::StatusOr<v1::TrainStats> UpdateEngine::Update(PhaseId id, int64_t rows,
     peak_.Observe(window->peak_bytes(), live_before_step, 0, tracker.live_bytes(),
                   PolicyOptimizerBytes());
     window.reset();
+    MoveOptimizerState(phase, id, ledger::MoveDirection::kOut);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(worker_id_, ": update at version ", version_, ": ",
                                             e.what_without_backtrace()));
@@ -297,7 +299,7 @@ void UpdateEngine::RecordObjects(Stage stage, const Resident& resident, int64_t 
 int64_t UpdateEngine::PolicyOptimizerBytes() {
   int64_t bytes = 0;
   for (PhaseId p : kPolicyPhases) {
-    if (phase(p).optimizer) bytes += OptimizerStateBytes(*phase(p).optimizer);
+    bytes += DeviceStateBytes(phase(p));
   }
   return bytes;
 }
@@ -308,10 +310,24 @@ int64_t UpdateEngine::CriticBytes() {
     bytes += p.nbytes();
     if (p.grad().defined()) bytes += p.grad().nbytes();
   }
-  if (Phase& critic = phase(PhaseId::kCritic); critic.optimizer) {
-    bytes += OptimizerStateBytes(*critic.optimizer);
-  }
-  return bytes;
+  return bytes + DeviceStateBytes(phase(PhaseId::kCritic));
+}
+
+int64_t UpdateEngine::DeviceStateBytes(Phase& phase) {
+  if (phase.optimizer == nullptr || phase.offload.out()) return 0;
+  return OptimizerStateBytes(*phase.optimizer);
+}
+
+void UpdateEngine::MoveOptimizerState(Phase& phase, PhaseId id, ledger::MoveDirection direction) {
+  if (!job_.memory().offload_optimizer_state()) return;
+  const model::MoveResult moved =
+      direction == ledger::MoveDirection::kOut
+          ? phase.offload.MoveOut(OptimizerStateTensors(*phase.optimizer))
+          : phase.offload.MoveIn();
+  if (ledger_ == nullptr || moved.tensors == 0) return;
+  ledger_->RecordMove(
+      worker_id_, id == PhaseId::kCritic ? Object::kCritic : Object::kOptimizerState, direction,
+      moved.bytes, moved.seconds, id == PhaseId::kSft ? Stage::kSft : Stage::kUpdate);
 }
 
 }  // namespace trellis::learner::internal

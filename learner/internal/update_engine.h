@@ -8,6 +8,7 @@
 // models'), gradient summing over the learner group, global-norm clipping,
 // learning-rate warm-up, the optimizer step (skipped, and counted, when the
 // loss or the gradient is not finite), each phase's optimizer state,
+// memory.offload_optimizer_state (the state in host memory between steps),
 // the policy version, and the ledger records of an update.
 
 #include <array>
@@ -101,6 +102,13 @@ class UpdateEngine {
   // What the critic holds: weights and gradients, and the separate
   // critic's optimizer state (a shared value head's is in the policy's).
   int64_t CriticBytes();
+  // Bytes of `phase`'s optimizer state on the device: 0 while offloaded.
+  static int64_t DeviceStateBytes(Phase& phase);
+  // memory.offload_optimizer_state: phase `id`'s optimizer state in from
+  // host memory just before its step, out right after; each move a ledger
+  // record (optimizer_state, or critic for PPO's separate critic). Without
+  // the option, nothing.
+  void MoveOptimizerState(Phase& phase, PhaseId id, ledger::MoveDirection direction);
 
   const v1::JobConfig& job_;
   const std::string worker_id_;

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "env/env.h"
+#include "ledger/internal/moves.h"
 #include "ledger/internal/role_busy.h"
 #include "ledger/internal/source_windows.h"
 #include "ledger/ledger.h"
@@ -34,6 +35,9 @@ struct StepAccum {
   std::array<double, kNumStages> stage_flops{};
   double handoff_seconds = 0;
   int64_t handoff_bytes = 0;
+  int64_t moves = 0;
+  int64_t move_bytes = 0;
+  double move_seconds = 0;
 };
 
 // One RecordObject call: what (role, object) was before and after it.
@@ -310,6 +314,7 @@ struct Ledger::Impl {
   int64_t handoff_count ABSL_GUARDED_BY(mu) = 0;
   int64_t handoff_bytes ABSL_GUARDED_BY(mu) = 0;
   double handoff_seconds ABSL_GUARDED_BY(mu) = 0;
+  internal::MoveTotals moves ABSL_GUARDED_BY(mu);
   std::map<std::string, EvalMetrics> evals ABSL_GUARDED_BY(mu);
   // Per verifier name: sums of the counts and seconds (latency_p50_seconds
   // unused, latency_p99_seconds the highest of any record).

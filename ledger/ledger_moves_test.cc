@@ -1,0 +1,94 @@
+// Ledger::RecordMove: the "move" records, the step's totals, summary.json's
+// "moves" and their round trip through a checkpoint's ledger state.
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "env/testing/fake_env.h"
+#include "gtest/gtest.h"
+#include "ledger/ledger.h"
+#include "ledger/testing/jsonl.h"
+
+namespace trellis::ledger {
+namespace {
+
+using nlohmann::json;
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+TEST(LedgerMovesTest, MovesAreRecordedWithHostBytesAndAddUpPerStepAndRun) {
+  env::testing::FakeEnv env;
+  Ledger ledger(&env);
+  const std::string path = ::testing::TempDir() + "/moves_ledger.jsonl";
+  ASSERT_TRUE(ledger.Open(path).ok());
+  ledger.BeginStep(0);
+  ledger.RecordMove("learner-0", Object::kOptimizerState, MoveDirection::kIn, 100, 0.5,
+                    Stage::kUpdate);
+  ledger.RecordMove("learner-0", Object::kOptimizerState, MoveDirection::kOut, 100, 0.25,
+                    Stage::kUpdate);
+  ledger.RecordMove("reference-0", Object::kReferenceModel, MoveDirection::kOut, 40, 0.125,
+                    Stage::kReference);
+  const StepMetrics step0 = ledger.EndStep(StepCounts{});
+  EXPECT_EQ(step0.moves, 3);
+  EXPECT_EQ(step0.move_bytes, 240);
+  EXPECT_DOUBLE_EQ(step0.move_seconds, 0.875);
+  ledger.BeginStep(1);
+  ledger.RecordMove("reference-0", Object::kReferenceModel, MoveDirection::kIn, 40, 0.125,
+                    Stage::kReference);
+  const StepMetrics step1 = ledger.EndStep(StepCounts{});
+  EXPECT_EQ(step1.move_bytes, 40);
+
+  std::vector<json> moves;
+  for (const json& r : testing_util::ReadJsonLines(path)) {
+    if (r["type"] == "move") moves.push_back(r);
+  }
+  ASSERT_EQ(moves.size(), 4u);
+  EXPECT_EQ(moves[0]["role"], "learner-0");
+  EXPECT_EQ(moves[0]["object"], "optimizer_state");
+  EXPECT_EQ(moves[0]["direction"], "in");
+  EXPECT_EQ(moves[0]["stage"], "update");
+  EXPECT_EQ(moves[0]["host_bytes"], 0);  // an "in" with nothing out held nothing
+  EXPECT_EQ(moves[1]["host_bytes"], 100);
+  EXPECT_EQ(moves[2]["host_bytes"], 40);
+  EXPECT_EQ(moves[3]["host_bytes"], 0);
+  EXPECT_DOUBLE_EQ(moves[1]["gbps"].get<double>(), 100 / 0.25 / 1e9);
+
+  const std::string summary_path = ::testing::TempDir() + "/moves_summary.json";
+  ASSERT_TRUE(ledger.WriteSummary(summary_path).ok());
+  const json summary = ReadJson(summary_path)["moves"];
+  EXPECT_EQ(summary["count"], 4);
+  EXPECT_EQ(summary["bytes"], 280);
+  EXPECT_DOUBLE_EQ(summary["seconds"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(summary["bytes_per_step"].get<double>(), 140);
+  EXPECT_EQ(summary["host_peak_bytes"], 140);
+  EXPECT_EQ(summary["objects"]["optimizer_state"]["bytes"], 200);
+  EXPECT_EQ(summary["objects"]["reference_model"]["bytes"], 80);
+  EXPECT_FALSE(summary["objects"].contains("parameters"));
+
+  // A resumed run's summary keeps the moves before its checkpoint.
+  Ledger resumed(&env);
+  ASSERT_TRUE(resumed.ImportState(ledger.ExportState()).ok());
+  ASSERT_TRUE(resumed.WriteSummary(summary_path).ok());
+  EXPECT_EQ(ReadJson(summary_path)["moves"], summary);
+}
+
+TEST(LedgerMovesTest, StateWithoutMovesImportsAndUnknownObjectIsDataLoss) {
+  env::testing::FakeEnv env;
+  Ledger ledger(&env);
+  json state = json::parse(ledger.ExportState());
+  state.erase("moves");
+  Ledger old(&env);
+  EXPECT_TRUE(old.ImportState(state.dump()).ok());
+  state["moves"] = json::parse(ledger.ExportState())["moves"];
+  state["moves"]["objects"]["no_such_object"] = {{"bytes", 1}, {"seconds", 0.0}};
+  const absl::Status s = old.ImportState(state.dump());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("no_such_object"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace trellis::ledger
