@@ -5,7 +5,9 @@ library links gRPC (directly or through another library).
     check_layers.py SOURCE_DIR WORK_DIR
 
 Configures SOURCE_DIR afresh in WORK_DIR with `cmake --graphviz` (no build)
-and reads the target graph it writes. The layers are LAYERS below, lowest
+and reads the target graph it writes; LibTorch is found through the
+CMAKE_PREFIX_PATH environment variable (':'-separated), as
+`CMAKE_PREFIX_PATH=$(scripts/torch_venv.sh | tr ';' :)` gives it. The layers are LAYERS below, lowest
 first; a library may link libraries of its own layer or lower ones. Every
 trellis_* library must be listed, so a new library is placed on purpose.
 docs/architecture.md explains the layers.
