@@ -13,10 +13,6 @@ namespace trellis::ledger {
 
 using nlohmann::json;
 
-std::string_view MoveDirectionName(MoveDirection direction) {
-  return direction == MoveDirection::kOut ? "out" : "in";
-}
-
 namespace internal {
 
 int64_t MoveTotals::Add(std::string_view role, Object object, MoveDirection direction,

@@ -9,7 +9,6 @@
 #include <limits>
 #include <mutex>
 
-
 namespace trellis::ledger {
 namespace {
 

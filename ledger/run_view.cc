@@ -24,30 +24,14 @@ using nlohmann::json;
 std::vector<double> SecondsBuckets() { return ExponentialBuckets(0.001, 2, 20); }
 
 // Step-record fields kept in the step table (the rest stay in ledger.jsonl).
-constexpr const char* kStepFields[] = {"step",
-                                       "time",
-                                       "policy_version",
-                                       "step_seconds",
-                                       "mean_reward",
-                                       "accuracy",
-                                       "loss",
-                                       "kl",
-                                       "effective_sample_rate",
-                                       "rollout_update_ratio",
-                                       "verifier_wait_seconds",
-                                       "generated_tokens_per_second",
-                                       "trained_tokens_per_second",
-                                       "handoff_seconds",
-                                       "handoff_bytes",
-                                       "move_bytes",
-                                       "move_seconds",
-                                       "peak_bytes",
-                                       "device_memory",
-                                       "samples_generated",
-                                       "samples_effective",
-                                       "stage_seconds",
-                                       "role_busy_seconds",
-                                       "bubble_fraction"};
+// clang-format off
+constexpr const char* kStepFields[] = {
+    "step", "time", "policy_version", "step_seconds", "mean_reward", "accuracy", "loss", "kl",
+    "effective_sample_rate", "rollout_update_ratio", "verifier_wait_seconds",
+    "generated_tokens_per_second", "trained_tokens_per_second", "handoff_seconds", "handoff_bytes",
+    "move_bytes", "move_seconds", "peak_bytes", "device_memory", "samples_generated",
+    "samples_effective", "stage_seconds", "role_busy_seconds", "bubble_fraction"};
+// clang-format on
 
 // samples_lost_total{reason}: the step record's loss counts (each sample
 // counted once; surplus samples are left out by dynamic sampling).
@@ -59,8 +43,7 @@ constexpr std::pair<const char*, const char*> kLossReasons[] = {
 
 constexpr const char* kPhases[] = {"gather", "transfer", "load"};
 
-// trellis_device_memory_peak_bytes{kind}: the step record's device_memory
-// field of each kind.
+// trellis_device_memory_peak_bytes{kind}: each field of the step's device_memory.
 constexpr std::pair<const char*, const char*> kDeviceKinds[] = {
     {"allocated", "peak_allocated_bytes"},
     {"reserved", "peak_reserved_bytes"},

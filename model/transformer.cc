@@ -153,8 +153,9 @@ struct TransformerImpl::Block : torch::nn::Module {
       torch::Tensor scores = (q.reshape({B, n_kv_heads, G, 1, head_dim}) * k.unsqueeze(2)).sum(-1);
       scores = torch::add(ctx.bias, scores.view({B, n_kv_heads, G, 1, S}), scale);
       const torch::Tensor probs = torch::softmax(scores, -1);
-      out = (probs.view({B, n_kv_heads, G, S, 1}) * v.unsqueeze(2)).sum(-2).view(
-          {B, n_heads, 1, head_dim});
+      out = (probs.view({B, n_kv_heads, G, S, 1}) * v.unsqueeze(2))
+                .sum(-2)
+                .view({B, n_heads, 1, head_dim});
     }
     return o_proj(out.transpose(1, 2).reshape({B, T, n_heads * head_dim}));
   }

@@ -49,8 +49,7 @@ absl::Status LoadAdamWState(const std::map<std::string, torch::Tensor>& tensors,
   size_t expected = 0;
   for (const auto& [name, t] : tensors) expected += absl::StartsWith(name, prefix);
 
-  std::vector<std::pair<void*, std::unique_ptr<torch::optim::AdamWParamState>>>
-      states;
+  std::vector<std::pair<void*, std::unique_ptr<torch::optim::AdamWParamState>>> states;
   size_t used = 0;
   const auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {

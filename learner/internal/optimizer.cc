@@ -96,8 +96,7 @@ absl::Status LoadOptimizerState(const std::map<std::string, torch::Tensor>& tens
   }
   size_t expected = 0;
   for (const auto& [name, t] : tensors) expected += absl::StartsWith(name, prefix);
-  std::vector<std::pair<void*, std::unique_ptr<torch::optim::SGDParamState>>>
-      states;
+  std::vector<std::pair<void*, std::unique_ptr<torch::optim::SGDParamState>>> states;
   const auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& params = groups[g].params();

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <limits>
 
-
 namespace trellis::model::testing {
 
 class FailingCpuAllocator final : public c10::Allocator {
