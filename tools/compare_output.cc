@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "config/worker_id.h"
 #include "tools/compare.h"
 
 namespace trellis::tools {
