@@ -4,6 +4,7 @@
 #include "config/job_config.h"
 #include "config/worker_id.h"
 #include "env/run_dir.h"
+#include "ledger/cuda_memory.h"
 #include "model/device.h"
 #include "roles/local_roles.h"
 #include "run/checkpoint.h"
@@ -13,12 +14,35 @@
 namespace trellis::run {
 namespace {
 
+// A CUDA job's devices in the ledger (docs/gpu.md, "The ledger on CUDA"):
+// each visible device's caching allocator, its peaks attributed to the
+// objects of the roles computing on it (model::RoleDevice). Embedded runs
+// only: a launched run's scheduler computes on no device.
+absl::Status AddDeviceMemory(const v1::JobConfig& job, ledger::Ledger* ledger) {
+  if (job.runtime().device() != v1::RuntimeConfig::CUDA) return absl::OkStatus();
+  absl::StatusOr<std::vector<std::unique_ptr<ledger::MemorySource>>> devices =
+      ledger::CudaMemoryOfEveryDevice();
+  if (!devices.ok()) return devices.status();
+  for (size_t i = 0; i < devices->size(); ++i) {
+    std::vector<std::string> roles;
+    for (const v1::Role role : {v1::LEARNER, v1::ACTOR, v1::REFERENCE}) {
+      if (model::RoleDevice(job, role, model::Binding::kEmbedded).index == static_cast<int>(i)) {
+        roles.push_back(config::WorkerId(role).ToString());
+      }
+    }
+    if (roles.empty()) continue;  // No role of this run computes there.
+    ledger->AddDeviceMemory(std::move((*devices)[i]), std::move(roles));
+  }
+  return absl::OkStatus();
+}
+
 // Every role in this process; weights over the in-process transport.
 class LocalRoleSet final : public RoleSet {
  public:
   static absl::StatusOr<std::unique_ptr<RoleSet>> Bind(const v1::JobConfig& job,
                                                        const text::Tokenizer* tokenizer,
                                                        ledger::Ledger* ledger) {
+    if (absl::Status s = AddDeviceMemory(job, ledger); !s.ok()) return s;
     auto set = std::make_unique<LocalRoleSet>();
     absl::StatusOr<std::unique_ptr<verifier::Verifier>> verifier = roles::MakeVerifier(job.verifier());
     if (!verifier.ok()) return verifier.status();

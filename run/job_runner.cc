@@ -8,7 +8,6 @@
 #include "config/worker_id.h"
 #include "data/dataset.h"
 #include "env/run_dir.h"
-#include "ledger/cuda_memory.h"
 #include "ledger/memory_tracker.h"
 #include "loop/driver.h"
 #include "model/matmul_rate.h"
@@ -88,15 +87,6 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   if (absl::Status s = env->CreateDir(out_dir); !s.ok()) return s;
   job.mutable_runtime()->set_out_dir(out_dir);
   ledger::Ledger ledger(env);
-  if (job.runtime().device() == v1::RuntimeConfig::CUDA) {
-    // Every visible device's caching allocator (docs/gpu.md, "The ledger on
-    // CUDA"); each device's peaks are attributed to every role's objects.
-    auto devices = ledger::CudaMemoryOfEveryDevice();
-    if (!devices.ok()) return devices.status();
-    for (std::unique_ptr<ledger::MemorySource>& d : *devices) {
-      ledger.AddDeviceMemory(std::move(d), {});
-    }
-  }
   if (resume == nullptr) {
     if (absl::Status s = env->WriteFileAtomically(run.JobYaml(), config::ResolvedJobYaml(job));
         !s.ok()) {
