@@ -12,16 +12,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "comm/cuda_memory.h"
-#include "comm/tcp_store.h"
 #include "weightsync/cuda_ipc_transport.h"
 #include "weightsync/internal/bucket_set.h"
 #include "weightsync/internal/cuda_ipc_device.h"
 #include "weightsync/internal/cuda_ipc_protocol.h"
-#include "weightsync/internal/pull_receiver.h"
 #include "weightsync/internal/staging.h"
-#include "weightsync/internal/store_protocol.h"
+#include "weightsync/internal/store_receiver.h"
 #include "weightsync/internal/threaded_sender.h"
 
 // In the protocol's namespace (internal/cuda_ipc_protocol.h), for its names.
@@ -30,12 +27,10 @@ namespace {
 
 using comm::CudaStatus;
 
-class CudaIpcReceiver final : public PullReceiver {
+class CudaIpcReceiver final : public StoreReceiver {
  public:
   explicit CudaIpcReceiver(const TransportOptions& options)
-      : PullReceiver(absl::StrCat(kName, " receiver ", options.receiver_index),
-                     absl::StrCat(options.host, ":", options.port)),
-        options_(options) {}
+      : StoreReceiver(kName, {Key, Key}, kAnswerGrace, options) {}
 
   ~CudaIpcReceiver() override {
     absl::MutexLock lock(&mu_);
@@ -72,18 +67,7 @@ class CudaIpcReceiver final : public PullReceiver {
   }
 
   absl::StatusOr<Fetched> Fetch(int64_t min_version, absl::Time deadline, bool* in_step) override {
-    const int slot = options_.receiver_index;
-    try {
-      if (!store_) {
-        if (absl::Status s = Connect(deadline); !s.ok()) return s;
-      }
-    } catch (const std::exception& e) {
-      return StoreError(e);
-    }
-    ++seq_;
-    absl::StatusOr<std::string> body = AskForVersion(
-        *store_, Key(slot, gen_, absl::StrCat("req/", seq_)),
-        Key(slot, gen_, absl::StrCat("ans/", seq_)), min_version, deadline, kAnswerGrace, in_step);
+    absl::StatusOr<std::string> body = Ask(min_version, deadline, in_step);
     if (!body.ok()) return body.status();
     // An announcement: the publisher keeps its buckets until done.
     Stopwatch transfer;
@@ -160,29 +144,17 @@ class CudaIpcReceiver final : public PullReceiver {
     }
   }
 
-  absl::Status Connect(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  bool Linked() const override { return static_cast<bool>(store_); }
+
+  absl::Status Link(absl::Time deadline) override {
     absl::StatusOr<DeviceUuid> device = DeviceUuidOf(options_.cuda_device);
     if (!device.ok()) return device.status();
     device_ = *device;
-    if (absl::Status s = comm::WaitForListener(options_.host, options_.port, deadline); !s.ok()) {
-      return s;
-    }
-    absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-        comm::ConnectStore(options_.host, options_.port, /*server=*/false,
-                           std::min(deadline - absl::Now(), options_.connect_timeout));
-    if (!store.ok()) return store.status();
-    store_ = *std::move(store);
-    gen_ = store_->add(Key(options_.receiver_index, "generation"), 1);
-    seq_ = 0;
-    return absl::OkStatus();
+    return ConnectStore(deadline);
   }
 
-  const TransportOptions options_;
-  c10::intrusive_ptr<c10d::TCPStore> store_ ABSL_GUARDED_BY(mu_);
   DeviceUuid device_ ABSL_GUARDED_BY(mu_){};
   std::map<std::string, Opened> opened_ ABSL_GUARDED_BY(mu_);
-  int64_t gen_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

@@ -5,21 +5,18 @@
 
 #include <algorithm>
 #include <cstring>
-#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "comm/nccl_pair.h"
 #include "comm/tcp_store.h"
 #include "trellis/v1/weights.pb.h"
 #include "weightsync/internal/bucket_set.h"
 #include "weightsync/internal/nccl_protocol.h"
-#include "weightsync/internal/pull_receiver.h"
 #include "weightsync/internal/staging.h"
-#include "weightsync/internal/store_protocol.h"
+#include "weightsync/internal/store_receiver.h"
 #include "weightsync/internal/threaded_sender.h"
 #include "weightsync/internal/wire.h"
 #include "weightsync/nccl_transport.h"
@@ -33,12 +30,10 @@ using comm::DeviceBytes;
 using comm::NcclComm;
 using comm::ToMs;
 
-class NcclReceiver final : public PullReceiver {
+class NcclReceiver final : public StoreReceiver {
  public:
   explicit NcclReceiver(const TransportOptions& options)
-      : PullReceiver(absl::StrCat(kName, " receiver ", options.receiver_index),
-                     absl::StrCat(options.host, ":", options.port)),
-        options_(options) {}
+      : StoreReceiver(kName, {Key, Key}, kAnswerGrace, options) {}
 
  private:
   void Disconnect() override {
@@ -47,18 +42,7 @@ class NcclReceiver final : public PullReceiver {
   }
 
   absl::StatusOr<Fetched> Fetch(int64_t min_version, absl::Time deadline, bool* in_step) override {
-    const int slot = options_.receiver_index;
-    try {
-      if (!comm_) {
-        if (absl::Status s = Connect(deadline); !s.ok()) return s;
-      }
-    } catch (const std::exception& e) {
-      return StoreError(e);
-    }
-    ++seq_;
-    absl::StatusOr<std::string> body = AskForVersion(
-        *store_, Key(slot, gen_, absl::StrCat("req/", seq_)),
-        Key(slot, gen_, absl::StrCat("ans/", seq_)), min_version, deadline, kAnswerGrace, in_step);
+    absl::StatusOr<std::string> body = Ask(min_version, deadline, in_step);
     if (!body.ok()) return body.status();
     *in_step = false;  // Until the buckets are in.
     v1::WeightsHeader header;
@@ -74,16 +58,10 @@ class NcclReceiver final : public PullReceiver {
     return Fetched{*std::move(set), transfer.Seconds(), std::move(verified)};
   }
 
-  absl::Status Connect(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (absl::Status s = comm::WaitForListener(options_.host, options_.port, deadline); !s.ok()) {
-      return s;
-    }
-    absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-        comm::ConnectStore(options_.host, options_.port, /*server=*/false,
-                           std::min(deadline - absl::Now(), options_.connect_timeout));
-    if (!store.ok()) return store.status();
-    store_ = *std::move(store);
-    gen_ = store_->add(Key(options_.receiver_index, "generation"), 1);
+  bool Linked() const override { return comm_ != nullptr; }
+
+  absl::Status Link(absl::Time deadline) override {
+    if (absl::Status s = ConnectStore(deadline); !s.ok()) return s;
     const std::string id_key = Key(options_.receiver_index, gen_, "id");
     store_->wait({id_key}, ToMs(deadline - absl::Now()));
     const std::vector<uint8_t> bytes = store_->get(id_key);
@@ -96,7 +74,6 @@ class NcclReceiver final : public PullReceiver {
         NcclComm::Init(id, 1, options_.cuda_device, deadline);
     if (!comm.ok()) return comm.status();
     comm_ = *std::move(comm);
-    seq_ = 0;
     return absl::OkStatus();
   }
 
@@ -130,12 +107,8 @@ class NcclReceiver final : public PullReceiver {
     return CudaStatus(cudaStreamSynchronize(comm_->stream()), "cudaStreamSynchronize");
   }
 
-  const TransportOptions options_;
-  c10::intrusive_ptr<c10d::TCPStore> store_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<NcclComm> comm_ ABSL_GUARDED_BY(mu_);
   std::vector<DeviceBytes> device_ ABSL_GUARDED_BY(mu_);
-  int64_t gen_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace
