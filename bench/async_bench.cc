@@ -14,12 +14,18 @@
 // held-out accuracy after the run, with each ratio to the synchronous run.
 //
 // With --trellis=build/trellis the same three runs are also launched
-// (`trellis launch`, two actors), with the verifier a subprocess plugin
-// that sleeps as long per batch (bench/slow_numeric_plugin.py).
+// (`trellis launch`, two actors), their verifier the same slow verifier:
+// this process serves it over gRPC (trellis.v1.Verifier) and the launched
+// job names it "remote", as a job names a verification service elsewhere.
+// No run caches verdicts, so every sample costs the verifier its latency;
+// the last two columns count the slow verifier's calls per step and their
+// mean milliseconds, as it saw them (the same verifier in every run).
 //
 //   build/bench/async_bench [--steps=30] [--verify_ms=0] [--match=rollout|step]
 //                           [--out=/tmp/async_bench] [--trellis=build/trellis]
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,8 +45,10 @@
 #include "absl/strings/str_format.h"
 #include "config/job_config.h"
 #include "roles/local_roles.h"
+#include "rpc/server.h"
 #include "run/embedded_job.h"
 #include "verifier/verifier.h"
+#include "verifier/verifier_service.h"
 
 ABSL_FLAG(int, steps, 30, "GRPO steps of each run (the default job has 150)");
 ABSL_FLAG(int, verify_ms, 0, "verifier latency per batch; 0: measured (--match)");
@@ -50,9 +58,8 @@ ABSL_FLAG(std::string, match, "rollout",
 ABSL_FLAG(std::string, out, "/tmp/async_bench", "directory for the runs");
 ABSL_FLAG(std::string, trellis, "",
           "the trellis binary: also runs the three `trellis launch`ed with 2 actors, the verifier "
-          "bench/slow_numeric_plugin.py (a subprocess plugin) with the same latency per batch");
+          "the same slow verifier, served by this process over gRPC");
 ABSL_FLAG(bool, embedded, true, "run the three embedded runs (false: launched ones only)");
-ABSL_FLAG(std::string, plugin, "bench/slow_numeric_plugin.py", "the launched runs' verifier");
 
 namespace trellis {
 namespace {
@@ -61,6 +68,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 int g_verify_ms = 0;  // set before any run starts
+// The slow verifier's calls and their seconds in the run going on.
+std::atomic<int64_t> g_calls{0};
+std::atomic<int64_t> g_call_micros{0};
 
 // The numeric verifier, taking g_verify_ms per batch.
 class SlowVerifier : public verifier::Verifier {
@@ -71,8 +81,14 @@ class SlowVerifier : public verifier::Verifier {
   }
   std::vector<v1::VerifyResult> VerifyBatch(
       const google::protobuf::RepeatedPtrField<v1::VerifyItem>& items) const override {
+    const auto start = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(g_verify_ms));
-    return inner_->VerifyBatch(items);
+    std::vector<v1::VerifyResult> results = inner_->VerifyBatch(items);
+    g_calls += 1;
+    g_call_micros += std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    return results;
   }
   bool PrefersBatches() const override { return true; }
 
@@ -166,12 +182,18 @@ void Compare(const v1::JobConfig& base, const std::string& label,
       job.mutable_async()->set_enabled(true);
       job.mutable_async()->set_max_staleness(staleness);
     }
+    g_calls = 0;
+    g_call_micros = 0;
     const Result r = run(job, fs::path(absl::GetFlag(FLAGS_out)) / name);
     if (staleness < 0) sync = r;
     const double rate = r.trained / r.rl_seconds;
-    std::printf("%-22s %10.1f %12.1f %8.2fx %10.3f %+8.3f %6.0f%%\n", name.c_str(), r.rl_seconds,
-                rate, rate / (sync.trained / sync.rl_seconds), r.accuracy,
-                r.accuracy - sync.accuracy, 100 * r.stale_fraction);
+    // The calls of the whole run (the evaluations' too).
+    const int64_t calls = std::max<int64_t>(1, g_calls);
+    std::printf("%-22s %10.1f %12.1f %8.2fx %10.3f %+8.3f %6.0f%% %7.2f %8.0f\n", name.c_str(),
+                r.rl_seconds, rate, rate / (sync.trained / sync.rl_seconds), r.accuracy,
+                r.accuracy - sync.accuracy, 100 * r.stale_fraction,
+                static_cast<double>(g_calls) / std::max<int64_t>(1, r.steps),
+                1e-3 * static_cast<double>(g_call_micros) / calls);
     std::fflush(stdout);
   }
 }
@@ -187,6 +209,12 @@ int Main() {
   const fs::path out = absl::GetFlag(FLAGS_out);
   base->mutable_grpo()->set_steps(steps);
   base->mutable_verifier()->set_name("slow_numeric");
+  // No verdict cache: every sample costs the verifier its latency. The
+  // embedded verifier sleeps once per batch of cache misses, the launched
+  // plugin once per missed item, so with a cache the launched runs' latency
+  // per batch shrank with the share of repeated responses (a quarter of the
+  // default job's) and no longer matched.
+  base->mutable_verifier()->set_cache_entries(0);
   g_verify_ms = absl::GetFlag(FLAGS_verify_ms);
   const std::string match = absl::GetFlag(FLAGS_match);
   if (match != "rollout" && match != "step") {
@@ -203,22 +231,31 @@ int Main() {
                 1000 * r.rollout_seconds / r.steps, 1000 * r.rl_seconds / r.steps);
   }
   std::printf("default job, %d GRPO steps, verifier latency %d ms per batch\n", steps, g_verify_ms);
-  std::printf("%-22s %10s %12s %9s %10s %9s %7s\n", "run", "RL s", "samples/s", "speedup",
-              "accuracy", "vs sync", "stale");
+  std::printf("%-22s %10s %12s %9s %10s %9s %7s %7s %8s\n", "run", "RL s", "samples/s", "speedup",
+              "accuracy", "vs sync", "stale", "calls", "ms/call");
   if (absl::GetFlag(FLAGS_embedded)) Compare(*base, "", Run);
   if (!absl::GetFlag(FLAGS_trellis).empty()) {
+    verifier::VerifierRegistry registry;
+    absl::StatusOr<std::unique_ptr<verifier::Verifier>> slow =
+        RegisterSlowVerifier(registry).ok() ? registry.Create(base->verifier())
+                                            : absl::InternalError("registering slow_numeric");
+    if (!slow.ok()) {
+      std::cerr << slow.status() << "\n";
+      return 1;
+    }
+    const std::unique_ptr<v1::Verifier::Service> service =
+        verifier::NewVerifierService(std::shared_ptr<const verifier::Verifier>(*std::move(slow)));
+    absl::StatusOr<std::unique_ptr<rpc::Server>> server =
+        rpc::Server::Start("127.0.0.1:0", {service.get()});
+    if (!server.ok()) {
+      std::cerr << server.status() << "\n";
+      return 1;
+    }
+    (*server)->SetServing(true);
     v1::JobConfig launched = *base;
     launched.mutable_deployment()->mutable_actor()->set_count(2);
-    v1::VerifierConfig* v = launched.mutable_verifier();
-    const int workers = 8;
-    const int64_t items = base->grpo().prompts_per_step() * base->grpo().responses_per_prompt();
-    v->set_name("subprocess");
-    v->set_workers(workers);
-    v->clear_command();
-    v->add_command("python3");
-    v->add_command(absl::GetFlag(FLAGS_plugin));
-    // items / workers sleeps per batch: the embedded runs' latency.
-    v->add_command(absl::StrCat(static_cast<double>(g_verify_ms) * workers / items));
+    launched.mutable_verifier()->set_name("remote");
+    launched.mutable_verifier()->set_address((*server)->address());
     Compare(launched, "launched_", Launch);
   }
   return 0;

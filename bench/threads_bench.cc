@@ -1,7 +1,8 @@
 // runtime.num_threads on the default job: each thread count runs the
 // default job, shortened (--sft_steps, --grpo_steps; every other field as
-// `trellis run` has it), in a process of its own, since a process sizes
-// its pools once. Per count: wall seconds, the process's CPU seconds
+// `trellis run` has it) or whole (--whole_job: SFT to its target accuracy,
+// every GRPO step, the evaluations), in a process of its own, since a
+// process sizes its pools once. Per count: wall seconds, the process's CPU seconds
 // (getrusage: all its threads), CPU / wall, the threads that did more than
 // 5% of its CPU time (the cores it kept busy, to set against the count it
 // was given, whatever share of them a loaded machine gave it) and wall
@@ -14,7 +15,7 @@
 // (docs/threads.md): OMP_WAIT_POLICY=ACTIVE (libgomp's default, idle
 // OpenMP threads spinning) and OpenBLAS on every core whatever the count.
 //
-//   build/bench/threads_bench [--threads=1,2] [--sft_steps=40] [--grpo_steps=4]
+//   build/bench/threads_bench [--threads=1,2] [--sft_steps=40] [--grpo_steps=4] [--whole_job]
 //                             [--reps=2] [--unprobed] [--active] [--blas_threads=N]
 //                             [--out=/tmp/threads_bench]
 
@@ -51,6 +52,8 @@
 ABSL_FLAG(std::string, threads, "1,2", "runtime.num_threads values to compare");
 ABSL_FLAG(int, sft_steps, 40, "SFT steps of each run (sft.target_accuracy off)");
 ABSL_FLAG(int, grpo_steps, 4, "GRPO steps of each run");
+ABSL_FLAG(bool, whole_job, false,
+          "run the default job whole, as `trellis run` does (--sft_steps and --grpo_steps unused)");
 ABSL_FLAG(int, reps, 2, "runs of each configuration, interleaved; the fastest counts");
 ABSL_FLAG(bool, unprobed, false,
           "also run each count with the intra-op pool forced to the count (no probe)");
@@ -135,9 +138,11 @@ int RunChild(int threads) {
     std::cerr << job.status() << "\n";
     return 1;
   }
-  job->mutable_sft()->set_steps(absl::GetFlag(FLAGS_sft_steps));
-  job->mutable_sft()->set_target_accuracy(0);
-  job->mutable_grpo()->set_steps(absl::GetFlag(FLAGS_grpo_steps));
+  if (!absl::GetFlag(FLAGS_whole_job)) {
+    job->mutable_sft()->set_steps(absl::GetFlag(FLAGS_sft_steps));
+    job->mutable_sft()->set_target_accuracy(0);
+    job->mutable_grpo()->set_steps(absl::GetFlag(FLAGS_grpo_steps));
+  }
   job->mutable_runtime()->set_num_threads(threads);
   std::ostringstream progress;
   const double cpu_before = CpuSeconds();
@@ -188,6 +193,7 @@ absl::StatusOr<Usage> RunOne(int threads, Mode mode) {
         absl::StrCat("--child_threads=", threads),
         absl::StrCat("--sft_steps=", absl::GetFlag(FLAGS_sft_steps)),
         absl::StrCat("--grpo_steps=", absl::GetFlag(FLAGS_grpo_steps)),
+        absl::GetFlag(FLAGS_whole_job) ? "--whole_job=true" : "--whole_job=false",
         absl::StrCat("--out=", absl::GetFlag(FLAGS_out), "/", ModeName(mode)),
         absl::StrCat("--intra_op=", mode == Mode::kNow ? 0 : threads),
         absl::StrCat("--blas_threads=",
@@ -229,10 +235,14 @@ int Main() {
   if (absl::GetFlag(FLAGS_active)) modes.push_back(Mode::kActive);
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
+  const std::string length =
+      absl::GetFlag(FLAGS_whole_job)
+          ? "whole"
+          : absl::StrFormat("%d SFT + %d GRPO steps", absl::GetFlag(FLAGS_sft_steps),
+                            absl::GetFlag(FLAGS_grpo_steps));
   std::cout << absl::StrFormat(
-      "default job, %d SFT + %d GRPO steps; %d physical cores; load average %.2f at the start\n",
-      absl::GetFlag(FLAGS_sft_steps), absl::GetFlag(FLAGS_grpo_steps), config::PhysicalCores(),
-      load[0])
+                   "default job, %s; %d physical cores; load average %.2f at the start\n", length,
+                   config::PhysicalCores(), load[0])
             << std::flush;
   // The fastest of the interleaved repetitions of each (mode, count).
   std::map<std::pair<Mode, int>, Usage> best;

@@ -124,6 +124,7 @@ void CheckRl(const v1::JobConfig& job, Checker& c) {
   c.Within("sampling.temperature", s.temperature(), 1e-3f, 100.0f);
   c.Require(s.top_p() > 0 && s.top_p() <= 1, "sampling.top_p", "in (0, 1]", s.top_p());
   c.AtLeast("sampling.max_new_tokens", s.max_new_tokens(), 1);
+  c.NonNegative("sampling.decode_token_budget", s.decode_token_budget());
   c.Require(s.max_new_tokens() < job.model().max_seq_len(), "sampling.max_new_tokens",
             absl::StrCat("< model.max_seq_len (", job.model().max_seq_len(),
                          ") to leave room for the prompt"),

@@ -82,11 +82,9 @@ absl::StatusOr<v1::TrainStats> LocalLearner::Train(BatchRef batch) {
   absl::StatusOr<std::unique_ptr<Objective>> objective = NewObjective(batch);
   if (!objective.ok()) return objective.status();
   absl::StatusOr<v1::TrainStats> stats = engine_->Step(**objective);
-  // The whole batch's arithmetic, once: rank 0 records it for the group.
-  if (stats.ok() && ledger_ != nullptr && engine_->group().rank() == 0) {
-    ledger_->RecordFlops(
-        KindOf(batch) == BatchKind::kSft ? ledger::Stage::kSft : ledger::Stage::kUpdate,
-        config::TrainFlops(job_.model(), options_.vocab_size, LiveLengths(batch)));
+  // The whole batch's arithmetic, once: rank 0 reports it for the group.
+  if (stats.ok() && engine_->group().rank() == 0) {
+    stats->set_flops(config::TrainFlops(job_.model(), options_.vocab_size, LiveLengths(batch)));
   }
   return stats;
 }

@@ -34,11 +34,11 @@ std::vector<data::Example> SftExamples(const std::vector<data::Example>& train, 
 
 }  // namespace
 
-Driver::Driver(const v1::JobConfig& job, Roles roles, const PromptFormat* format,
-               data::Split data, ledger::Ledger* ledger, std::string out_dir,
-               std::ostream* progress, const RecipeRegistry* registry)
+Driver::Driver(const v1::JobConfig& job, Roles roles, const PromptFormat* format, data::Split data,
+               ledger::Ledger* ledger, std::string out_dir, std::ostream* progress,
+               const RecipeRegistry* registry)
     : job_(job),
-      roles_(roles),
+      roles_(Metered(roles, ledger, metered_learner_, metered_reference_)),
       format_(format),
       data_(std::move(data)),
       registry_(registry != nullptr ? *registry : BuiltinRecipes()),

@@ -35,6 +35,7 @@
 #include "ledger/ledger.h"
 #include "loop/episode_runner.h"
 #include "loop/loop_state.h"
+#include "loop/metered_roles.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
 #include "loop/roles.h"
@@ -170,6 +171,11 @@ class Driver {
                                                    const std::string& label, int64_t* retried);
 
   const v1::JobConfig job_;
+  // The learner and the reference as the loop calls them: recording the
+  // arithmetic each call reports (loop/metered_roles.h). Set by roles_'s
+  // initializer.
+  std::unique_ptr<MeteredLearner> metered_learner_;
+  std::unique_ptr<MeteredReference> metered_reference_;
   const Roles roles_;
   const PromptFormat* format_;
   const data::Split data_;

@@ -11,34 +11,40 @@ namespace trellis::loop {
 StreamingVerify::StreamingVerify(verifier::VerifierClient* verifier, ledger::Ledger* ledger,
                                  std::map<uint64_t, const data::Example*> examples)
     : verifier_(verifier), ledger_(ledger), examples_(std::move(examples)) {
-  thread_ = std::thread([this] { Run(); });
+  for (int t = 0; t < kCallsInFlight; ++t) threads_.emplace_back([this] { Run(); });
 }
 
-StreamingVerify::~StreamingVerify() {
+StreamingVerify::~StreamingVerify() { Close(); }
+
+void StreamingVerify::Close() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void StreamingVerify::Add(const v1::GenerateResponse& part) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(part);
+    queue_.emplace_back(added_++, part);
   }
-  cv_.notify_all();
+  cv_.notify_one();
 }
 
 void StreamingVerify::Run() {
   while (true) {
+    int64_t order = 0;
     v1::GenerateResponse part;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return closed_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      part = std::move(queue_.front());
+      order = queue_.front().first;
+      part = std::move(queue_.front().second);
       queue_.pop_front();
       if (!error_.ok()) continue;  // Drain; the first error stands.
     }
@@ -57,6 +63,7 @@ void StreamingVerify::Run() {
       item->set_answer(it->second->answer);
     }
     Verified v;
+    v.order = order;
     v.start = absl::Now();
     absl::StatusOr<v1::VerifyResponse> verdicts;
     if (bad.ok()) {
@@ -82,13 +89,11 @@ void StreamingVerify::Run() {
 
 absl::StatusOr<StreamingVerify::Result> StreamingVerify::Finish(
     const google::protobuf::RepeatedPtrField<v1::Sample>& samples, absl::Time rollout_end) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
+  Close();
   if (!error_.ok()) return error_;
+  // The parts in the order they were added, whichever call ended first.
+  std::sort(verified_.begin(), verified_.end(),
+            [](const Verified& a, const Verified& b) { return a.order < b.order; });
   // A sample is known by its prompt, its place in the group and its text;
   // two samples alike in all three get the same verdict from any verifier.
   using Key = std::tuple<uint64_t, int, std::string>;
@@ -100,10 +105,20 @@ absl::StatusOr<StreamingVerify::Result> StreamingVerify::Finish(
       by_sample[Key{s.prompt_id(), s.index(), s.response_text()}].push_back(&v.verdicts.results(i));
     }
     for (const v1::VerifierStats& stats : v.verdicts.stats()) *result.verdicts.add_stats() = stats;
-    result.verify_seconds += absl::ToDoubleSeconds(v.end - v.start);
-    if (v.start < rollout_end) {
-      result.overlap_seconds += absl::ToDoubleSeconds(std::min(v.end, rollout_end) - v.start);
+  }
+  // The union of the calls' intervals, and its part before rollout_end.
+  std::vector<std::pair<absl::Time, absl::Time>> spans;
+  for (const Verified& v : verified_) spans.emplace_back(v.start, v.end);
+  std::sort(spans.begin(), spans.end());
+  absl::Time covered = absl::InfinitePast();
+  for (auto [start, end] : spans) {
+    start = std::max(start, covered);
+    if (end <= start) continue;
+    result.verify_seconds += absl::ToDoubleSeconds(end - start);
+    if (start < rollout_end) {
+      result.overlap_seconds += absl::ToDoubleSeconds(std::min(end, rollout_end) - start);
     }
+    covered = end;
   }
   for (const v1::Sample& s : samples) {
     auto it = by_sample.find(Key{s.prompt_id(), s.index(), s.response_text()});

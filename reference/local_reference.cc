@@ -123,7 +123,7 @@ class LocalReference : public ReferenceWorker {
     const ledger::PeakWindow window;
     const torch::Tensor scores = model::SequenceScores(reward_model_, *batch).contiguous();
     RecordWorkspace(window, 0, ledger::Stage::kReward);
-    RecordFlops(*batch, ledger::Stage::kReward);
+    response.set_forward_flops(Flops(*batch));
     response.mutable_scores()->Add(scores.data_ptr<float>(),
                                    scores.data_ptr<float>() + scores.numel());
     return response;
@@ -157,7 +157,7 @@ class LocalReference : public ReferenceWorker {
       absl::StatusOr<model::TokenBatch> batch = MakeBatch(slice, ids);
       if (!batch.ok()) return batch.status();
       const torch::Tensor logp = model::TargetLogProbs(model_, *batch, temperature_);
-      RecordFlops(*batch, ledger::Stage::kReference);
+      response.set_forward_flops(response.forward_flops() + Flops(*batch));
       for (size_t k = 0; k < ids.size(); ++k) {
         std::vector<float> row = model::RowResponseValues(logp, *batch, static_cast<int64_t>(k));
         response.mutable_sequences(static_cast<int>(ids[k]))
@@ -196,10 +196,8 @@ class LocalReference : public ReferenceWorker {
   }
 
   // The forward's useful arithmetic: its live tokens (config/flops.h).
-  void RecordFlops(const model::TokenBatch& batch, ledger::Stage stage) {
-    if (ledger_ == nullptr) return;
-    ledger_->RecordFlops(
-        stage, config::ForwardFlops(config_, tokenizer_->vocab_size(), model::LiveLengths(batch)));
+  double Flops(const model::TokenBatch& batch) const {
+    return config::ForwardFlops(config_, tokenizer_->vocab_size(), model::LiveLengths(batch));
   }
 
   // The request's samples as one batch (an empty request gives an empty,

@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
   options.lora = job.memory().lora();
   options.seed = job.runtime().seed();
   options.stream_groups = !job.environment().name().empty();
+  options.decode_token_budget = job.sampling().decode_token_budget();
   options.device = model::RoleDevice(job, v1::ACTOR, binding);
   options.colocated = job.deployment().placement() == v1::DeploymentConfig::COLOCATED;
   return actor::NewLocalActor(job.model(), tokenizer, receiver, ledger, options);

@@ -112,6 +112,26 @@ TEST(EmbeddedJobTest, SameSeedGivesIdenticalRun) {
   EXPECT_FALSE(wa == Slurp(c / "policy.safetensors"));
 }
 
+// sampling.decode_token_budget reaches the rollout engine: the decode
+// batch holds at most that many rows, so the actor's KV cache peaks lower,
+// and the samples do not change (the first step's, drawn before any update
+// could differ by float noise in the behaviour log-probs, exactly).
+TEST(EmbeddedJobTest, DecodeTokenBudgetBoundsTheKvCacheNotTheSamples) {
+  const fs::path whole = RunTiny("budget_none", TinyJob());
+  v1::JobConfig job = TinyJob();
+  job.mutable_sampling()->set_decode_token_budget(2);
+  const fs::path budget = RunTiny("budget_2", job);
+  const auto kv = [](const fs::path& dir) {
+    return nlohmann::json::parse(Slurp(dir / "summary.json"))["memory"]["objects"]["kv_cache"]
+        .get<int64_t>();
+  };
+  EXPECT_GT(kv(budget), 0);
+  EXPECT_LT(kv(budget), kv(whole));
+  const std::vector<double> rewards = StepRewards(budget);
+  ASSERT_FALSE(rewards.empty());
+  EXPECT_EQ(rewards.front(), StepRewards(whole).front());
+}
+
 TEST(EmbeddedJobTest, InvalidJobIsRefusedBeforeAnythingRuns) {
   v1::JobConfig job = TinyJob();
   job.mutable_grpo()->set_responses_per_prompt(1);
