@@ -68,22 +68,24 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
   absl::StatusOr<SampledStep> sampled =
       driver_.TakeSamples(step, [this](int64_t s) { return Sample(s); });
   if (!sampled.ok()) return sampled.status();
+  // The reference needs the samples, not their verdicts: under async it
+  // scores them while their verification (pending) finishes.
+  absl::StatusOr<v1::LogProbResponse> ref;
+  const bool use_kl = grpo.kl_coef() > 0 && roles.reference != nullptr;
+  if (use_kl) {
+    v1::LogProbRequest scored;
+    *scored.mutable_samples() = sampled->pending != nullptr ? sampled->pending->rollout.samples()
+                                                            : sampled->drawn.rollout.samples();
+    auto span = ledger.Begin(Stage::kReference, config::WorkerId(v1::REFERENCE).ToString());
+    ref = roles.reference->LogProbs(scored);
+    if (!ref.ok()) return At(ref.status(), "reference");
+  }
   if (absl::Status s = driver_.FinishSampling(*sampled); !s.ok()) return s;
   StepSamples& drawn = sampled->drawn;
   const ledger::StepCounts opened = counts;
   counts = sampled->counts;
   counts.step = opened.step;
   counts.policy_version = opened.policy_version;
-
-  absl::StatusOr<v1::LogProbResponse> ref;
-  const bool use_kl = grpo.kl_coef() > 0 && roles.reference != nullptr;
-  if (use_kl) {
-    v1::LogProbRequest scored;
-    *scored.mutable_samples() = drawn.rollout.samples();
-    auto span = ledger.Begin(Stage::kReference, config::WorkerId(v1::REFERENCE).ToString());
-    ref = roles.reference->LogProbs(scored);
-    if (!ref.ok()) return At(ref.status(), "reference");
-  }
   absl::StatusOr<std::vector<float>> rewards = Rewards(drawn);
   if (!rewards.ok()) return rewards.status();
 
