@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
-#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
@@ -22,8 +21,7 @@ namespace {
 // naming the field; OK when it can (then every name in it is known).
 absl::Status CheckRecord(const v1::LedgerRecord& r, int i) {
   const std::string where = absl::StrCat("records[", i, "].");
-  const auto unknown = [&where](std::string_view field, std::string_view what,
-                                const std::string& name) {
+  const auto unknown = [&where](const char* field, const char* what, const std::string& name) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, field, ": unknown ", what, " '", name, "'"));
   };
