@@ -216,7 +216,8 @@ std::map<std::string, std::pair<int64_t, int64_t>> MovesByKey(const fs::path& di
 
 // A launched run's workers forward their moves (LedgerReport's MoveRecord):
 // its ledger.jsonl and summary hold the embedded run's moves, each with the
-// worker's id as its role.
+// worker's id as its role, the last of them too (the scheduler drains the
+// workers before writing the summary).
 TEST(OffloadTest, ALaunchedRunRecordsTheWorkersMovesAsTheEmbeddedRunDoes) {
   const fs::path root = fs::path(::testing::TempDir()) / "offload_launched";
   fs::remove_all(root);
@@ -238,13 +239,9 @@ TEST(OffloadTest, ALaunchedRunRecordsTheWorkersMovesAsTheEmbeddedRunDoes) {
   for (const auto& [object, moved] : summary["moves"]["objects"].items()) {
     EXPECT_EQ(launched["moves"]["objects"][object]["bytes"], moved["bytes"]) << object;
   }
-  // Each step's moves arrive with the worker's next report, mostly in a
-  // later step; every step's do arrive.
-  int64_t in_steps = 0;
-  for (const auto& [step, record] : testing_util::StepRecords(root / "launched")) {
-    in_steps += record["moves"].get<int64_t>();
-  }
-  EXPECT_GT(in_steps, 0);
+  // Which step records count them depends on when heartbeats named a new
+  // step (ledger/README.md): a tiny job's steps are shorter than a
+  // heartbeat interval, so most arrive only in the drain before the summary.
 }
 #endif
 
