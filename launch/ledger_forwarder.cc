@@ -1,9 +1,30 @@
 #include "launch/ledger_forwarder.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <variant>
 
 namespace trellis::launch {
+
+v1::LedgerRecord ToLedgerRecord(const ledger::ForwardedRecord& record) {
+  v1::LedgerRecord out;
+  if (const auto* object = std::get_if<ledger::ForwardedObject>(&record)) {
+    v1::ObjectRecord* o = out.mutable_object();
+    o->set_object(std::string(ledger::ObjectName(object->object)));
+    o->set_bytes(object->bytes);
+    o->set_stage(std::string(ledger::StageName(object->stage)));
+    return out;
+  }
+  const ledger::ForwardedMove& move = std::get<ledger::ForwardedMove>(record);
+  v1::MoveRecord* m = out.mutable_move();
+  m->set_object(std::string(ledger::ObjectName(move.object)));
+  m->set_direction(std::string(ledger::MoveDirectionName(move.direction)));
+  m->set_bytes(move.bytes);
+  m->set_seconds(move.seconds);
+  m->set_stage(std::string(ledger::StageName(move.stage)));
+  return out;
+}
 
 LedgerForwarder::LedgerForwarder(std::string worker_id, Send send, Options options)
     : worker_id_(std::move(worker_id)), send_(std::move(send)), options_(options) {

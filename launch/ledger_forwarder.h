@@ -21,9 +21,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "ledger/ledger.h"
 #include "trellis/v1/scheduler.pb.h"
 
 namespace trellis::launch {
+
+// A worker ledger's forwarded record (Ledger::ForwardRecords) as a
+// LedgerReport carries it, with ledger/kinds.h's names.
+v1::LedgerRecord ToLedgerRecord(const ledger::ForwardedRecord& record);
 
 class LedgerForwarder {
  public:

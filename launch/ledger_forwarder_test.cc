@@ -188,5 +188,26 @@ TEST(LedgerForwarderTest, AFailedCallCountsItsRecordsLostAndTheStepDelivered) {
   EXPECT_EQ(forwarder.delivered_step(), 5);
 }
 
+// What a worker's ledger forwards goes out with ledger/kinds.h's names,
+// which the scheduler reads back (scheduler/scheduler_service.cc).
+TEST(LedgerForwarderTest, ObjectAndMoveRecordsCarryTheLedgersNames) {
+  const v1::LedgerRecord object =
+      ToLedgerRecord(ledger::ForwardedObject{ledger::Object::kKvCache, 7, ledger::Stage::kRollout});
+  ASSERT_TRUE(object.has_object());
+  EXPECT_EQ(object.object().object(), "kv_cache");
+  EXPECT_EQ(object.object().bytes(), 7);
+  EXPECT_EQ(object.object().stage(), "rollout");
+
+  const v1::LedgerRecord move = ToLedgerRecord(
+      ledger::ForwardedMove{ledger::Object::kOptimizerState, ledger::MoveDirection::kIn, 64, 0.5,
+                            ledger::Stage::kUpdate});
+  ASSERT_TRUE(move.has_move());
+  EXPECT_EQ(move.move().object(), "optimizer_state");
+  EXPECT_EQ(move.move().direction(), "in");
+  EXPECT_EQ(move.move().bytes(), 64);
+  EXPECT_EQ(move.move().seconds(), 0.5);
+  EXPECT_EQ(move.move().stage(), "update");
+}
+
 }  // namespace
 }  // namespace trellis::launch

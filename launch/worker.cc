@@ -111,19 +111,6 @@ absl::StatusOr<weightsync::TransportOptions> TransportOptionsOf(const v1::Transp
   return options;
 }
 
-// Hands every ledger object record of this worker to `forwarder`.
-ledger::Ledger::ObjectForward ForwardTo(LedgerForwarder* forwarder) {
-  return [forwarder](std::string_view, ledger::Object object, int64_t bytes,
-                     ledger::Stage stage) {
-    v1::LedgerRecord record;
-    v1::ObjectRecord* o = record.mutable_object();
-    o->set_object(std::string(ledger::ObjectName(object)));
-    o->set_bytes(bytes);
-    o->set_stage(std::string(ledger::StageName(stage)));
-    forwarder->Add(std::move(record));
-  };
-}
-
 }  // namespace
 
 absl::StatusOr<v1::Role> ParseRole(const std::string& name) {
@@ -232,7 +219,9 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
     return sent.status();
   });
   ledger::Ledger ledger;
-  ledger.ForwardObjects(ForwardTo(&forwarder));
+  ledger.ForwardRecords([&forwarder](std::string_view, const ledger::ForwardedRecord& record) {
+    forwarder.Add(ToLedgerRecord(record));
+  });
   // Declared after the ledger: it detaches from it when it goes.
   std::unique_ptr<web::WatchServer> metrics;
   if (!options.metrics.empty()) {
@@ -378,7 +367,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   learner_service.Bind(nullptr, config::RequestLimits(), "");
   reference_service.Bind(nullptr, config::RequestLimits(), "");
   // What is still buffered goes before the worker stops.
-  ledger.ForwardObjects(nullptr);
+  ledger.ForwardRecords(nullptr);
   const LedgerForwarder::Counts counts = forwarder.Close();
   log << id << ": ledger records: " << counts.recorded << " made, " << counts.sent << " sent in "
       << counts.calls << " calls, " << counts.dropped << " dropped, " << counts.lost << " lost"

@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "comm/tcp_store.h"
@@ -474,9 +475,10 @@ GroupRun RunGroup(const v1::JobConfig& job, int ranks, const std::vector<v1::Tra
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       ledger::Ledger ledger;
-      ledger.ForwardObjects([&run, r](std::string_view, ledger::Object o, int64_t bytes,
-                                      ledger::Stage) {
-        run.ledger[r][std::string(ledger::ObjectName(o))] = bytes;
+      ledger.ForwardRecords([&run, r](std::string_view, const ledger::ForwardedRecord& record) {
+        if (const auto* o = std::get_if<ledger::ForwardedObject>(&record)) {
+          run.ledger[r][std::string(ledger::ObjectName(o->object))] = o->bytes;
+        }
       });
       LocalLearnerOptions options;
       options.worker_id = "learner-" + std::to_string(r);

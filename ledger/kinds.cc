@@ -58,4 +58,11 @@ std::string_view MoveDirectionName(MoveDirection direction) {
   return direction == MoveDirection::kOut ? "out" : "in";
 }
 
+std::optional<MoveDirection> MoveDirectionFromName(std::string_view name) {
+  for (MoveDirection d : {MoveDirection::kOut, MoveDirection::kIn}) {
+    if (MoveDirectionName(d) == name) return d;
+  }
+  return std::nullopt;
+}
+
 }  // namespace trellis::ledger

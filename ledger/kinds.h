@@ -70,6 +70,8 @@ std::optional<Object> ObjectFromName(std::string_view name);
 // (model/offload.h): out to the host, or back in to the device.
 enum class MoveDirection { kOut, kIn };
 std::string_view MoveDirectionName(MoveDirection direction);
+// MoveDirectionName's inverse; nullopt for a name it never returns.
+std::optional<MoveDirection> MoveDirectionFromName(std::string_view name);
 
 }  // namespace trellis::ledger
 

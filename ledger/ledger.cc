@@ -135,7 +135,7 @@ void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
                           Stage stage) {
   const int o = static_cast<int>(object);
   const double now = impl_->now();
-  ObjectForward forward;
+  RecordForward forward;
   {
     absl::MutexLock lock(&impl_->mu);
     const int64_t before = impl_->ObjectBytes(o);
@@ -156,10 +156,10 @@ void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
                   {"time", now - impl_->t0}});
     forward = impl_->forward;
   }
-  if (forward) forward(role, object, bytes, stage);
+  if (forward) forward(role, ForwardedObject{object, bytes, stage});
 }
 
-void Ledger::ForwardObjects(ObjectForward forward) {
+void Ledger::ForwardRecords(RecordForward forward) {
   absl::MutexLock lock(&impl_->mu);
   impl_->forward = std::move(forward);
 }

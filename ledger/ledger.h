@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -197,6 +198,22 @@ struct EvalMetrics {
   int64_t verify_retries = 0;
 };
 
+// The records a worker's ledger forwards to the scheduler's
+// (Ledger::ForwardRecords): RecordObject's and RecordMove's arguments.
+struct ForwardedObject {
+  Object object = Object::kParameters;
+  int64_t bytes = 0;
+  Stage stage = Stage::kLoad;
+};
+struct ForwardedMove {
+  Object object = Object::kParameters;
+  MoveDirection direction = MoveDirection::kOut;
+  int64_t bytes = 0;
+  double seconds = 0;
+  Stage stage = Stage::kLoad;
+};
+using ForwardedRecord = std::variant<ForwardedObject, ForwardedMove>;
+
 class Ledger {
  public:
   // Times spans with env->MonotonicSeconds() and writes its files through
@@ -287,11 +304,11 @@ class Ledger {
   // RecordObject reports (0 while it is out).
   void RecordMove(std::string_view role, Object object, MoveDirection direction, int64_t bytes,
                   double seconds, Stage stage);
-  // In a worker process: every RecordObject is also handed to `forward`
-  // (outside the ledger's lock), which sends it to the scheduler's ledger.
-  using ObjectForward =
-      std::function<void(std::string_view role, Object object, int64_t bytes, Stage stage)>;
-  void ForwardObjects(ObjectForward forward);
+  // In a worker process: every RecordObject and RecordMove is also handed
+  // to `forward` (outside the ledger's lock), which sends it to the
+  // scheduler's ledger. Null detaches.
+  using RecordForward = std::function<void(std::string_view role, const ForwardedRecord& record)>;
+  void ForwardRecords(RecordForward forward);
   // Every record, as the line ledger.jsonl gets (without the newline), is
   // also handed to `observe`, whether or not a file is open: the live
   // metrics and dashboard read the ledger this way (ledger/run_view.h).

@@ -73,23 +73,28 @@ absl::StatusOr<MoveTotals> MoveTotalsFromJson(const json& j) {
 void Ledger::RecordMove(std::string_view role, Object object, MoveDirection direction,
                         int64_t bytes, double seconds, Stage stage) {
   const double now = impl_->now();
-  absl::MutexLock lock(&impl_->mu);
-  Impl& d = *impl_;
-  const int64_t host_bytes = d.moves.Add(role, object, direction, bytes, seconds);
-  d.cur.moves += 1;
-  d.cur.move_bytes += bytes;
-  d.cur.move_seconds += seconds;
-  d.Write({{"type", "move"},
-           {"step", d.step},
-           {"role", role},
-           {"object", ObjectName(object)},
-           {"direction", MoveDirectionName(direction)},
-           {"bytes", bytes},
-           {"seconds", seconds},
-           {"gbps", internal::SafeDiv(static_cast<double>(bytes), seconds) / 1e9},
-           {"host_bytes", host_bytes},
-           {"stage", StageName(stage)},
-           {"time", now - d.t0}});
+  RecordForward forward;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    Impl& d = *impl_;
+    const int64_t host_bytes = d.moves.Add(role, object, direction, bytes, seconds);
+    d.cur.moves += 1;
+    d.cur.move_bytes += bytes;
+    d.cur.move_seconds += seconds;
+    d.Write({{"type", "move"},
+             {"step", d.step},
+             {"role", role},
+             {"object", ObjectName(object)},
+             {"direction", MoveDirectionName(direction)},
+             {"bytes", bytes},
+             {"seconds", seconds},
+             {"gbps", internal::SafeDiv(static_cast<double>(bytes), seconds) / 1e9},
+             {"host_bytes", host_bytes},
+             {"stage", StageName(stage)},
+             {"time", now - d.t0}});
+    forward = d.forward;
+  }
+  if (forward) forward(role, ForwardedMove{object, direction, bytes, seconds, stage});
 }
 
 }  // namespace trellis::ledger

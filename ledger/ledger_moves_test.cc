@@ -3,6 +3,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "env/testing/fake_env.h"
@@ -88,6 +90,46 @@ TEST(LedgerMovesTest, StateWithoutMovesImportsAndUnknownObjectIsDataLoss) {
   const absl::Status s = old.ImportState(state.dump());
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("no_such_object"), std::string::npos) << s;
+}
+
+// A worker's ledger hands each object and move record, in order, to its
+// forwarding hook (launch/worker.cc sends them to the scheduler's ledger);
+// after detaching, nothing.
+TEST(LedgerMovesTest, ObjectsAndMovesAreForwardedInOrder) {
+  env::testing::FakeEnv env;
+  Ledger ledger(&env);
+  std::vector<std::pair<std::string, ForwardedRecord>> forwarded;
+  ledger.ForwardRecords([&forwarded](std::string_view role, const ForwardedRecord& record) {
+    forwarded.emplace_back(std::string(role), record);
+  });
+  ledger.RecordObject("reference-0", Object::kReferenceModel, 40, Stage::kLoad);
+  ledger.RecordMove("reference-0", Object::kReferenceModel, MoveDirection::kOut, 40, 0.5,
+                    Stage::kLoad);
+  ledger.ForwardRecords(nullptr);
+  ledger.RecordMove("reference-0", Object::kReferenceModel, MoveDirection::kIn, 40, 0.5,
+                    Stage::kReference);
+
+  ASSERT_EQ(forwarded.size(), 2u);
+  EXPECT_EQ(forwarded[0].first, "reference-0");
+  const auto* object = std::get_if<ForwardedObject>(&forwarded[0].second);
+  ASSERT_NE(object, nullptr);
+  EXPECT_EQ(object->object, Object::kReferenceModel);
+  EXPECT_EQ(object->bytes, 40);
+  EXPECT_EQ(object->stage, Stage::kLoad);
+  const auto* move = std::get_if<ForwardedMove>(&forwarded[1].second);
+  ASSERT_NE(move, nullptr);
+  EXPECT_EQ(move->object, Object::kReferenceModel);
+  EXPECT_EQ(move->direction, MoveDirection::kOut);
+  EXPECT_EQ(move->bytes, 40);
+  EXPECT_DOUBLE_EQ(move->seconds, 0.5);
+  EXPECT_EQ(move->stage, Stage::kLoad);
+}
+
+TEST(LedgerMovesTest, DirectionNamesRoundTrip) {
+  for (MoveDirection d : {MoveDirection::kOut, MoveDirection::kIn}) {
+    EXPECT_EQ(MoveDirectionFromName(MoveDirectionName(d)), d);
+  }
+  EXPECT_EQ(MoveDirectionFromName("sideways"), std::nullopt);
 }
 
 }  // namespace

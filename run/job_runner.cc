@@ -124,7 +124,9 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   if (observe) observe(&ledger);
   ledger.RecordMachine({model::MeasureMatmulPeak(), threads.intra_op, threads.inter_op,
                         threads.blas, threads.given, threads.probe_seconds});
-  // Detach before the ledger goes.
+  // Detach before the summary (or, on an error, before the ledger goes): a
+  // launched run's scheduler then waits for the workers' last forwarded
+  // records (SchedulerService::AttachLedger), which the summary counts.
   absl::Cleanup detach = [&observe] {
     if (observe) observe(nullptr);
   };
@@ -189,6 +191,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
       return s;
     }
   }
+  std::move(detach).Invoke();
   if (absl::Status s = ledger.WriteSummary(run.Summary()); !s.ok()) return s;
   PrintTable(ledger, headline, progress);
   progress << "wrote " << out_dir << "/{" << env::RunDir::kSummary << ","

@@ -41,7 +41,8 @@ using RoleBinder = std::function<absl::StatusOr<std::unique_ptr<RoleSet>>(
     const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger)>;
 
 // Runs `job` into `out_dir`; continues from `resume` when it is not null.
-// `observe` (may be null) is called with the ledger once it is open and
+// `observe` (may be null) is called with the ledger once it is open, and
+// with null before summary.json is written (or when the run fails);
 // `stop_requested` (may be null) is checked before every step. The run's
 // files (job.yaml, ledger.jsonl, checkpoints, summary.json) and the
 // ledger's clock go through `env`; a failed ledger write (a full disk)

@@ -3,7 +3,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
@@ -15,10 +17,60 @@
 namespace trellis::scheduler {
 namespace {
 
+// Why the scheduler's ledger cannot take `r`, records[i] of a report,
+// naming the field; OK when it can (then every name in it is known).
+absl::Status CheckRecord(const v1::LedgerRecord& r, int i) {
+  const std::string where = absl::StrCat("records[", i, "].");
+  const auto unknown = [&where](const char* field, const char* what, const std::string& name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, field, ": unknown ", what, " '", name, "'"));
+  };
+  switch (r.record_case()) {
+    case v1::LedgerRecord::kObject:
+      if (!ledger::ObjectFromName(r.object().object())) {
+        return unknown("object.object", "object", r.object().object());
+      }
+      if (!ledger::StageFromName(r.object().stage())) {
+        return unknown("object.stage", "stage", r.object().stage());
+      }
+      return absl::OkStatus();
+    case v1::LedgerRecord::kMove: {
+      const v1::MoveRecord& m = r.move();
+      if (!ledger::ObjectFromName(m.object())) return unknown("move.object", "object", m.object());
+      if (!ledger::MoveDirectionFromName(m.direction())) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "move.direction: unknown direction '",
+                                                       m.direction(), "' (expected out or in)"));
+      }
+      if (!ledger::StageFromName(m.stage())) return unknown("move.stage", "stage", m.stage());
+      if (m.bytes() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "move.bytes: must be >= 0, found ", m.bytes()));
+      }
+      if (!std::isfinite(m.seconds()) || m.seconds() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "move.seconds: must be finite and >= 0, found ", m.seconds()));
+      }
+      return absl::OkStatus();
+    }
+    case v1::LedgerRecord::RECORD_NOT_SET: break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("records[", i, "]: empty"));
+}
+
+// Replays a report CheckRecord accepted whole, each record with the
+// worker's id as its role.
 void Record(ledger::Ledger& ledger, const v1::LedgerReport& report) {
+  const std::string& role = report.worker_id();
   for (const v1::LedgerRecord& r : report.records()) {
+    if (r.has_move()) {
+      const v1::MoveRecord& m = r.move();
+      ledger.RecordMove(role, *ledger::ObjectFromName(m.object()),
+                        *ledger::MoveDirectionFromName(m.direction()), m.bytes(), m.seconds(),
+                        *ledger::StageFromName(m.stage()));
+      continue;
+    }
     const v1::ObjectRecord& o = r.object();
-    ledger.RecordObject(report.worker_id(), *ledger::ObjectFromName(o.object()), o.bytes(),
+    ledger.RecordObject(role, *ledger::ObjectFromName(o.object()), o.bytes(),
                         *ledger::StageFromName(o.stage()));
   }
 }
@@ -186,18 +238,7 @@ grpc::Status SchedulerService::ReportLedger(grpc::ServerContext*, const v1::Ledg
   }
   // All or none: a batch is checked whole, then recorded in its order.
   for (int i = 0; i < request->records_size(); ++i) {
-    const v1::LedgerRecord& r = request->records(i);
-    if (!r.has_object()) {
-      return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat("records[", i, "]: empty")));
-    }
-    if (!ledger::ObjectFromName(r.object().object())) {
-      return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat(
-          "records[", i, "].object.object: unknown object '", r.object().object(), "'")));
-    }
-    if (!ledger::StageFromName(r.object().stage())) {
-      return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat(
-          "records[", i, "].object.stage: unknown stage '", r.object().stage(), "'")));
-    }
+    if (absl::Status s = CheckRecord(request->records(i), i); !s.ok()) return rpc::ToGrpc(s);
   }
   // Under the lock: the ledger may be detached at the end of the run.
   absl::MutexLock lock(&mu_);

@@ -3,6 +3,10 @@
 // adapters' size, only the adapters (and the base's fingerprint) travel to
 // the actors, and an actor samples with exactly the merged policy.
 
+#include "model/lora.h"
+
+#include <torch/torch.h>
+
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -10,9 +14,8 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/status.h"
 #include "actor/local_actor.h"
@@ -20,7 +23,6 @@
 #include "gtest/gtest.h"
 #include "learner/local_learner.h"
 #include "ledger/ledger.h"
-#include "model/lora.h"
 #include "model/policy.h"
 #include "model/safetensors.h"
 #include "model/token_batch.h"
@@ -139,8 +141,10 @@ TEST_F(LoraTest, TrainsOnlyTheAdapters) {
 
   ledger::Ledger ledger;
   std::map<ledger::Object, int64_t> objects;  // the learner's, last recorded
-  ledger.ForwardObjects([&](std::string_view, ledger::Object object, int64_t bytes,
-                            ledger::Stage) { objects[object] = bytes; });
+  ledger.ForwardRecords([&](std::string_view, const ledger::ForwardedRecord& record) {
+    if (const auto* o = std::get_if<ledger::ForwardedObject>(&record))
+      objects[o->object] = o->bytes;
+  });
   auto lora = Learner(job, nullptr, &ledger);
   ASSERT_NE(lora, nullptr);
   const v1::TrainStats stats = Train(*lora, 3);

@@ -200,6 +200,49 @@ TEST(OffloadTest, CompareShowsTheMovesLine) {
   EXPECT_NE(out.find("memory.offload_optimizer_state"), std::string::npos) << out;
   std::cout << out;
 }
+
+// (role/object/direction) -> {count, bytes} of a run's move records.
+std::map<std::string, std::pair<int64_t, int64_t>> MovesByKey(const fs::path& dir) {
+  std::map<std::string, std::pair<int64_t, int64_t>> moves;
+  for (const json& m : Moves(dir)) {
+    auto& [count, bytes] =
+        moves[m["role"].get<std::string>() + "/" + m["object"].get<std::string>() + "/" +
+              m["direction"].get<std::string>()];
+    count += 1;
+    bytes += m["bytes"].get<int64_t>();
+  }
+  return moves;
+}
+
+// A launched run's workers forward their moves (LedgerReport's MoveRecord):
+// its ledger.jsonl and summary hold the embedded run's moves, each with the
+// worker's id as its role, the last of them too (the scheduler drains the
+// workers before writing the summary).
+TEST(OffloadTest, ALaunchedRunRecordsTheWorkersMovesAsTheEmbeddedRunDoes) {
+  const fs::path root = fs::path(::testing::TempDir()) / "offload_launched";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  v1::JobConfig job = BaseJob();
+  job.mutable_memory()->set_offload_optimizer_state(true);
+  job.mutable_memory()->set_offload_frozen(true);
+  testing_util::RunTrellis(root, "run", "embedded", job);
+  testing_util::RunTrellis(root, "launch", "launched", job);
+
+  const auto want = MovesByKey(root / "embedded");
+  ASSERT_EQ(want.count("learner-0/optimizer_state/out"), 1u);
+  ASSERT_EQ(want.count("reference-0/reference_model/in"), 1u);
+  EXPECT_EQ(MovesByKey(root / "launched"), want);
+  const json summary = json::parse(Slurp(root / "embedded" / "summary.json"));
+  const json launched = json::parse(Slurp(root / "launched" / "summary.json"));
+  EXPECT_EQ(launched["moves"]["count"], summary["moves"]["count"]);
+  EXPECT_EQ(launched["moves"]["bytes"], summary["moves"]["bytes"]);
+  for (const auto& [object, moved] : summary["moves"]["objects"].items()) {
+    EXPECT_EQ(launched["moves"]["objects"][object]["bytes"], moved["bytes"]) << object;
+  }
+  // Which step records count them depends on when heartbeats named a new
+  // step (ledger/README.md): a tiny job's steps are shorter than a
+  // heartbeat interval, so most arrive only in the drain before the summary.
+}
 #endif
 
 }  // namespace

@@ -289,8 +289,8 @@ struct Ledger::Impl {
   double t0;
 
   mutable absl::Mutex mu;
-  // Worker processes: where RecordObject also sends each object.
-  Ledger::ObjectForward forward ABSL_GUARDED_BY(mu);
+  // Worker processes: where RecordObject and RecordMove also send each record.
+  Ledger::RecordForward forward ABSL_GUARDED_BY(mu);
   Ledger::RecordObserver observer ABSL_GUARDED_BY(mu);
   std::unique_ptr<env::AppendableFile> out ABSL_GUARDED_BY(mu);
   int64_t records ABSL_GUARDED_BY(mu) = 0;
