@@ -210,8 +210,6 @@ TEST(ValidateJob, EachRuleNamesItsField) {
       {"sampling: {top_p: 1.5}", "sampling.top_p: must be in (0, 1]"},
       {"sampling: {top_p: .nan}", "sampling.top_p: must be in (0, 1], found nan"},
       {"sampling: {max_new_tokens: 0}", "sampling.max_new_tokens: must be >= 1"},
-      {"sampling: {decode_token_budget: -1}",
-       "sampling.decode_token_budget: must be >= 0, found -1"},
       {"sampling: {max_new_tokens: 40}", "< model.max_seq_len (32)"},
       {"verifier: {name: ''}", "verifier.name: must be a registered verifier name"},
       {"verifier: {cache_entries: -1}", "verifier.cache_entries: must be >= 0, found -1"},

@@ -39,6 +39,8 @@ TEST(ValidateJob, RefusesNonFiniteAndAbsurdValuesNamingTheField) {
       {"grpo: {kl_coef: .inf}", "grpo.kl_coef: must be in [0, 1000], found inf"},
       {"sampling: {temperature: 1e-30}", "sampling.temperature: must be in [0.001, 100]"},
       {"sampling: {temperature: .inf}", "sampling.temperature: must be in [0.001, 100]"},
+      {"sampling: {decode_token_budget: -1}",
+       "sampling.decode_token_budget: must be >= 0, found -1"},
       {"verifier: {tolerance: .inf}", "verifier.tolerance: must be >= 0, found inf"},
       {"algorithm: ppo\nppo: {vf_coef: .inf}", "ppo.vf_coef: must be in [0, 1000]"},
       {"dpo: {beta: .inf}", "dpo.beta: must be in (0, 1000]"},
