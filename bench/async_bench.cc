@@ -209,11 +209,10 @@ int Main() {
   const fs::path out = absl::GetFlag(FLAGS_out);
   base->mutable_grpo()->set_steps(steps);
   base->mutable_verifier()->set_name("slow_numeric");
-  // No verdict cache: every sample costs the verifier its latency. The
-  // embedded verifier sleeps once per batch of cache misses, the launched
-  // plugin once per missed item, so with a cache the launched runs' latency
-  // per batch shrank with the share of repeated responses (a quarter of the
-  // default job's) and no longer matched.
+  // No verdict cache: every call costs the verifier its latency, in every
+  // run alike (a quarter of the default job's samples repeat a response; a
+  // verifier whose cost is per item would skip them, and an earlier
+  // launched verifier, a plugin sleeping per item, did).
   base->mutable_verifier()->set_cache_entries(0);
   g_verify_ms = absl::GetFlag(FLAGS_verify_ms);
   const std::string match = absl::GetFlag(FLAGS_match);
