@@ -10,9 +10,7 @@ namespace trellis::loop {
 
 StreamingVerify::StreamingVerify(verifier::VerifierClient* verifier, ledger::Ledger* ledger,
                                  std::map<uint64_t, const data::Example*> examples)
-    : verifier_(verifier), ledger_(ledger), examples_(std::move(examples)) {
-  for (int t = 0; t < kCallsInFlight; ++t) threads_.emplace_back([this] { Run(); });
-}
+    : verifier_(verifier), ledger_(ledger), examples_(std::move(examples)) {}
 
 StreamingVerify::~StreamingVerify() { Close(); }
 
@@ -31,6 +29,11 @@ void StreamingVerify::Add(const v1::GenerateResponse& part) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(added_++, part);
+    // A thread of its own for the part unless a waiting one takes it.
+    if (!closed_ && static_cast<int>(queue_.size()) > idle_ &&
+        static_cast<int>(threads_.size()) < kCallsInFlight) {
+      threads_.emplace_back([this] { Run(); });
+    }
   }
   cv_.notify_one();
 }
@@ -41,7 +44,9 @@ void StreamingVerify::Run() {
     v1::GenerateResponse part;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      ++idle_;
       cv_.wait(lock, [this] { return closed_ || !queue_.empty(); });
+      --idle_;
       if (queue_.empty()) return;
       order = queue_.front().first;
       part = std::move(queue_.front().second);

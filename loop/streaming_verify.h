@@ -71,6 +71,9 @@ class StreamingVerify {
   // The parts not yet taken, each with its place in the order of Add.
   std::deque<std::pair<int64_t, v1::GenerateResponse>> queue_;
   int64_t added_ = 0;
+  // Threads waiting for a part; a part no waiting thread takes starts one
+  // (at most kCallsInFlight).
+  int idle_ = 0;
   bool closed_ = false;
   // Filled by the threads.
   struct Verified {
