@@ -80,7 +80,8 @@ TEST(FullDiskLaunchTest, TheSchedulerStopsNamingTheLedgerAndTheRunResumes) {
   options.env = &env;
   std::ostringstream progress;
   absl::Status status;
-  std::thread scheduler(
+  // Joined however the test ends: a failed assertion fails the test.
+  std::jthread scheduler(
       [&] { status = scheduler::ServeScheduler(job, out.string(), options, progress); });
   for (int i = 0; i < 600 && !fs::exists(options.address_file); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -5,8 +5,11 @@
 #include <chrono>
 #include <future>
 #include <thread>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "comm/tcp_store.h"
+#include "env/testing/cpu_contention.h"
 #include "gtest/gtest.h"
 #include "weightsync/registry.h"
 #include "weightsync/testing/transport_conformance.h"
@@ -172,6 +175,84 @@ TEST(GlooTransportTest, TimedOutReceiveLeavesThePairUsable) {
   EXPECT_GT(got->transfer_seconds(), 0.0);
   EXPECT_GE(got->load_seconds(), 0.0);
   EXPECT_EQ(got->bytes(), (1000 + 21) * 4);
+}
+
+// Receivers each following every version they can: what each holds, and
+// which have stopped.
+struct Followers {
+  explicit Followers(int n) : held(n, 0) {}
+
+  absl::Mutex mu;
+  std::vector<int64_t> held ABSL_GUARDED_BY(mu);
+  int stopped ABSL_GUARDED_BY(mu) = 0;
+
+  // Receives until it holds `last`, each time asking for the version after
+  // the one it holds; every receive must be one whole version.
+  void Follow(Receiver& receiver, int k, int64_t last) {
+    NamedTensors dst = Zeros();
+    for (int64_t next = 1; next <= last;) {
+      absl::StatusOr<v1::WeightSyncStats> got = receiver.Receive(next, dst, absl::Seconds(60));
+      ASSERT_TRUE(got.ok()) << "receiver " << k << ", version >= " << next << ": " << got.status();
+      const int64_t v = got->version();
+      ASSERT_GE(v, next);
+      const NamedTensors want = Weights(static_cast<float>(v));
+      ASSERT_TRUE(torch::equal(dst[0].second, want[0].second) &&
+                  torch::equal(dst[1].second, want[1].second))
+          << "receiver " << k << " holds a mix, not version " << v;
+      next = v + 1;
+      absl::MutexLock lock(&mu);
+      held[k] = v;
+    }
+  }
+
+  // Waits until every receiver holds `version` or some receiver stopped;
+  // true if all hold it.
+  bool AwaitAll(int64_t version) {
+    absl::MutexLock lock(&mu);
+    auto all = [this, version]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (stopped > 0) return true;
+      for (int64_t h : held) {
+        if (h < version) return false;
+      }
+      return true;
+    };
+    mu.AwaitWithTimeout(absl::Condition(&all), absl::Seconds(120));
+    for (int64_t h : held) {
+      if (h < version) return false;
+    }
+    return true;
+  }
+};
+
+// Under CPU contention (more spinning threads than cores), a publisher and
+// three receivers go through 300 versions in lockstep: each version is
+// published while every receiver waits for it, so that it is streamed
+// while packed and each receiver's next request races the end of Publish.
+// The version after the one a receiver holds is never refused, and every
+// receive is one whole version, whatever the interleaving.
+TEST(GlooTransportTest, ReceiversFollowEveryVersionUnderCpuContention) {
+  constexpr int kReceivers = 3;
+  constexpr int64_t kVersions = 300;
+  env::testing::CpuContention load;
+  TransportOptions options = FreshOptions(kReceivers);
+  options.bucket_bytes = 1024;  // "a" and "b" each in a bucket of their own.
+  auto publisher = StartPublisher(options);
+  ASSERT_NE(publisher, nullptr);
+  Followers followers(kReceivers);
+  std::vector<std::jthread> receivers;
+  for (int k = 0; k < kReceivers; ++k) {
+    receivers.emplace_back([&, k] {
+      if (std::unique_ptr<Receiver> r = ReceiverAt(options, k)) {
+        followers.Follow(*r, k, kVersions);
+      }
+      absl::MutexLock lock(&followers.mu);
+      ++followers.stopped;
+    });
+  }
+  for (int64_t v = 1; v <= kVersions; ++v) {
+    ASSERT_TRUE(publisher->Publish(v, Weights(static_cast<float>(v))).ok()) << v;
+    ASSERT_TRUE(followers.AwaitAll(v)) << "a receiver stopped before version " << v;
+  }
 }
 
 TEST(GlooTransportTest, BadOptionsAreInvalidArgument) {

@@ -6,7 +6,9 @@
 #include <memory>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "env/testing/cpu_contention.h"
 #include "gtest/gtest.h"
 
 namespace trellis::weightsync::internal {
@@ -79,7 +81,7 @@ TEST(VersionStageTest, ReusedBucketsHaveZeroPadding) {
 TEST(VersionStageTest, StreamingWaiterGetsEveryBucketOfTheVersion) {
   VersionStage stage("test", 1024);  // "a" alone, then "b": two buckets.
   absl::StatusOr<StreamedVersion> got;
-  std::thread waiter([&] { got = stage.WaitForStream(1, absl::Now() + absl::Seconds(10)); });
+  std::jthread waiter([&] { got = stage.WaitForStream(1, absl::Now() + absl::Seconds(10)); });
   ASSERT_TRUE(stage.Stage(1, Weights(5)).ok());
   waiter.join();
   ASSERT_TRUE(got.ok()) << got.status();
@@ -89,6 +91,58 @@ TEST(VersionStageTest, StreamingWaiterGetsEveryBucketOfTheVersion) {
     EXPECT_TRUE(VerifyBucket(*got->set, i).ok());
   }
   EXPECT_EQ(FirstFloat(*got->set), 5.0f);
+}
+
+// A receiver that a streaming sender served, holding every bucket of
+// version v (the last one's checksum too), asks for v + 1.
+struct StreamFollower {
+  absl::Mutex mu;
+  int64_t held ABSL_GUARDED_BY(mu) = 0;
+  bool done ABSL_GUARDED_BY(mu) = false;
+
+  void Follow(VersionStage& stage, int64_t last) {
+    for (int64_t next = 1; next <= last;) {
+      absl::StatusOr<StreamedVersion> got =
+          stage.WaitForStream(next, absl::Now() + absl::Seconds(60));
+      ASSERT_TRUE(got.ok()) << got.status();
+      const size_t buckets = got->set->buckets.size();
+      ASSERT_TRUE(got->progress->WaitPacked(buckets - 1, absl::Now() + absl::Seconds(60)).ok());
+      next = got->set->version + 1;
+      absl::MutexLock lock(&mu);
+      held = got->set->version;
+    }
+  }
+
+  // Waits until the receiver holds `version` or has stopped; true if it holds it.
+  bool AwaitHeld(int64_t version) {
+    absl::MutexLock lock(&mu);
+    auto reached = [this, version]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return held >= version || done;
+    };
+    mu.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(60));
+    return held >= version;
+  }
+};
+
+// A streaming sender hands out a version while it is packed, so its
+// receiver can hold all of it before Stage has recorded it as staged. The
+// version after is never refused, whatever the interleaving: in lockstep
+// (each version staged while the receiver waits for it, its next request
+// racing the end of Stage) under CPU contention, for many versions.
+TEST(VersionStageTest, TheVersionAfterAStreamedOneIsNeverRefusedUnderLoad) {
+  env::testing::CpuContention load;
+  VersionStage stage("test", 1024);  // Two buckets.
+  constexpr int64_t kVersions = 2000;
+  StreamFollower follower;
+  std::jthread receiver([&] {
+    follower.Follow(stage, kVersions);
+    absl::MutexLock lock(&follower.mu);
+    follower.done = true;
+  });
+  for (int64_t v = 1; v <= kVersions; ++v) {
+    ASSERT_TRUE(stage.Stage(v, Weights(static_cast<float>(v))).ok()) << v;
+    ASSERT_TRUE(follower.AwaitHeld(v)) << "the receiver stopped before version " << v;
+  }
 }
 
 TEST(PackProgressTest, WaitGetsThePackedBytesThePackingErrorOrTimesOut) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <future>
+#include <stop_token>
 #include <string>
 #include <thread>
 
@@ -284,19 +285,18 @@ TEST_P(TransportConformanceTest, MismatchIsFailedPreconditionAndAllOrNothing) {
 TEST_P(TransportConformanceTest, ReceiverSeesTheNewestVersion) {
   TransportEnds t = Make(kBucketBytes);
   ASSERT_NE(t.publisher, nullptr);
-  auto publisher = std::async(std::launch::async, [&t] {
-    for (int64_t v = 1; v <= 3; ++v) {
-      if (absl::Status s = t.publisher->Publish(v, MakeWeights(v)).status();
-          !s.ok()) {
-        return s;
-      }
-    }
-    return absl::OkStatus();
-  });
-  // Whatever arrives first, waiting for 3 yields exactly version 3.
+  // The driver publishes the version before the one a receiver asks for:
+  // 2 before anyone asks for 3 (3 asked for while 1 is the newest is
+  // refused: it will never be published).
   NamedTensors dst = MakeReceiver(MakeWeights(3));
-  absl::StatusOr<v1::WeightSyncStats> got =
-      t.receiver->Receive(3, dst, absl::Seconds(30));
+  for (int64_t v = 1; v <= 2; ++v) {
+    auto published = PublishAsync(*t.publisher, v, MakeWeights(v));
+    ASSERT_TRUE(t.receiver->Receive(v, dst, absl::Seconds(30)).ok()) << v;
+    ASSERT_TRUE(published.get().ok()) << v;
+  }
+  // Waiting for 3 while 2 is staged yields exactly version 3.
+  auto publisher = PublishAsync(*t.publisher, 3, MakeWeights(3));
+  absl::StatusOr<v1::WeightSyncStats> got = t.receiver->Receive(3, dst, absl::Seconds(30));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->version(), 3);
   EXPECT_TRUE(SameValues(dst, MakeWeights(3)));
@@ -336,12 +336,10 @@ TEST_P(TransportConformanceTest, WaitingReceiverGetsALaterPublish) {
   TransportEnds t = Make(kBucketBytes);
   ASSERT_NE(t.publisher, nullptr);
   NamedTensors dst = MakeReceiver(MakeWeights(5));
-  std::thread receiver_thread;
   absl::StatusOr<v1::WeightSyncStats> got;
-  receiver_thread = std::thread(
-      [&] { got = t.receiver->Receive(5, dst, absl::Seconds(30)); });
+  std::jthread receiver_thread([&] { got = t.receiver->Receive(5, dst, absl::Seconds(30)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  std::thread publisher_thread([&t] {
+  std::jthread publisher_thread([&t] {
     EXPECT_TRUE(t.publisher->Publish(5, MakeWeights(5)).ok());
   });
   publisher_thread.join();
@@ -355,8 +353,11 @@ TEST_P(TransportConformanceTest, EveryReceiveIsOneWholeVersion) {
   TransportEnds t = Make(kBucketBytes);
   ASSERT_NE(t.publisher, nullptr);
   constexpr int64_t kVersions = 30;
-  std::thread publisher([&t] {
-    for (int64_t v = 1; v <= kVersions; ++v) {
+  // A failed assertion below returns while the publisher runs: it stops and
+  // is joined (std::jthread), and the test fails instead of the process
+  // ending.
+  std::jthread publisher([&t](std::stop_token stop) {
+    for (int64_t v = 1; v <= kVersions && !stop.stop_requested(); ++v) {
       EXPECT_TRUE(t.publisher->Publish(v, MakeWeights(v)).ok()) << v;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
