@@ -225,14 +225,14 @@ struct Followers {
 };
 
 // Under CPU contention (more spinning threads than cores), a publisher and
-// three receivers go through 300 versions in lockstep: each version is
+// three receivers go through 600 versions in lockstep: each version is
 // published while every receiver waits for it, so that it is streamed
 // while packed and each receiver's next request races the end of Publish.
 // The version after the one a receiver holds is never refused, and every
 // receive is one whole version, whatever the interleaving.
 TEST(GlooTransportTest, ReceiversFollowEveryVersionUnderCpuContention) {
   constexpr int kReceivers = 3;
-  constexpr int64_t kVersions = 300;
+  constexpr int64_t kVersions = 600;
   env::testing::CpuContention load;
   TransportOptions options = FreshOptions(kReceivers);
   options.bucket_bytes = 1024;  // "a" and "b" each in a bucket of their own.

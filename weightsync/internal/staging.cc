@@ -130,13 +130,14 @@ absl::StatusOr<StreamedVersion> VersionStage::Wait(int64_t min_version, absl::Ti
                                                    bool streamed) {
   const absl::Time start = absl::Now();
   absl::MutexLock lock(&mu_);
-  if (newest_.has_value() && min_version > *newest_ + kVersionsInFlight) {
+  if (const std::optional<int64_t> newest = NewestServableLocked();
+      newest.has_value() && min_version > *newest + kVersionsInFlight) {
     return absl::FailedPreconditionError(
         absl::StrCat(name_, ": weights version >= ", min_version,
-                     " will never be published: the newest is ", *newest_,
+                     " will never be published: the newest is ", *newest,
                      " and the sender publishes one version at a time (a receiver may ask "
                      "for at most the next, ",
-                     *newest_ + kVersionsInFlight, ")"));
+                     *newest + kVersionsInFlight, ")"));
   }
   while (!ReadyLocked(min_version, streamed) && !closed_) {
     if (staged_cv_.WaitWithDeadline(&mu_, deadline)) break;
@@ -182,6 +183,22 @@ absl::Status VersionStage::Corrupt(int bucket, int64_t byte) {
   uint8_t* p = b.data_ptr<uint8_t>();
   p[byte % b.numel()] ^= 0xFF;
   return absl::OkStatus();
+}
+
+std::optional<int64_t> VersionStage::NewestServableLocked() const {
+  // A streaming sender hands out the version being packed, so its receiver
+  // may hold all of it before Stage records it in newest_: Stage marks the
+  // last bucket packed (PackProgress::Packed), the sender sends the
+  // checksums, the receiver asks for the next version, and only then does
+  // Stage take mu_ to set newest_. Counting packing_ as well, the refusal
+  // never lags what a receiver holds: packing_ is set before any sender can
+  // hand the version out and cleared only where newest_ takes it over (or
+  // the packing failed, and no receiver got all of it).
+  std::optional<int64_t> newest = newest_;
+  if (packing_.set != nullptr && (!newest.has_value() || packing_.set->version > *newest)) {
+    newest = packing_.set->version;
+  }
+  return newest;
 }
 
 bool VersionStage::ReadyLocked(int64_t min_version, bool streamed) const {

@@ -100,18 +100,20 @@ class VersionStage {
   [[nodiscard]] absl::StatusOr<v1::WeightSyncStats> Stage(int64_t version,
                                                           const NamedTensors& tensors);
 
-  // How far past the newest staged version a receiver may ask: the one a
-  // Stage in progress may bring. The driver publishes a version before any
-  // receiver asks for it.
+  // How far past the newest version a sender may have handed out (the
+  // staged one, or the one being packed, which a streaming sender serves) a
+  // receiver may ask: the next, which a receiver holding the newest asks
+  // for. The driver publishes a version before any receiver asks for it.
   static constexpr int64_t kVersionsInFlight = 1;
 
   // Waits until `deadline` for a staged version >= `min_version`, packed in
   // full. Returns it (immutable while shared, but for Corrupt), or
   // DeadlineExceeded naming `min_version` and the newest staged version, or
   // Cancelled once Close() was called. A version more than
-  // kVersionsInFlight past the newest staged one will never come:
-  // FailedPrecondition at once, without waiting (before anything is staged
-  // every version is waited for).
+  // kVersionsInFlight past the newest a sender may have handed out will
+  // never come: FailedPrecondition at once, without waiting (before
+  // anything is staged or packed every version is waited for). So the
+  // version after the one a receiver holds is never refused.
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const BucketSet>> WaitFor(int64_t min_version,
                                                                          absl::Time deadline);
 
@@ -135,6 +137,9 @@ class VersionStage {
   // Waits as WaitFor; `streamed` admits the version being packed.
   absl::StatusOr<StreamedVersion> Wait(int64_t min_version, absl::Time deadline, bool streamed);
   bool ReadyLocked(int64_t min_version, bool streamed) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The newest version a sender may have handed out, whole or streamed: the
+  // staged one or the one being packed; what refusals count from.
+  std::optional<int64_t> NewestServableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckVersionLocked(int64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;

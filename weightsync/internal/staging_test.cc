@@ -132,7 +132,7 @@ struct StreamFollower {
 TEST(VersionStageTest, TheVersionAfterAStreamedOneIsNeverRefusedUnderLoad) {
   env::testing::CpuContention load;
   VersionStage stage("test", 1024);  // Two buckets.
-  constexpr int64_t kVersions = 2000;
+  constexpr int64_t kVersions = 10000;
   StreamFollower follower;
   std::jthread receiver([&] {
     follower.Follow(stage, kVersions);
