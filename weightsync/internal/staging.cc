@@ -187,13 +187,15 @@ absl::Status VersionStage::Corrupt(int bucket, int64_t byte) {
 
 std::optional<int64_t> VersionStage::NewestServableLocked() const {
   // A streaming sender hands out the version being packed, so its receiver
-  // may hold all of it before Stage records it in newest_: Stage marks the
-  // last bucket packed (PackProgress::Packed), the sender sends the
-  // checksums, the receiver asks for the next version, and only then does
-  // Stage take mu_ to set newest_. Counting packing_ as well, the refusal
-  // never lags what a receiver holds: packing_ is set before any sender can
-  // hand the version out and cleared only where newest_ takes it over (or
-  // the packing failed, and no receiver got all of it).
+  // may hold all of it before Stage records it in newest_. On a loaded
+  // machine: Stage(24) marks the last bucket packed (PackProgress::Packed)
+  // and is preempted; the gloo sender sends the checksums, the receiver
+  // holds 24 and asks for 25, and newest_ still says 23, so 25 was refused
+  // as never to be published. Counting packing_ too, the refusal never lags
+  // what a receiver holds: packing_ is set (under mu_) before any sender
+  // can hand the version out, and cleared only where newest_ takes it over
+  // in the same critical section, or when packing failed and no receiver
+  // got all of it.
   std::optional<int64_t> newest = newest_;
   if (packing_.set != nullptr && (!newest.has_value() || packing_.set->version > *newest)) {
     newest = packing_.set->version;
