@@ -50,9 +50,7 @@ TEST(TcpStoreTest, ClientsReachTheHostedStore) {
   (*host)->set("k", std::vector<uint8_t>{7});
   EXPECT_EQ((*client)->get("k"), std::vector<uint8_t>{7});
   // The port is taken now.
-  EXPECT_EQ(ConnectStore("127.0.0.1", *port, /*server=*/true, absl::Seconds(1), "")
-                .status()
-                .code(),
+  EXPECT_EQ(ConnectStore("127.0.0.1", *port, /*server=*/true, absl::Seconds(1), "").status().code(),
             StatusCode::kUnavailable);
 }
 

@@ -5,12 +5,12 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <torch/csrc/distributed/c10d/exception.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <torch/csrc/distributed/c10d/exception.h>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -96,7 +96,8 @@ absl::StatusOr<c10::intrusive_ptr<StoreClient>> StoreClient::Connect(
         " refused this process (it does not hold the job's secret, or the port is not a "
         "Trellis store)"));
   }
-  const auto ms = std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+  const auto ms =
+      std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
   return c10::make_intrusive<StoreClient>(address, *fd, ms, std::move(server));
 }
 
@@ -123,9 +124,9 @@ std::string StoreClient::Call(const std::string& request, std::chrono::milliseco
   if (!answer.ok() || !Reader(*answer).Byte(&code)) {
     // A late answer would be taken for the next request's: never reuse.
     broken_ = true;
-    C10_THROW_ERROR(DistNetworkError, absl::StrCat("comm: ", Where(address_), ": ",
-                                                   answer.ok() ? "empty answer"
-                                                               : answer.status().message()));
+    C10_THROW_ERROR(DistNetworkError,
+                    absl::StrCat("comm: ", Where(address_), ": ",
+                                 answer.ok() ? "empty answer" : answer.status().message()));
   }
   if (code == static_cast<uint8_t>(Reply::kTimedOut)) {
     C10_THROW_ERROR(DistStoreError, absl::StrCat("Timed out after ", waits.count(),
@@ -179,9 +180,8 @@ std::vector<uint8_t> StoreClient::compareSet(const std::string& key,
 
 std::vector<uint8_t> StoreClient::get(const std::string& key) {
   const std::chrono::milliseconds waits = timeout_;
-  return BytesOf(
-      Call(Writer().Byte(static_cast<uint8_t>(Op::kGet)).Bytes(key).Int(waits.count()).body(),
-           waits));
+  return BytesOf(Call(
+      Writer().Byte(static_cast<uint8_t>(Op::kGet)).Bytes(key).Int(waits.count()).body(), waits));
 }
 
 int64_t StoreClient::add(const std::string& key, int64_t value) {
@@ -200,8 +200,8 @@ bool StoreClient::check(const std::vector<std::string>& keys) {
 }
 
 int64_t StoreClient::getNumKeys() {
-  return IntOf(Call(Writer().Byte(static_cast<uint8_t>(Op::kNumKeys)).body(),
-                    std::chrono::milliseconds(0)));
+  return IntOf(
+      Call(Writer().Byte(static_cast<uint8_t>(Op::kNumKeys)).body(), std::chrono::milliseconds(0)));
 }
 
 void StoreClient::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }

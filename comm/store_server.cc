@@ -62,8 +62,8 @@ bool Authenticates(const std::string& hello, const std::string& secret) {
   Reader r(hello);
   std::string tag;
   std::string offered;
-  const bool formed = r.Bytes(&tag) && r.Bytes(&offered) && r.done() &&
-                      tag == store_wire::kHandshakeTag;
+  const bool formed =
+      r.Bytes(&tag) && r.Bytes(&offered) && r.done() && tag == store_wire::kHandshakeTag;
   return formed && (secret.empty() || store_wire::SameSecret(offered, secret));
 }
 
@@ -249,8 +249,7 @@ bool StoreServer::Answer(int fd, const std::string& request) {
       out.Byte(static_cast<uint8_t>(Reply::kOk)).Int(static_cast<int64_t>(keys_.size()));
       break;
     }
-    default:
-      return false;
+    default: return false;
   }
   return store_wire::SendFrame(fd, out.body(), absl::InfiniteFuture()).ok();
 }

@@ -29,8 +29,9 @@ class StoreServer {
 
   // Listens on host:port (host as given, never every interface) and serves
   // until destroyed. Unavailable, naming the address, when it cannot bind.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<StoreServer>> Start(
-      const std::string& host, int port, std::string secret);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<StoreServer>> Start(const std::string& host,
+                                                                          int port,
+                                                                          std::string secret);
 
   // Disconnects every client (their blocked calls fail) and stops.
   ~StoreServer();

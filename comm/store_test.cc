@@ -1,11 +1,10 @@
 // The job's rendezvous store: what a client with the secret may do, and
 // that a client without it reads and writes nothing.
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <arpa/inet.h>
 
 #include <chrono>
 #include <string>
@@ -128,8 +127,8 @@ TEST_F(StoreTest, AClientWithoutTheSecretIsRefusedAndChangesNothing) {
                               .Bytes("99")
                               .body();
   ASSERT_TRUE(store_wire::SendFrame(fd, set, absl::Now() + absl::Seconds(10)).ok());
-  absl::StatusOr<std::string> answer = store_wire::ReceiveFrame(
-      fd, store_wire::kMaxFrameBytes, absl::Now() + absl::Seconds(30));
+  absl::StatusOr<std::string> answer =
+      store_wire::ReceiveFrame(fd, store_wire::kMaxFrameBytes, absl::Now() + absl::Seconds(30));
   EXPECT_EQ(answer.status().code(), StatusCode::kUnavailable) << answer.status();
   close(fd);
   EXPECT_EQ(host_->get("pair/0/generation"), Bytes("1"));

@@ -152,7 +152,8 @@ std::string Received(int fd, absl::Duration wait) {
 std::string UnauthenticatedRequests(const std::string& key, const std::string& value) {
   using comm::store_wire::Op;
   using comm::store_wire::Writer;
-  const std::string set = Writer().Byte(static_cast<uint8_t>(Op::kSet)).Bytes(key).Bytes(value).body();
+  const std::string set =
+      Writer().Byte(static_cast<uint8_t>(Op::kSet)).Bytes(key).Bytes(value).body();
   const std::string get = Writer().Byte(static_cast<uint8_t>(Op::kGet)).Bytes(key).Int(0).body();
   std::string frames;
   for (const std::string& body : {set, get}) {
@@ -262,9 +263,8 @@ TEST_F(ListenersTest, EveryListenerIsOnTheJobsAddressAndServesOnlyTheSecret) {
                                     std::string(64, 'x'))
                      .ok())
         << what;
-    absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
-        comm::ConnectStore("127.0.0.1", l.port, /*server=*/false, absl::Seconds(3),
-                           secret->value());
+    absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = comm::ConnectStore(
+        "127.0.0.1", l.port, /*server=*/false, absl::Seconds(3), secret->value());
     if (!store.ok()) {
       ++gloo;  // Gloo's data listener: it answered no handshake.
       continue;

@@ -57,8 +57,8 @@ class GlooReceiver final : public PullReceiver {
       if (absl::Status s = comm::WaitForListener(options_.host, options_.port, deadline); !s.ok()) {
         return s;
       }
-      absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
-          comm::ConnectStore(options_.host, options_.port, /*server=*/false, budget, options_.secret);
+      absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = comm::ConnectStore(
+          options_.host, options_.port, /*server=*/false, budget, options_.secret);
       if (!store.ok()) return store.status();
       store_ = *std::move(store);
     }
