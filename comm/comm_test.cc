@@ -42,15 +42,15 @@ TEST(TcpStoreTest, PickedPortsLieBelowTheEphemeralRange) {
 TEST(TcpStoreTest, ClientsReachTheHostedStore) {
   absl::StatusOr<int> port = PickFreeTcpPort("127.0.0.1");
   ASSERT_TRUE(port.ok()) << port.status();
-  auto host = ConnectStore("127.0.0.1", *port, /*server=*/true, absl::Seconds(10));
+  auto host = ConnectStore("127.0.0.1", *port, /*server=*/true, absl::Seconds(10), "");
   ASSERT_TRUE(host.ok()) << host.status();
   ASSERT_TRUE(WaitForListener("127.0.0.1", *port, absl::Now() + absl::Seconds(10)).ok());
-  auto client = ConnectStore("127.0.0.1", *port, /*server=*/false, absl::Seconds(10));
+  auto client = ConnectStore("127.0.0.1", *port, /*server=*/false, absl::Seconds(10), "");
   ASSERT_TRUE(client.ok()) << client.status();
   (*host)->set("k", std::vector<uint8_t>{7});
   EXPECT_EQ((*client)->get("k"), std::vector<uint8_t>{7});
   // The port is taken now.
-  EXPECT_EQ(ConnectStore("127.0.0.1", *port, /*server=*/true, absl::Seconds(1)).status().code(),
+  EXPECT_EQ(ConnectStore("127.0.0.1", *port, /*server=*/true, absl::Seconds(1), "").status().code(),
             StatusCode::kUnavailable);
 }
 
@@ -58,11 +58,11 @@ TEST(GlooPairTest, TwoRanksExchangeAndAMissingPeerTimesOut) {
   absl::StatusOr<int> port = PickFreeTcpPort("127.0.0.1");
   ASSERT_TRUE(port.ok()) << port.status();
   // Each rank its own store client, as in two processes; rank 0 hosts.
-  auto host = ConnectStore("127.0.0.1", *port, /*server=*/true, absl::Seconds(10));
+  auto host = ConnectStore("127.0.0.1", *port, /*server=*/true, absl::Seconds(10), "");
   ASSERT_TRUE(host.ok()) << host.status();
-  auto client = ConnectStore("127.0.0.1", *port, /*server=*/false, absl::Seconds(10));
+  auto client = ConnectStore("127.0.0.1", *port, /*server=*/false, absl::Seconds(10), "");
   ASSERT_TRUE(client.ok()) << client.status();
-  const std::vector<c10::intrusive_ptr<c10d::TCPStore>> stores{*host, *client};
+  const std::vector<c10::intrusive_ptr<c10d::Store>> stores{*host, *client};
   std::vector<c10::intrusive_ptr<GlooGroup>> groups(2);
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < 2; ++rank) {

@@ -1,7 +1,7 @@
 #ifndef TRELLIS_COMM_GLOO_PAIR_H_
 #define TRELLIS_COMM_GLOO_PAIR_H_
 
-// Gloo process groups over a TCPStore rendezvous (tcp_store.h): the device
+// Gloo process groups over the rendezvous store (tcp_store.h): the device
 // a rank binds, joining a group, and waiting on its sends and receives with
 // a deadline. Used by the gloo weight transport (a two-rank pair per
 // receiver slot) and the learner's data-parallel group.

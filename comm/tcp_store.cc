@@ -9,13 +9,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <exception>
 #include <fstream>
 #include <random>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "comm/store_client.h"
+#include "comm/store_server.h"
 
 namespace trellis::comm {
 
@@ -53,21 +54,19 @@ absl::Status WaitForListener(const std::string& host, int port, absl::Time deadl
       absl::StrCat("nothing listens at ", host, ":", port, " (", error, ")"));
 }
 
-absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> ConnectStore(const std::string& host, int port,
-                                                                bool server,
-                                                                absl::Duration timeout) {
-  c10d::TCPStoreOptions opts;
-  opts.port = static_cast<uint16_t>(port);
-  opts.isServer = server;
-  opts.waitWorkers = false;
-  opts.timeout = std::max(ToMs(timeout), std::chrono::milliseconds(1000));
-  try {
-    return c10::make_intrusive<c10d::TCPStore>(host, opts);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("comm: ", server ? "hosting" : "reaching",
-                                               " the rendezvous store at ", host, ":", port, ": ",
-                                               e.what()));
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const std::string& host, int port,
+                                                             bool server, absl::Duration timeout,
+                                                             const std::string& secret) {
+  std::shared_ptr<StoreServer> hosted;
+  if (server) {
+    absl::StatusOr<std::unique_ptr<StoreServer>> started = StoreServer::Start(host, port, secret);
+    if (!started.ok()) return started.status();
+    hosted = *std::move(started);
   }
+  absl::StatusOr<c10::intrusive_ptr<StoreClient>> client =
+      StoreClient::Connect({host, port, secret}, timeout, std::move(hosted));
+  if (!client.ok()) return client.status();
+  return c10::intrusive_ptr<c10d::Store>(*std::move(client));
 }
 
 namespace {

@@ -30,6 +30,7 @@
 #include "model/token_ids.h"
 #include "reference/reference_service.h"
 #include "roles/local_roles.h"
+#include "rpc/auth.h"
 #include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
@@ -92,7 +93,7 @@ v1::Capabilities Capabilities() {
 
 // What makes this worker's end of the weight transport from its
 // assignment. `publisher_port` is the port a publisher binds (gloo: its
-// TCPStore); `own_host` is the host this worker advertises: an actor's gloo
+// rendezvous store); `own_host` is the host this worker advertises: an actor's gloo
 // device binds it, so that the learner reaches it over the same network as
 // the worker's service.
 absl::StatusOr<weightsync::TransportOptions> TransportOptionsOf(const v1::TransportAssignment& t,
@@ -108,6 +109,8 @@ absl::StatusOr<weightsync::TransportOptions> TransportOptionsOf(const v1::Transp
   options.num_receivers = t.num_receivers();
   options.receiver_index = t.receiver_index();
   if (!publisher) options.local_host = own_host;
+  // The publisher's store serves only this job's processes.
+  options.secret = rpc::ProcessSecret().value();
   return options;
 }
 
@@ -291,6 +294,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       member.rank = group.rank();
       member.size = std::max(1, group.size());
       member.local_host = host;
+      member.secret = rpc::ProcessSecret().value();
       if (member.size > 1) {
         absl::StatusOr<rpc::HostPort> store = rpc::SplitHostPort(group.store_address());
         if (!store.ok()) return store.status();

@@ -37,7 +37,7 @@ struct WorkerOptions {
   // learner's store and gloo device, an actor's gloo device). Empty: the
   // listen host, which then must not be a wildcard (0.0.0.0).
   std::string advertise;
-  // The learner's weight-transport port (the gloo TCPStore the actors
+  // The learner's weight-transport port (the rendezvous store the actors
   // rendezvous on); 0 picks a free one. Fixed, it can be opened in a
   // firewall or named by a Service.
   int transport_port = 0;

@@ -17,6 +17,9 @@ struct GroupMember {
   // The host this rank's Gloo device binds; empty: the store host when it
   // is a loopback address, else the default interface.
   std::string local_host;
+  // The job's secret, which the store asks of every rank
+  // (comm/store_server.h); empty: an insecure job.
+  std::string secret;
 };
 
 }  // namespace trellis::learner

@@ -60,7 +60,8 @@ class CudaIpcReceiver final : public StoreReceiver {
 
   void SayDone() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     try {
-      store_->set(Key(options_.receiver_index, gen_, absl::StrCat("done/", seq_)), {});
+      store_->set(Key(options_.receiver_index, gen_, absl::StrCat("done/", seq_)),
+                  std::vector<uint8_t>{});
     } catch (const std::exception&) {
       // The publisher is gone; the next request finds out.
     }

@@ -144,7 +144,7 @@ struct SenderState : SenderCore {
 
 // Waits for `key` until `deadline`; false once the receiver reconnected
 // (generation past `gen`), the sender stops or the deadline passes.
-bool AwaitKey(SenderState& st, c10d::TCPStore& store, int k, int64_t gen, const std::string& key,
+bool AwaitKey(SenderState& st, c10d::Store& store, int k, int64_t gen, const std::string& key,
               absl::Time deadline) {
   while (!store.check({key})) {
     if (store.add(Key(k, "generation"), 0) > gen || absl::Now() >= deadline) return false;
@@ -156,7 +156,7 @@ bool AwaitKey(SenderState& st, c10d::TCPStore& store, int k, int64_t gen, const 
 // Serves one receiver connection (generation `gen`) until it fails, the
 // receiver reconnects or the sender stops. A device set whose reader did
 // not say done in time is left in `unread`.
-void ServeConnection(SenderState& st, c10d::TCPStore& store, int k, int64_t gen,
+void ServeConnection(SenderState& st, c10d::Store& store, int k, int64_t gen,
                      std::shared_ptr<const DeviceSet>& unread) {
   for (int64_t seq = 1; !st.stopping; ++seq) {
     const std::string req_key = Key(k, gen, absl::StrCat("req/", seq));
@@ -198,8 +198,9 @@ void ServeConnection(SenderState& st, c10d::TCPStore& store, int k, int64_t gen,
 }
 
 void ServeSlot(std::shared_ptr<SenderState> st, int k) {
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store = comm::ConnectStore(
-      st->options.host, st->options.port, /*server=*/false, st->options.connect_timeout);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = comm::ConnectStore(
+      st->options.host, st->options.port, /*server=*/false, st->options.connect_timeout,
+      st->options.secret);
   int64_t served = 0;
   // Kept until the receiver reconnects: it may still read it.
   std::shared_ptr<const DeviceSet> unread;

@@ -6,7 +6,7 @@
 // (TRELLIS_CUDA).
 //
 // The same shape as the NCCL transport (nccl_transport.h): one publisher
-// hosting a c10d::TCPStore and `num_receivers` slots, each served by a
+// hosting the rendezvous store (comm/tcp_store.h) and `num_receivers` slots, each served by a
 // thread of the publisher; requests (min_version, wait) and answers travel
 // through the store (internal/cuda_ipc_protocol.h). Publish packs and
 // checksums a version into host buckets (internal/staging.h). When a

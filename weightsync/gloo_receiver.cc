@@ -57,8 +57,8 @@ class GlooReceiver final : public PullReceiver {
       if (absl::Status s = comm::WaitForListener(options_.host, options_.port, deadline); !s.ok()) {
         return s;
       }
-      absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-          comm::ConnectStore(options_.host, options_.port, /*server=*/false, budget);
+      absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = comm::ConnectStore(
+          options_.host, options_.port, /*server=*/false, budget, options_.secret);
       if (!store.ok()) return store.status();
       store_ = *std::move(store);
     }
@@ -192,7 +192,7 @@ class GlooReceiver final : public PullReceiver {
   }
 
   const TransportOptions options_;
-  c10::intrusive_ptr<c10d::TCPStore> store_ ABSL_GUARDED_BY(mu_);
+  c10::intrusive_ptr<c10d::Store> store_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<comm::GlooDevice> device_ ABSL_GUARDED_BY(mu_);
   c10::intrusive_ptr<GlooGroup> pg_ ABSL_GUARDED_BY(mu_);
 };

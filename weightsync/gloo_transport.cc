@@ -171,8 +171,9 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
 }
 
 void ServeSlot(std::shared_ptr<SenderState> st, int k) {
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store = comm::ConnectStore(
-      st->options.host, st->options.port, /*server=*/false, st->options.connect_timeout);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
+      comm::ConnectStore(st->options.host, st->options.port, /*server=*/false,
+                         st->options.connect_timeout, st->options.secret);
   int64_t served = 0;
   while (store.ok() && !st->stopping) {
     int64_t generation = 0;
@@ -204,8 +205,9 @@ void ServeSlot(std::shared_ptr<SenderState> st, int k) {
 // Aborts a slot's pending request when its receiver has reconnected (the
 // old connection may be dead without the socket telling us).
 void Monitor(std::shared_ptr<SenderState> st) {
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store = comm::ConnectStore(
-      st->options.host, st->options.port, /*server=*/false, st->options.connect_timeout);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
+      comm::ConnectStore(st->options.host, st->options.port, /*server=*/false,
+                         st->options.connect_timeout, st->options.secret);
   const int n = st->options.num_receivers;
   while (store.ok() && !st->stopping) {
     for (int k = 0; k < n && !st->stopping; ++k) {

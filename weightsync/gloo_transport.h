@@ -4,7 +4,8 @@
 // Weights over TCP through c10d's ProcessGroupGloo (CPU tensors).
 //
 // One publisher (the learner) and `num_receivers` receiver slots (the
-// actors). The publisher hosts a c10d::TCPStore at host:port; each
+// actors). The publisher hosts the rendezvous store (comm/tcp_store.h)
+// at host:port, serving only clients with options.secret; each
 // receiver slot k gets its own two-rank ProcessGroupGloo (store prefix
 // "pair/k/<generation>"), so a dead or slow receiver never holds up
 // another. Pull-based like the in-process transport: Publish packs,
@@ -36,8 +37,8 @@
 
 namespace trellis::weightsync {
 
-// Reads bucket_bytes, host, port, num_receivers and connect_timeout; hosts
-// the TCPStore (Unavailable if host:port cannot be bound) and serves every
+// Reads bucket_bytes, host, port, num_receivers, connect_timeout and
+// secret; hosts the store (Unavailable if host:port cannot be bound) and serves every
 // receiver slot. Destruction stops serving and returns within a few
 // seconds even if a receiver hangs. InvalidArgument naming a bad field.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Publisher>> NewGlooPublisher(

@@ -89,7 +89,7 @@ struct DeviceSet {
 
 // Serves one receiver connection (generation `gen`) until it fails, the
 // receiver reconnects or the sender stops.
-void ServeConnection(SenderState& st, c10d::TCPStore& store, int k,
+void ServeConnection(SenderState& st, c10d::Store& store, int k,
                      int64_t gen, NcclComm& comm, DeviceSet& device) {
   for (int64_t seq = 1; !st.stopping; ++seq) {
     const std::string req_key = Key(k, gen, absl::StrCat("req/", seq));
@@ -122,8 +122,9 @@ void ServeConnection(SenderState& st, c10d::TCPStore& store, int k,
 }
 
 void ServeSlot(std::shared_ptr<SenderState> st, int k) {
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store = comm::ConnectStore(
-      st->options.host, st->options.port, /*server=*/false, st->options.connect_timeout);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = comm::ConnectStore(
+      st->options.host, st->options.port, /*server=*/false, st->options.connect_timeout,
+      st->options.secret);
   DeviceSet device;
   int64_t served = 0;
   try {

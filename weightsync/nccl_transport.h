@@ -6,7 +6,7 @@
 // (TRELLIS_WITH_NCCL).
 //
 // The same shape as the gloo transport (gloo_transport.h): one publisher
-// hosting a c10d::TCPStore, `num_receivers` slots, each slot its own
+// hosting the rendezvous store (comm/tcp_store.h), `num_receivers` slots, each slot its own
 // two-rank NCCL communicator (rank 0 the publisher), so a dead receiver
 // never holds up another. The publisher's slot thread creates the
 // ncclUniqueId when a receiver (re)connects and publishes it through the

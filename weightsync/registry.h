@@ -26,7 +26,7 @@ namespace trellis::weightsync {
 // Where the receivers of a launched job reach the learner's publisher.
 enum class Endpoint {
   // A port of the transport's own on the learner's host (the learner
-  // registers it as its transport_address; gloo's TCPStore).
+  // registers it as its transport_address; gloo's rendezvous store).
   kOwnPort,
   // The learner's gRPC server, beside its Learner service (grpc's
   // WeightStream service).

@@ -30,8 +30,8 @@ struct TransportOptions {
   // Tensors are packed into flat buckets of at most this many bytes (a
   // tensor larger than a bucket gets a bucket of its own).
   int64_t bucket_bytes = 64 << 20;
-  // The publisher's address. gloo, nccl: its TCPStore, which the publisher
-  // binds and the receivers reach (port required: comm::PickFreeTcpPort).
+  // The publisher's address. gloo, nccl, cuda_ipc: its rendezvous store
+  // (comm/tcp_store.h), which the publisher binds and the receivers reach (port required: comm::PickFreeTcpPort).
   // grpc: the server carrying the publisher's WeightStream service
   // (receivers). inprocess: names the publisher within its registry.
   std::string host = "127.0.0.1";
@@ -48,6 +48,9 @@ struct TransportOptions {
   std::string local_host;
   // nccl: this process's GPU.
   int cuda_device = 0;
+  // gloo, nccl, cuda_ipc: the job's secret, which the publisher's store
+  // asks of every client (comm/store_server.h); empty: an insecure job.
+  std::string secret;
 };
 
 class Publisher {

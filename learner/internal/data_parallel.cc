@@ -193,8 +193,8 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(
       return absl::Status(s.code(), absl::StrCat(where, s.message()));
     }
   }
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-      comm::ConnectStore(m.store_host, m.store_port, host, options.timeout);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
+      comm::ConnectStore(m.store_host, m.store_port, host, options.timeout, m.secret);
   if (!store.ok()) {
     return absl::Status(store.status().code(), absl::StrCat(where, store.status().message()));
   }

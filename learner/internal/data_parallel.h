@@ -2,7 +2,7 @@
 #define TRELLIS_LEARNER_INTERNAL_DATA_PARALLEL_H_
 
 // Data parallelism across learner ranks over Gloo (c10d's ProcessGroupGloo
-// with a TCPStore rendezvous, as the gloo weight transport makes them):
+// with the rendezvous store of comm/tcp_store.h, as the gloo weight transport makes them):
 // gradients are summed across ranks and, with ZeRO-1, each parameter is
 // updated by the one rank that owns it and broadcast from there. Tensors
 // travel flattened into buckets, never one call per tensor. Every call

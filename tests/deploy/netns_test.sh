@@ -15,10 +15,9 @@
 # Checks: the run completes; every worker registered from its own
 # namespace's address (workers.tsv); sampled every second while the job
 # runs, every listening socket in a namespace is on that namespace's
-# address, but for one wildcard listener in the learner's (c10d's TCPStore
-# binds every interface of its namespace: its one link and its own
-# loopback), and every TCP connection runs from that address to another
-# namespace's (none over loopback); the outputs (per-step rewards,
+# address (none on a wildcard, the learner's rendezvous store included),
+# and every TCP connection runs from that address to another namespace's
+# (none over loopback); the outputs (per-step rewards,
 # held-out accuracy, final weights) equal those of `trellis launch` of the
 # same job. Everything started is stopped and every namespace deleted, on
 # success or failure.
@@ -171,8 +170,8 @@ while IFS=$'\t' read -r id worker_address _; do
 done <"$run/workers.tsv"
 log "workers.tsv: every worker at its namespace's address"
 
-# Sockets: every listener on the namespace's own address (but the learner's
-# one store); every connection from that address to another namespace's.
+# Sockets: every listener on the namespace's own address; every connection
+# from that address to another namespace's.
 /usr/bin/python3 - "$work/sockets.txt" "$tag" \
   "$(for h in "${!address[@]}"; do printf '%s=%s,' "$h" "${address[$h]}"; done)" <<'PY' ||
 import sys
@@ -201,13 +200,12 @@ problems = []
 for ns in sorted(listeners):
     own = sorted(port for host, port in listeners[ns] if host == address[ns])
     other = sorted(f"{h}:{p}" for h, p in listeners[ns] if h != address[ns])
-    wildcard = [l for l in other if l.rsplit(":", 1)[0] in ("0.0.0.0", "*", "::")]
     peers = sorted({host_of.get(peer[0], peer[0]) for _, peer in connections[ns]})
     print(f"{ns}: listens on {address[ns]} ports {', '.join(own) or 'none'}, elsewhere "
           f"{other or 'nowhere'}; {len(connections[ns])} connections, with {', '.join(peers)}")
     if not own:
         problems.append(f"{ns}: nothing listens on {address[ns]}")
-    if len(wildcard) > (1 if ns.startswith("learner") else 0) or len(other) > len(wildcard):
+    if other:
         problems.append(f"{ns}: listeners off its address: {other}")
     for local, peer in sorted(connections[ns]):
         if local[0] != address[ns] or peer[0] not in host_of:

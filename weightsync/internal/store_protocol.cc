@@ -49,7 +49,7 @@ absl::Status StoreError(const std::exception& e) {
              : absl::UnavailableError(msg);
 }
 
-absl::StatusOr<std::string> AskForVersion(c10d::TCPStore& store, const std::string& req_key,
+absl::StatusOr<std::string> AskForVersion(c10d::Store& store, const std::string& req_key,
                                           const std::string& ans_key, int64_t min_version,
                                           absl::Time deadline, absl::Duration grace,
                                           bool* answered) {

@@ -2,7 +2,7 @@
 #define TRELLIS_WEIGHTSYNC_INTERNAL_STORE_PROTOCOL_H_
 
 // What the transports whose receivers ask and are answered through the
-// publisher's TCPStore (nccl, cuda_ipc) encode the same way: int64 fields
+// publisher's rendezvous store (nccl, cuda_ipc) encode the same way: int64 fields
 // of requests, and answers that carry either a body or the publisher's
 // error.
 
@@ -10,7 +10,7 @@
 #include <exception>
 #include <initializer_list>
 #include <string>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,7 +42,7 @@ absl::Status StoreError(const std::exception& e);
 // deadline plus `grace` for `ans_key`, takes it (deleting the key) and
 // returns its body (DecodeAnswer). Sets *answered once the answer arrived,
 // so that an error it carries is told from a link failure (StoreError).
-[[nodiscard]] absl::StatusOr<std::string> AskForVersion(c10d::TCPStore& store,
+[[nodiscard]] absl::StatusOr<std::string> AskForVersion(c10d::Store& store,
                                                         const std::string& req_key,
                                                         const std::string& ans_key,
                                                         int64_t min_version, absl::Time deadline,

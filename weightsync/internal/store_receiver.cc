@@ -39,9 +39,10 @@ absl::Status StoreReceiver::ConnectStore(absl::Time deadline) {
   if (absl::Status s = comm::WaitForListener(options_.host, options_.port, deadline); !s.ok()) {
     return s;
   }
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
       comm::ConnectStore(options_.host, options_.port, /*server=*/false,
-                         std::min(deadline - absl::Now(), options_.connect_timeout));
+                         std::min(deadline - absl::Now(), options_.connect_timeout),
+                         options_.secret);
   if (!store.ok()) return store.status();
   store_ = *std::move(store);
   gen_ = store_->add(keys_.slot(options_.receiver_index, "generation"), 1);

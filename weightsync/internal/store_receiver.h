@@ -2,14 +2,14 @@
 #define TRELLIS_WEIGHTSYNC_INTERNAL_STORE_RECEIVER_H_
 
 // The receiving end that the transports answered through the publisher's
-// TCPStore share (nccl, cuda_ipc; store_protocol.h): a PullReceiver that
+// rendezvous store share (nccl, cuda_ipc; store_protocol.h): a PullReceiver that
 // holds the link to the store (the store, the receiver slot's generation
 // and the number of its last request), links when the transport is not
 // linked yet, and asks for a version as its next request.
 
 #include <cstdint>
 #include <string>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -56,7 +56,7 @@ class StoreReceiver : public PullReceiver {
   [[nodiscard]] absl::Status ConnectStore(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TransportOptions options_;
-  c10::intrusive_ptr<c10d::TCPStore> store_ ABSL_GUARDED_BY(mu_);
+  c10::intrusive_ptr<c10d::Store> store_ ABSL_GUARDED_BY(mu_);
   int64_t gen_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t seq_ ABSL_GUARDED_BY(mu_) = 0;  // The last request's number.
 

@@ -37,8 +37,9 @@ absl::Status HostStore(const std::string& transport, const TransportOptions& opt
   if (absl::Status s = CheckSlotOptions(transport, options, /*publisher=*/true); !s.ok()) {
     return s;
   }
-  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
-      comm::ConnectStore(options.host, options.port, /*server=*/true, options.connect_timeout);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
+      comm::ConnectStore(options.host, options.port, /*server=*/true, options.connect_timeout,
+                         options.secret);
   if (!store.ok()) return store.status();
   core.store = *std::move(store);
   return absl::OkStatus();

@@ -5,7 +5,7 @@
 // publisher (gloo, nccl) share: the check of their options, the state the
 // serving threads share, and the Publisher that owns them.
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
 #include <memory>
@@ -57,14 +57,14 @@ struct SenderCore {
   VersionStage stage;
   // The rendezvous store the publisher hosts (HostStore), kept while the
   // threads run.
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::Store> store;
   std::atomic<bool> stopping{false};
   absl::Mutex mu;
   int live_threads ABSL_GUARDED_BY(mu) = 0;
 };
 
 // What every threaded publisher does first: checks `options`
-// (CheckSlotOptions) and hosts the TCPStore at options.host:options.port
+// (CheckSlotOptions) and hosts the rendezvous store at options.host:options.port
 // into core.store. Unavailable if it cannot be bound.
 [[nodiscard]] absl::Status HostStore(const std::string& transport, const TransportOptions& options,
                                      SenderCore& core);

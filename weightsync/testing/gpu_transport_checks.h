@@ -2,7 +2,7 @@
 #define TRELLIS_WEIGHTSYNC_TESTING_GPU_TRANSPORT_CHECKS_H_
 
 // What the tests of the GPU transports that link through the publisher's
-// TCPStore (nccl, cuda_ipc) set up and check alike, beside the conformance
+// rendezvous store (nccl, cuda_ipc) set up and check alike, beside the conformance
 // suite (transport_conformance.h). Compiled into each of those tests.
 
 #include <string>
