@@ -154,7 +154,7 @@ class GrpcVerifierClient final : public VerifierClient {
 class RemoteVerifier final : public Verifier {
  public:
   RemoteVerifier(const v1::VerifierConfig& config, std::shared_ptr<grpc::Channel> channel)
-      : config_(config), stub_(v1::Verifier::NewStub(std::move(channel))) {}
+      : config_(config), channel_(channel), stub_(v1::Verifier::NewStub(std::move(channel))) {}
 
   v1::VerifyResult Verify(const v1::VerifyItem& item) const override {
     google::protobuf::RepeatedPtrField<v1::VerifyItem> one;
@@ -191,10 +191,19 @@ class RemoteVerifier final : public Verifier {
     // Every item counts the retry after UNAVAILABLE, answered or not.
     const int retries = unavailable.empty() ? 0 : 1;
     if (!status.ok() && !unavailable.empty()) {
-      return Uniform(n, v1::ERROR, config_.reward_wrong(),
-                     absl::StrCat("the verifier at ", address, " is unavailable (", unavailable,
-                                  "); no connection within ", config_.deadline_ms(), " ms"),
-                     v1::VerifyResult::UNAVAILABLE, retries);
+      // Connected after the call: the service itself answered UNAVAILABLE
+      // (shutting down, overloaded, or its handler's code), which no wait
+      // for a connection mends.
+      const bool answered = status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                            channel_->GetState(false) == GRPC_CHANNEL_READY;
+      return Uniform(
+          n, v1::ERROR, config_.reward_wrong(),
+          answered ? absl::StrCat("the verifier at ", address, " answered UNAVAILABLE (",
+                                  status.error_message(), "): connected, but the service refused")
+                   : absl::StrCat("the verifier at ", address, " is unavailable (", unavailable,
+                                  "); no connection within ", config_.deadline_ms(),
+                                  " ms (refused, unreachable or dropped)"),
+          v1::VerifyResult::UNAVAILABLE, retries);
     }
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       return Uniform(n, v1::TIMEOUT, config_.timeout_reward(),
@@ -235,6 +244,7 @@ class RemoteVerifier final : public Verifier {
   }
 
   const v1::VerifierConfig config_;
+  const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::Verifier::Stub> stub_;
 };
 
