@@ -96,6 +96,15 @@ bool OnLearnerServer(const std::string& transport) {
 
 }  // namespace
 
+SchedulerService::SchedulerService(absl::Duration register_timeout, env::Env* env,
+                                   std::string run_dir)
+    : register_timeout_(register_timeout), env_(env), run_dir_(std::move(run_dir)) {
+  CountUnary(
+      "trellis.v1.Scheduler", "ReportLedger", v1::LedgerReport::kRecordsFieldNumber,
+      [](int64_t n) { return config::CheckLedgerRecordCount(n, config::RequestLimits()); },
+      &SchedulerService::ReportLedger);
+}
+
 absl::Status SchedulerService::SetJob(const v1::JobConfig& job) {
   v1::JobConfig validated = job;
   if (absl::Status s = loop::PrepareJob(&validated); !s.ok()) return s;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "rpc/channel.h"
+#include "rpc/counted_request.h"
 #include "rpc/status.h"
 #include "verifier/internal/result.h"
 
@@ -51,11 +52,17 @@ std::string MetadataProblem(const std::string& metadata_json) {
   return "";
 }
 
-class VerifierService final : public v1::Verifier::Service {
+class VerifierService final : public rpc::CountingService<v1::Verifier::Service> {
  public:
   VerifierService(std::shared_ptr<const Verifier> verifier, std::string name,
                   VerifierServiceOptions options)
-      : verifier_(std::move(verifier)), name_(std::move(name)), options_(options) {}
+      : verifier_(std::move(verifier)), name_(std::move(name)), options_(options) {
+    // Items counted before the request is parsed.
+    CountUnary(
+        "trellis.v1.Verifier", "Verify", v1::VerifyRequest::kItemsFieldNumber,
+        [this](int64_t items) { return config::CheckVerifyItemCount(items, options_.limits); },
+        &VerifierService::Verify);
+  }
 
   grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override {
