@@ -22,9 +22,17 @@ void ActorService::Bind(RolloutWorker* worker, const config::RequestLimits& limi
   worker_.Bind(worker);
 }
 
-grpc::Status ActorService::Generate(grpc::ServerContext* context,
-                                    const v1::GenerateRequest* request,
-                                    grpc::ServerWriter<v1::GenerateResponse>* writer) {
+ActorService::ActorService(std::string worker_id)
+    : worker_(std::move(worker_id), model::StatusFromException) {
+  CountServerStreaming(
+      "trellis.v1.Actor", "Generate", v1::GenerateRequest::kPromptsFieldNumber,
+      [this](int64_t prompts) { return config::CheckPromptCount(prompts, limits_.Get()); },
+      &ActorService::GenerateInto);
+}
+
+grpc::Status ActorService::GenerateInto(
+    grpc::ServerContext* context, const v1::GenerateRequest* request,
+    grpc::internal::WriterInterface<v1::GenerateResponse>* writer) {
   const config::RequestLimits limits = limits_.Get();
   if (absl::Status s = config::CheckGenerateRequest(*request, limits); !s.ok()) {
     return rpc::ToGrpc(s);

@@ -14,20 +14,22 @@
 #include "config/request_limits.h"
 #include "model/torch_status.h"
 #include "rpc/bound_worker.h"
+#include "rpc/counted_request.h"
 #include "trellis/v1/services.grpc.pb.h"
 
 namespace trellis::actor {
 
-class ActorService final : public v1::Actor::Service {
+class ActorService final : public rpc::CountingService<v1::Actor::Service> {
  public:
-  explicit ActorService(std::string worker_id)
-      : worker_(std::move(worker_id), model::StatusFromException) {}
+  explicit ActorService(std::string worker_id);
   // Requests are checked against `limits` (config/request_limits.h) before
   // they reach `worker`; token ids against limits.vocab_size.
   void Bind(RolloutWorker* worker, const config::RequestLimits& limits);
 
-  grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
-                        grpc::ServerWriter<v1::GenerateResponse>* writer) override;
+  // Actor.Generate, whose prompts are counted before the request is parsed
+  // (rpc/counted_request.h); the replies go to `writer`.
+  grpc::Status GenerateInto(grpc::ServerContext* context, const v1::GenerateRequest* request,
+                            grpc::internal::WriterInterface<v1::GenerateResponse>* writer);
   grpc::Status SyncWeights(grpc::ServerContext* context, const v1::SyncWeightsRequest* request,
                            v1::WeightSyncStats* response) override;
   grpc::Status GetVersion(grpc::ServerContext* context, const v1::Empty* request,

@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include "absl/strings/string_view.h"
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/internal/scalars.h"
+#include "env/regular_file.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 // yaml-cpp 0.7's node headers trip GCC 12's -Wdangling-pointer (a false
@@ -180,10 +180,10 @@ namespace {
 
 // The text of a config file; `what` ("job", "config") names it in errors.
 absl::StatusOr<std::string> ReadConfigFile(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+  // A directory, FIFO or device is refused, not waited on.
+  if (absl::Status s = env::CheckRegularFile(path); !s.ok()) {
     return absl::NotFoundError(
-        absl::StrCat("cannot read ", what, " file ", path, ": it is a directory"));
+        absl::StrCat("cannot read ", what, " file ", path, ": ", s.message()));
   }
   std::ifstream in(path, std::ios::binary);
   std::stringstream buf;

@@ -36,11 +36,6 @@ absl::Status CheckSequence(absl::string_view where, int64_t prompt, int64_t resp
   return absl::OkStatus();
 }
 
-absl::Status CheckBatchSize(absl::string_view field, int size, const RequestLimits& limits) {
-  if (size <= limits.max_batch_samples) return absl::OkStatus();
-  return TooMany(field, size, "entries", limits.max_batch_samples);
-}
-
 absl::Status CheckBatchTokens(absl::string_view field, int64_t tokens,
                               const RequestLimits& limits) {
   if (tokens <= limits.max_batch_tokens) return absl::OkStatus();
@@ -104,17 +99,50 @@ absl::Status CheckStops(const v1::SamplingParams& sampling, const RequestLimits&
 
 }  // namespace
 
+// Bytes one entry of a request takes on the wire on average, its share of
+// the request's other fields included (MaxRequestBytes).
+constexpr int64_t kPromptBytes = 4 << 10;
+constexpr int64_t kVerifyItemBytes = 1 << 10;
+constexpr int64_t kBatchTokenBytes = 4;
+constexpr int64_t kLedgerRecordBytes = 256;
+
 int MaxRequestBytes(v1::Role role) {
+  const RequestLimits limits;
   switch (role) {
     case v1::LEARNER:
     case v1::REFERENCE:
-      return 256 << 20;
+      return static_cast<int>(limits.max_batch_tokens * kBatchTokenBytes);
     case v1::ACTOR:
+      return static_cast<int>(limits.max_prompts * kPromptBytes);
     case v1::VERIFIER:
-      return 64 << 20;
+      return static_cast<int>(limits.max_verify_items * kVerifyItemBytes);
     default:
-      return 16 << 20;
+      return static_cast<int>(limits.max_ledger_records * kLedgerRecordBytes);
   }
+}
+
+absl::Status CheckPromptCount(int64_t prompts, const RequestLimits& limits) {
+  if (prompts <= limits.max_prompts) return absl::OkStatus();
+  return TooMany("prompts", prompts, "prompts", limits.max_prompts);
+}
+
+absl::Status CheckVerifyItemCount(int64_t items, const RequestLimits& limits) {
+  if (items <= limits.max_verify_items) return absl::OkStatus();
+  // InvalidArgument: the code the verifier protocol gives a request with
+  // more items than a server accepts (docs/verifier-protocol.md).
+  return absl::InvalidArgumentError(absl::StrCat("items: ", items,
+                                                 " items in one request; the limit is ",
+                                                 limits.max_verify_items, " (split the batch)"));
+}
+
+absl::Status CheckBatchSize(const char* field, int64_t size, const RequestLimits& limits) {
+  if (size <= limits.max_batch_samples) return absl::OkStatus();
+  return TooMany(field, size, "entries", limits.max_batch_samples);
+}
+
+absl::Status CheckLedgerRecordCount(int64_t records, const RequestLimits& limits) {
+  if (records <= limits.max_ledger_records) return absl::OkStatus();
+  return TooMany("records", records, "records", limits.max_ledger_records);
 }
 
 RequestLimits RequestLimitsFor(const v1::ModelConfig& model, int64_t vocab_size) {
@@ -126,9 +154,7 @@ RequestLimits RequestLimitsFor(const v1::ModelConfig& model, int64_t vocab_size)
 
 absl::Status CheckGenerateRequest(const v1::GenerateRequest& request, const RequestLimits& limits) {
   const int prompts = request.prompts_size();
-  if (prompts > limits.max_prompts) {
-    return TooMany("prompts", prompts, "prompts", limits.max_prompts);
-  }
+  if (absl::Status s = CheckPromptCount(prompts, limits); !s.ok()) return s;
   const int n = request.responses_per_prompt();
   if (n < 0) {
     return absl::InvalidArgumentError(
@@ -194,13 +220,7 @@ absl::Status CheckPreferenceBatch(const v1::PreferenceBatch& batch, const Reques
 
 absl::Status CheckVerifyRequest(const v1::VerifyRequest& request, const RequestLimits& limits) {
   const int n = request.items_size();
-  if (n > limits.max_verify_items) {
-    // InvalidArgument: the code the verifier protocol gives a request with
-    // more items than a server accepts (docs/verifier-protocol.md).
-    return absl::InvalidArgumentError(absl::StrCat("items: ", n,
-                                                   " items in one request; the limit is ",
-                                                   limits.max_verify_items, " (split the batch)"));
-  }
+  if (absl::Status s = CheckVerifyItemCount(n, limits); !s.ok()) return s;
   for (int i = 0; i < n; ++i) {
     const v1::VerifyItem& item = request.items(i);
     const std::string where = absl::StrCat("items[", i, "].");
@@ -230,10 +250,7 @@ absl::Status CheckWorkerId(const std::string& worker_id, const RequestLimits& li
 
 absl::Status CheckLedgerReport(const v1::LedgerReport& report, const RequestLimits& limits) {
   if (absl::Status s = CheckWorkerId(report.worker_id(), limits); !s.ok()) return s;
-  if (report.records_size() > limits.max_ledger_records) {
-    return TooMany("records", report.records_size(), "records", limits.max_ledger_records);
-  }
-  return absl::OkStatus();
+  return CheckLedgerRecordCount(report.records_size(), limits);
 }
 
 absl::Status CheckFetchRequest(const v1::FetchWeightsRequest& request,

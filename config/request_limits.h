@@ -27,8 +27,21 @@
 namespace trellis::config {
 
 // Largest request message the server of `role` receives (gRPC's maximum
-// receive message size): an actor's prompts, a learner's or reference's
-// batches, a verifier's items, the scheduler's job, reports and heartbeats.
+// receive message size; a larger one is RESOURCE_EXHAUSTED before any of
+// it is parsed), derived from the default RequestLimits' counts and the
+// bytes one entry takes on average, the request's other fields included:
+//  - actor: max_prompts x 4 KiB (a prompt's token ids, text and answer):
+//    64 MiB;
+//  - verifier: max_verify_items x 1 KiB: 64 MiB;
+//  - learner, reference: max_batch_tokens x 4 bytes (a token's id and its
+//    log-probs, packed): 256 MiB;
+//  - scheduler (and every other role): max_ledger_records x 256 bytes (a
+//    ledger record): 16 MiB.
+// Within it, the entries of a request's top-level repeated field (items,
+// prompts, samples, pairs, records) are counted on the wire before the
+// request is parsed (rpc/counted_request.h, the Check...Count functions
+// below), so that many small entries cannot cost more memory parsed than
+// their limit allows.
 int MaxRequestBytes(v1::Role role);
 
 struct RequestLimits {
@@ -86,6 +99,17 @@ class SharedLimits {
   mutable absl::Mutex mu_;
   RequestLimits limits_ ABSL_GUARDED_BY(mu_);
 };
+
+// The counts of a request's entries, checked before it is parsed and again
+// by the checks of the parsed request below (same codes, same messages):
+// Generate's prompts, Verify's items (InvalidArgument, as the verifier
+// protocol says), a batch's `field` ("samples", "pairs") and a report's
+// records.
+[[nodiscard]] absl::Status CheckPromptCount(int64_t prompts, const RequestLimits& limits);
+[[nodiscard]] absl::Status CheckVerifyItemCount(int64_t items, const RequestLimits& limits);
+[[nodiscard]] absl::Status CheckBatchSize(const char* field, int64_t size,
+                                          const RequestLimits& limits);
+[[nodiscard]] absl::Status CheckLedgerRecordCount(int64_t records, const RequestLimits& limits);
 
 // Each checks one request against `limits` without copying it.
 [[nodiscard]] absl::Status CheckGenerateRequest(const v1::GenerateRequest& request,

@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "data/dataset.h"
+#include "env/regular_file.h"
 #include "nlohmann/json.hpp"
 
 namespace trellis::data {
@@ -147,6 +148,8 @@ absl::Status ParsePair(Json& obj, PreferencePair& pair) {
 // T::id is the 0-based line index. Errors name the path and line.
 template <typename T, typename Parse>
 absl::StatusOr<std::vector<T>> ReadLines(const std::string& path, Parse parse) {
+  // A FIFO or device is refused, not waited on.
+  if (absl::Status s = env::CheckRegularFile(path); !s.ok()) return s;
   std::ifstream in(path, std::ios::binary);
   if (!in) return FileError(path, "open");
   std::vector<T> items;

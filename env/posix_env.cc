@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "env/env.h"
+#include "env/regular_file.h"
 
 namespace trellis::env {
 namespace {
@@ -144,9 +145,9 @@ class PosixEnv final : public Env {
 
   absl::StatusOr<std::unique_ptr<SequentialFile>> OpenSequential(
       const std::string& path) override {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Errno(errno, "opening", path);
-    return std::make_unique<PosixSequentialFile>(path, fd);
+    absl::StatusOr<int> fd = OpenRegularFile(path);
+    if (!fd.ok()) return fd.status();
+    return std::make_unique<PosixSequentialFile>(path, *fd);
   }
 
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {

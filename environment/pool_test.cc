@@ -149,10 +149,11 @@ TEST_F(PoolTest, TheBreakerOpensRefusesThenClosesAfterAGoodTrial) {
   EXPECT_TRUE(Step(*pool, "ok").ok()) << "the trial after the pause";
   EXPECT_TRUE(Step(*pool, "ok").ok());
 
-  ASSERT_EQ(log_.size(), 3u);
+  ASSERT_EQ(log_.size(), 4u);
   EXPECT_THAT(log_[0], StartsWith("environment fake@2: failing: "));
   EXPECT_THAT(log_[1], StartsWith("environment fake@2: circuit open: fake@2 failed 2"));
-  EXPECT_EQ(log_[2], "environment fake@2: recovered after 2 consecutive failed calls");
+  EXPECT_EQ(log_[2], "environment fake@2: half-open: the pause is over; one trial call decides");
+  EXPECT_EQ(log_[3], "environment fake@2: recovered after 2 consecutive failed calls");
 }
 
 TEST_F(PoolTest, AFailedTrialKeepsTheCircuitOpen) {

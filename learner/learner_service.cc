@@ -69,6 +69,24 @@ absl::Status CheckTrain(const v1::TrainBatch& batch, const config::RequestLimits
 
 }  // namespace
 
+LearnerService::LearnerService(std::string worker_id)
+    : worker_(std::move(worker_id), model::StatusFromException) {
+  const auto count = [this](const char* field) -> rpc::CountCheck {
+    return [this, field](int64_t n) { return config::CheckBatchSize(field, n, limits_.Get()); };
+  };
+  constexpr char kLearner[] = "trellis.v1.Learner";
+  constexpr int kPairs = v1::SftBatch::kPairsFieldNumber;
+  CountUnary(kLearner, "SftStep", kPairs, count("pairs"), &LearnerService::SftStep);
+  CountUnary(kLearner, "EvalSft", kPairs, count("pairs"), &LearnerService::EvalSft);
+  CountUnary(kLearner, "TrainStep", v1::TrainBatch::kSamplesFieldNumber, count("samples"),
+             &LearnerService::TrainStep);
+  constexpr int kPreferencePairs = v1::PreferenceBatch::kPairsFieldNumber;
+  CountUnary(kLearner, "PreferenceStep", kPreferencePairs, count("pairs"),
+             &LearnerService::PreferenceStep);
+  CountUnary(kLearner, "EvalPreference", kPreferencePairs, count("pairs"),
+             &LearnerService::EvalPreference);
+}
+
 void LearnerService::Bind(LearnerWorker* worker, const config::RequestLimits& limits,
                     std::string run_dir) {
   limits_.Set(limits);

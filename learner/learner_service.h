@@ -16,16 +16,17 @@
 #include "learner/learner_worker.h"
 #include "model/torch_status.h"
 #include "rpc/bound_worker.h"
+#include "rpc/counted_request.h"
 #include "trellis/v1/services.grpc.pb.h"
 
 namespace trellis::learner {
 
-class LearnerService final : public v1::Learner::Service {
+class LearnerService final : public rpc::CountingService<v1::Learner::Service> {
  public:
-  explicit LearnerService(std::string worker_id)
-      : worker_(std::move(worker_id), model::StatusFromException) {}
+  explicit LearnerService(std::string worker_id);
   // Requests are checked against `limits` (config/request_limits.h) before
-  // they reach `worker`; token ids against limits.vocab_size. The paths of
+  // they reach `worker`, a batch's samples or pairs counted before it is
+  // parsed (rpc/counted_request.h); token ids against limits.vocab_size. The paths of
   // SaveWeights, SaveCheckpoint and RestoreCheckpoint name files relative to `run_dir` and stay inside it
   // (env/confined_path.h): INVALID_ARGUMENT or PERMISSION_DENIED naming the
   // path otherwise.

@@ -190,10 +190,11 @@ struct EvalMetrics {
   std::optional<double> loss;
   std::optional<double> reward_margin;
   // Rollout evaluations (set there only): held-out items whose every
-  // verification failed (ERROR or TIMEOUT, eval.verify_retries + 1 times),
-  // left out of accuracy and mean_reward rather than scored wrong; the
-  // evaluation is complete when there are none. verify_retries counts the
-  // items verified again after a failure.
+  // verification failed (ERROR or TIMEOUT, eval.verify_retries + 1 times);
+  // the evaluation is complete when there are none. An incomplete one has
+  // no accuracy or mean_reward (0 here, null in ledger.jsonl and
+  // summary.json): the items scored are not the held-out set.
+  // verify_retries counts the items verified again after a failure.
   std::optional<int64_t> unscored;
   int64_t verify_retries = 0;
 };

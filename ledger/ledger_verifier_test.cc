@@ -108,8 +108,8 @@ TEST_F(LedgerVerifierTest, VerifierRecordsAndTheirTotalsPerVerifier) {
   EXPECT_EQ(again["verifiers"]["numeric"]["items"], 16);
 }
 
-// A rollout evaluation that left items unscored says it is incomplete, and
-// the counts survive a checkpoint.
+// A rollout evaluation that left items unscored says it is incomplete and
+// has no accuracy, and the counts survive a checkpoint.
 TEST_F(LedgerVerifierTest, IncompleteEvaluationIsMarkedWithItsCounts) {
   EvalMetrics e{8, 0.5, 0.2};
   e.unscored = 3;
@@ -124,7 +124,10 @@ TEST_F(LedgerVerifierTest, IncompleteEvaluationIsMarkedWithItsCounts) {
   EXPECT_EQ(summary["eval"]["after"]["complete"], false);
   EXPECT_EQ(summary["eval"]["after"]["unscored"], 3);
   EXPECT_EQ(summary["eval"]["after"]["verify_retries"], 6);
+  EXPECT_TRUE(summary["eval"]["after"]["accuracy"].is_null());
+  EXPECT_TRUE(summary["eval"]["after"]["mean_reward"].is_null());
   EXPECT_EQ(summary["eval"]["before"]["complete"], true);
+  EXPECT_EQ(summary["eval"]["before"]["accuracy"], 0.25);
   Ledger resumed(&clock_);
   ASSERT_TRUE(resumed.ImportState(ledger_.ExportState()).ok());
   ASSERT_TRUE(resumed.WriteSummary(summary_path).ok());

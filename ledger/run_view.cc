@@ -366,7 +366,6 @@ void RunView::WriteMetrics(PrometheusText& out, Scope scope) const {
   for (const auto& [reason, field] : kLossReasons) {
     out.Sample("trellis_samples_lost_total", {{"reason", reason}}, total(reason));
   }
-
   out.Family("trellis_handoff_seconds", Type::kHistogram,
              "Seconds of each weight handoff, by phase.");
   for (int i = 0; i < 3; ++i) {
@@ -385,12 +384,13 @@ void RunView::WriteMetrics(PrometheusText& out, Scope scope) const {
   out.Sample("trellis_tokens_total", {{"kind", "generated"}},
              static_cast<double>(s.generated_tokens));
   out.Sample("trellis_tokens_total", {{"kind", "trained"}}, static_cast<double>(s.trained_tokens));
-
   out.Family("trellis_mean_reward", Type::kGauge, "Mean reward of the last step's samples.");
   out.Sample("trellis_mean_reward", {}, has_step ? Num(last, "mean_reward") : 0);
-  out.Family("trellis_eval_accuracy", Type::kGauge, "Held-out accuracy of the latest eval.");
+  out.Family("trellis_eval_accuracy", Type::kGauge, "Held-out accuracy of each complete eval.");
   std::map<std::string, double> evals;
-  for (const json& e : s.evals) evals[Str(e, "label")] = Num(e, "accuracy");
+  for (const json& e : s.evals) {
+    if (e.value("complete", true)) evals[Str(e, "label")] = Num(e, "accuracy");
+  }
   for (const auto& [label, accuracy] : evals) {
     out.Sample("trellis_eval_accuracy", {{"label", label}}, accuracy);
   }

@@ -69,7 +69,9 @@ class Driver {
   void SetCheckpointWriter(CheckpointWriter writer) { write_checkpoint_ = std::move(writer); }
 
   // Runs the whole job; the first failure stops it and is returned with
-  // the stage and step where it happened.
+  // the stage and step where it happened. At its end, failed or not, one
+  // stderr line counts the rewards the reward rule clipped in training and
+  // evaluation (loop/reward_rule.h), when there were any.
   [[nodiscard]] absl::Status Run();
 
   // The per-step metrics of the steps this run took (after a resume: only
@@ -157,6 +159,10 @@ class Driver {
   // bind.
   absl::Status NoEnvironment() const;
   absl::Status RunStep(int64_t step);
+  // Run's steps and evaluations.
+  absl::Status RunRecipe();
+  // The stderr line of the rewards clipped in this run, if any.
+  void AnnounceClipping() const;
   absl::Status CheckpointAfter(int64_t steps_done);
   // EvaluateRollouts' verdicts on held-out items [begin, end) (`request`
   // holds their prompts): generated and verified, or with an environment
@@ -191,6 +197,9 @@ class Driver {
   std::vector<ledger::StepMetrics> history_;
   ledger::EvalMetrics eval_before_;
   ledger::EvalMetrics eval_after_;
+  // Rewards the reward rule clipped in evaluations (training's are in
+  // history_'s counts).
+  int64_t eval_rewards_clipped_ = 0;
   // Held by whoever uses the actors: the pipeline's rollouts, evaluations.
   absl::Mutex actor_mu_;
   // The weight handoff: the newest version published and the version the

@@ -4,6 +4,7 @@
 #include "loop/driver.h"
 
 #include <cmath>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <regex>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loop/recipes/builtin.h"
@@ -21,7 +23,9 @@
 namespace trellis::loop {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 data::Split Arithmetic() {
   data::Split split;
@@ -90,6 +94,63 @@ TEST(DriverTest, GrpoTrainsOnItsEstimatorsAdvantages) {
   EXPECT_EQ(run.driver.history().size(), 2u);
   EXPECT_THAT(run.progress.str(), HasSubstr("step    2/2  reward 0.500  acc 0.500"));
   EXPECT_THAT(run.driver.Headline(), HasSubstr("held-out accuracy (greedy)"));
+}
+
+// A verifier that dies after the evaluation before the run, its pool still
+// answering what its cache holds: the evaluation after leaves a held-out
+// prompt unscored, so neither its line, its ledger record nor the closing
+// line gives it an accuracy (the one prompt scored is not the held-out set).
+TEST(DriverTest, AnIncompleteEvaluationHasNoAccuracy) {
+  FakeRun run(Job("grpo"));
+  run.fakes.verifier.fail_from_call = 1;
+  run.fakes.verifier.fail_prompt = "5+1=";
+  std::vector<std::string> evals;
+  run.ledger.ObserveRecords([&evals](std::string_view line) {
+    if (line.find("\"type\":\"eval\"") != std::string_view::npos) evals.emplace_back(line);
+  });
+  ASSERT_TRUE(run.driver.Run().ok());
+  const std::string progress = run.progress.str();
+  EXPECT_THAT(progress, HasSubstr("eval before  accuracy 1.000  (2 held-out prompts, greedy)\n"));
+  EXPECT_THAT(progress, HasSubstr("eval after   INCOMPLETE: 1 of 2 held-out prompts not scored "
+                                  "(the verifier failed on them); no accuracy\n"));
+  EXPECT_THAT(progress, Not(ContainsRegex("eval after .*accuracy [0-9]")));
+  EXPECT_EQ(run.driver.Headline(),
+            "held-out accuracy (greedy): before 1.000  after INCOMPLETE (1 of 2 not scored)\n");
+  ASSERT_EQ(evals.size(), 2u);
+  EXPECT_THAT(evals[0], HasSubstr("\"accuracy\":1.0"));
+  EXPECT_THAT(evals[1], HasSubstr("\"accuracy\":null"));
+  EXPECT_THAT(evals[1], HasSubstr("\"complete\":false"));
+  EXPECT_THAT(evals[1], HasSubstr("\"unscored\":1"));
+}
+
+// Rewards beyond verifier.max_abs_reward are clipped, and the run says so
+// once, on stderr at its end, with their count (training and evaluation).
+TEST(DriverTest, ClippedRewardsAreCountedInOneStderrLine) {
+  v1::JobConfig job = Job("grpo");
+  job.mutable_verifier()->set_max_abs_reward(10);
+  FakeRun run(job);
+  run.fakes.verifier.correct_reward = 100;
+  std::ostringstream err;
+  std::streambuf* old = std::cerr.rdbuf(err.rdbuf());
+  const absl::Status s = run.driver.Run();
+  std::cerr.rdbuf(old);
+  ASSERT_TRUE(s.ok()) << s;
+  int64_t clipped = 2 + 2;  // every held-out prompt, before and after
+  for (const ledger::StepMetrics& m : run.driver.history()) {
+    clipped += m.counts.samples_reward_clipped;
+  }
+  EXPECT_EQ(clipped, 4 + 2 * 2 * 2);  // and two correct responses of each prompt of each step
+  EXPECT_EQ(err.str(), absl::StrCat("verifier: ", clipped,
+                                    " rewards beyond verifier.max_abs_reward (10) were clipped to "
+                                    "it in this run (samples_reward_clipped in ledger.jsonl)\n"));
+  // A run that clips nothing says nothing.
+  FakeRun quiet(Job("grpo"));
+  err.str("");
+  old = std::cerr.rdbuf(err.rdbuf());
+  const absl::Status q = quiet.driver.Run();
+  std::cerr.rdbuf(old);
+  ASSERT_TRUE(q.ok()) << q;
+  EXPECT_EQ(err.str(), "");
 }
 
 TEST(DriverTest, PpoLeavesTheAdvantageToTheLearner) {

@@ -1,6 +1,5 @@
 // Reading safetensors files through a read-only memory mapping
 // (SafetensorsReader, LoadSafetensors); the writer is model/safetensors.cc.
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "env/regular_file.h"
 #include "model/internal/safetensors_dtypes.h"
 #include "model/safetensors.h"
 
@@ -139,10 +139,11 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
     const std::string& path) {
   std::unique_ptr<SafetensorsReader> r(new SafetensorsReader());
   r->path_ = path;
-  r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (r->fd_ < 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("safetensors: cannot open ", path));
+  absl::StatusOr<int> fd = env::OpenRegularFile(path);
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(), absl::StrCat("safetensors: ", fd.status().message()));
   }
+  r->fd_ = *fd;
   struct stat st;
   if (::fstat(r->fd_, &st) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("safetensors: cannot stat ", path));
@@ -162,9 +163,13 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
   ::madvise(map, size, MADV_SEQUENTIAL);
   uint64_t header_size;
   std::memcpy(&header_size, r->map_, sizeof(header_size));
+  // The message never shows the length read: those are the file's first
+  // bytes, whatever the file is.
   if (header_size > kMaxHeaderBytes || header_size > size - 8) {
-    return DataLoss(path, absl::StrCat("header length ", header_size, " exceeds the file (", size,
-                                       " bytes) or the limit"));
+    return DataLoss(path, absl::StrCat("the file is ", size,
+                                       " bytes; expected safetensors, whose first 8 bytes give a "
+                                       "header length within the file and at most ",
+                                       kMaxHeaderBytes, " bytes"));
   }
   const char* header_begin = r->map_ + 8;
   const json header = json::parse(header_begin, header_begin + header_size, nullptr,

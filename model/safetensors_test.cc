@@ -1,5 +1,6 @@
 #include "model/safetensors.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -170,12 +171,28 @@ TEST(SafetensorsTest, CorruptHeaderIsDataLoss) {
     ASSERT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
     EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(c.expect));
   }
-  // A header length larger than the file.
-  std::string huge(8, '\0');
-  const uint64_t n = 1ull << 40;
-  std::memcpy(huge.data(), &n, 8);
-  WriteAll(path, huge + "{}");
-  EXPECT_EQ(LoadSafetensors(path).status().code(), absl::StatusCode::kDataLoss);
+  // A header length larger than the file: the error names the file's size
+  // and what was expected, never the bytes it read ("ABCDEFGH" here).
+  WriteAll(path, "ABCDEFGH{}");
+  const absl::Status huge = LoadSafetensors(path).status();
+  EXPECT_EQ(huge.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(huge.message()), HasSubstr("the file is 10 bytes; expected"));
+  uint64_t read_as_length;
+  std::memcpy(&read_as_length, "ABCDEFGH", 8);
+  EXPECT_THAT(std::string(huge.message()),
+              ::testing::Not(HasSubstr(std::to_string(read_as_length))));
+  EXPECT_THAT(std::string(huge.message()), ::testing::Not(HasSubstr("ABCD")));
+  std::remove(path.c_str());
+}
+
+// A FIFO named as a weights file is refused at once, not waited on.
+TEST(SafetensorsTest, FifoIsRefusedWithoutWaiting) {
+  const std::string path = TempPath("fifo");
+  std::remove(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  const absl::Status s = LoadSafetensors(path).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("is a FIFO; expected a regular file"));
   std::remove(path.c_str());
 }
 

@@ -27,10 +27,13 @@ Breaker::Breaker(std::string kind, std::string label, int failures_to_open, absl
 
 std::string Breaker::Admit() {
   if (failures_to_open_ <= 0) return "";
-  absl::MutexLock lock(&mu_);
-  if (state_ != State::kOpen) return "";
-  if (env_->Now() < open_until_) return open_detail_;
-  state_ = State::kTrial;  // the pause is over: this call is the trial
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kOpen) return "";
+    if (env_->Now() < open_until_) return open_detail_;
+    state_ = State::kTrial;  // the pause is over: this call is the trial
+  }
+  log_(absl::StrCat(kind_, " ", label_, ": half-open: the pause is over; one trial call decides"));
   return "";
 }
 
@@ -59,10 +62,10 @@ bool Breaker::Observe(bool failed, const std::string& detail) {
     } else {
       ++failures_;
       if (state_ == State::kTrial || (failures_to_open_ > 0 && failures_ >= failures_to_open_)) {
-        // A failed trial leaves it open: no new state, no new line.
-        const bool was_closed = state_ != State::kTrial;
+        const bool trial = state_ == State::kTrial;
         Open(detail);
-        if (was_closed) line = absl::StrCat(kind_, " ", label_, ": ", open_detail_);
+        line = absl::StrCat(kind_, " ", label_, ": ", trial ? "trial call failed: " : "",
+                            open_detail_);
         opened = true;
       } else if (state_ == State::kHealthy) {
         state_ = State::kFailing;

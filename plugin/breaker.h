@@ -4,8 +4,13 @@
 // The circuit breaker of the verifier and environment pools
 // (verifier/pool.h, environment/pool.h): counts consecutive failed calls to
 // a plugin, opens for a pause after `failures_to_open` of them, lets one
-// trial call through after the pause, and says so in one log line per
-// change of state (failing, open, recovered), never per call. Thread-safe.
+// trial call through after the pause (half-open), and says so in one log
+// line per change of state, never per call: closed to failing ("failing:
+// ..."), to open ("circuit open: ..."), open to half-open ("half-open:
+// ..."), half-open to open again ("trial call failed: ..."), and failing
+// or half-open to closed ("recovered after ..."). Each line starts with
+// "<kind> <label>: ". Thread-safe; time is `env`'s clock, so a test's fake
+// clock drives the pause.
 
 #include <cstdint>
 #include <functional>

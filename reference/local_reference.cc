@@ -9,6 +9,7 @@
 #include "config/flops.h"
 #include "config/recipe.h"
 #include "config/worker_id.h"
+#include "env/regular_file.h"
 #include "ledger/memory_tracker.h"
 #include "model/offload.h"
 #include "model/safetensors.h"
@@ -83,6 +84,12 @@ class LocalReference : public ReferenceWorker {
   }
 
   absl::Status Load(const std::string& weights_path) override {
+    // The reference's weights are a file the run wrote in its run
+    // directory (Driver::TakeReference; over gRPC a path confined to it):
+    // neither a symbolic link nor a second hard link to a file elsewhere.
+    if (absl::Status s = env::CheckRegularFile(weights_path, env::Links::kRunFile); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("reference weights: ", s.message()));
+    }
     const ledger::PeakWindow window;
     absl::StatusOr<model::Transformer> model =
         LoadFrozen(config_, tokenizer_->vocab_size(), model::Head::kLanguageModel, device_,

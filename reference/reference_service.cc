@@ -9,6 +9,16 @@
 
 namespace trellis::reference {
 
+ReferenceService::ReferenceService(std::string worker_id)
+    : worker_(std::move(worker_id), model::StatusFromException) {
+  const rpc::CountCheck samples = [this](int64_t n) {
+    return config::CheckBatchSize("samples", n, limits_.Get());
+  };
+  constexpr int kSamples = v1::LogProbRequest::kSamplesFieldNumber;
+  CountUnary("trellis.v1.Reference", "LogProbs", kSamples, samples, &ReferenceService::LogProbs);
+  CountUnary("trellis.v1.Reference", "Scores", kSamples, samples, &ReferenceService::Scores);
+}
+
 void ReferenceService::Bind(ReferenceWorker* worker, const config::RequestLimits& limits,
                     std::string run_dir) {
   limits_.Set(limits);

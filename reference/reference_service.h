@@ -16,16 +16,17 @@
 #include "reference/reference_worker.h"
 #include "model/torch_status.h"
 #include "rpc/bound_worker.h"
+#include "rpc/counted_request.h"
 #include "trellis/v1/services.grpc.pb.h"
 
 namespace trellis::reference {
 
-class ReferenceService final : public v1::Reference::Service {
+class ReferenceService final : public rpc::CountingService<v1::Reference::Service> {
  public:
-  explicit ReferenceService(std::string worker_id)
-      : worker_(std::move(worker_id), model::StatusFromException) {}
+  explicit ReferenceService(std::string worker_id);
   // Requests are checked against `limits` (config/request_limits.h) before
-  // they reach `worker`; token ids against limits.vocab_size. The paths of
+  // they reach `worker`, their samples counted before they are parsed
+  // (rpc/counted_request.h); token ids against limits.vocab_size. The paths of
   // Load names a file relative to `run_dir` and stay inside it
   // (env/confined_path.h): INVALID_ARGUMENT or PERMISSION_DENIED naming the
   // path otherwise.

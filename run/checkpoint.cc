@@ -81,8 +81,12 @@ absl::Status CheckFile(env::Env* env, const std::string& path, const json& expec
   return absl::OkStatus();
 }
 
+// With the unscored prompts of a rollout evaluation, so that a resumed
+// run's headline still marks an incomplete one.
 json EvalJson(const ledger::EvalMetrics& e) {
-  return {{"prompts", e.prompts}, {"accuracy", e.accuracy}, {"mean_reward", e.mean_reward}};
+  json j = {{"prompts", e.prompts}, {"accuracy", e.accuracy}, {"mean_reward", e.mean_reward}};
+  if (e.unscored.has_value()) j["unscored"] = *e.unscored;
+  return j;
 }
 
 }  // namespace
@@ -212,6 +216,7 @@ absl::StatusOr<Checkpoint> ReadLatestCheckpoint(env::Env* env, const std::string
     const json& e = j.at(field);
     s.eval_before = {e.at("prompts").get<int64_t>(), e.at("accuracy").get<double>(),
                      e.at("mean_reward").get<double>()};
+    if (e.contains("unscored")) s.eval_before.unscored = e.at("unscored").get<int64_t>();
     field = "prompt_account";  // absent before the asynchronous pipeline
     if (j.contains(field)) {
       const json& a = j.at(field);

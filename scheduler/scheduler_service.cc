@@ -17,6 +17,17 @@
 namespace trellis::scheduler {
 namespace {
 
+// The most bytes one forwarded record may claim: 2^48 (256 TiB), far above
+// any object or move of a worker, so that a record claiming more is a
+// broken or hostile worker's, not a number for the ledger's sums.
+constexpr int64_t kMaxRecordBytes = int64_t{1} << 48;
+
+absl::Status CheckBytes(const std::string& field, int64_t bytes) {
+  if (bytes >= 0 && bytes <= kMaxRecordBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": must be in [0, 2^48 = ", kMaxRecordBytes, "], found ", bytes));
+}
+
 // Why the scheduler's ledger cannot take `r`, records[i] of a report,
 // naming the field; OK when it can (then every name in it is known).
 absl::Status CheckRecord(const v1::LedgerRecord& r, int i) {
@@ -33,7 +44,7 @@ absl::Status CheckRecord(const v1::LedgerRecord& r, int i) {
       if (!ledger::StageFromName(r.object().stage())) {
         return unknown("object.stage", "stage", r.object().stage());
       }
-      return absl::OkStatus();
+      return CheckBytes(where + "object.bytes", r.object().bytes());
     case v1::LedgerRecord::kMove: {
       const v1::MoveRecord& m = r.move();
       if (!ledger::ObjectFromName(m.object())) return unknown("move.object", "object", m.object());
@@ -42,10 +53,7 @@ absl::Status CheckRecord(const v1::LedgerRecord& r, int i) {
                                                        m.direction(), "' (expected out or in)"));
       }
       if (!ledger::StageFromName(m.stage())) return unknown("move.stage", "stage", m.stage());
-      if (m.bytes() < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, "move.bytes: must be >= 0, found ", m.bytes()));
-      }
+      if (absl::Status s = CheckBytes(where + "move.bytes", m.bytes()); !s.ok()) return s;
       if (!std::isfinite(m.seconds()) || m.seconds() < 0) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, "move.seconds: must be finite and >= 0, found ", m.seconds()));
@@ -87,6 +95,15 @@ bool OnLearnerServer(const std::string& transport) {
 }
 
 }  // namespace
+
+SchedulerService::SchedulerService(absl::Duration register_timeout, env::Env* env,
+                                   std::string run_dir)
+    : register_timeout_(register_timeout), env_(env), run_dir_(std::move(run_dir)) {
+  CountUnary(
+      "trellis.v1.Scheduler", "ReportLedger", v1::LedgerReport::kRecordsFieldNumber,
+      [](int64_t n) { return config::CheckLedgerRecordCount(n, config::RequestLimits()); },
+      &SchedulerService::ReportLedger);
+}
 
 absl::Status SchedulerService::SetJob(const v1::JobConfig& job) {
   v1::JobConfig validated = job;
@@ -238,7 +255,10 @@ grpc::Status SchedulerService::ReportLedger(grpc::ServerContext*, const v1::Ledg
   }
   // All or none: a batch is checked whole, then recorded in its order.
   for (int i = 0; i < request->records_size(); ++i) {
-    if (absl::Status s = CheckRecord(request->records(i), i); !s.ok()) return rpc::ToGrpc(s);
+    if (absl::Status s = CheckRecord(request->records(i), i); !s.ok()) {
+      return rpc::ToGrpc(absl::Status(
+          s.code(), absl::StrCat("ledger report of ", request->worker_id(), ": ", s.message())));
+    }
   }
   // Under the lock: the ledger may be detached at the end of the run.
   absl::MutexLock lock(&mu_);

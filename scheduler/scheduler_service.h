@@ -15,19 +15,21 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "ledger/ledger.h"
+#include "rpc/counted_request.h"
 #include "scheduler/worker_registry.h"
 #include "trellis/v1/scheduler.grpc.pb.h"
 
 namespace trellis::scheduler {
 
-class SchedulerService final : public v1::Scheduler::Service {
+class SchedulerService final : public rpc::CountingService<v1::Scheduler::Service> {
  public:
   // The job's WorkerRegistry keeps time on `env`. `run_dir` is the run
   // directory assignments name (made absolute); empty: the job's
   // runtime.out_dir.
+  // A ledger report's records are counted before it is parsed
+  // (rpc/counted_request.h).
   explicit SchedulerService(absl::Duration register_timeout, env::Env* env = env::Env::Default(),
-                            std::string run_dir = "")
-      : register_timeout_(register_timeout), env_(env), run_dir_(std::move(run_dir)) {}
+                            std::string run_dir = "");
 
   // Sets the job (from the command line, or SubmitJob). InvalidArgument
   // when it does not validate; FailedPrecondition when one is set already.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ledger/ledger.h"
@@ -90,7 +91,8 @@ TEST_F(ReportLedgerTest, RefusesABadMoveWholeNamingTheField) {
   };
   std::vector<Case> cases;
   cases.push_back({Move("sideways", 1), "records[1].move.direction: unknown direction 'sideways'"});
-  cases.push_back({Move("out", -1), "records[1].move.bytes: must be >= 0, found -1"});
+  cases.push_back({Move("out", -1), "records[1].move.bytes: must be in [0, 2^48"});
+  cases.push_back({Move("out", int64_t{1} << 49), "records[1].move.bytes: must be in [0, 2^48"});
   v1::MoveRecord unknown_object = Move("out", 1);
   unknown_object.set_object("unicorns");
   cases.push_back({unknown_object, "records[1].move.object: unknown object 'unicorns'"});
@@ -111,7 +113,7 @@ TEST_F(ReportLedgerTest, RefusesABadMoveWholeNamingTheField) {
     *report.add_records()->mutable_move() = c.move;
     const grpc::Status s = Report(report);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.error;
-    EXPECT_THAT(s.error_message(), HasSubstr(c.error));
+    EXPECT_THAT(s.error_message(), HasSubstr("ledger report of reference-0: " + c.error));
   }
   v1::LedgerReport empty;
   empty.set_worker_id("reference-0");
@@ -120,6 +122,27 @@ TEST_F(ReportLedgerTest, RefusesABadMoveWholeNamingTheField) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("records[0]: empty"));
   // All or none: not even the good first record of each report.
+  EXPECT_TRUE(records_.empty());
+}
+
+// An object record claiming a negative size or more than 2^48 bytes (256
+// TiB) is refused naming the worker and the field, and nothing is written.
+TEST_F(ReportLedgerTest, RefusesAnObjectOfAbsurdSizeNamingWorkerAndField) {
+  for (int64_t bytes :
+       {int64_t{-1000000000000}, int64_t{1000000000000000}, (int64_t{1} << 48) + 1}) {
+    v1::LedgerReport report;
+    report.set_worker_id("actor-3");
+    v1::ObjectRecord* o = report.add_records()->mutable_object();
+    o->set_object("parameters");
+    o->set_bytes(bytes);
+    o->set_stage("load");
+    const grpc::Status s = Report(report);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bytes;
+    EXPECT_THAT(
+        s.error_message(),
+        HasSubstr("ledger report of actor-3: records[0].object.bytes: must be in [0, 2^48"));
+    EXPECT_THAT(s.error_message(), HasSubstr(absl::StrCat("found ", bytes)));
+  }
   EXPECT_TRUE(records_.empty());
 }
 

@@ -56,12 +56,16 @@ std::vector<nlohmann::json> Records(const fs::path& dir, const std::string& type
   return out;
 }
 
-fs::path RunJob(const std::string& name, const v1::JobConfig& job) {
+// Runs `job` into a fresh directory; its progress output into *printed
+// when given.
+fs::path RunJob(const std::string& name, const v1::JobConfig& job,
+                std::string* printed = nullptr) {
   const fs::path dir = fs::path(testing::TempDir()) / name;
   fs::remove_all(dir);
   std::ostringstream progress;
   absl::Status status = run::RunEmbeddedJob(job, dir.string(), progress);
   EXPECT_TRUE(status.ok()) << status << "\n" << progress.str();
+  if (printed != nullptr) *printed = progress.str();
   return dir;
 }
 
@@ -167,9 +171,9 @@ TEST(VerifierPolicyTest, BuiltinVerifierRecordsStatsEveryStep) {
 // A verifier that is dead from the start: every step's samples are counted
 // as samples_error (not as the zero-variance groups their equal rewards
 // make), the breaker opens once after breaker_failures failed calls, stderr
-// gets one line per state change, and the final evaluation, whose every
-// item keeps failing after eval.verify_retries, says it is incomplete
-// instead of scoring the items wrong.
+// gets one line per state change, and the evaluations, whose every item
+// keeps failing after eval.verify_retries, say they are incomplete and
+// have no accuracy, in the ledger and on every line that shows one.
 TEST(VerifierPolicyTest, DeadVerifierIsCountedAndLeavesTheEvaluationIncomplete) {
   v1::JobConfig job = TinyJob();
   job.mutable_eval()->set_num_prompts(4);
@@ -182,7 +186,8 @@ TEST(VerifierPolicyTest, DeadVerifierIsCountedAndLeavesTheEvaluationIncomplete) 
 
   std::ostringstream err;
   std::streambuf* old = std::cerr.rdbuf(err.rdbuf());
-  const fs::path dir = RunJob("verifier_dead", job);
+  std::string progress;
+  const fs::path dir = RunJob("verifier_dead", job, &progress);
   std::cerr.rdbuf(old);
 
   const auto summary = nlohmann::json::parse(Slurp(dir / "summary.json"));
@@ -196,8 +201,16 @@ TEST(VerifierPolicyTest, DeadVerifierIsCountedAndLeavesTheEvaluationIncomplete) 
     EXPECT_FALSE(eval["complete"].get<bool>()) << label;
     EXPECT_EQ(eval["unscored"].get<int64_t>(), 4) << label;
     EXPECT_EQ(eval["verify_retries"].get<int64_t>(), 8) << label;  // 2 retries of 4 items
-    EXPECT_EQ(eval["accuracy"].get<double>(), 0.0) << label;
+    EXPECT_TRUE(eval["accuracy"].is_null()) << label;
   }
+  EXPECT_NE(progress.find("eval after   INCOMPLETE: 4 of 4 held-out prompts not scored"),
+            std::string::npos)
+      << progress;
+  EXPECT_NE(progress.find("held-out accuracy (greedy): before INCOMPLETE (4 of 4 not scored)  "
+                          "after INCOMPLETE (4 of 4 not scored)\n"),
+            std::string::npos)
+      << progress;
+  EXPECT_EQ(progress.find("accuracy 0."), std::string::npos) << progress;
 
   const auto& totals = summary["verifiers"]["subprocess"];
   // Every worker died: each error is a failed call.
@@ -206,17 +219,23 @@ TEST(VerifierPolicyTest, DeadVerifierIsCountedAndLeavesTheEvaluationIncomplete) 
             totals["errors"].get<int64_t>());
   EXPECT_GT(totals["breaker_rejected"].get<int64_t>(), 0);
 
-  // One line per change of state, however many calls failed: failing, then
-  // open (failed trials leave it open and say nothing).
+  // One line per change of state, however many calls failed: failing,
+  // open, then for each trial after a pause half-open and open again.
   std::vector<std::string> lines;
   std::istringstream in(err.str());
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("verifier subprocess: ", 0) == 0) lines.push_back(line);
   }
-  ASSERT_EQ(lines.size(), 2u) << err.str();
+  ASSERT_GE(lines.size(), 2u) << err.str();
+  EXPECT_EQ(lines.size() % 2, 0u) << err.str();
   EXPECT_NE(lines[0].find("failing: "), std::string::npos) << lines[0];
   EXPECT_NE(lines[1].find("circuit open: subprocess failed 4 consecutive calls"), std::string::npos)
       << lines[1];
+  for (size_t i = 2; i < lines.size(); i += 2) {
+    EXPECT_NE(lines[i].find("half-open: "), std::string::npos) << lines[i];
+    EXPECT_NE(lines[i + 1].find("trial call failed: circuit open"), std::string::npos)
+        << lines[i + 1];
+  }
 }
 
 }  // namespace

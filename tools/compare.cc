@@ -83,6 +83,7 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
   const std::string ledger_path = run.Ledger();
   std::ifstream ledger(ledger_path);
   if (!ledger) return absl::NotFoundError(absl::StrCat(ledger_path, ": cannot open"));
+  std::string incomplete;  // says why the mean reward stands in for the eval
   try {
     const json& s = summary;
     const json& memory = s.at("memory");
@@ -101,8 +102,15 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
     r.failures = samples.at("error").get<int64_t>() + samples.at("timeout").get<int64_t>() +
                  samples.at("dropped").get<int64_t>();
     if (s.at("eval").contains("after")) {
-      r.quality_metric = "eval.after.accuracy";
-      r.quality = s.at("eval").at("after").at("accuracy").get<double>();
+      const json& after = s.at("eval").at("after");
+      // An incomplete evaluation has no accuracy: the mean reward stands in.
+      if (after.value("complete", true)) {
+        r.quality_metric = "eval.after.accuracy";
+        r.quality = after.at("accuracy").get<double>();
+      } else {
+        incomplete = absl::StrCat(" (eval.after INCOMPLETE: ", after.at("unscored").get<int64_t>(),
+                                  " not scored)");
+      }
     }
   } catch (const json::exception& e) {
     return absl::DataLossError(absl::StrCat(summary_path, ": ", e.what()));
@@ -152,7 +160,7 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
     const size_t n = std::min<size_t>(10, rewards.size());
     double sum = 0;
     for (size_t i = rewards.size() - n; i < rewards.size(); ++i) sum += rewards[i];
-    r.quality_metric = absl::StrCat("mean reward, last ", n, " steps");
+    r.quality_metric = absl::StrCat("mean reward, last ", n, " steps", incomplete);
     r.quality = n > 0 ? sum / n : 0;
   }
   if (update_seconds > 0) {

@@ -251,23 +251,26 @@ TEST(VerifierPool, BreakerOpensAfterConsecutiveFailedCallsPausesAndTriesAgain) {
   (void)pool->VerifyBatch(Items({"3"}));
   EXPECT_EQ(calls.load(), 6);
 
-  // The trial fails: open again at once, and no new line (still open).
+  // The trial fails: half-open, then open again at once.
   clock.Advance(absl::Milliseconds(2));
   s.Clear();
   r = pool->VerifyBatchWithStats(Items({"error", "3"}), &s);
   EXPECT_EQ(calls.load(), 7);
   EXPECT_EQ(s.breaker_openings(), 1);
   EXPECT_EQ(s.breaker_rejected(), 1);
-  EXPECT_EQ(log.size(), 4u);
+  ASSERT_EQ(log.size(), 6u);
+  EXPECT_EQ(log[4], "verifier fake: half-open: the pause is over; one trial call decides");
+  EXPECT_EQ(log[5], "verifier fake: trial call failed: " + r[1].detail());
 
-  // A good trial closes it: recovered.
+  // A good trial closes it: half-open, recovered.
   clock.Advance(absl::Milliseconds(1001));
   r = pool->VerifyBatch(Items({"3", "4", "error", "error"}));
   EXPECT_EQ(calls.load(), 11);
   EXPECT_EQ(r[1].verdict(), v1::WRONG);
-  ASSERT_EQ(log.size(), 6u);
-  EXPECT_EQ(log[4], "verifier fake: recovered after 4 consecutive failed calls");
-  EXPECT_EQ(log[5], log[0]);  // the "error" after it starts failing again
+  ASSERT_EQ(log.size(), 9u);
+  EXPECT_EQ(log[6], log[4]);
+  EXPECT_EQ(log[7], "verifier fake: recovered after 4 consecutive failed calls");
+  EXPECT_EQ(log[8], log[0]);  // the "error" after it starts failing again
 }
 
 // A batch is one call: one failed batch (every item ERROR or TIMEOUT) never

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "rpc/channel.h"
+#include "rpc/counted_request.h"
 #include "rpc/status.h"
 #include "verifier/internal/result.h"
 
@@ -51,11 +52,17 @@ std::string MetadataProblem(const std::string& metadata_json) {
   return "";
 }
 
-class VerifierService final : public v1::Verifier::Service {
+class VerifierService final : public rpc::CountingService<v1::Verifier::Service> {
  public:
   VerifierService(std::shared_ptr<const Verifier> verifier, std::string name,
                   VerifierServiceOptions options)
-      : verifier_(std::move(verifier)), name_(std::move(name)), options_(options) {}
+      : verifier_(std::move(verifier)), name_(std::move(name)), options_(options) {
+    // Items counted before the request is parsed.
+    CountUnary(
+        "trellis.v1.Verifier", "Verify", v1::VerifyRequest::kItemsFieldNumber,
+        [this](int64_t items) { return config::CheckVerifyItemCount(items, options_.limits); },
+        &VerifierService::Verify);
+  }
 
   grpc::Status Verify(grpc::ServerContext*, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override {
@@ -154,7 +161,7 @@ class GrpcVerifierClient final : public VerifierClient {
 class RemoteVerifier final : public Verifier {
  public:
   RemoteVerifier(const v1::VerifierConfig& config, std::shared_ptr<grpc::Channel> channel)
-      : config_(config), stub_(v1::Verifier::NewStub(std::move(channel))) {}
+      : config_(config), channel_(channel), stub_(v1::Verifier::NewStub(std::move(channel))) {}
 
   v1::VerifyResult Verify(const v1::VerifyItem& item) const override {
     google::protobuf::RepeatedPtrField<v1::VerifyItem> one;
@@ -191,10 +198,19 @@ class RemoteVerifier final : public Verifier {
     // Every item counts the retry after UNAVAILABLE, answered or not.
     const int retries = unavailable.empty() ? 0 : 1;
     if (!status.ok() && !unavailable.empty()) {
-      return Uniform(n, v1::ERROR, config_.reward_wrong(),
-                     absl::StrCat("the verifier at ", address, " is unavailable (", unavailable,
-                                  "); no connection within ", config_.deadline_ms(), " ms"),
-                     v1::VerifyResult::UNAVAILABLE, retries);
+      // Connected after the call: the service itself answered UNAVAILABLE
+      // (shutting down, overloaded, or its handler's code), which no wait
+      // for a connection mends.
+      const bool answered = status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                            channel_->GetState(false) == GRPC_CHANNEL_READY;
+      return Uniform(
+          n, v1::ERROR, config_.reward_wrong(),
+          answered ? absl::StrCat("the verifier at ", address, " answered UNAVAILABLE (",
+                                  status.error_message(), "): connected, but the service refused")
+                   : absl::StrCat("the verifier at ", address, " is unavailable (", unavailable,
+                                  "); no connection within ", config_.deadline_ms(),
+                                  " ms (refused, unreachable or dropped)"),
+          v1::VerifyResult::UNAVAILABLE, retries);
     }
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       return Uniform(n, v1::TIMEOUT, config_.timeout_reward(),
@@ -235,6 +251,7 @@ class RemoteVerifier final : public Verifier {
   }
 
   const v1::VerifierConfig config_;
+  const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::Verifier::Stub> stub_;
 };
 

@@ -174,10 +174,11 @@ TEST(VerifierServiceTest, MisbehavingVerifierFailsOnlyItsItems) {
 // whatever the request.
 class FakeService final : public v1::Verifier::Service {
  public:
-  explicit FakeService(v1::VerifyResponse canned, bool hang = false)
-      : canned_(std::move(canned)), hang_(hang) {}
+  explicit FakeService(v1::VerifyResponse canned, bool hang = false, bool unavailable = false)
+      : canned_(std::move(canned)), hang_(hang), unavailable_(unavailable) {}
   grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest*,
                       v1::VerifyResponse* response) override {
+    if (unavailable_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "draining");
     if (hang_) {
       const absl::Time give_up = absl::Now() + absl::Seconds(30);
       while (!context->IsCancelled() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(5));
@@ -190,6 +191,7 @@ class FakeService final : public v1::Verifier::Service {
  private:
   const v1::VerifyResponse canned_;
   const bool hang_;
+  const bool unavailable_;
 };
 
 TEST(RemoteVerifierTest, ServiceThatNeverAnswersGivesTimeoutWithinDeadline) {
@@ -274,6 +276,23 @@ TEST(RemoteVerifierTest, UnreachableServiceGivesErrorVerdictsOrRefusesToStart) {
   EXPECT_EQ(results[0].verdict(), v1::ERROR);
   EXPECT_EQ(results[0].reward(), -1.0f);
   EXPECT_THAT(results[0].detail(), HasSubstr(address + " is unavailable"));
+  EXPECT_THAT(results[0].detail(), HasSubstr("no connection within 300 ms"));
+  EXPECT_EQ(results[0].failure(), v1::VerifyResult::UNAVAILABLE);
+}
+
+// A live service that answers UNAVAILABLE itself is not a missing
+// connection: the detail says it answered, and why.
+TEST(RemoteVerifierTest, UnavailableFromALiveServiceIsToldApartFromNoConnection) {
+  Served served(std::make_unique<FakeService>(v1::VerifyResponse(), false, /*unavailable=*/true));
+  absl::StatusOr<std::unique_ptr<Verifier>> remote = Remote(served.server->address(), 5000);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  std::vector<v1::VerifyResult> results = (*remote)->VerifyBatch(Items({{"2", "2"}}).items());
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].verdict(), v1::ERROR);
+  EXPECT_EQ(results[0].failure(), v1::VerifyResult::UNAVAILABLE);
+  EXPECT_EQ(results[0].detail(), "the verifier at " + served.server->address() +
+                                     " answered UNAVAILABLE (draining): connected, but the "
+                                     "service refused");
 }
 
 TEST(RemoteVerifierTest, FactoryNamesTheBadField) {

@@ -302,7 +302,9 @@
     if (!d.evals.length) return;
     document.getElementById("evals-section").hidden = false;
     clear("evals").appendChild(table(["label", "step", "prompts", "accuracy"], d.evals.map(function (e) {
-      return [e.label, String(e.step), String(e.prompts), num(e.accuracy)];
+      // An incomplete evaluation has no accuracy.
+      var accuracy = e.complete === false ? "INCOMPLETE (" + e.unscored + " not scored)" : num(e.accuracy);
+      return [e.label, String(e.step), String(e.prompts), accuracy];
     }), 1));
   }
 

@@ -132,6 +132,9 @@ nlohmann::json EvalMetricsJson(const EvalMetrics& e) {
     j["complete"] = *e.unscored == 0;
     j["unscored"] = *e.unscored;
     j["verify_retries"] = e.verify_retries;
+    // An incomplete evaluation has no accuracy: its scored items are not
+    // the held-out set.
+    if (*e.unscored > 0) j["accuracy"] = j["mean_reward"] = nullptr;
   }
   return j;
 }
@@ -139,8 +142,8 @@ nlohmann::json EvalMetricsJson(const EvalMetrics& e) {
 EvalMetrics EvalMetricsFromJson(const nlohmann::json& j) {
   EvalMetrics e;
   e.prompts = j.at("prompts").get<int64_t>();
-  e.accuracy = j.at("accuracy").get<double>();
-  e.mean_reward = j.at("mean_reward").get<double>();
+  e.accuracy = j.at("accuracy").is_null() ? 0 : j.at("accuracy").get<double>();
+  e.mean_reward = j.at("mean_reward").is_null() ? 0 : j.at("mean_reward").get<double>();
   if (j.contains("loss")) e.loss = j.at("loss").get<double>();
   if (j.contains("reward_margin")) e.reward_margin = j.at("reward_margin").get<double>();
   if (j.contains("unscored")) {

@@ -49,8 +49,9 @@ PromptAccount PromptAccountFromJson(const nlohmann::json& j);
 void AccumulateCounts(const StepCounts& step, StepCounts& total);
 
 // An eval's fields (no "type", "step" or "label"): prompts, accuracy,
-// mean_reward, and loss / reward_margin when set. EvalMetricsFromJson reads
-// it back (throws nlohmann::json exceptions).
+// mean_reward (null for an incomplete evaluation), and loss / reward_margin
+// when set. EvalMetricsFromJson reads it back (throws nlohmann::json
+// exceptions).
 nlohmann::json EvalMetricsJson(const EvalMetrics& e);
 EvalMetrics EvalMetricsFromJson(const nlohmann::json& j);
 

@@ -58,13 +58,22 @@ class FakeActor final : public actor::RolloutWorker {
 };
 
 // CORRECT (reward 1) when the response equals the answer, else WRONG
-// (reward 0); TIMEOUT for a response "wrong" when `time_out_wrong`.
+// (reward 0); TIMEOUT for a response "wrong" when `time_out_wrong`. From
+// call `fail_from_call` on (0-based; -1: never), every item whose prompt
+// is `fail_prompt` is ERROR: a verifier that died, whose pool still answers
+// the items its cache holds.
 class FakeVerifier final : public verifier::VerifierClient {
  public:
   absl::StatusOr<v1::VerifyResponse> Verify(const v1::VerifyRequest& request) override {
+    const bool dead = fail_from_call >= 0 && calls++ >= fail_from_call;
     v1::VerifyResponse out;
     for (const v1::VerifyItem& item : request.items()) {
       v1::VerifyResult* r = out.add_results();
+      if (dead && item.prompt() == fail_prompt) {
+        r->set_verdict(v1::ERROR);
+        r->set_failure(v1::VerifyResult::CALL_FAILED);
+        continue;
+      }
       const bool right = item.response() == item.answer();
       r->set_verdict(right ? v1::CORRECT : time_out_wrong ? v1::TIMEOUT : v1::WRONG);
       r->set_reward(right ? correct_reward : wrong_reward);
@@ -74,6 +83,9 @@ class FakeVerifier final : public verifier::VerifierClient {
   bool time_out_wrong = false;
   float correct_reward = 1;
   float wrong_reward = 0;
+  int fail_from_call = -1;
+  std::string fail_prompt;
+  int calls = 0;
 };
 
 // Records every batch; each update is a new policy version.

@@ -1,8 +1,14 @@
 #include "reference/testing/reference_conformance.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -68,6 +74,30 @@ TEST_P(ReferenceConformanceTest, LoadOfAMissingFileFailsNamingItAndLoadsNothing)
   EXPECT_THAT(std::string(missing.message()), HasSubstr("no_such_weights.safetensors"));
   EXPECT_EQ(reference().LogProbs(RequestOf({Sample("3")})).status().code(),
             StatusCode::kFailedPrecondition);
+}
+
+// A hard link in the run directory to a file elsewhere, and a FIFO, are
+// refused before anything is read: no error shows the file's bytes, and
+// nothing is loaded.
+TEST_P(ReferenceConformanceTest, LoadOfAHardLinkOrAFifoIsRefusedUnread) {
+  const std::string dir = ::testing::TempDir() + "/reference_";
+  const std::string secret = dir + "secret_" + GetParam().name;
+  const std::string link = dir + "link_" + GetParam().name + ".safetensors";
+  const std::string fifo = dir + "fifo_" + GetParam().name + ".safetensors";
+  for (const std::string& path : {secret, link, fifo}) std::remove(path.c_str());
+  std::ofstream(secret) << "TOPSECRETBYTES";
+  ASSERT_EQ(::link(secret.c_str(), link.c_str()), 0);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const absl::Status linked = reference().Load(link);
+  EXPECT_EQ(linked.code(), StatusCode::kPermissionDenied) << linked;
+  EXPECT_THAT(std::string(linked.message()), HasSubstr("2 hard links"));
+  EXPECT_THAT(std::string(linked.message()), ::testing::Not(HasSubstr("TOPSECRET")));
+  const absl::Status piped = reference().Load(fifo);
+  EXPECT_EQ(piped.code(), StatusCode::kFailedPrecondition) << piped;
+  EXPECT_THAT(std::string(piped.message()), HasSubstr("is a FIFO"));
+  EXPECT_EQ(reference().LogProbs(RequestOf({Sample("3")})).status().code(),
+            StatusCode::kFailedPrecondition);
+  for (const std::string& path : {secret, link, fifo}) std::remove(path.c_str());
 }
 
 TEST_P(ReferenceConformanceTest, OneRowPerSampleInOrderAsLongAsItsResponse) {

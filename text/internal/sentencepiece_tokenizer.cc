@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "env/regular_file.h"
 #include "text/internal/sentencepiece_model.h"
 
 namespace trellis::text::internal {
@@ -66,6 +67,8 @@ class SentencePieceTokenizer final : public HfTokenizerBase {
 
 absl::StatusOr<std::unique_ptr<HfTokenizerBase>> NewSentencePieceTokenizer(
     const std::string& path, const std::vector<AddedToken>& added) {
+  // SentencePiece opens the file itself: a FIFO or device is refused first.
+  if (absl::Status s = env::CheckRegularFile(path); !s.ok()) return s;
   std::string error;
   std::unique_ptr<SentencePieceModel> model = SentencePieceModel::Load(path, &error);
   if (model == nullptr) return absl::InvalidArgumentError(absl::StrCat(path, ": ", error));
