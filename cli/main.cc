@@ -26,8 +26,7 @@
 //   trellis verify --verifier NAME [--config KEY=VALUE ...] [--items] DATA.jsonl
 //       Scores samples with one verifier, no training (tools/verify_command.h).
 //   trellis plan | probe | compare ...
-//       Memory and step-time plan, pressure probes, strategy comparison
-//       (tools/measure_commands.h).
+//       Memory and step-time plans, pressure probes, comparisons (tools/measure_commands.h).
 
 #include <algorithm>
 #include <cstdlib>
@@ -42,6 +41,7 @@
 #include "absl/strings/numbers.h"
 #include "cli/usage.h"
 #include "config/job_config.h"
+#include "config/printable.h"
 #include "config/threads.h"
 #include "env/run_dir.h"
 #include "environment_service/environment_service.h"
@@ -64,6 +64,7 @@
 namespace {
 
 using trellis::cli::kUsage;
+using trellis::config::Printable;
 
 // Flags of the form --name VALUE; the rest are positional. Returns false
 // (after saying why) on an unknown flag or a flag without its value.
@@ -98,16 +99,13 @@ bool TakeSwitch(std::vector<std::string>& args, const std::string& name) {
 
 int ExitCode(const std::string& command, const absl::Status& status) {
   if (status.ok()) return 0;
-  std::cerr << "trellis " << command << ": " << status << "\n";
+  std::cerr << "trellis " << command << ": " << Printable(status.ToString(), 0, "\n") << "\n";
   switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-      return trellis::launch::kExitInvalidInput;
+    case absl::StatusCode::kInvalidArgument: return trellis::launch::kExitInvalidInput;
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kAborted:
-    case absl::StatusCode::kDeadlineExceeded:
-      return trellis::launch::kExitRetryable;
-    default:
-      return 1;
+    case absl::StatusCode::kDeadlineExceeded: return trellis::launch::kExitRetryable;
+    default: return 1;
   }
 }
 
@@ -140,7 +138,8 @@ std::optional<trellis::v1::JobConfig> LoadJob(const std::string& command,
     }
   }
   if (!loaded.ok()) {
-    std::cerr << "trellis " << command << ": " << loaded.status().message() << "\n";
+    std::cerr << "trellis " << command << ": " << Printable(loaded.status().message(), 0, "\n")
+              << "\n";
     return std::nullopt;
   }
   if (!ApplySeed(command, seed, *loaded)) return std::nullopt;
@@ -203,7 +202,8 @@ int RunOrLaunch(const std::string& command, std::vector<std::string> args) {
   const std::string out_dir = resume               ? flags["--resume"]
                               : flags.count("--out") ? flags["--out"]
                                                      : job->runtime().out_dir();
-  std::cout << "trellis " << command << ": job " << job->name() << " -> " << out_dir << std::endl;
+  std::cout << "trellis " << command << ": job " << Printable(job->name(), 200) << " -> "
+            << Printable(out_dir) << std::endl;
   if (command == "run") {
     absl::StatusOr<std::unique_ptr<trellis::web::WatchServer>> watch = trellis::web::StartRunWatch(
         flags["--http"], out_dir, job->name(), job->algorithm(), std::cout);

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include "absl/strings/string_view.h"
 #include <vector>
 
@@ -48,6 +47,13 @@ std::string Describe(const YAML::Node& node) {
   }
 }
 
+// A job or config document's bounds (docs/jobs.md): its text, and what
+// reading it walks, each alias counted at every use, so that a small file
+// of aliases to one large string cannot expand into gigabytes.
+constexpr size_t kMaxDocumentBytes = size_t{4} << 20;
+constexpr int64_t kMaxExpandedBytes = int64_t{4} << 20;
+constexpr int64_t kMaxExpandedValues = 100'000;
+
 std::string Join(const std::string& path, absl::string_view name) {
   return path.empty() ? std::string(name) : absl::StrCat(path, ".", name);
 }
@@ -58,8 +64,7 @@ class YamlReader {
 
   // Fills `msg` from the mapping `node`; `path` is the message's field path
   // ("" for the job itself).
-  absl::Status ReadMessage(const YAML::Node& node, const std::string& path,
-                           Message* msg) const {
+  absl::Status ReadMessage(const YAML::Node& node, const std::string& path, Message* msg) {
     const Descriptor* d = msg->GetDescriptor();
     absl::flat_hash_set<int> seen;
     for (const auto& entry : node) {
@@ -67,6 +72,7 @@ class YamlReader {
       // reference to its members would outlive.
       const YAML::Node key = entry.first;
       const YAML::Node value = entry.second;
+      if (absl::Status s = Expand(key, path); !s.ok()) return s;
       if (!key.IsScalar()) {
         return Error(key, path.empty() ? "job" : path,
                      absl::StrCat("expected a field name, found ", Describe(key)));
@@ -109,8 +115,7 @@ class YamlReader {
 
   // `key` locates errors when the value is empty.
   absl::Status ReadField(const YAML::Node& key, const YAML::Node& value,
-                         const std::string& path, const FieldDescriptor* f,
-                         Message* msg) const {
+                         const std::string& path, const FieldDescriptor* f, Message* msg) {
     const YAML::Node& at = value.IsNull() ? key : value;
     if (f->is_map()) return Error(at, path, "map fields are not supported in YAML");
     if (!f->is_repeated()) return ReadValue(at, value, path, f, msg);
@@ -130,8 +135,8 @@ class YamlReader {
 
   // One value of `f` (the field itself, or one element when repeated).
   absl::Status ReadValue(const YAML::Node& at, const YAML::Node& value,
-                         const std::string& path, const FieldDescriptor* f,
-                         Message* msg) const {
+                         const std::string& path, const FieldDescriptor* f, Message* msg) {
+    if (absl::Status s = Expand(value, path); !s.ok()) return s;
     const auto* r = msg->GetReflection();
     if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       Message* sub = f->is_repeated() ? r->AddMessage(msg, f) : r->MutableMessage(msg, f);
@@ -153,7 +158,20 @@ class YamlReader {
     return s.ok() ? s : Error(at, path, s.message());
   }
 
+  // Counts `node` (and its text) against the document's bounds.
+  absl::Status Expand(const YAML::Node& node, const std::string& path) {
+    ++values_;
+    if (node.IsScalar()) bytes_ += static_cast<int64_t>(node.Scalar().size());
+    if (values_ <= kMaxExpandedValues && bytes_ <= kMaxExpandedBytes) return absl::OkStatus();
+    return Error(node, path,
+                 absl::StrCat("the document expands past its bounds (", kMaxExpandedValues,
+                              " values, ", kMaxExpandedBytes,
+                              " bytes of text; every use of a YAML alias counts)"));
+  }
+
   const std::string& source_;
+  int64_t values_ = 0;
+  int64_t bytes_ = 0;
 };
 
 }  // namespace
@@ -161,6 +179,10 @@ class YamlReader {
 absl::Status ParseYamlInto(const std::string& text, const std::string& source,
                            google::protobuf::Message* message) {
   YamlReader reader(source);
+  if (text.size() > kMaxDocumentBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": more than ", kMaxDocumentBytes, " bytes, the most a job or config file holds"));
+  }
   try {
     YAML::Node root = YAML::Load(text);
     if (root.IsNull()) return absl::OkStatus();
@@ -186,13 +208,15 @@ absl::StatusOr<std::string> ReadConfigFile(const std::string& path, const std::s
         absl::StrCat("cannot read ", what, " file ", path, ": ", s.message()));
   }
   std::ifstream in(path, std::ios::binary);
-  std::stringstream buf;
-  if (in) buf << in.rdbuf();
-  if (!in || in.bad()) {
+  // One byte past the bound: ParseYamlInto refuses a longer text.
+  std::string text(kMaxDocumentBytes + 1, '\0');
+  if (in) in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!in && !in.eof()) {
     return absl::NotFoundError(
         absl::StrCat("cannot read ", what, " file ", path, ": ", std::strerror(errno)));
   }
-  return buf.str();
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
 }
 
 // Whether YAML `text` holds no document content (nothing, or only

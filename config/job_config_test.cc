@@ -303,8 +303,8 @@ TEST(ValidateJob, LoraNeedsAPolicyToAdapt) {
               HasSubstr("memory.precision: must be fp32 with memory.lora (bf16 LoRA is not "
                         "supported yet), found bf16"));
   s = ValidateYaml("memory: {lora: {rank: 4, target_modules: [q_proj, v_proj, q_proj]}}\n");
-  EXPECT_THAT(s.message(), HasSubstr("memory.lora.target_modules[2]: must be named once (also at "
-                                     "[0]), found q_proj"));
+  EXPECT_THAT(s.message(), HasSubstr("memory.lora.target_modules[2]: must name each entry once, "
+                                     "found q_proj again (first at [0]; 1 entry repeats"));
 }
 
 TEST(ValidateJob, ReportsEveryViolation) {

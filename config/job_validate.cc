@@ -212,13 +212,9 @@ void CheckMemory(const v1::MemoryConfig& m, Checker& c) {
   const v1::LoraConfig& lora = m.lora();
   c.NonNegative("memory.lora.rank", lora.rank());
   c.PositiveAtMost("memory.lora.alpha", lora.alpha(), 1e4f);
-  for (int i = 0; i < lora.target_modules_size(); ++i) {
-    const v1::LoraConfig::Projection t = lora.target_modules(i);
-    for (int j = 0; j < i; ++j) {
-      c.Require(lora.target_modules(j) != t, absl::StrCat("memory.lora.target_modules[", i, "]"),
-                absl::StrCat("named once (also at [", j, "])"), ChoiceName(t));
-    }
-  }
+  c.Distinct("memory.lora.target_modules",
+             std::vector<int>(lora.target_modules().begin(), lora.target_modules().end()),
+             [](int t) { return ChoiceName(static_cast<v1::LoraConfig::Projection>(t)); });
   c.Require(m.zero_stage() == 0 || m.zero_stage() == 1, "memory.zero_stage", "0 or 1",
             m.zero_stage());
 }
@@ -330,6 +326,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   CheckMemory(job.memory(), c);
   CheckLora(job, c);
   internal::CheckLimits(job, c);
+  internal::CheckStrings(job, c);
   return c.status();
 }
 

@@ -29,6 +29,14 @@ struct Example {
   std::string messages_json;
 };
 
+// The bounds of a data file's lines (docs/jobs.md), checked while reading,
+// before a line is held whole: a longer line, a chat of more messages or a
+// larger message is refused naming the file and line.
+inline constexpr size_t kMaxLineBytes = size_t{8} << 20;
+inline constexpr size_t kMaxChatMessages = 1024;
+// One message of a chat, as JSON text (its role, content, tool calls).
+inline constexpr size_t kMaxMessageBytes = size_t{1} << 20;
+
 // One {"prompt": str, "answer": str|number, ...} object per line, or
 // {"messages": [...], "answer": ...}; blank lines are skipped. Errors name
 // the path and line number.

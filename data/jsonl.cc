@@ -97,11 +97,21 @@ absl::Status TakeMessages(Json& obj, std::string* out) {
   if (!messages.is_array() || messages.empty()) {
     return absl::InvalidArgumentError("\"messages\" must be a non-empty list of turns");
   }
+  if (messages.size() > kMaxChatMessages) {
+    return absl::InvalidArgumentError(absl::StrCat("\"messages\" holds ", messages.size(),
+                                                   " turns; a chat holds at most ",
+                                                   kMaxChatMessages));
+  }
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!messages[i].is_object() || !messages[i].contains("role") ||
         !messages[i]["role"].is_string()) {
       return absl::InvalidArgumentError(
           absl::StrCat("messages[", i, "] must be an object with a string \"role\""));
+    }
+    if (const size_t bytes = messages[i].dump().size(); bytes > kMaxMessageBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("messages[", i, "] is ", bytes,
+                                                     " bytes of JSON; a message holds at most ",
+                                                     kMaxMessageBytes));
     }
   }
   *out = messages.dump();
@@ -144,6 +154,21 @@ absl::Status ParsePair(Json& obj, PreferencePair& pair) {
   return absl::OkStatus();
 }
 
+// The next line of `in` (its '\n' dropped) into *line; false at the end of
+// the input. A line longer than kMaxLineBytes is not read further: *line
+// then holds kMaxLineBytes + 1 bytes of it.
+bool NextLine(std::istream& in, std::string* line) {
+  line->clear();
+  std::streambuf& buf = *in.rdbuf();
+  for (int c = buf.sbumpc(); c != std::char_traits<char>::eof(); c = buf.sbumpc()) {
+    if (c == '\n') return true;
+    line->push_back(static_cast<char>(c));
+    if (line->size() > kMaxLineBytes) return true;
+  }
+  in.setstate(std::ios::eofbit);
+  return !line->empty();
+}
+
 // Reads one T per non-blank line of `path`, parsed by parse(obj, item);
 // T::id is the 0-based line index. Errors name the path and line.
 template <typename T, typename Parse>
@@ -154,7 +179,11 @@ absl::StatusOr<std::vector<T>> ReadLines(const std::string& path, Parse parse) {
   if (!in) return FileError(path, "open");
   std::vector<T> items;
   std::string line;
-  for (uint64_t line_no = 1; std::getline(in, line); ++line_no) {
+  for (uint64_t line_no = 1; NextLine(in, &line); ++line_no) {
+    if (line.size() > kMaxLineBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", line_no, ": longer than ", kMaxLineBytes, " bytes, the most a line holds"));
+    }
     if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // BOM
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     T item;

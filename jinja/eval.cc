@@ -51,8 +51,17 @@ absl::StatusOr<Json> Arithmetic(BinaryOp op, const Json& a, const Json& b) {
   return absl::InternalError("not an arithmetic operator");
 }
 
-absl::StatusOr<Json> Repeat(const Json& seq, int64_t times) {
+// `seq` `times` over; refused past 100,000 times or `max_bytes` of text
+// (a list's counted as its JSON).
+absl::StatusOr<Json> Repeat(const Json& seq, int64_t times, int64_t max_bytes) {
   if (times > 100000) return absl::InvalidArgumentError("repetition too large");
+  const size_t bytes =
+      seq.is_string() ? seq.get_ref<const std::string&>().size() : seq.dump().size();
+  if (times > 0 && bytes > static_cast<size_t>(max_bytes / times)) {
+    return absl::InvalidArgumentError(absl::StrCat("repetition of ", times, " x ", bytes,
+                                                   " bytes, more than ", max_bytes,
+                                                   ", the most one rendering may make"));
+  }
   Json out = seq.is_string() ? Json("") : Json::array();
   for (int64_t i = 0; i < times; ++i) {
     if (seq.is_string()) {
@@ -86,6 +95,18 @@ bool NormalizeIndex(int64_t& i, size_t n) {
 }  // namespace
 
 absl::StatusOr<Value> Interpreter::Eval(const Expr& e) {
+  JINJA_RETURN_IF_ERROR(Step(e.pos));
+  JINJA_ASSIGN_OR_RETURN(Value v, EvalExpr(e));
+  // A list counts its elements' own bytes (their contents are counted
+  // where they were made).
+  const size_t bytes = v.is_string() ? v.json().get_ref<const std::string&>().size()
+                       : v.is_list() ? v.json().size() * sizeof(Json)
+                                     : 0;
+  JINJA_RETURN_IF_ERROR(CheckBytes(e.pos, bytes));
+  return v;
+}
+
+absl::StatusOr<Value> Interpreter::EvalExpr(const Expr& e) {
   switch (e.kind) {
     case ExprKind::kLiteral:
       return Value(e.literal);
@@ -318,8 +339,8 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const Expr& e) {
     const bool seq_first = (a.is_string() || a.is_list()) && b.json().is_number_integer();
     const bool seq_second = (b.is_string() || b.is_list()) && a.json().is_number_integer();
     if (seq_first || seq_second) {
-      absl::StatusOr<Json> r = seq_first ? Repeat(a.json(), b.json().get<int64_t>())
-                                         : Repeat(b.json(), a.json().get<int64_t>());
+      absl::StatusOr<Json> r = seq_first ? Repeat(a.json(), b.json().get<int64_t>(), max_bytes_)
+                                         : Repeat(b.json(), a.json().get<int64_t>(), max_bytes_);
       if (!r.ok()) return ErrorAt(e.pos, r.status().message());
       return Value(*std::move(r));
     }

@@ -33,8 +33,24 @@ Json LoopInfo(const std::vector<Json>& items, size_t i) {
 
 }  // namespace
 
-Interpreter::Interpreter(std::map<std::string, Value> globals) {
+Interpreter::Interpreter(std::map<std::string, Value> globals, int64_t max_steps,
+                         int64_t max_bytes)
+    : max_steps_(max_steps), max_bytes_(max_bytes) {
   frames_.push_back(Frame{std::move(globals), false});
+}
+
+absl::Status Interpreter::Step(Position pos, int64_t n) {
+  steps_ += n;
+  if (steps_ <= max_steps_) return absl::OkStatus();
+  return ErrorAt(pos, absl::StrCat("the rendering takes more than ", max_steps_,
+                                   " steps (statements, expressions and loop iterations), "
+                                   "the most one rendering may take"));
+}
+
+absl::Status Interpreter::CheckBytes(Position pos, size_t bytes) const {
+  if (bytes <= static_cast<size_t>(max_bytes_)) return absl::OkStatus();
+  return ErrorAt(pos, absl::StrCat("the rendering makes text of ", bytes, " bytes, more than ",
+                                   max_bytes_, ", the most one rendering may make"));
 }
 
 Value Interpreter::Lookup(const std::string& name) const {
@@ -59,14 +75,15 @@ absl::Status Interpreter::Render(const Body& body, std::string& out) {
 }
 
 absl::Status Interpreter::Exec(const Stmt& stmt, std::string& out) {
+  JINJA_RETURN_IF_ERROR(Step(stmt.pos));
   switch (stmt.kind) {
     case StmtKind::kText:
       out += stmt.text;
-      return absl::OkStatus();
+      return CheckBytes(stmt.pos, out.size());
     case StmtKind::kOutput: {
       JINJA_ASSIGN_OR_RETURN(Value v, Eval(*stmt.expr));
       out += ToPrintString(v);
-      return absl::OkStatus();
+      return CheckBytes(stmt.pos, out.size());
     }
     case StmtKind::kIf:
       for (const auto& [cond, body] : stmt.branches) {
@@ -104,6 +121,7 @@ absl::Status Interpreter::ExecFor(const Stmt& stmt, std::string& out) {
   JINJA_ASSIGN_OR_RETURN(Value iterable, Eval(*stmt.expr));
   absl::StatusOr<std::vector<Json>> all = Iterate(iterable);
   if (!all.ok()) return ErrorAt(stmt.expr->pos, all.status().message());
+  JINJA_RETURN_IF_ERROR(Step(stmt.pos, static_cast<int64_t>(all->size())));
   frames_.push_back(Frame{});
   auto bind = [&](const Json& item) -> absl::Status {
     if (stmt.targets.size() == 1) {

@@ -7,19 +7,24 @@
 // blocks share their parent's, and a macro sees its parameters and the
 // template's top level.
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "jinja/ast.h"
+#include "jinja/lexer.h"
 #include "jinja/value.h"
 
 namespace trellis::jinja::internal {
 
 class Interpreter {
  public:
-  explicit Interpreter(std::map<std::string, Value> globals);
+  // At most `max_steps` statements, expressions and loop iterations, and
+  // no output or string longer than `max_bytes` (jinja/template.h
+  // RenderLimits).
+  Interpreter(std::map<std::string, Value> globals, int64_t max_steps, int64_t max_bytes);
 
   absl::Status Render(const Body& body, std::string& out);
   absl::StatusOr<Value> Eval(const Expr& expr);
@@ -31,6 +36,11 @@ class Interpreter {
   };
   enum class Flow { kNormal, kBreak, kContinue };
 
+  // Counts `n` steps; an error naming the bound once past it.
+  absl::Status Step(Position pos, int64_t n = 1);
+  // An error naming the bound when `bytes` is past it.
+  absl::Status CheckBytes(Position pos, size_t bytes) const;
+  absl::StatusOr<Value> EvalExpr(const Expr& expr);
   absl::Status Exec(const Stmt& stmt, std::string& out);
   absl::Status ExecFor(const Stmt& stmt, std::string& out);
   absl::Status ExecSet(const Stmt& stmt);
@@ -53,6 +63,9 @@ class Interpreter {
   std::vector<Frame> frames_;
   Flow flow_ = Flow::kNormal;
   int depth_ = 0;
+  int64_t steps_ = 0;
+  int64_t max_steps_;
+  int64_t max_bytes_;
 };
 
 }  // namespace trellis::jinja::internal

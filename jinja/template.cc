@@ -15,10 +15,11 @@ absl::StatusOr<Template> Template::Parse(absl::string_view source, const LexOpti
   return Template(std::make_shared<const Body>(std::move(body)));
 }
 
-absl::StatusOr<std::string> Template::Render(const std::map<std::string, Value>& variables) const {
+absl::StatusOr<std::string> Template::Render(const std::map<std::string, Value>& variables,
+                                             const RenderLimits& limits) const {
   std::map<std::string, Value> globals = internal::BuiltinGlobals();
   for (const auto& [name, value] : variables) globals[name] = value;
-  internal::Interpreter interpreter(std::move(globals));
+  internal::Interpreter interpreter(std::move(globals), limits.max_steps, limits.max_bytes);
   std::string out;
   JINJA_RETURN_IF_ERROR(interpreter.Render(*body_, out));
   return out;

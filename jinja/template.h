@@ -9,6 +9,7 @@
 // and printing. Parse errors and render errors are InvalidArgument
 // statuses naming the template's line and column; nothing aborts.
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +22,16 @@
 
 namespace trellis::jinja {
 
+// What one rendering may take (docs/jobs.md): steps (statements,
+// expressions and loop iterations evaluated) and bytes (its output, and
+// any string or repetition it makes on the way). Past either, Render fails
+// naming the bound: a template with a huge loop or a huge output ends in
+// an error, never a hang or exhausted memory.
+struct RenderLimits {
+  int64_t max_steps = 5'000'000;
+  int64_t max_bytes = int64_t{32} << 20;
+};
+
 class Template {
  public:
   // `options`: transformers renders chat templates with trim_blocks and
@@ -31,8 +42,8 @@ class Template {
   // Renders with `variables` (and namespace, range and dict, which the
   // variables may shadow). Functions such as raise_exception are variables
   // holding MakeFunction values.
-  [[nodiscard]] absl::StatusOr<std::string> Render(
-      const std::map<std::string, Value>& variables) const;
+  [[nodiscard]] absl::StatusOr<std::string> Render(const std::map<std::string, Value>& variables,
+                                                   const RenderLimits& limits = {}) const;
 
  private:
   explicit Template(std::shared_ptr<const Body> body) : body_(std::move(body)) {}

@@ -137,5 +137,28 @@ TEST(TemplateTest, TruncatedTemplatesFailCleanly) {
   EXPECT_EQ(Error(source, context), "line 5, column 60: cannot call: 'raise_exception' is undefined");
 }
 
+// A rendering's bounds (RenderLimits): a huge loop stops at max_steps, a
+// huge output or string at max_bytes, each with an error naming the bound.
+TEST(TemplateTest, AHugeLoopStopsAtTheStepBound) {
+  const std::string message = Error(
+      "{% for i in range(100000) %}{% for j in range(100000) %}{{ j }}{% endfor %}{% endfor %}");
+  EXPECT_THAT(message, HasSubstr("the rendering takes more than 5000000 steps"));
+  absl::StatusOr<Template> t = Template::Parse("{% for i in range(50) %}x{% endfor %}", kChat);
+  ASSERT_TRUE(t.ok());
+  const absl::StatusOr<std::string> small = t->Render({}, RenderLimits{40, 1 << 20});
+  EXPECT_THAT(small.status().message(), HasSubstr("more than 40 steps"));
+  EXPECT_EQ(t->Render({}, RenderLimits{200, 1 << 20}).value(), std::string(50, 'x'));
+}
+
+TEST(TemplateTest, AHugeOutputStopsAtTheByteBound) {
+  EXPECT_THAT(Error("{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}"),
+              HasSubstr("the rendering makes text of"));
+  EXPECT_THAT(Error("{% set s = 'x' * 100000 %}{{ s * 1000 }}"),
+              HasSubstr("repetition of 1000 x 100000 bytes, more than 33554432"));
+  EXPECT_THAT(Error("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}"
+                    "{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
+              HasSubstr("the rendering makes text of"));
+}
+
 }  // namespace
 }  // namespace trellis::jinja

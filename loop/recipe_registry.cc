@@ -1,11 +1,14 @@
 #include <cstdlib>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/job_config.h"
 #include "config/job_size.h"
+#include "loop/prompt_format.h"
 #include "loop/recipe.h"
 #include "model/hf_config.h"
+#include "verifier/verifier.h"
 
 namespace trellis::loop {
 
@@ -64,10 +67,33 @@ absl::Status CheckRecipe(const v1::JobConfig& job) {
   return BuiltinRecipes().Find(job.algorithm()).status();
 }
 
+namespace {
+
+// Every id the job's tokenizer makes indexes the models' embeddings
+// (model.vocab_size, 0: the tokenizer's size).
+absl::Status CheckVocabulary(const v1::JobConfig& job) {
+  absl::StatusOr<std::unique_ptr<PromptFormat>> format = PromptFormat::ForJob(job);
+  if (!format.ok()) return format.status();
+  const int64_t tokenizer = (*format)->tokenizer().vocab_size();
+  const int64_t vocab = job.model().vocab_size();
+  if (vocab == 0 || vocab >= tokenizer) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model.vocab_size: must be >= the size of the tokenizer's vocabulary (", tokenizer, ", ",
+      job.model().path().empty() ? "the built-in character tokenizer"
+                                 : "the tokenizer of model.path",
+      "; 0 takes it), found ", vocab));
+}
+
+}  // namespace
+
 absl::Status PrepareJob(v1::JobConfig* job) {
   if (absl::Status s = model::ResolveHfModel(job->mutable_model()); !s.ok()) return s;
   if (absl::Status s = config::ValidateJob(*job); !s.ok()) return s;
   if (absl::Status s = CheckRecipe(*job); !s.ok()) return s;
+  absl::StatusOr<verifier::VerifierRegistry> verifiers = verifier::ProcessVerifiers();
+  if (!verifiers.ok()) return verifiers.status();
+  if (absl::Status s = verifiers->Check(job->verifier()); !s.ok()) return s;
+  if (absl::Status s = CheckVocabulary(*job); !s.ok()) return s;
   return config::CheckJobFitsMemory(*job, config::MachineMemoryBytes());
 }
 

@@ -6,6 +6,7 @@
 #include "loop/driver.h"
 #include "loop/recipe.h"
 #include "loop/testing/fake_roles.h"
+#include "verifier/verifier.h"
 
 namespace trellis::loop {
 namespace {
@@ -120,6 +121,47 @@ TEST(RecipeRegistryTest, APlugInRecipeRunsThroughTheDriver) {
   EXPECT_EQ(driver.history().size(), 3u);
   EXPECT_EQ(progress.str(), "counted\ncounted\ncounted\n");
   EXPECT_EQ(driver.Headline(), "done\n");
+}
+
+// PrepareJob checks what building the roles would (docs/architecture.md,
+// the path of one sample, step 1): the verifier's kind and what it
+// requires, and the vocabulary against the tokenizer's; the kinds main adds
+// count (verifier::AddProcessVerifierKinds).
+TEST(PrepareJobTest, RefusesWhatBuildingTheRolesWould) {
+  v1::JobConfig job;
+  job.mutable_verifier()->set_name("nosuch");
+  absl::Status s = PrepareJob(&job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("verifier.name: unknown verifier \"nosuch\"; registered "
+                                     "verifiers: code_exec, countdown"));
+  job = v1::JobConfig();
+  job.mutable_verifier()->set_name("regex");
+  s = PrepareJob(&job);
+  EXPECT_THAT(s.message(), HasSubstr("verifier.pattern: regex needs a non-empty pattern"));
+  verifier::AddProcessVerifierKinds([](verifier::VerifierRegistry& registry) {
+    return registry.Register(
+        "addressed",
+        [](const v1::VerifierConfig&) -> absl::StatusOr<std::unique_ptr<verifier::Verifier>> {
+          return absl::InternalError("never built by PrepareJob");
+        },
+        [](const v1::VerifierConfig& c) {
+          return c.address().empty() ? absl::InvalidArgumentError("verifier.address: required")
+                                     : absl::OkStatus();
+        });
+  });
+  job = v1::JobConfig();
+  job.mutable_verifier()->set_name("addressed");
+  EXPECT_THAT(PrepareJob(&job).message(), HasSubstr("verifier.address: required"));
+  job.mutable_verifier()->set_address("127.0.0.1:1");
+  EXPECT_TRUE(PrepareJob(&job).ok());
+
+  job = v1::JobConfig();
+  job.mutable_model()->set_vocab_size(8);
+  s = PrepareJob(&job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("model.vocab_size: must be >= the size of the tokenizer's "
+                                     "vocabulary ("));
+  EXPECT_THAT(s.message(), HasSubstr("the built-in character tokenizer; 0 takes it), found 8"));
 }
 
 }  // namespace

@@ -88,13 +88,13 @@ auto Make(absl::Status (*register_builtins)(Registry&), const Config& config)
 
 }  // namespace
 
-void AddVerifierKinds(VerifierKinds kinds) {
-  ExtraKinds<verifier::VerifierRegistry>().push_back(std::move(kinds));
-}
+void AddVerifierKinds(VerifierKinds kinds) { verifier::AddProcessVerifierKinds(std::move(kinds)); }
 
 absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(
     const v1::VerifierConfig& config) {
-  return Make(&verifier::RegisterBuiltinVerifiers, config);
+  absl::StatusOr<verifier::VerifierRegistry> registry = verifier::ProcessVerifiers();
+  if (!registry.ok()) return registry.status();
+  return registry->Create(config);
 }
 
 void AddEnvironmentKinds(EnvironmentKinds kinds) {

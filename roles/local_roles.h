@@ -53,15 +53,15 @@ model::ThreadCounts SetThreads(const v1::JobConfig& job);
     const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
     model::Binding binding = model::Binding::kEmbedded);
 
-// Registers verifier kinds beyond the built-ins into a registry (the
-// "remote" kind of verifier/verifier_service.h, which needs gRPC).
-using VerifierKinds = std::function<absl::Status(verifier::VerifierRegistry&)>;
-// Every later MakeVerifier offers `kinds` too. Called from main (and tests)
-// before any job starts; not thread-safe.
+// Every later MakeVerifier, and every job's preparation
+// (loop::PrepareJob), offers `kinds` too (verifier::AddProcessVerifierKinds:
+// the "remote" kind of verifier/verifier_service.h, which needs gRPC).
+// Called from main (and tests) before any job starts; not thread-safe.
+using VerifierKinds = verifier::VerifierKinds;
 void AddVerifierKinds(VerifierKinds kinds);
 
 // The verifier `config` names: a built-in, or a kind added by
-// AddVerifierKinds.
+// AddVerifierKinds (verifier::ProcessVerifiers).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<verifier::Verifier>> MakeVerifier(
     const v1::VerifierConfig& config);
 

@@ -106,6 +106,14 @@ absl::StatusOr<tools::PlanWorkload> JobWorkload(const v1::JobConfig& job) {
     const data::Example& ex = *example;
     absl::StatusOr<v1::Prompt> prompt = (*format)->MakePrompt(ex);
     if (!prompt.ok()) return prompt.status();
+    // The plan's shapes come from the longest prompt: one past the model's
+    // context would size tensors no run makes.
+    if (prompt->token_ids_size() >= job.model().max_seq_len()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt ", ex.id, " has ", prompt->token_ids_size(),
+          " tokens, leaving no room for a response within model.max_seq_len ",
+          job.model().max_seq_len()));
+    }
     absl::StatusOr<std::vector<int32_t>> answer =
         (*format)->ResponseTokens(ex.answer, absl::StrCat("answer of example ", ex.id));
     if (!answer.ok()) return answer.status();

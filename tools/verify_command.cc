@@ -3,10 +3,10 @@
 #include <fstream>
 #include <map>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "config/field_text.h"
+#include "config/printable.h"
 #include "google/protobuf/descriptor.h"
-#include "google/protobuf/reflection.h"
 #include "nlohmann/json.hpp"
 #include "roles/local_roles.h"
 #include "verifier/verifier.h"
@@ -21,39 +21,21 @@ constexpr char kUsage[] =
     "  a field of trellis.v1.VerifierConfig (repeat it for list fields such as\n"
     "  command); --items also prints one line per sample.\n";
 
-// Sets one field of `c` from "key=value"; an error message or "".
+// Sets one field of `c` from "key=value" as a job file's verifier section
+// reads it (config/field_text.h: choices such as sandbox=rlimits by name);
+// an error message or "".
 std::string SetField(v1::VerifierConfig& c, const std::string& kv) {
   const size_t eq = kv.find('=');
-  if (eq == std::string::npos) return absl::StrCat("--config ", kv, ": expected KEY=VALUE");
-  const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-  using google::protobuf::FieldDescriptor;
-  const FieldDescriptor* f = c.GetDescriptor()->FindFieldByName(key);
-  if (f == nullptr) return absl::StrCat("--config ", key, ": no such field of VerifierConfig");
-  const auto* r = c.GetReflection();
-  bool ok = true;
-  switch (f->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_STRING:
-      f->is_repeated() ? r->AddString(&c, f, value) : r->SetString(&c, f, value);
-      break;
-    case FieldDescriptor::CPPTYPE_INT32: {
-      int32_t v;
-      if ((ok = absl::SimpleAtoi(value, &v))) r->SetInt32(&c, f, v);
-      break;
-    }
-    case FieldDescriptor::CPPTYPE_FLOAT: {
-      float v;
-      if ((ok = absl::SimpleAtof(value, &v))) r->SetFloat(&c, f, v);
-      break;
-    }
-    case FieldDescriptor::CPPTYPE_DOUBLE: {
-      double v;
-      if ((ok = absl::SimpleAtod(value, &v))) r->SetDouble(&c, f, v);
-      break;
-    }
-    default:
-      return absl::StrCat("--config ", key, ": unsupported field type");
+  if (eq == std::string::npos) {
+    return absl::StrCat("--config ", config::Printable(kv), ": expected KEY=VALUE");
   }
-  return ok ? "" : absl::StrCat("--config ", key, ": cannot parse \"", value, "\"");
+  const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+  const google::protobuf::FieldDescriptor* f = c.GetDescriptor()->FindFieldByName(key);
+  if (f == nullptr) {
+    return absl::StrCat("--config ", config::Printable(key), ": no such field of VerifierConfig");
+  }
+  absl::Status s = config::SetFieldText(value, f, &c);
+  return s.ok() ? "" : absl::StrCat("--config ", key, ": ", s.message());
 }
 
 }  // namespace
@@ -97,7 +79,7 @@ int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::
   }
   std::ifstream in(path);
   if (!in) {
-    err << "trellis verify: cannot open " << path << "\n";
+    err << "trellis verify: cannot open " << config::Printable(path) << "\n";
     return 1;
   }
   v1::VerifyRequest request;
@@ -106,7 +88,8 @@ int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (!j.is_object()) {
-      err << "trellis verify: " << path << ":" << n << ": expected a JSON object\n";
+      err << "trellis verify: " << config::Printable(path) << ":" << n
+          << ": expected a JSON object\n";
       return 1;
     }
     v1::VerifyItem* item = request.add_items();
@@ -133,10 +116,13 @@ int VerifyCommand(const std::vector<std::string>& args, std::ostream& out, std::
     const std::string verdict = v1::Verdict_Name(r.verdict());
     ++counts[verdict];
     sum += r.reward();
-    if (items) out << i + 1 << "\t" << verdict << "\t" << r.reward() << "\t" << r.detail() << "\n";
+    if (items) {
+      out << i + 1 << "\t" << verdict << "\t" << r.reward() << "\t" << config::Printable(r.detail())
+          << "\n";
+    }
   }
   const int total = response->results_size();
-  out << "verifier " << config.name() << ": " << total << " samples\n";
+  out << "verifier " << config::Printable(config.name()) << ": " << total << " samples\n";
   for (const auto& [verdict, n] : counts) {
     out << "  " << verdict << "\t" << n << "\t" << (100.0 * n / total) << "%\n";
   }

@@ -33,5 +33,22 @@ TEST(VerifyCommand, PrintsAVerdictTable) {
   EXPECT_EQ(VerifyCommand({"--verifier", "math", "/nonexistent.jsonl"}, out2, err2), 1);
 }
 
+// --config reads a field as a job file does: a choice by its name.
+TEST(VerifyCommand, TakesChoicesByNameAsJobsDo) {
+  std::ostringstream out, err;
+  EXPECT_EQ(VerifyCommand({"--verifier", "code_exec", "--config", "sandbox=bogus",
+                           "/nonexistent.jsonl"},
+                          out, err),
+            2);
+  EXPECT_THAT(err.str(), HasSubstr("--config sandbox: expected one of"));
+  EXPECT_THAT(err.str(), HasSubstr("rlimits"));
+  EXPECT_THAT(err.str(), HasSubstr("\"bogus\""));
+  std::ostringstream out2, err2;
+  VerifyCommand({"--verifier", "code_exec", "--config", "sandbox=rlimits", "--config",
+                 "cpu_seconds=2", "/nonexistent.jsonl"},
+                out2, err2);
+  EXPECT_THAT(err2.str(), ::testing::Not(HasSubstr("--config"))) << err2.str();
+}
+
 }  // namespace
 }  // namespace trellis::tools

@@ -284,32 +284,47 @@ class Countdown : public Verifier {
   v1::VerifierConfig config_;
 };
 
+// The regex verifier's pattern, compiled.
+absl::StatusOr<std::regex> CompilePattern(const v1::VerifierConfig& c) {
+  if (c.pattern().empty()) {
+    return absl::InvalidArgumentError(
+        "verifier.pattern: regex needs a non-empty pattern, found \"\"");
+  }
+  try {
+    return std::regex(c.pattern(), std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "verifier.pattern: not a valid ECMAScript regex (", e.what(), "), found ",
+        Show(c.pattern())));
+  }
+}
+
 }  // namespace
+
+absl::Status CheckTolerance(const v1::VerifierConfig& c) {
+  if (!(c.tolerance() >= 0) || std::isinf(c.tolerance())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("verifier.tolerance: must be a finite number >= 0, found ", c.tolerance()));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status RegisterAnswerVerifiers(VerifierRegistry& registry) {
   absl::Status s = registry.Register(
-      "regex", [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
-        if (c.pattern().empty()) {
-          return absl::InvalidArgumentError(
-              "verifier.pattern: regex needs a non-empty pattern, found \"\"");
-        }
-        try {
-          return std::make_unique<Regex>(c, std::regex(c.pattern(), std::regex::ECMAScript));
-        } catch (const std::regex_error& e) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "verifier.pattern: not a valid ECMAScript regex (", e.what(), "), found ",
-              Show(c.pattern())));
-        }
-      });
+      "regex",
+      [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
+        absl::StatusOr<std::regex> pattern = CompilePattern(c);
+        if (!pattern.ok()) return pattern.status();
+        return std::make_unique<Regex>(c, *std::move(pattern));
+      },
+      [](const v1::VerifierConfig& c) { return CompilePattern(c).status(); });
   if (!s.ok()) return s;
   s = registry.Register(
-      "math", [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
-        if (!(c.tolerance() >= 0) || std::isinf(c.tolerance())) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "verifier.tolerance: must be a finite number >= 0, found ", c.tolerance()));
-        }
+      "math",
+      [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
         return std::make_unique<Math>(c);
-      });
+      },
+      CheckTolerance);
   if (!s.ok()) return s;
   return registry.Register(
       "countdown", [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {

@@ -100,13 +100,11 @@ absl::Status RegisterBuiltinVerifiers(VerifierRegistry& registry) {
       });
   if (!s.ok()) return s;
   s = registry.Register(
-      "numeric", [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
-        if (!(c.tolerance() >= 0) || std::isinf(c.tolerance())) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "verifier.tolerance: must be a finite number >= 0, found ", c.tolerance()));
-        }
+      "numeric",
+      [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
         return std::make_unique<Numeric>(c);
-      });
+      },
+      internal::CheckTolerance);
   if (!s.ok()) return s;
   s = internal::RegisterAnswerVerifiers(registry);
   if (!s.ok()) return s;

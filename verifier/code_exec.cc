@@ -162,14 +162,8 @@ class CodeExec : public Verifier {
 
 absl::Status RegisterCodeExecVerifier(VerifierRegistry& registry) {
   return registry.Register(
-      "code_exec", [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
-        std::vector<std::string> bad;
-        if (c.deadline_ms() < 1) bad.push_back(absl::StrCat("deadline_ms: must be >= 1, found ", c.deadline_ms()));
-        if (c.cpu_seconds() < 1) bad.push_back(absl::StrCat("cpu_seconds: must be >= 1, found ", c.cpu_seconds()));
-        if (c.memory_mb() < 16) bad.push_back(absl::StrCat("memory_mb: must be >= 16, found ", c.memory_mb()));
-        if (c.max_processes() < 1) bad.push_back(absl::StrCat("max_processes: must be >= 1, found ", c.max_processes()));
-        if (c.max_file_mb() < 0) bad.push_back(absl::StrCat("max_file_mb: must be >= 0, found ", c.max_file_mb()));
-        if (!bad.empty()) return absl::InvalidArgumentError(absl::StrCat("verifier.", bad[0]));
+      "code_exec",
+      [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
         absl::StatusOr<SandboxMode> mode = plugin::ChooseSandbox(
             c.sandbox() == v1::VerifierConfig::RLIMITS ? plugin::SandboxChoice::kRlimits
             : c.sandbox() == v1::VerifierConfig::BWRAP ? plugin::SandboxChoice::kBwrap
@@ -177,6 +171,16 @@ absl::Status RegisterCodeExecVerifier(VerifierRegistry& registry) {
             "verifier code_exec", "verifier.sandbox", "docs/verifier-plugins.md");
         if (!mode.ok()) return mode.status();
         return std::make_unique<CodeExec>(c, *mode);
+      },
+      [](const v1::VerifierConfig& c) -> absl::Status {
+        std::vector<std::string> bad;
+        if (c.deadline_ms() < 1) bad.push_back(absl::StrCat("deadline_ms: must be >= 1, found ", c.deadline_ms()));
+        if (c.cpu_seconds() < 1) bad.push_back(absl::StrCat("cpu_seconds: must be >= 1, found ", c.cpu_seconds()));
+        if (c.memory_mb() < 16) bad.push_back(absl::StrCat("memory_mb: must be >= 16, found ", c.memory_mb()));
+        if (c.max_processes() < 1) bad.push_back(absl::StrCat("max_processes: must be >= 1, found ", c.max_processes()));
+        if (c.max_file_mb() < 0) bad.push_back(absl::StrCat("max_file_mb: must be >= 0, found ", c.max_file_mb()));
+        if (!bad.empty()) return absl::InvalidArgumentError(absl::StrCat("verifier.", bad[0]));
+        return absl::OkStatus();
       });
 }
 

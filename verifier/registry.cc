@@ -6,35 +6,42 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "config/printable.h"
 #include "verifier/pool.h"
 #include "verifier/verifier.h"
 
 namespace trellis::verifier {
 
-absl::Status VerifierRegistry::Register(const std::string& name, VerifierFactory factory) {
+absl::Status VerifierRegistry::Register(const std::string& name, VerifierFactory factory,
+                                        VerifierCheck check) {
   if (name.empty()) return absl::InvalidArgumentError("verifier name is empty");
   if (!factory) {
     return absl::InvalidArgumentError(absl::StrCat("verifier \"", name, "\": null factory"));
   }
-  if (!factories_.emplace(name, std::move(factory)).second) {
+  if (!kinds_.emplace(name, Kind{std::move(factory), std::move(check)}).second) {
     return absl::AlreadyExistsError(
         absl::StrCat("verifier \"", name, "\" is already registered"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Verifier>> VerifierRegistry::Create(
-    const v1::VerifierConfig& config) const {
-  auto it = factories_.find(config.name());
-  if (it == factories_.end()) {
+absl::Status VerifierRegistry::Check(const v1::VerifierConfig& config) const {
+  auto it = kinds_.find(config.name());
+  if (it == kinds_.end()) {
     std::vector<std::string> known;
-    for (const auto& [name, factory] : factories_) known.push_back(name);
-    return absl::NotFoundError(
-        absl::StrCat("verifier.name: unknown verifier \"", config.name(),
+    for (const auto& [name, kind] : kinds_) known.push_back(name);
+    return absl::InvalidArgumentError(
+        absl::StrCat("verifier.name: unknown verifier \"", config::Printable(config.name(), 60),
                      "\"; registered verifiers: ",
                      known.empty() ? "(none)" : absl::StrJoin(known, ", ")));
   }
-  absl::StatusOr<std::unique_ptr<Verifier>> verifier = it->second(config);
+  return it->second.check ? it->second.check(config) : absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Verifier>> VerifierRegistry::Create(
+    const v1::VerifierConfig& config) const {
+  if (absl::Status s = Check(config); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<Verifier>> verifier = kinds_.at(config.name()).factory(config);
   if (!verifier.ok()) return verifier.status();
   if (*verifier == nullptr) {
     return absl::InternalError(
@@ -43,8 +50,28 @@ absl::StatusOr<std::unique_ptr<Verifier>> VerifierRegistry::Create(
   return NewVerifierPool(*std::move(verifier), config);
 }
 
+namespace {
+
+std::vector<VerifierKinds>& AddedKinds() {
+  static auto* kinds = new std::vector<VerifierKinds>();
+  return *kinds;
+}
+
+}  // namespace
+
+void AddProcessVerifierKinds(VerifierKinds kinds) { AddedKinds().push_back(std::move(kinds)); }
+
+absl::StatusOr<VerifierRegistry> ProcessVerifiers() {
+  VerifierRegistry registry;
+  if (absl::Status s = RegisterBuiltinVerifiers(registry); !s.ok()) return s;
+  for (const VerifierKinds& kinds : AddedKinds()) {
+    if (absl::Status s = kinds(registry); !s.ok()) return s;
+  }
+  return registry;
+}
+
 bool VerifierRegistry::Contains(const std::string& name) const {
-  return factories_.count(name) > 0;
+  return kinds_.count(name) > 0;
 }
 
 std::vector<v1::VerifyResult> Verifier::VerifyBatch(

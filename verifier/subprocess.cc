@@ -185,6 +185,9 @@ absl::Status RegisterSubprocessVerifier(VerifierRegistry& registry) {
   return registry.Register(
       "subprocess",
       [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
+        return std::make_unique<Subprocess>(c);
+      },
+      [](const v1::VerifierConfig& c) -> absl::Status {
         if (c.command_size() == 0 || c.command(0).empty()) {
           return absl::InvalidArgumentError(
               "verifier.command: subprocess needs the plugin's command (argv list, or one "
@@ -202,7 +205,7 @@ absl::Status RegisterSubprocessVerifier(VerifierRegistry& registry) {
           return absl::InvalidArgumentError(
               absl::StrCat("verifier.retries: must be >= 0, found ", c.retries()));
         }
-        return std::make_unique<Subprocess>(c);
+        return absl::OkStatus();
       });
 }
 

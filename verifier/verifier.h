@@ -47,22 +47,44 @@ class Verifier {
 
 using VerifierFactory = std::function<absl::StatusOr<std::unique_ptr<Verifier>>(
     const v1::VerifierConfig& config)>;
+// What a kind requires of its config, checked without building anything (no
+// process started, no connection made), so that a job is refused when it is
+// prepared (loop::PrepareJob: `trellis resolve`, `plan` and `run` alike).
+// InvalidArgument naming the field.
+using VerifierCheck = std::function<absl::Status(const v1::VerifierConfig& config)>;
 
 class VerifierRegistry {
  public:
-  // AlreadyExists when `name` is taken.
-  [[nodiscard]] absl::Status Register(const std::string& name,
-                                      VerifierFactory factory);
-  // NotFound naming the registered verifiers when config.name is unknown.
-  // The verifier comes wrapped in the pool (verifier/pool.h: cache, circuit
-  // breaker, stats).
+  // AlreadyExists when `name` is taken. `check` (may be null) runs before
+  // `factory`, and alone in Check.
+  [[nodiscard]] absl::Status Register(const std::string& name, VerifierFactory factory,
+                                      VerifierCheck check = nullptr);
+  // InvalidArgument naming the registered verifiers when config.name is
+  // unknown, else what the kind's check says.
+  [[nodiscard]] absl::Status Check(const v1::VerifierConfig& config) const;
+  // Check, then the kind's factory. The verifier comes wrapped in the pool
+  // (verifier/pool.h: cache, circuit breaker, stats).
   [[nodiscard]] absl::StatusOr<std::unique_ptr<Verifier>> Create(
       const v1::VerifierConfig& config) const;
   bool Contains(const std::string& name) const;
 
  private:
-  std::map<std::string, VerifierFactory> factories_;
+  struct Kind {
+    VerifierFactory factory;
+    VerifierCheck check;
+  };
+  std::map<std::string, Kind> kinds_;
 };
+
+// Registers verifier kinds beyond the built-ins into a registry (the
+// "remote" kind of verifier/verifier_service.h, which needs gRPC).
+using VerifierKinds = std::function<absl::Status(VerifierRegistry&)>;
+// Every later ProcessVerifiers offers `kinds` too. Called from main (and
+// tests) before any job starts; not thread-safe.
+void AddProcessVerifierKinds(VerifierKinds kinds);
+// The built-ins and every kind added by AddProcessVerifierKinds: what a
+// job's verifier.name may name in this process.
+[[nodiscard]] absl::StatusOr<VerifierRegistry> ProcessVerifiers();
 
 // exact_match: the trimmed response equals the trimmed answer.
 // numeric: the first number in the response is within config.tolerance of

@@ -272,7 +272,21 @@ std::unique_ptr<VerifierClient> NewGrpcVerifierClient(std::shared_ptr<grpc::Chan
 
 absl::Status RegisterRemoteVerifier(VerifierRegistry& registry) {
   return registry.Register(
-      "remote", [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
+      "remote",
+      [](const v1::VerifierConfig& c) -> absl::StatusOr<std::unique_ptr<Verifier>> {
+        std::shared_ptr<grpc::Channel> channel = rpc::NewChannel(c.address());
+        if (c.connect_timeout_ms() > 0) {
+          absl::Status connected = rpc::WaitConnected(*channel, c.address(),
+                                                      absl::Milliseconds(c.connect_timeout_ms()));
+          if (!connected.ok()) {
+            return absl::UnavailableError(
+                absl::StrCat("verifier.address: ", connected.message(),
+                             " (verifier.connect_timeout_ms); is the verifier service running?"));
+          }
+        }
+        return std::make_unique<RemoteVerifier>(c, std::move(channel));
+      },
+      [](const v1::VerifierConfig& c) -> absl::Status {
         if (c.address().empty()) {
           return absl::InvalidArgumentError(
               "verifier.address: required by the remote verifier (host:port of a "
@@ -287,17 +301,7 @@ absl::Status RegisterRemoteVerifier(VerifierRegistry& registry) {
           return absl::InvalidArgumentError(absl::StrCat(
               "verifier.connect_timeout_ms: must be >= 0, found ", c.connect_timeout_ms()));
         }
-        std::shared_ptr<grpc::Channel> channel = rpc::NewChannel(c.address());
-        if (c.connect_timeout_ms() > 0) {
-          absl::Status connected = rpc::WaitConnected(*channel, c.address(),
-                                                      absl::Milliseconds(c.connect_timeout_ms()));
-          if (!connected.ok()) {
-            return absl::UnavailableError(
-                absl::StrCat("verifier.address: ", connected.message(),
-                             " (verifier.connect_timeout_ms); is the verifier service running?"));
-          }
-        }
-        return std::make_unique<RemoteVerifier>(c, std::move(channel));
+        return absl::OkStatus();
       });
 }
 

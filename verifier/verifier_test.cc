@@ -52,7 +52,7 @@ TEST(VerifierRegistry, RefusesDuplicatesAndNamesKnownVerifiers) {
   EXPECT_EQ(registry.Register("", nullptr).code(), absl::StatusCode::kInvalidArgument);
 
   absl::Status missing = registry.Create(Config("python")).status();
-  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(missing.message(), HasSubstr("verifier.name"));
   EXPECT_THAT(missing.message(), HasSubstr("\"python\""));
   EXPECT_THAT(missing.message(), HasSubstr("code_exec, countdown, exact_match, math, numeric, regex, subprocess"));

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -48,6 +49,25 @@ class Checker {
   // lo < v < hi.
   void OpenUnit(const std::string& path, double v) {
     Require(v > 0 && v < 1, path, "in (0, 1)", v);
+  }
+  // Each of `items` once: one violation for the whole list, naming its
+  // first repeated item (shown by name(item)), where it was first, and how
+  // many entries repeat an earlier one, so that a long list costs one
+  // message and linear time.
+  template <typename T, typename Name>
+  void Distinct(const std::string& path, const std::vector<T>& items, Name name) {
+    absl::flat_hash_map<T, size_t> first;
+    size_t repeats = 0, at = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      auto [it, inserted] = first.emplace(items[i], i);
+      if (inserted) continue;
+      if (repeats++ == 0) at = i;
+    }
+    if (repeats == 0) return;
+    errors_.push_back(absl::StrCat(path, "[", at, "]: must name each entry once, found ",
+                                   name(items[at]), " again (first at [", first[items[at]], "]; ",
+                                   repeats, repeats == 1 ? " entry repeats" : " entries repeat",
+                                   " an earlier one)"));
   }
   // A finite number (not NaN, not +-inf).
   void Finite(const std::string& path, double v) {

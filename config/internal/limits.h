@@ -35,6 +35,12 @@ inline constexpr int32_t kMaxNonfiniteSkips = 1000;
 // its held-out half.
 void CheckLimits(const v1::JobConfig& job, Checker& c);
 
+// Adds a violation to `c` for every string of `job` with a control
+// character (config/printable.h FirstControl) or a NUL: none in names,
+// paths and addresses; tabs and line breaks allowed in patterns, commands
+// and other text (config/job_strings.cc).
+void CheckStrings(const v1::JobConfig& job, Checker& c);
+
 }  // namespace trellis::config::internal
 
 #endif  // TRELLIS_CONFIG_INTERNAL_LIMITS_H_

@@ -10,7 +10,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "config/choice.h"
+#include "config/printable.h"
 
 namespace trellis::config::internal {
 namespace {
@@ -241,24 +243,9 @@ std::string DoubleText(double v) {
 
 std::string Quote(absl::string_view s, size_t max_len) {
   const bool cut = s.size() > max_len;
-  if (cut) s = s.substr(0, max_len);
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += absl::StrFormat("\\x%02x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + (cut ? "...\"" : "\"");
+  const std::string escaped =
+      absl::StrReplaceAll(cut ? s.substr(0, max_len) : s, {{"\\", "\\\\"}, {"\"", "\\\""}});
+  return absl::StrCat("\"", Printable(escaped), cut ? "...\"" : "\"");
 }
 
 std::string ClosestName(absl::string_view name, const std::vector<std::string>& names) {

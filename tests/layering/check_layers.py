@@ -20,7 +20,7 @@ import sys
 LAYERS = [
     # 0: generated messages and leaf utilities.
     ["trellis_proto", "trellis_torch_pch", "trellis_env", "trellis_env_testing", "trellis_prometheus",
-     "trellis_recipe", "trellis_choice", "trellis_worker_id", "trellis_jinja"],
+     "trellis_recipe", "trellis_choice", "trellis_printable", "trellis_worker_id", "trellis_jinja"],
     # 1: configuration, models, tokenizers, chat templates, data.
     ["trellis_config", "trellis_test_main", "trellis_request_limits", "trellis_model", "trellis_text", "trellis_chat", "trellis_data"],
     # 2: the ledger, the process-group plumbing, plugin processes.

@@ -9,6 +9,9 @@
 
 namespace trellis::verifier::internal {
 
+// numeric's and math's check: verifier.tolerance finite and >= 0
+// (answers.cc).
+[[nodiscard]] absl::Status CheckTolerance(const v1::VerifierConfig& c);
 // regex, math, countdown (answers.cc).
 [[nodiscard]] absl::Status RegisterAnswerVerifiers(VerifierRegistry& registry);
 // subprocess (subprocess.cc).
