@@ -193,8 +193,8 @@ int RunOrLaunch(const std::string& command, std::vector<std::string> args) {
   const std::string out_dir = resume               ? flags["--resume"]
                               : flags.count("--out") ? flags["--out"]
                                                      : job->runtime().out_dir();
-  std::cout << "trellis " << command << ": job " << job->name() << (resume ? " resumed in " : " -> ")
-            << out_dir << std::endl;
+  std::cout << "trellis " << command << ": job " << job->name()
+            << (resume ? " resumed in " : " -> ") << out_dir << std::endl;
   if (command == "run") {
     // Before anything is written there (the dashboard's address too); a
     // launch takes it in LaunchLocal.
@@ -204,10 +204,10 @@ int RunOrLaunch(const std::string& command, std::vector<std::string> args) {
     absl::StatusOr<std::unique_ptr<trellis::web::WatchServer>> watch = trellis::web::StartRunWatch(
         flags["--http"], out_dir, job->name(), job->algorithm(), std::cout);
     if (!watch.ok()) return ExitCode(command, watch.status());
-    return ExitCode(command,
-                    resume ? trellis::run::ResumeEmbeddedJob(out_dir, std::cout, Observer(watch->get()))
-                           : trellis::run::RunEmbeddedJob(*job, out_dir, std::cout,
-                                                          Observer(watch->get())));
+    return ExitCode(
+        command,
+        resume ? trellis::run::ResumeEmbeddedJob(out_dir, std::cout, Observer(watch->get()))
+               : trellis::run::RunEmbeddedJob(*job, out_dir, std::cout, Observer(watch->get())));
   }
   absl::StatusOr<trellis::v1::ClusterSpec> cluster = LoadCluster(flags);
   if (!cluster.ok()) return ExitCode(command, cluster.status());

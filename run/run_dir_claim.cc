@@ -6,7 +6,7 @@ namespace trellis::run {
 
 env::RunDirAccess RunDirAccessOf(const v1::JobConfig& job) {
   return job.runtime().run_dir_access() == v1::RuntimeConfig::GROUP ? env::RunDirAccess::kGroup
-                                                                     : env::RunDirAccess::kPrivate;
+                                                                    : env::RunDirAccess::kPrivate;
 }
 
 void ApplyRunDirAccess(const v1::JobConfig& job) { env::SetRunDirAccess(RunDirAccessOf(job)); }
