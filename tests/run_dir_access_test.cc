@@ -54,13 +54,7 @@ v1::JobConfig TinyJob() {
 
 // The same from a Hugging Face directory, so that the run exports one.
 v1::JobConfig HfJob() {
-  v1::JobConfig job = TinyJob();
-  const std::string examples = absl::StrCat(TRELLIS_SOURCE_DIR, "/examples/");
-  job.clear_model();
-  job.mutable_model()->set_path(examples + "models/qwen2_arith");
-  job.mutable_model()->set_max_seq_len(32);
-  job.mutable_data()->set_train_path(examples + "data/chat_arith_train.jsonl");
-  job.mutable_data()->set_eval_path(examples + "data/chat_arith_eval.jsonl");
+  v1::JobConfig job = testing_util::OnQwen2Arith(TinyJob());
   job.mutable_sft()->set_steps(2);
   job.mutable_grpo()->set_steps(2);
   EXPECT_TRUE(loop::PrepareJob(&job).ok());
