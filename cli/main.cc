@@ -53,6 +53,7 @@
 #include "roles/local_roles.h"
 #include "rpc/auth.h"
 #include "run/embedded_job.h"
+#include "run/run_dir_claim.h"
 #include "scheduler/distributed_job.h"
 #include "scheduler/placement.h"
 #include "tools/measure_commands.h"
@@ -183,17 +184,6 @@ int RunOrLaunch(const std::string& command, std::vector<std::string> args) {
                  "job file, --out, --seed and --override\n" << kUsage;
     return 2;
   }
-  if (resume && command == "run") {
-    std::cout << "trellis run: resuming " << flags["--resume"] << std::endl;
-    std::optional<trellis::v1::JobConfig> job =
-        LoadJob(command, trellis::env::RunDir(flags["--resume"]).JobYaml(), "");
-    if (!job.has_value()) return 2;
-    absl::StatusOr<std::unique_ptr<trellis::web::WatchServer>> watch = trellis::web::StartRunWatch(
-        flags["--http"], flags["--resume"], job->name(), job->algorithm(), std::cout);
-    if (!watch.ok()) return ExitCode(command, watch.status());
-    return ExitCode(command, trellis::run::ResumeEmbeddedJob(flags["--resume"], std::cout,
-                                                                   Observer(watch->get())));
-  }
   std::optional<trellis::v1::JobConfig> job =
       resume ? LoadJob(command, trellis::env::RunDir(flags["--resume"]).JobYaml(), "")
              : LoadJob(command, positional.empty() ? "" : positional[0], flags["--seed"],
@@ -202,14 +192,21 @@ int RunOrLaunch(const std::string& command, std::vector<std::string> args) {
   const std::string out_dir = resume               ? flags["--resume"]
                               : flags.count("--out") ? flags["--out"]
                                                      : job->runtime().out_dir();
-  std::cout << "trellis " << command << ": job " << Printable(job->name(), 200) << " -> "
-            << Printable(out_dir) << std::endl;
+  std::cout << "trellis " << command << ": job " << Printable(job->name(), 200)
+            << (resume ? " resumed in " : " -> ") << Printable(out_dir) << std::endl;
   if (command == "run") {
+    // Before anything is written there (the dashboard's address too); a
+    // launch takes it in LaunchLocal.
+    absl::StatusOr<std::unique_ptr<trellis::env::RunDirLock>> lock =
+        trellis::run::ClaimRunDir(*job, out_dir);
+    if (!lock.ok()) return ExitCode(command, lock.status());
     absl::StatusOr<std::unique_ptr<trellis::web::WatchServer>> watch = trellis::web::StartRunWatch(
         flags["--http"], out_dir, job->name(), job->algorithm(), std::cout);
     if (!watch.ok()) return ExitCode(command, watch.status());
-    return ExitCode(command, trellis::run::RunEmbeddedJob(*job, out_dir, std::cout,
-                                                                Observer(watch->get())));
+    return ExitCode(
+        command,
+        resume ? trellis::run::ResumeEmbeddedJob(out_dir, std::cout, Observer(watch->get()))
+               : trellis::run::RunEmbeddedJob(*job, out_dir, std::cout, Observer(watch->get())));
   }
   absl::StatusOr<trellis::v1::ClusterSpec> cluster = LoadCluster(flags);
   if (!cluster.ok()) return ExitCode(command, cluster.status());

@@ -67,8 +67,9 @@ class Env {
   // ---- Files.
   // Creates `path` and its missing parents; OK when it exists.
   [[nodiscard]] virtual absl::Status CreateDir(const std::string& path) = 0;
-  // Writes `contents` to path.tmp, fsyncs it and renames it over `path`: a
-  // reader finds the old file or the new one, never part of either.
+  // Writes `contents` to path.tmp (made anew, so its mode is the umask's:
+  // env/run_dir_lock.h), fsyncs it and renames it over `path`: a reader
+  // finds the old file or the new one, never part of either.
   [[nodiscard]] virtual absl::Status WriteFileAtomically(const std::string& path,
                                                          std::string_view contents) = 0;
   // Opens `path` for appending, created if missing; with `truncate` emptied

@@ -117,6 +117,9 @@ class PosixEnv final : public Env {
 
   absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) override {
     const std::string tmp = path + ".tmp";
+    // A new file, whose mode is the umask's (env/run_dir_lock.h), never one
+    // an interrupted write left with other modes.
+    if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return Errno(errno, "removing", tmp);
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return Errno(errno, "creating", tmp);
     absl::Status s = WriteAll(fd, contents, tmp);

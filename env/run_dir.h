@@ -3,6 +3,8 @@
 
 // Every file name of a run directory, in one place. Layout:
 //
+//   RUN/lock                     the pid of the process writing the run, which
+//                                holds a flock on it (env/run_dir_lock.h)
 //   RUN/job.yaml                 the job as resolved, every default filled in
 //   RUN/ledger.jsonl             every ledger record (ledger/README.md)
 //   RUN/summary.json             the run's summary
@@ -85,6 +87,8 @@ class RunDir {
   std::string Probe() const { return File("probe.json"); }
   std::string ProgressLog() const { return File("progress.log"); }
   std::string Report() const { return File("report.html"); }
+  // The one writer's lock (env/run_dir_lock.h).
+  std::string Lock() const { return File("lock"); }
 
   // `trellis launch`'s directory and its files.
   std::string Launch() const { return File("launch"); }

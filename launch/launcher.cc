@@ -27,6 +27,7 @@
 #include "env/run_dir.h"
 #include "model/device.h"
 #include "run/checkpoint.h"
+#include "run/run_dir_claim.h"
 #include "scheduler/placement.h"
 
 namespace trellis::launch {
@@ -304,6 +305,9 @@ absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluste
           "); trellis launch starts processes on this host only"));
     }
   }
+  // Held until the last attempt ends; the processes it starts do not hold it.
+  absl::StatusOr<std::unique_ptr<env::RunDirLock>> lock = run::ClaimRunDir(job, out_dir);
+  if (!lock.ok()) return lock.status();
   env::Env* const env = env::Env::Default();
   const env::RunDir run(out_dir);
   if (absl::Status s = env->CreateDir(run.Launch()); !s.ok()) return s;

@@ -45,7 +45,10 @@ v1::ClusterSpec ThisHost();
 // `http` (host:port) the scheduler serves the dashboard and /metrics there
 // and writes the bound address to out_dir/http.addr. `secret`: the
 // operator's secret file, or --insecure; by default a new secret in
-// OUT/launch/secret (env::RunDir::LaunchSecret).
+// OUT/launch/secret (env::RunDir::LaunchSecret). Before it writes anything
+// it takes out_dir (run::ClaimRunDir): while another process writes there
+// it fails at once, naming that process; everything it and its processes
+// write there has the modes of the job's runtime.run_dir_access.
 [[nodiscard]] absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
                                        const std::string& out_dir,
                                        const std::string& trellis_binary, std::ostream& progress,

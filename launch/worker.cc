@@ -34,6 +34,7 @@
 #include "rpc/call_stats.h"
 #include "rpc/channel.h"
 #include "rpc/server.h"
+#include "run/run_dir_claim.h"
 #include "text/tokenizer.h"
 #include "trellis/v1/scheduler.grpc.pb.h"
 #include "verifier/verifier_service.h"
@@ -210,6 +211,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   }
 
   roles::SetThreads(job);
+  run::ApplyRunDirAccess(job);  // for the checkpoints and weights it writes
   ledger::MemoryTracker::Install();
   // Declared before the ledger: it outlives the ledger's forwarding.
   LedgerForwarder forwarder(id, [&scheduler, &id, &log](const v1::LedgerReport& report) {

@@ -14,6 +14,7 @@
 #include "model/threads.h"
 #include "roles/local_roles.h"
 #include "run/hf_output.h"
+#include "run/run_dir_claim.h"
 
 namespace trellis::run {
 
@@ -84,6 +85,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   ledger::MemoryTracker::Install();
 
   const env::RunDir run(out_dir);
+  ApplyRunDirAccess(job);
   if (absl::Status s = env->CreateDir(out_dir); !s.ok()) return s;
   job.mutable_runtime()->set_out_dir(out_dir);
   ledger::Ledger ledger(env);

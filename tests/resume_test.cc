@@ -180,13 +180,7 @@ class HfResumeTest : public StraightRunFixture<HfResumeTest> {
  public:
   static constexpr char kName[] = "hf_resume_test";
   static v1::JobConfig Job() {
-    v1::JobConfig job = TinyJob();
-    const std::string examples = absl::StrCat(TRELLIS_SOURCE_DIR, "/examples/");
-    job.clear_model();
-    job.mutable_model()->set_path(examples + "models/qwen2_arith");
-    job.mutable_model()->set_max_seq_len(32);
-    job.mutable_data()->set_train_path(examples + "data/chat_arith_train.jsonl");
-    job.mutable_data()->set_eval_path(examples + "data/chat_arith_eval.jsonl");
+    v1::JobConfig job = testing_util::OnQwen2Arith(TinyJob());
     job.mutable_eval()->set_num_prompts(32);
     // Two-digit sums from a random model after a short warm-up: any number
     // within 20 of the sum counts as right, so that groups differ and every

@@ -47,6 +47,21 @@ inline v1::JobConfig VaryingRewardsJob(int steps) {
   return job;
 }
 
+#ifdef TRELLIS_SOURCE_DIR
+// `job` on examples/models/qwen2_arith (a Qwen2 with a byte-level BPE
+// tokenizer) and chat prompts of two-digit sums, so that its run exports a
+// Hugging Face directory.
+inline v1::JobConfig OnQwen2Arith(v1::JobConfig job) {
+  const std::string examples = std::string(TRELLIS_SOURCE_DIR) + "/examples/";
+  job.clear_model();
+  job.mutable_model()->set_path(examples + "models/qwen2_arith");
+  job.mutable_model()->set_max_seq_len(32);
+  job.mutable_data()->set_train_path(examples + "data/chat_arith_train.jsonl");
+  job.mutable_data()->set_eval_path(examples + "data/chat_arith_eval.jsonl");
+  return job;
+}
+#endif
+
 inline void WriteText(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
