@@ -315,8 +315,8 @@ void CheckEnvironment(const v1::JobConfig& job, Checker& c) {
 // observe.mlflow (docs/observe.md): a server's address and an experiment.
 void CheckObserve(const v1::MlflowConfig& m, Checker& c) {
   if (m.uri().empty()) return;
-  c.Require(ParseHttpUri(m.uri()).ok(), "observe.mlflow.uri", "http://host:port or https://host:port",
-            absl::StrCat("\"", m.uri(), "\""));
+  c.Require(ParseHttpUri(m.uri()).ok(), "observe.mlflow.uri",
+            "http://host:port or https://host:port", absl::StrCat("\"", m.uri(), "\""));
   c.Require(!m.experiment().empty(), "observe.mlflow.experiment", "a name with a uri", "\"\"");
 }
 

@@ -9,12 +9,11 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 
@@ -35,8 +34,7 @@ struct ScalarPoint {
 // Every number in `j` (objects flattened: "stage_seconds/rollout"; true and
 // false as 1 and 0; strings, arrays and non-finite numbers left out), each
 // tag starting with `prefix` ("" or ending in "/"), in key order.
-void AppendScalars(const nlohmann::json& j, const std::string& prefix,
-                   std::vector<Scalar>* out);
+void AppendScalars(const nlohmann::json& j, const std::string& prefix, std::vector<Scalar>* out);
 
 class RecordScalars {
  public:

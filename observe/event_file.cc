@@ -30,8 +30,9 @@ std::string FrameRecord(std::string_view data) {
 EventFileWriter::EventFileWriter(std::unique_ptr<env::AppendableFile> file)
     : file_(std::move(file)) {}
 
-absl::StatusOr<std::unique_ptr<EventFileWriter>> EventFileWriter::Create(
-    env::Env* env, const std::string& dir, const std::string& host) {
+absl::StatusOr<std::unique_ptr<EventFileWriter>> EventFileWriter::Create(env::Env* env,
+                                                                         const std::string& dir,
+                                                                         const std::string& host) {
   if (absl::Status s = env->CreateDir(dir); !s.ok()) return s;
   const absl::Time now = env->Now();
   const std::string path =

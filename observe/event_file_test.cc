@@ -37,8 +37,7 @@ std::vector<std::string> ReadRecords(const std::string& text) {
     if (text.size() - at < 16) break;
     const std::string_view header(text.data() + at, 8);
     const uint64_t length = LittleEndian(header);
-    EXPECT_EQ(LittleEndian(std::string_view(text.data() + at + 8, 4)),
-              MaskCrc32c(Crc32c(header)));
+    EXPECT_EQ(LittleEndian(std::string_view(text.data() + at + 8, 4)), MaskCrc32c(Crc32c(header)));
     const std::string data = text.substr(at + 12, length);
     EXPECT_EQ(LittleEndian(std::string_view(text.data() + at + 12 + length, 4)),
               MaskCrc32c(Crc32c(data)));

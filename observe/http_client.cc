@@ -31,8 +31,8 @@ class HttplibClient final : public HttpClient {
   static absl::StatusOr<std::string> Answer(const char* method, const std::string& path,
                                             const httplib::Result& result) {
     if (!result) {
-      return absl::UnavailableError(
-          absl::StrCat(method, " ", path, ": no answer (", httplib::to_string(result.error()), ")"));
+      return absl::UnavailableError(absl::StrCat(method, " ", path, ": no answer (",
+                                                 httplib::to_string(result.error()), ")"));
     }
     if (result->status >= 200 && result->status < 300) return result->body;
     const std::string message = absl::StrCat(method, " ", path, ": HTTP ", result->status, ": ",

@@ -36,8 +36,7 @@ std::string Value(const Message& m, const FieldDescriptor* f, int i) {
       return config::ChoiceName(rep ? r->GetRepeatedEnum(m, f, i) : r->GetEnum(m, f));
     case FieldDescriptor::CPPTYPE_STRING:
       return rep ? r->GetRepeatedString(m, f, i) : r->GetString(m, f);
-    case FieldDescriptor::CPPTYPE_MESSAGE:
-      break;
+    case FieldDescriptor::CPPTYPE_MESSAGE: break;
   }
   return "";
 }
@@ -59,7 +58,8 @@ void Walk(const Message& m, const std::string& prefix, std::vector<MlflowParam>*
     }
     const int n = r->FieldSize(m, f);
     if (message) {
-      for (int i = 0; i < n; ++i) Walk(r->GetRepeatedMessage(m, f, i), absl::StrCat(path, ".", i, "."), out);
+      for (int i = 0; i < n; ++i)
+        Walk(r->GetRepeatedMessage(m, f, i), absl::StrCat(path, ".", i, "."), out);
       continue;
     }
     std::string joined;

@@ -31,8 +31,8 @@ absl::StatusOr<std::string> Field(const absl::StatusOr<std::string>& body, const
 }  // namespace
 
 absl::StatusOr<std::string> MlflowClient::ExperimentId(const std::string& name) {
-  absl::StatusOr<std::string> found = http_->Get(
-      absl::StrCat(kApi, "experiments/get-by-name"), {{"experiment_name", name}});
+  absl::StatusOr<std::string> found =
+      http_->Get(absl::StrCat(kApi, "experiments/get-by-name"), {{"experiment_name", name}});
   if (found.status().code() != absl::StatusCode::kNotFound) {
     return Field(found, "experiments/get-by-name", "/experiment/experiment_id");
   }
@@ -43,9 +43,8 @@ absl::StatusOr<std::string> MlflowClient::ExperimentId(const std::string& name) 
 absl::StatusOr<std::string> MlflowClient::CreateRun(const std::string& experiment_id,
                                                     const std::string& run_name,
                                                     int64_t start_time_ms) {
-  const json request = {{"experiment_id", experiment_id},
-                        {"run_name", run_name},
-                        {"start_time", start_time_ms}};
+  const json request = {
+      {"experiment_id", experiment_id}, {"run_name", run_name}, {"start_time", start_time_ms}};
   return Field(http_->Post(absl::StrCat(kApi, "runs/create"), Dump(request)), "runs/create",
                "/run/info/run_id");
 }

@@ -18,8 +18,7 @@ void Append(const MetricPoint& point, std::vector<MlflowMetric>* out) {
 
 }  // namespace
 
-MlflowSink::MlflowSink(MlflowSinkOptions options, std::unique_ptr<HttpClient> http,
-                       env::Env* env)
+MlflowSink::MlflowSink(MlflowSinkOptions options, std::unique_ptr<HttpClient> http, env::Env* env)
     : options_(std::move(options)), http_(std::move(http)), client_(http_.get()), env_(env) {
   thread_ = std::thread([this] { Loop(); });
 }

@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"

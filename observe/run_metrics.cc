@@ -1,9 +1,8 @@
 #include "observe/run_metrics.h"
 
 #include <algorithm>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "config/http_uri.h"
 #include "env/run_dir.h"
@@ -14,9 +13,11 @@
 
 namespace trellis::observe {
 
-absl::StatusOr<std::unique_ptr<RunMetrics>> RunMetrics::Start(
-    const v1::JobConfig& job, const std::string& run_dir, int64_t resumed_at,
-    ledger::Ledger* ledger, env::Env* env, std::ostream* warnings) {
+absl::StatusOr<std::unique_ptr<RunMetrics>> RunMetrics::Start(const v1::JobConfig& job,
+                                                              const std::string& run_dir,
+                                                              int64_t resumed_at,
+                                                              ledger::Ledger* ledger, env::Env* env,
+                                                              std::ostream* warnings) {
   std::vector<std::unique_ptr<MetricSink>> sinks;
   absl::StatusOr<std::unique_ptr<TensorBoardSink>> tensorboard = TensorBoardSink::Create(
       env, env::RunDir(run_dir).File(env::RunDir::kTensorBoard), resumed_at, warnings);
@@ -61,8 +62,8 @@ void RunMetrics::Finish(bool succeeded, const std::string& summary_path) {
   MetricPoint summary{last_step_, env_->Now(), {}};
   if (succeeded) {
     absl::StatusOr<std::string> text = env_->ReadFile(summary_path);
-    const nlohmann::json j = text.ok() ? nlohmann::json::parse(*text, nullptr, false)
-                                       : nlohmann::json();
+    const nlohmann::json j =
+        text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
     if (j.is_object()) ledger::AppendScalars(j, "summary/", &summary.scalars);
   }
   for (const auto& sink : sinks_) sink->Finish(summary, succeeded);

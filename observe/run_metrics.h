@@ -34,8 +34,7 @@ class RunMetrics {
       ledger::Ledger* ledger, env::Env* env, std::ostream* warnings);
 
   // Any sinks, attached to `ledger`.
-  RunMetrics(std::vector<std::unique_ptr<MetricSink>> sinks, ledger::Ledger* ledger,
-             env::Env* env);
+  RunMetrics(std::vector<std::unique_ptr<MetricSink>> sinks, ledger::Ledger* ledger, env::Env* env);
   // Finish(false) when Finish was not called.
   ~RunMetrics();
   RunMetrics(const RunMetrics&) = delete;

@@ -70,8 +70,8 @@ TEST_F(RunMetricsTest, EverySinkGetsEveryStepAndEvalThenTheSummary) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string summary = (dir / "summary.json").string();
-  ASSERT_TRUE(env_.WriteFileAtomically(summary, R"({"steps": 2, "stage_seconds": {"update": 1.5}})")
-                  .ok());
+  ASSERT_TRUE(
+      env_.WriteFileAtomically(summary, R"({"steps": 2, "stage_seconds": {"update": 1.5}})").ok());
   std::unique_ptr<RunMetrics> metrics = Metrics();
   ledger_.RecordEval("before", {});
   Step(0);

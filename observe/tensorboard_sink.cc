@@ -18,8 +18,10 @@ std::string HostName() {
 TensorBoardSink::TensorBoardSink(std::unique_ptr<EventFileWriter> writer, std::ostream* warnings)
     : writer_(std::move(writer)), warnings_(warnings) {}
 
-absl::StatusOr<std::unique_ptr<TensorBoardSink>> TensorBoardSink::Create(
-    env::Env* env, const std::string& dir, int64_t resumed_at, std::ostream* warnings) {
+absl::StatusOr<std::unique_ptr<TensorBoardSink>> TensorBoardSink::Create(env::Env* env,
+                                                                         const std::string& dir,
+                                                                         int64_t resumed_at,
+                                                                         std::ostream* warnings) {
   absl::StatusOr<std::unique_ptr<EventFileWriter>> writer =
       EventFileWriter::Create(env, dir, HostName());
   if (!writer.ok()) return writer.status();

@@ -6,10 +6,9 @@
 // (record_scalars.h). A missing or mistyped field reads as 0 or "".
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 

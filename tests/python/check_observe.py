@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -93,14 +94,24 @@ def check_tensorboard(run_dir):
 
 def serve(port, directory):
     venv_bin = os.path.dirname(sys.executable)
+    # The server's own process group (uvicorn is a child), ended with this
+    # process; no job runner (its consumers are processes of their own).
     server = subprocess.Popen(
         [os.path.join(venv_bin, "mlflow"), "server", "--host", "127.0.0.1", "--port", port,
          "--workers", "1", "--backend-store-uri", f"sqlite:///{directory}/mlflow.db",
          "--default-artifact-root", os.path.join(directory, "artifacts")],
-        stdout=open(os.path.join(directory, "server.log"), "w"), stderr=subprocess.STDOUT)
+        stdout=open(os.path.join(directory, "server.log"), "w"), stderr=subprocess.STDOUT,
+        env=dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"), start_new_session=True)
+
+    def stop(*_):
+        os.killpg(server.pid, signal.SIGKILL)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if server.poll() is not None:
+            os.killpg(server.pid, signal.SIGKILL)
             fail(f"mlflow server exited with {server.returncode}; see {directory}/server.log")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
@@ -110,7 +121,7 @@ def serve(port, directory):
                     return
         except OSError:
             time.sleep(0.5)
-    server.kill()
+    os.killpg(server.pid, signal.SIGKILL)
     fail(f"mlflow server on port {port} did not answer /health within 120 s")
 
 
