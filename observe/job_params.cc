@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "config/choice.h"
+#include "config/internal/scalars.h"
 #include "google/protobuf/descriptor.h"
 
 namespace trellis::observe {
@@ -13,32 +13,14 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-// Item `i` of repeated `f`, or the singular `f` when `i` is -1.
+// Item `i` of repeated `f`, or the singular `f` when `i` is -1: as the
+// resolved job.yaml writes it, strings unquoted.
 std::string Value(const Message& m, const FieldDescriptor* f, int i) {
-  const Reflection* r = m.GetReflection();
-  const bool rep = i >= 0;
-  switch (f->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_INT32:
-      return absl::StrCat(rep ? r->GetRepeatedInt32(m, f, i) : r->GetInt32(m, f));
-    case FieldDescriptor::CPPTYPE_INT64:
-      return absl::StrCat(rep ? r->GetRepeatedInt64(m, f, i) : r->GetInt64(m, f));
-    case FieldDescriptor::CPPTYPE_UINT32:
-      return absl::StrCat(rep ? r->GetRepeatedUInt32(m, f, i) : r->GetUInt32(m, f));
-    case FieldDescriptor::CPPTYPE_UINT64:
-      return absl::StrCat(rep ? r->GetRepeatedUInt64(m, f, i) : r->GetUInt64(m, f));
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-      return absl::StrCat(rep ? r->GetRepeatedDouble(m, f, i) : r->GetDouble(m, f));
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      return absl::StrCat(rep ? r->GetRepeatedFloat(m, f, i) : r->GetFloat(m, f));
-    case FieldDescriptor::CPPTYPE_BOOL:
-      return (rep ? r->GetRepeatedBool(m, f, i) : r->GetBool(m, f)) ? "true" : "false";
-    case FieldDescriptor::CPPTYPE_ENUM:
-      return config::ChoiceName(rep ? r->GetRepeatedEnum(m, f, i) : r->GetEnum(m, f));
-    case FieldDescriptor::CPPTYPE_STRING:
-      return rep ? r->GetRepeatedString(m, f, i) : r->GetString(m, f);
-    case FieldDescriptor::CPPTYPE_MESSAGE: break;
+  if (f->cpp_type() != FieldDescriptor::CPPTYPE_STRING) {
+    return config::internal::ScalarText(m, f, i);
   }
-  return "";
+  const Reflection* r = m.GetReflection();
+  return i >= 0 ? r->GetRepeatedString(m, f, i) : r->GetString(m, f);
 }
 
 void Walk(const Message& m, const std::string& prefix, std::vector<MlflowParam>* out) {

@@ -12,7 +12,7 @@
 namespace trellis::observe {
 
 // Every singular field of `job` and its sub-messages, set or not, by its
-// path; enums by their lowercase names (config/choice.h), repeated fields
+// path, as the resolved job.yaml writes them (strings unquoted), repeated fields
 // as their values joined by ","; a repeated message's items as
 // "path.<index>.field". Values longer than kMaxParamValue characters are cut.
 std::vector<MlflowParam> JobParams(const google::protobuf::Message& job);
