@@ -9,13 +9,13 @@ namespace trellis::config {
 
 std::string HttpUri::ToString() const { return absl::StrCat(scheme, "://", host, ":", port); }
 
-absl::StatusOr<HttpUri> ParseHttpUri(std::string_view uri) {
+absl::StatusOr<HttpUri> ParseHttpUri(absl::string_view uri) {
   const auto bad = [uri] {
     return absl::InvalidArgumentError(
         absl::StrCat("expected http://host:port or https://host:port, found \"", uri, "\""));
   };
   HttpUri parsed;
-  std::string_view rest = uri;
+  absl::string_view rest = uri;
   if (absl::ConsumePrefix(&rest, "http://")) {
     parsed.scheme = "http";
   } else if (absl::ConsumePrefix(&rest, "https://")) {
@@ -25,14 +25,14 @@ absl::StatusOr<HttpUri> ParseHttpUri(std::string_view uri) {
   }
   absl::ConsumeSuffix(&rest, "/");
   const size_t colon = rest.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return bad();
+  if (colon == absl::string_view::npos || colon == 0) return bad();
   parsed.host = std::string(rest.substr(0, colon));
   for (const char c : parsed.host) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') {
       return bad();
     }
   }
-  const std::string_view port = rest.substr(colon + 1);
+  const absl::string_view port = rest.substr(colon + 1);
   if (port.empty() || port.size() > 5) return bad();
   for (const char c : port) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return bad();

@@ -6,9 +6,9 @@
 // optional "/".
 
 #include <string>
-#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace trellis::config {
 
@@ -21,7 +21,7 @@ struct HttpUri {
 };
 
 // InvalidArgument saying what was expected, quoting `uri`.
-[[nodiscard]] absl::StatusOr<HttpUri> ParseHttpUri(std::string_view uri);
+[[nodiscard]] absl::StatusOr<HttpUri> ParseHttpUri(absl::string_view uri);
 
 }  // namespace trellis::config
 

@@ -87,7 +87,8 @@ TEST_F(EventFileTest, FileVersionFirstThenOneEventPerPoint) {
       EventFileWriter::Create(&env_, dir_.string(), "host-a");
   ASSERT_TRUE(writer.ok()) << writer.status();
   env_.Advance(absl::Seconds(2));
-  ASSERT_TRUE((*writer)->WriteScalars(7, env_.Now(), {{"kl", 0.25}, {"loss", -1.5}}).ok());
+  ASSERT_TRUE(
+      (*writer)->WriteScalars(7, env_.Now(), {{"kl", 0.25}, {"loss", -1.5}, {"zero", 0}}).ok());
   ASSERT_TRUE((*writer)->WriteSessionStart(3, env_.Now()).ok());
 
   const std::vector<v1::TensorBoardEvent> events = Events();
@@ -96,10 +97,13 @@ TEST_F(EventFileTest, FileVersionFirstThenOneEventPerPoint) {
   EXPECT_EQ(events[0].wall_time(), static_cast<double>(FakeEnv::kStartUnixSeconds));
   EXPECT_EQ(events[1].step(), 7);
   EXPECT_EQ(events[1].wall_time(), FakeEnv::kStartUnixSeconds + 2.0);
-  ASSERT_EQ(events[1].summary().value_size(), 2);
+  ASSERT_EQ(events[1].summary().value_size(), 3);
   EXPECT_EQ(events[1].summary().value(0).tag(), "kl");
   EXPECT_EQ(events[1].summary().value(0).simple_value(), 0.25f);
   EXPECT_EQ(events[1].summary().value(1).tag(), "loss");
+  // A zero is written as one (TensorBoard skips a value without it).
+  EXPECT_EQ(events[1].summary().value(2).value_case(),
+            v1::TensorBoardSummary::Value::kSimpleValue);
   EXPECT_EQ(events[2].step(), 3);
   EXPECT_EQ(events[2].session_log().status(), v1::TensorBoardSessionLog::START);
   EXPECT_THAT((*writer)->path(), HasSubstr(".host-a"));
