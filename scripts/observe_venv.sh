@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The Python environment tests/observe_tools_test.sh reads a run's metrics
 # back with: PyPI's tensorboard (its event reader) and mlflow (a tracking
 # server and its client), pinned, in a virtual environment,

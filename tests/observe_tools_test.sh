@@ -14,7 +14,7 @@
 set -uo pipefail
 readonly SKIPPED=77
 trellis=$(realpath "$1")
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source scripts/observe_venv.sh
 tmp=$(mktemp -d)
 server=
