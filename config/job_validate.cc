@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/choice.h"
+#include "config/http_uri.h"
 #include "config/internal/checker.h"
 #include "config/internal/limits.h"
 #include "config/job_config.h"
@@ -307,6 +308,14 @@ void CheckEnvironment(const v1::JobConfig& job, Checker& c) {
             e.failure_reward());
 }
 
+// observe.mlflow (docs/observe.md): a server's address and an experiment.
+void CheckObserve(const v1::MlflowConfig& m, Checker& c) {
+  if (m.uri().empty()) return;
+  c.Require(ParseHttpUri(m.uri()).ok(), "observe.mlflow.uri",
+            "http://host:port or https://host:port", absl::StrCat("\"", m.uri(), "\""));
+  c.Require(!m.experiment().empty(), "observe.mlflow.experiment", "a name with a uri", "\"\"");
+}
+
 }  // namespace
 
 absl::Status ValidateJob(const v1::JobConfig& job) {
@@ -325,6 +334,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   CheckDeployment(job.deployment(), c);
   CheckMemory(job.memory(), c);
   CheckLora(job, c);
+  CheckObserve(job.observe().mlflow(), c);
   internal::CheckLimits(job, c);
   internal::CheckStrings(job, c);
   return c.status();

@@ -8,6 +8,7 @@
 //   RUN/job.yaml                 the job as resolved, every default filled in
 //   RUN/ledger.jsonl             every ledger record (ledger/README.md)
 //   RUN/summary.json             the run's summary
+//   RUN/tensorboard/             TensorBoard event files (docs/observe.md)
 //   RUN/reference.safetensors    the reference weights (after warm-up)
 //   RUN/policy.safetensors       the policy at the end (reward_model.safetensors
 //                                for a reward-model job)
@@ -68,6 +69,8 @@ class RunDir {
   static constexpr char kHfPolicy[] = "hf";
   static constexpr char kHfAdapter[] = "hf_adapter";
   static constexpr char kCheckpoints[] = "checkpoints";
+  // TensorBoard's log directory: events.out.tfevents.<time>.<host> files.
+  static constexpr char kTensorBoard[] = "tensorboard";
 
   explicit RunDir(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }

@@ -235,7 +235,8 @@ TEST_F(DeviceLedgerTest, DevicePeaksSurviveExportAndImport) {
 // The dashboard's metrics: each device's last-step peaks.
 TEST_F(DeviceLedgerTest, MetricsHaveTheLastStepsDevicePeaks) {
   RunView view;
-  ledger_.ObserveRecords([&view](std::string_view record) { ASSERT_TRUE(view.Add(record).ok()); });
+  const Ledger::ObserverId id = ledger_.AddRecordObserver(
+      [&view](std::string_view record) { ASSERT_TRUE(view.Add(record).ok()); });
   ledger_.AddDeviceMemory(device_->Source(), {});
   ledger_.BeginStep(0);
   device_->Allocate(100);  // 128 reserved.
@@ -251,7 +252,7 @@ TEST_F(DeviceLedgerTest, MetricsHaveTheLastStepsDevicePeaks) {
                 "trellis_device_memory_peak_bytes{device=\"cuda:0\",kind=\"fragmentation\"} 28\n"),
             std::string::npos)
       << out.text();
-  ledger_.ObserveRecords(nullptr);
+  ledger_.RemoveRecordObserver(id);
 }
 
 TEST_F(DeviceLedgerTest, WithoutADeviceRecordsHaveNoDeviceMemory) {

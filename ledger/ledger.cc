@@ -164,9 +164,16 @@ void Ledger::ForwardRecords(RecordForward forward) {
   impl_->forward = std::move(forward);
 }
 
-void Ledger::ObserveRecords(RecordObserver observe) {
+Ledger::ObserverId Ledger::AddRecordObserver(RecordObserver observe) {
   absl::MutexLock lock(&impl_->mu);
-  impl_->observer = std::move(observe);
+  const ObserverId id = impl_->next_observer++;
+  impl_->observers.emplace_back(id, std::move(observe));
+  return id;
+}
+
+void Ledger::RemoveRecordObserver(ObserverId id) {
+  absl::MutexLock lock(&impl_->mu);
+  std::erase_if(impl_->observers, [id](const auto& o) { return o.first == id; });
 }
 
 void Ledger::RecordHandoff(std::string_view role,

@@ -311,12 +311,17 @@ class Ledger {
   using RecordForward = std::function<void(std::string_view role, const ForwardedRecord& record)>;
   void ForwardRecords(RecordForward forward);
   // Every record, as the line ledger.jsonl gets (without the newline), is
-  // also handed to `observe`, whether or not a file is open: the live
-  // metrics and dashboard read the ledger this way (ledger/run_view.h).
-  // Called under the ledger's lock, in record order: it must not call the
-  // ledger. Null detaches.
+  // also handed to each observer, whether or not a file is open: the live
+  // metrics and dashboard (ledger/run_view.h) and the run's metric sinks
+  // (observe/, docs/observe.md) read the ledger this way. Called under the
+  // ledger's lock, in record order, observers in the order they were
+  // added: an observer must not call the ledger, and must return soon.
+  // AddRecordObserver returns the id RemoveRecordObserver takes (an id
+  // already removed is ignored).
   using RecordObserver = std::function<void(std::string_view record)>;
-  void ObserveRecords(RecordObserver observe);
+  using ObserverId = int64_t;
+  ObserverId AddRecordObserver(RecordObserver observe);
+  void RemoveRecordObserver(ObserverId id);
   // Closes the current step: derives its metrics from the spans, handoffs
   // and counts, writes a "step" record, and returns the metrics.
   // step_seconds is wall time since BeginStep (or the previous EndStep).

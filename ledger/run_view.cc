@@ -13,11 +13,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "ledger/internal/record_json.h"
 #include "ledger/ledger.h"
 
 namespace trellis::ledger {
 namespace {
 
+using internal::Int;
+using internal::Num;
+using internal::Str;
 using nlohmann::json;
 
 // Seconds from 1 ms to about 9 minutes, doubling.
@@ -48,21 +52,6 @@ constexpr std::pair<const char*, const char*> kDeviceKinds[] = {
     {"allocated", "peak_allocated_bytes"},
     {"reserved", "peak_reserved_bytes"},
     {"fragmentation", "fragmentation_bytes"}};
-
-int64_t Int(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<int64_t>() : 0;
-}
-
-double Num(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-}
-
-std::string Str(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 // Index of `name` in `names`, appended when new.
 int Intern(std::vector<std::string>& names, const std::string& name) {
@@ -213,12 +202,9 @@ RunView::RunView() : state_(std::make_unique<State>()) {}
 RunView::~RunView() = default;
 
 absl::Status RunView::Add(std::string_view record) {
-  json r = json::parse(record, nullptr, /*allow_exceptions=*/false);
-  if (!r.is_object() || !r.contains("type") || !r["type"].is_string()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ledger record: expected a JSON object with a string \"type\", found: ",
-                     std::string(record.substr(0, 80))));
-  }
+  absl::StatusOr<json> parsed = internal::ParseRecord(record);
+  if (!parsed.ok()) return parsed.status();
+  json& r = *parsed;
   State& s = *state_;
   absl::MutexLock lock(&s.mu);
   ++s.records;

@@ -7,7 +7,7 @@
 // object over time, handoffs, verifier waits, evals; and the Prometheus
 // metric families of the run (docs in README "Watching a job").
 //
-// The live dashboard feeds it from Ledger::ObserveRecords; `trellis
+// The live dashboard feeds it from Ledger::AddRecordObserver; `trellis
 // report` feeds it the finished run's ledger.jsonl. Both render ViewJson()
 // with the same page (web/), so the two show the same thing.
 //

@@ -22,7 +22,7 @@ using ::testing::Not;
 class RunViewTest : public ::testing::Test {
  protected:
   RunViewTest() {
-    ledger_.ObserveRecords([this](std::string_view record) {
+    ledger_.AddRecordObserver([this](std::string_view record) {
       ASSERT_TRUE(view_.Add(record).ok()) << record;
     });
   }

@@ -324,7 +324,7 @@ struct MultiTurnRun {
 TEST(MultiTurnTest, GrpoTrainsOnEpisodes) {
   MultiTurnRun run(MultiTurnJob());
   run.environment.done_at_turn = 1;
-  run.ledger.ObserveRecords([&run](std::string_view r) { run.records.emplace_back(r); });
+  run.ledger.AddRecordObserver([&run](std::string_view r) { run.records.emplace_back(r); });
   ASSERT_TRUE(run.driver.Run().ok()) << run.progress.str();
   const auto& batches = run.fakes.learner.train_batches;
   ASSERT_EQ(batches.size(), 3u);

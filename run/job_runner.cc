@@ -1,5 +1,7 @@
 #include "run/job_runner.h"
 
+#include <iostream>
+
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,6 +14,7 @@
 #include "loop/driver.h"
 #include "model/matmul_rate.h"
 #include "model/threads.h"
+#include "observe/run_metrics.h"
 #include "roles/local_roles.h"
 #include "run/hf_output.h"
 #include "run/run_dir_claim.h"
@@ -123,6 +126,10 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
              << " ledger records past it)" << std::endl;
   }
 
+  // TensorBoard files, an MLflow run: fed from the ledger (docs/observe.md).
+  absl::StatusOr<std::unique_ptr<observe::RunMetrics>> metrics = observe::RunMetrics::Start(
+      job, out_dir, resume == nullptr ? -1 : resume->state.next_step, &ledger, env, &std::cerr);
+  if (!metrics.ok()) return metrics.status();
   if (observe) observe(&ledger);
   ledger.RecordMachine({model::MeasureMatmulPeak(), threads.intra_op, threads.inter_op,
                         threads.blas, threads.given, threads.probe_seconds});
@@ -195,6 +202,7 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   }
   std::move(detach).Invoke();
   if (absl::Status s = ledger.WriteSummary(run.Summary()); !s.ok()) return s;
+  (*metrics)->Finish(/*succeeded=*/true, run.Summary());
   PrintTable(ledger, headline, progress);
   progress << "wrote " << out_dir << "/{" << env::RunDir::kSummary << ","
            << env::RunDir::kLedger << "," << env::RunDir::kJobYaml << "," << weights

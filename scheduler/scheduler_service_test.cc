@@ -36,7 +36,7 @@ v1::MoveRecord Move(const std::string& direction, int64_t bytes) {
 class ReportLedgerTest : public ::testing::Test {
  protected:
   ReportLedgerTest() {
-    ledger_.ObserveRecords(
+    ledger_.AddRecordObserver(
         [this](std::string_view line) { records_.push_back(json::parse(line)); });
     service_.AttachLedger(&ledger_);
   }

@@ -237,7 +237,7 @@ TEST_F(ServicesTest, SchedulerRefusesOversizedReportsAndForeignIds) {
 TEST_F(ServicesTest, SchedulerRecordsAForwardedBatchInOrder) {
   ledger::Ledger ledger;
   std::vector<std::string> objects;
-  ledger.ObserveRecords([&objects](std::string_view line) {
+  ledger.AddRecordObserver([&objects](std::string_view line) {
     if (line.find(R"("type":"object")") != std::string_view::npos) objects.emplace_back(line);
   });
   scheduler_service_.AttachLedger(&ledger);

@@ -88,12 +88,13 @@ WatchServer::~WatchServer() {
 
 void WatchServer::Attach(ledger::Ledger* ledger) {
   absl::MutexLock lock(&mu_);
-  if (attached_ != nullptr) attached_->ObserveRecords(nullptr);
+  if (attached_ != nullptr) attached_->RemoveRecordObserver(observer_);
   attached_ = ledger;
   if (ledger != nullptr) {
     // A record the view cannot read is the ledger's bug, not the run's:
     // the view skips it.
-    ledger->ObserveRecords([this](std::string_view record) { (void)view_.Add(record); });
+    observer_ =
+        ledger->AddRecordObserver([this](std::string_view record) { (void)view_.Add(record); });
   }
 }
 

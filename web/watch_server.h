@@ -91,6 +91,7 @@ class WatchServer {
   std::string address_;
   mutable absl::Mutex mu_;
   ledger::Ledger* attached_ ABSL_GUARDED_BY(mu_) = nullptr;
+  ledger::Ledger::ObserverId observer_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<std::vector<WorkerStatus>()> workers_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void(ledger::PrometheusText&)>> extra_ ABSL_GUARDED_BY(mu_);
   std::string job_name_ ABSL_GUARDED_BY(mu_);

@@ -116,12 +116,12 @@ struct Ledger::Impl {
 
   // REQUIRES: mu held. Appends one line to ledger.jsonl, if open, whole or
   // not at all; after a failed write nothing more is written (write_status
-  // says why). Hands the line to the observer first, if any.
+  // says why). Hands the line to the observers first, if any.
   void Write(const nlohmann::json& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     const bool to_file = out != nullptr && write_status.ok();
-    if (!to_file && !observer) return;
+    if (!to_file && observers.empty()) return;
     std::string line = record.dump();
-    if (observer) observer(line);
+    for (const auto& [id, observe] : observers) observe(line);
     if (!to_file) return;
     line += '\n';
     if (absl::Status s = out->Append(line); !s.ok()) {
@@ -291,7 +291,8 @@ struct Ledger::Impl {
   mutable absl::Mutex mu;
   // Worker processes: where RecordObject and RecordMove also send each record.
   Ledger::RecordForward forward ABSL_GUARDED_BY(mu);
-  Ledger::RecordObserver observer ABSL_GUARDED_BY(mu);
+  std::vector<std::pair<Ledger::ObserverId, Ledger::RecordObserver>> observers ABSL_GUARDED_BY(mu);
+  Ledger::ObserverId next_observer ABSL_GUARDED_BY(mu) = 0;
   std::unique_ptr<env::AppendableFile> out ABSL_GUARDED_BY(mu);
   int64_t records ABSL_GUARDED_BY(mu) = 0;
   absl::Status write_status ABSL_GUARDED_BY(mu);
