@@ -105,7 +105,7 @@ TEST(DriverTest, AnIncompleteEvaluationHasNoAccuracy) {
   run.fakes.verifier.fail_from_call = 1;
   run.fakes.verifier.fail_prompt = "5+1=";
   std::vector<std::string> evals;
-  run.ledger.ObserveRecords([&evals](std::string_view line) {
+  (void)run.ledger.AddRecordObserver([&evals](std::string_view line) {
     if (line.find("\"type\":\"eval\"") != std::string_view::npos) evals.emplace_back(line);
   });
   ASSERT_TRUE(run.driver.Run().ok());
