@@ -162,7 +162,9 @@ TEST_F(MlflowSinkTest, MakesTheRunAndLogsParamsAndMetricsInBatches) {
 }
 
 // While the server has not answered, Write still returns at once: points
-// queue, and those beyond the queue's bound are dropped and counted.
+// queue, and those beyond the queue's bound are dropped and counted. The
+// sink's thread may have taken one queue's worth before it blocked on the
+// server, so at most two bounds' worth (200 of the 500) can survive.
 TEST_F(MlflowSinkTest, AWriteNeverWaitsOnTheServer) {
   std::unique_ptr<MlflowSink> sink = Sink(/*params=*/0, /*max_queued=*/100);
   for (int step = 0; step < 50; ++step) sink->Write(Point(step, 10, env_.Now()));
@@ -172,7 +174,7 @@ TEST_F(MlflowSinkTest, AWriteNeverWaitsOnTheServer) {
   sink->Finish({}, /*succeeded=*/false);
   const MlflowSink::Stats stats = sink->stats();
   EXPECT_EQ(stats.metrics_logged + stats.metrics_lost, 500);
-  EXPECT_GE(stats.metrics_lost, 390);
+  EXPECT_GE(stats.metrics_lost, 300);
   const std::vector<json> ends = server_.Bodies("runs/update");
   ASSERT_EQ(ends.size(), 1u);
   EXPECT_EQ(ends[0]["status"], "FAILED");
