@@ -23,16 +23,35 @@ namespace {
 
 // Timed calls per measurement (the fastest counts).
 constexpr int kReps = 5;
+// The calibration's bounds, so a plan answers in seconds at any model size:
+// at most this many transformer layers (each layer's rate is the same, and
+// the embedding and head keep their full size), and batches cut to at most
+// this much arithmetic per timed call (a rate that no longer grows with
+// the batch: ~0.1 s at a CPU's matrix-product rate).
+constexpr int32_t kCalibrationLayers = 2;
+constexpr double kCalibrationFlops = 8e9;
 
-// Times the job's model (random weights, its memory strategies) at the
-// shapes of the update, the reference pass and one decode step.
+// Rows of a batch at `flops_per_row` that fit the calibration's budget.
+int64_t CalibrationRows(int64_t rows, double flops_per_row) {
+  const auto fit = static_cast<int64_t>(kCalibrationFlops / std::max(flops_per_row, 1.0));
+  return std::clamp<int64_t>(fit, 1, rows);
+}
+
+// Times the job's model (random weights, its memory strategies, at most
+// kCalibrationLayers layers) at the shapes of the update, the reference
+// pass and one decode step, as FLOP per second of that model.
 tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWorkload& w) {
   const int64_t seq = RlSequenceLength(job, w);
-  const int64_t samples = std::max<int64_t>(
-      1, int64_t{job.grpo().prompts_per_step()} * job.grpo().responses_per_prompt());
-  const int64_t rows = std::min<int64_t>(job.grpo().micro_batch_size(), samples);
+  v1::ModelConfig m = job.model();
+  m.set_n_layers(std::min(m.n_layers(), kCalibrationLayers));
+  const int64_t samples = CalibrationRows(
+      std::max<int64_t>(
+          1, int64_t{job.grpo().prompts_per_step()} * job.grpo().responses_per_prompt()),
+      seq * config::ForwardFlopsPerToken(m, w.vocab_size, seq));
+  const int64_t rows =
+      CalibrationRows(std::min<int64_t>(job.grpo().micro_batch_size(), samples),
+                      seq * config::TrainFlopsPerToken(m, w.vocab_size, seq));
   const int64_t P = w.prompt_tokens, max_new = job.sampling().max_new_tokens();
-  const v1::ModelConfig& m = job.model();
   tools::MachineRates rates;
   rates.matmul_flops_per_second = model::MeasureMatmulRate(rows * seq, m.d_model(), m.d_ff());
   torch::manual_seed(1);
@@ -47,12 +66,20 @@ tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWork
       kReps);
   rates.train_flops_per_second =
       rows * seq * config::TrainFlopsPerToken(m, w.vocab_size, seq) / train;
+  // The optimizer step's time grows with the trained elements: those of
+  // the calibration's layers are scaled to the job's layer count.
   std::vector<torch::Tensor> trained;
-  for (const torch::Tensor& p : model->parameters()) {
-    if (p.requires_grad()) trained.push_back(p);
+  double in_layers = 0, outside = 0;
+  for (const auto& named : model->named_parameters()) {
+    if (!named.value().requires_grad()) continue;
+    trained.push_back(named.value());
+    const auto n = static_cast<double>(named.value().numel());
+    (named.key().starts_with("model.layers.") ? in_layers : outside) += n;
   }
   torch::optim::AdamW optimizer(trained);
-  rates.optimizer_step_seconds = model::BestSeconds([&] { optimizer.step(); }, kReps);
+  const double job_elements = outside + in_layers * job.model().n_layers() / m.n_layers();
+  rates.optimizer_step_seconds = model::BestSeconds([&] { optimizer.step(); }, kReps) *
+                                 job_elements / std::max(outside + in_layers, 1.0);
   torch::NoGradGuard no_grad;
   // Padded batches, as the roles run them: positions and a key mask.
   const auto positions = [&](int64_t length) {

@@ -46,8 +46,8 @@ void PrintPlan(const Plan& plan, std::ostream& out) {
                          plan.peak_bytes, plan.peak_role, plan.peak_stage);
   const MachineRates& r = plan.rates;
   out << absl::StrFormat(
-      "\n== step time (measured here: matrix product %.2f GFLOP/s; the job's model at its "
-      "shapes: train %.2f, forward %.2f, decode %.2f GFLOP/s, optimizer step %.4f s) ==\n",
+      "\n== step time (measured here: matrix product %.2f GFLOP/s; the job's model (at most 2 "
+      "layers) at its shapes: train %.2f, forward %.2f, decode %.2f GFLOP/s, optimizer step %.4f s) ==\n",
       r.matmul_flops_per_second / 1e9, r.train_flops_per_second / 1e9,
       r.forward_flops_per_second / 1e9, r.decode_flops_per_second / 1e9,
       r.optimizer_step_seconds);
