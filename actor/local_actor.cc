@@ -13,6 +13,7 @@
 #include "ledger/memory_tracker.h"
 #include "model/offload.h"
 #include "model/policy.h"
+#include "model/shared_base.h"
 #include "model/torch_device.h"
 #include "model/torch_status.h"
 #include "model/transformer.h"
@@ -23,8 +24,11 @@ namespace {
 
 class LocalActor : public RolloutWorker {
  public:
+  // `shared_bytes`: the bytes of the model's base that another role of the
+  // process holds (LocalActorOptions::shared_base), not counted here.
   LocalActor(model::Transformer model, const text::Tokenizer* tokenizer,
-             weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options)
+             weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options,
+             int64_t shared_bytes)
       : tokenizer_(tokenizer),
         receiver_(receiver),
         ledger_(ledger),
@@ -45,8 +49,8 @@ class LocalActor : public RolloutWorker {
     }
     if (ledger_ != nullptr) {
       const std::string& id = options_.worker_id;
-      ledger_->RecordObject(id, ledger::Object::kParameters, Bytes(model_->BaseWeights()),
-                            ledger::Stage::kLoad);
+      ledger_->RecordObject(id, ledger::Object::kParameters,
+                            Bytes(model_->BaseWeights()) - shared_bytes, ledger::Stage::kLoad);
       if (!adapters_.empty()) {
         ledger_->RecordObject(id, ledger::Object::kAdapters, Bytes(adapters_),
                               ledger::Stage::kLoad);
@@ -321,6 +325,7 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(const v1::ModelCo
                                                                ledger::Ledger* ledger,
                                                                LocalActorOptions options) {
   model::Transformer policy{nullptr};
+  int64_t shared_bytes = 0;
   if (options.lora.rank() > 0) {
     absl::StatusOr<model::Transformer> built =
         model::NewPolicy(model, options.lora, tokenizer->vocab_size(), options.seed);
@@ -334,8 +339,16 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(const v1::ModelCo
     policy = model::Transformer(model, tokenizer->vocab_size());
   }
   policy->to(model::TorchDevice(options.device));
+  if (options.lora.rank() > 0 && options.shared_base != nullptr && !options.colocated) {
+    absl::StatusOr<int64_t> attached = options.shared_base->Attach(policy);
+    if (!attached.ok()) {
+      return absl::Status(attached.status().code(),
+                          absl::StrCat(options.worker_id, ": ", attached.status().message()));
+    }
+    shared_bytes = *attached;
+  }
   return std::unique_ptr<RolloutWorker>(std::make_unique<LocalActor>(
-      std::move(policy), tokenizer, receiver, ledger, std::move(options)));
+      std::move(policy), tokenizer, receiver, ledger, std::move(options), shared_bytes));
 }
 
 }  // namespace

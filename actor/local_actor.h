@@ -14,6 +14,10 @@
 #include "trellis/v1/job.pb.h"
 #include "weightsync/transport.h"
 
+namespace trellis::model {
+class SharedBase;  // model/shared_base.h
+}  // namespace trellis::model
+
 namespace trellis::actor {
 
 struct LocalActorOptions {
@@ -60,6 +64,11 @@ struct LocalActorOptions {
   // and moves its weights to host memory (model/offload.h); they come back
   // at the next Generate or weight sync. Each move is a ledger record.
   bool colocated = false;
+  // LoRA on one base (model/shared_base.h): the base the learner of this
+  // process holds; the actor's model reads it instead of a copy of its own
+  // where it is the same (not under colocated, whose moves are the actor's
+  // own). Null: the actor keeps its own base.
+  std::shared_ptr<const model::SharedBase> shared_base;
 };
 
 // An in-process actor: its own copy of the policy, batched sampling with a

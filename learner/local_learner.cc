@@ -13,6 +13,7 @@
 #include "config/recipe.h"
 #include "learner/internal/data_parallel.h"
 #include "learner/internal/local_learner.h"
+#include "model/shared_base.h"
 #include "model/torch_device.h"
 #include "weightsync/fingerprint.h"
 
@@ -29,6 +30,10 @@ absl::Status LocalLearner::Init() {
                            model::TorchDevice(options_.device));
   if (!models.ok()) return models.status();
   models_ = *std::move(models);
+  if (options_.shared_base != nullptr && models_->policy()->has_adapters() &&
+      models_->masters() == nullptr) {
+    options_.shared_base->Hold(models_->policy());
+  }
   GroupOptions group;
   group.member = options_.group;
   group.timeout = absl::Milliseconds(job_.deployment().call_timeout_ms());

@@ -13,6 +13,10 @@
 #include "trellis/v1/job.pb.h"
 #include "weightsync/transport.h"
 
+namespace trellis::model {
+class SharedBase;  // model/shared_base.h
+}  // namespace trellis::model
+
 namespace trellis::learner {
 
 struct LocalLearnerOptions {
@@ -29,6 +33,10 @@ struct LocalLearnerOptions {
   // zero_stage); NewLocalLearner joins the group, waiting for every rank
   // up to deployment.call_timeout_ms.
   GroupMember group;
+  // LoRA on one base (model/shared_base.h): the learner holds its policy's
+  // frozen base here for the process's other roles, when it computes in
+  // float32 (under bf16 its base is its own). Null: nothing shared.
+  std::shared_ptr<model::SharedBase> shared_base;
 };
 
 // An in-process learner: the policy, AdamW (decoupled weight decay, none

@@ -13,6 +13,7 @@
 #include "ledger/memory_tracker.h"
 #include "model/offload.h"
 #include "model/safetensors.h"
+#include "model/shared_base.h"
 #include "model/token_batch.h"
 #include "model/torch_device.h"
 #include "model/torch_status.h"
@@ -53,7 +54,8 @@ absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config, int
 class LocalReference : public ReferenceWorker {
  public:
   LocalReference(const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
-                 std::string id, const model::Device& device)
+                 std::string id, const model::Device& device,
+                 std::shared_ptr<const model::SharedBase> shared_base)
       : id_(std::move(id)),
         device_(model::TorchDevice(device)),
         config_(job.model()),
@@ -61,7 +63,8 @@ class LocalReference : public ReferenceWorker {
         temperature_(job.sampling().temperature()),
         offload_(job.memory().offload_frozen() ||
                  job.deployment().placement() == v1::DeploymentConfig::COLOCATED),
-        ledger_(ledger) {}
+        ledger_(ledger),
+        shared_base_(offload_ ? nullptr : std::move(shared_base)) {}
 
   // Loads the job's reward model, if it has one.
   absl::Status Init(const v1::JobConfig& job) {
@@ -95,9 +98,17 @@ class LocalReference : public ReferenceWorker {
         LoadFrozen(config_, tokenizer_->vocab_size(), model::Head::kLanguageModel, device_,
                    weights_path, "reference weights");
     if (!model.ok()) return model.status();
+    // Taken before any adapter trained, a LoRA run's reference is the
+    // learner's frozen base: it reads that, and its own copy is freed.
+    int64_t shared = 0;
+    if (shared_base_ != nullptr && shared_base_->IsBase((*model)->NamedWeights())) {
+      absl::StatusOr<int64_t> attached = shared_base_->Attach(*model);
+      if (!attached.ok()) return attached.status();
+      shared = *attached;
+    }
     if (ledger_ != nullptr) {
       ledger_->RecordObject(id_, ledger::Object::kReferenceModel,
-                            ParameterBytes(*model), ledger::Stage::kLoad);
+                            ParameterBytes(*model) - shared, ledger::Stage::kLoad);
       // The file's tensors, copied into the model and freed.
       RecordWorkspace(window, ParameterBytes(*model), ledger::Stage::kLoad);
     }
@@ -245,6 +256,8 @@ class LocalReference : public ReferenceWorker {
   const double temperature_;
   const bool offload_;
   ledger::Ledger* ledger_;
+  // Null when nothing is shared or the weights move (offload_).
+  const std::shared_ptr<const model::SharedBase> shared_base_;
   model::Transformer model_{nullptr};
   model::Transformer reward_model_{nullptr};
   model::HostOffload model_offload_;
@@ -256,10 +269,12 @@ class LocalReference : public ReferenceWorker {
 absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(const v1::JobConfig& job,
                                                                    const text::Tokenizer* tokenizer,
                                                                    ledger::Ledger* ledger,
-                                                                   const model::Device& device) {
+                                                                   const model::Device& device,
+                                                                   std::shared_ptr<const model::SharedBase> shared_base) {
   // The job's one reference worker (deployment.reference.count is 1).
   const std::string id = config::WorkerId(v1::REFERENCE).ToString();
-  auto reference = std::make_unique<LocalReference>(job, tokenizer, ledger, id, device);
+  auto reference =
+      std::make_unique<LocalReference>(job, tokenizer, ledger, id, device, std::move(shared_base));
   absl::Status init = model::TorchEdge(id).Call("build", [&] { return reference->Init(job); });
   if (!init.ok()) return init;
   return GuardTorchErrors(std::move(reference), id);

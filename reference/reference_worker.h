@@ -16,6 +16,10 @@
 #include "trellis/v1/job.pb.h"
 #include "trellis/v1/rollout.pb.h"
 
+namespace trellis::model {
+class SharedBase;  // model/shared_base.h
+}  // namespace trellis::model
+
 namespace trellis::reference {
 
 class ReferenceWorker {
@@ -45,9 +49,14 @@ class ReferenceWorker {
 // `ledger` (may be null) when they load. The tokenizer and ledger must
 // outlive it. Its models live on `device` (model::RoleDevice); batches
 // are built on the host and the log-probs and scores come back to it.
+// `shared_base` (may be null): LoRA on one base (model/shared_base.h): a
+// reference whose weights are the base the process's learner holds reads
+// that base instead of a copy of its own (not when its weights move to the
+// host between calls: memory.offload_frozen, the colocated placement).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(
     const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
-    const model::Device& device = {});
+    const model::Device& device = {},
+    std::shared_ptr<const model::SharedBase> shared_base = nullptr);
 
 }  // namespace trellis::reference
 

@@ -10,6 +10,7 @@
 #include "learner/local_learner.h"
 #include "learner/torch_guard.h"
 #include "loop/recipe.h"
+#include "model/shared_base.h"
 #include "model/thread_probe.h"
 #include "model/token_ids.h"
 #include "model/torch_status.h"
@@ -29,7 +30,7 @@ model::ThreadCounts SetThreads(const v1::JobConfig& job) {
 absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
     const v1::JobConfig& job, const text::Tokenizer& tokenizer, weightsync::Publisher* publisher,
     ledger::Ledger* ledger, const std::string& worker_id, const learner::GroupMember& group,
-    model::Binding binding) {
+    model::Binding binding, std::shared_ptr<model::SharedBase> shared_base) {
   learner::LocalLearnerOptions options;
   options.worker_id = worker_id;
   options.group = group;
@@ -37,6 +38,7 @@ absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
   options.pad_id = tokenizer.pad_id();
   options.seed = job.runtime().seed();
   options.device = model::RoleDevice(job, v1::LEARNER, binding);
+  options.shared_base = std::move(shared_base);
   absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> made = model::TorchEdge(worker_id).Call(
       "build", [&] { return learner::NewLocalLearner(job, options, publisher, ledger); });
   if (!made.ok()) return made.status();
@@ -45,7 +47,8 @@ absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
 
 absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
     const v1::JobConfig& job, const text::Tokenizer* tokenizer, weightsync::Receiver* receiver,
-    ledger::Ledger* ledger, const std::string& worker_id, model::Binding binding) {
+    ledger::Ledger* ledger, const std::string& worker_id, model::Binding binding,
+    std::shared_ptr<const model::SharedBase> shared_base) {
   actor::LocalActorOptions options;
   options.worker_id = worker_id;
   options.lora = job.memory().lora();
@@ -54,15 +57,22 @@ absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
   options.decode_token_budget = job.sampling().decode_token_budget();
   options.device = model::RoleDevice(job, v1::ACTOR, binding);
   options.colocated = job.deployment().placement() == v1::DeploymentConfig::COLOCATED;
+  options.shared_base = std::move(shared_base);
   return actor::NewLocalActor(job.model(), tokenizer, receiver, ledger, options);
 }
 
 absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
     const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
-    model::Binding binding) {
+    model::Binding binding, std::shared_ptr<const model::SharedBase> shared_base) {
   if (!loop::NeedsReference(job)) return nullptr;
   return reference::NewLocalReference(job, tokenizer, ledger,
-                                      model::RoleDevice(job, v1::REFERENCE, binding));
+                                      model::RoleDevice(job, v1::REFERENCE, binding),
+                                      std::move(shared_base));
+}
+
+std::shared_ptr<model::SharedBase> ProcessSharedBase(const v1::JobConfig& job) {
+  if (job.memory().lora().rank() == 0) return nullptr;
+  return std::make_shared<model::SharedBase>();
 }
 
 namespace {

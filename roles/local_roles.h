@@ -22,6 +22,10 @@
 #include "verifier/verifier.h"
 #include "weightsync/transport.h"
 
+namespace trellis::model {
+class SharedBase;  // model/shared_base.h
+}  // namespace trellis::model
+
 namespace trellis::roles {
 
 // Sizes every thread pool of the process (LibTorch's intra-op and inter-op
@@ -38,20 +42,32 @@ model::ThreadCounts SetThreads(const v1::JobConfig& job);
 //
 // `group`: the learner's rank in its data-parallel group (none by default);
 // `publisher` may be null on ranks other than 0, which publish nothing.
+//
+// `shared_base`: LoRA on one base (model/shared_base.h, from
+// ProcessSharedBase): the learner holds its frozen base there and an actor
+// or reference made after it in the same process reads it instead of a
+// copy. Null: each role keeps its own.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> MakeLocalLearner(
     const v1::JobConfig& job, const text::Tokenizer& tokenizer, weightsync::Publisher* publisher,
     ledger::Ledger* ledger, const std::string& worker_id, const learner::GroupMember& group = {},
-    model::Binding binding = model::Binding::kEmbedded);
+    model::Binding binding = model::Binding::kEmbedded,
+    std::shared_ptr<model::SharedBase> shared_base = nullptr);
 
 [[nodiscard]] absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
     const v1::JobConfig& job, const text::Tokenizer* tokenizer, weightsync::Receiver* receiver,
     ledger::Ledger* ledger, const std::string& worker_id,
-    model::Binding binding = model::Binding::kEmbedded);
+    model::Binding binding = model::Binding::kEmbedded,
+    std::shared_ptr<const model::SharedBase> shared_base = nullptr);
 
 // Null when the job does not need the reference (loop::NeedsReference).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
     const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
-    model::Binding binding = model::Binding::kEmbedded);
+    model::Binding binding = model::Binding::kEmbedded,
+    std::shared_ptr<const model::SharedBase> shared_base = nullptr);
+
+// The base the roles of one process share under LoRA (job.memory.lora),
+// empty until the learner holds it; null for a job without LoRA.
+std::shared_ptr<model::SharedBase> ProcessSharedBase(const v1::JobConfig& job);
 
 // Every later MakeVerifier, and every job's preparation
 // (loop::PrepareJob), offers `kinds` too (verifier::AddProcessVerifierKinds:

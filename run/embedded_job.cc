@@ -49,18 +49,23 @@ class LocalRoleSet final : public RoleSet {
     set->verifier_ = verifier::NewLocalVerifierClient(*std::move(verifier));
     set->publisher_ = weightsync::NewInProcessPublisher();
     set->receiver_ = set->publisher_->NewReceiver();
+    // Under LoRA the learner holds the frozen base the actor and the
+    // reference read (model/shared_base.h).
+    const std::shared_ptr<model::SharedBase> base = roles::ProcessSharedBase(job);
     absl::StatusOr<std::unique_ptr<learner::LearnerWorker>> learner =
         roles::MakeLocalLearner(job, *tokenizer, set->publisher_.get(), ledger,
-                                config::WorkerId(v1::LEARNER).ToString());
+                                config::WorkerId(v1::LEARNER).ToString(), {},
+                                model::Binding::kEmbedded, base);
     if (!learner.ok()) return learner.status();
     set->learner_ = *std::move(learner);
     absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> actor =
         roles::MakeLocalActor(job, tokenizer, set->receiver_.get(), ledger,
-                              config::WorkerId(v1::ACTOR).ToString());
+                              config::WorkerId(v1::ACTOR).ToString(), model::Binding::kEmbedded,
+                              base);
     if (!actor.ok()) return actor.status();
     set->actor_ = *std::move(actor);
     absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> reference =
-        roles::MakeLocalReference(job, tokenizer, ledger);
+        roles::MakeLocalReference(job, tokenizer, ledger, model::Binding::kEmbedded, base);
     if (!reference.ok()) return reference.status();
     set->reference_ = *std::move(reference);
     absl::StatusOr<std::unique_ptr<environment::Environment>> environment =
