@@ -35,7 +35,10 @@ inline constexpr int kExitRetryable = 3;
 // and cores.
 v1::ClusterSpec ThisHost();
 
-// Places the job on `cluster` (scheduler/placement.h) first: a job that
+// Prepares the job as every command does (loop::PrepareJob: the model's
+// shape from model.path's config.json) and launches that resolved job: it
+// is OUT/launch/job.yaml, the scheduler's job and every worker's. Places it
+// on `cluster` (scheduler/placement.h) first: a job that
 // does not fit is refused, naming the pool and the shortfall, before any
 // process starts. Every node it uses must be this host (other hosts are
 // for Slurm or Kubernetes). Each worker sees only its GPUs
