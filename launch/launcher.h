@@ -9,7 +9,7 @@
 // scheduler, so the job goes on). Then, within deployment.max_restarts,
 // every process is started again from the newest checkpoint (or from the
 // start when there is none): the job completes without a person. OUT/launch/
-// holds the job as launched, the scheduler's address, processes.tsv (name,
+// holds the job as launched (resolved), the scheduler's address, processes.tsv (name,
 // pid), restarts.tsv (each restart's cause and starting point) and, unless
 // another secret file is given, the job's secret (mode 0600) that every
 // process checks and sends on every call (rpc/auth.h).

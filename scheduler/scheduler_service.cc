@@ -198,9 +198,7 @@ grpc::Status SchedulerService::Register(grpc::ServerContext*, const v1::Register
   *response->mutable_job() = job;
   std::error_code ec;
   response->set_run_dir(
-      std::filesystem::absolute(job.runtime().out_dir(), ec)
-          .lexically_normal()
-          .string());
+      std::filesystem::absolute(job.runtime().out_dir(), ec).lexically_normal().string());
   response->set_heartbeat_interval_ms(d.heartbeat_interval_ms());
   response->set_node(request->capabilities().hostname());
   *response->mutable_gpus() = request->capabilities().gpus();

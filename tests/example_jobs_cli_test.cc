@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
 #include "gmock/gmock.h"
@@ -126,17 +127,22 @@ std::map<int64_t, double> Rewards(const fs::path& run) {
   return rewards;
 }
 
-// Both runs trained the same steps with the same rewards, on the one
-// resolved job the launcher wrote.
+// Both runs trained the same steps with the same rewards, on one resolved
+// job: the launcher's is the launched run's, and the embedded run's but
+// for the run directory (runtime.out_dir).
 void ExpectSameRun(const fs::path& embedded, const fs::path& launched) {
   const std::map<int64_t, nlohmann::json> steps = StepRecords(embedded);
   EXPECT_FALSE(steps.empty());
   EXPECT_EQ(StepRecords(launched).size(), steps.size());
   EXPECT_EQ(Rewards(launched), Rewards(embedded));
-  const std::string job = Slurp(embedded / "job.yaml");
-  EXPECT_FALSE(job.empty());
-  EXPECT_EQ(Slurp(launched / "job.yaml"), job);
+  const std::string job = Slurp(launched / "job.yaml");
   EXPECT_EQ(Slurp(launched / "launch" / "job.yaml"), job);
+  std::string embedded_job = Slurp(embedded / "job.yaml");
+  const std::string out_dir = absl::StrCat("  out_dir: \"", embedded.string(), "\"\n");
+  ASSERT_TRUE(absl::StrContains(embedded_job, out_dir)) << embedded_job;
+  embedded_job.replace(embedded_job.find(out_dir), out_dir.size(),
+                       absl::StrCat("  out_dir: \"", launched.string(), "\"\n"));
+  EXPECT_EQ(job, embedded_job);
 }
 
 class ExampleJobsCliTest : public ::testing::TestWithParam<std::string> {};
@@ -187,10 +193,10 @@ eval: {num_prompts: 16}
 )yaml");
   for (const char* command : {"run", "launch"}) {
     const fs::path log = dir / (std::string(command) + ".log");
-    ASSERT_TRUE(Trellis({command, JobFile("hf_grpo").string(), "--override",
-                         (dir / "override.yaml").string(), "--seed", "7", "--out",
-                         (dir / command).string()},
-                        log))
+    ASSERT_TRUE(Trellis(
+        {command, JobFile("hf_grpo").string(), "--override", (dir / "override.yaml").string(),
+         "--seed", "7", "--out", (dir / command).string()},
+        log))
         << Slurp(log);
   }
   const std::map<int64_t, double> want = Rewards(dir / "run");
@@ -202,7 +208,8 @@ eval: {num_prompts: 16}
   const std::string log = Slurp(dir / "launch.log");
   EXPECT_THAT(log, ::testing::HasSubstr("[actor-0] "));
   EXPECT_THAT(log, ::testing::HasSubstr("[actor-1] "));
-  EXPECT_THAT(Slurp(dir / "launch" / "launch" / "job.yaml"), ::testing::HasSubstr("vocab_size: 281"));
+  EXPECT_THAT(Slurp(dir / "launch" / "launch" / "job.yaml"),
+              ::testing::HasSubstr("vocab_size: 281"));
 }
 
 }  // namespace

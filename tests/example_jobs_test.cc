@@ -98,9 +98,11 @@ TEST_F(ExampleJobsTest, EveryResolvedJobResolvesToItself) {
     const std::string yaml = config::ResolvedJobYaml(once);
     absl::StatusOr<v1::JobConfig> twice = config::ParseJobYaml(yaml, path);
     ASSERT_TRUE(twice.ok()) << twice.status();
-    ASSERT_TRUE(loop::PrepareJob(&*twice).ok()) << loop::PrepareJob(&*twice);
+    const absl::Status prepared = loop::PrepareJob(&*twice);
+    ASSERT_TRUE(prepared.ok()) << prepared;
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equivalent(once, *twice))
-        << once.ShortDebugString() << "\nresolved again:\n" << twice->ShortDebugString();
+        << once.ShortDebugString() << "\nresolved again:\n"
+        << twice->ShortDebugString();
     EXPECT_EQ(config::ResolvedJobYaml(*twice), yaml);
   }
 }
