@@ -25,6 +25,7 @@
 #include "config/worker_id.h"
 #include "env/env.h"
 #include "env/run_dir.h"
+#include "loop/recipe.h"
 #include "model/device.h"
 #include "run/checkpoint.h"
 #include "run/run_dir_claim.h"
@@ -291,10 +292,16 @@ AttemptResult RunAttempt(const LaunchPlan& plan, bool resume) {
 
 }  // namespace
 
-absl::Status LaunchLocal(const v1::JobConfig& job, const v1::ClusterSpec& cluster,
+absl::Status LaunchLocal(const v1::JobConfig& given, const v1::ClusterSpec& cluster,
                          const std::string& out_dir, const std::string& trellis_binary,
                          std::ostream& progress, bool resume, const std::string& http,
                          const SecretSource& secret) {
+  // Resolved once (the model's shape from model.path's config.json) and
+  // bound to out_dir as run::RunJob binds it: the job placed, written to
+  // OUT/launch/job.yaml and served to every worker, the same as OUT/job.yaml.
+  v1::JobConfig job = given;
+  if (absl::Status s = loop::PrepareJob(&job); !s.ok()) return s;
+  job.mutable_runtime()->set_out_dir(out_dir);
   if (absl::Status s = model::CheckDeviceVisible(job); !s.ok()) return s;
   absl::StatusOr<std::vector<scheduler::WorkerPlacement>> placed = scheduler::Place(job, cluster);
   if (!placed.ok()) return placed.status();

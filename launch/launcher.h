@@ -9,7 +9,7 @@
 // scheduler, so the job goes on). Then, within deployment.max_restarts,
 // every process is started again from the newest checkpoint (or from the
 // start when there is none): the job completes without a person. OUT/launch/
-// holds the job as launched, the scheduler's address, processes.tsv (name,
+// holds the job as launched (resolved), the scheduler's address, processes.tsv (name,
 // pid), restarts.tsv (each restart's cause and starting point) and, unless
 // another secret file is given, the job's secret (mode 0600) that every
 // process checks and sends on every call (rpc/auth.h).
@@ -35,7 +35,10 @@ inline constexpr int kExitRetryable = 3;
 // and cores.
 v1::ClusterSpec ThisHost();
 
-// Places the job on `cluster` (scheduler/placement.h) first: a job that
+// Prepares the job as every command does (loop::PrepareJob: the model's
+// shape from model.path's config.json) and launches that resolved job: it
+// is OUT/launch/job.yaml, the scheduler's job and every worker's. Places it
+// on `cluster` (scheduler/placement.h) first: a job that
 // does not fit is refused, naming the pool and the shortfall, before any
 // process starts. Every node it uses must be this host (other hosts are
 // for Slurm or Kubernetes). Each worker sees only its GPUs

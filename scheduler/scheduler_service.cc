@@ -108,6 +108,8 @@ SchedulerService::SchedulerService(absl::Duration register_timeout, env::Env* en
 absl::Status SchedulerService::SetJob(const v1::JobConfig& job) {
   v1::JobConfig validated = job;
   if (absl::Status s = loop::PrepareJob(&validated); !s.ok()) return s;
+  // The job every worker is assigned is the one the run writes (run::RunJob).
+  if (!run_dir_.empty()) validated.mutable_runtime()->set_out_dir(run_dir_);
   absl::MutexLock lock(&mu_);
   if (job_.has_value()) {
     return absl::FailedPreconditionError("this scheduler already runs a job");
@@ -196,9 +198,7 @@ grpc::Status SchedulerService::Register(grpc::ServerContext*, const v1::Register
   *response->mutable_job() = job;
   std::error_code ec;
   response->set_run_dir(
-      std::filesystem::absolute(run_dir_.empty() ? job.runtime().out_dir() : run_dir_, ec)
-          .lexically_normal()
-          .string());
+      std::filesystem::absolute(job.runtime().out_dir(), ec).lexically_normal().string());
   response->set_heartbeat_interval_ms(d.heartbeat_interval_ms());
   response->set_node(request->capabilities().hostname());
   *response->mutable_gpus() = request->capabilities().gpus();

@@ -31,8 +31,11 @@ class SchedulerService final : public rpc::CountingService<v1::Scheduler::Servic
   explicit SchedulerService(absl::Duration register_timeout, env::Env* env = env::Env::Default(),
                             std::string run_dir = "");
 
-  // Sets the job (from the command line, or SubmitJob). InvalidArgument
-  // when it does not validate; FailedPrecondition when one is set already.
+  // Sets the job (from the command line, or SubmitJob), prepared
+  // (loop::PrepareJob: resolved from model.path) and with runtime.out_dir
+  // the run directory when one was given: the job every worker is
+  // assigned, as the run writes it to OUT/job.yaml. InvalidArgument when it
+  // does not validate; FailedPrecondition when one is set already.
   [[nodiscard]] absl::Status SetJob(const v1::JobConfig& job);
   // Blocks until a job is set; returns it and its registry.
   std::pair<v1::JobConfig, WorkerRegistry*> WaitForJob();

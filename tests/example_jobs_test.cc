@@ -1,6 +1,7 @@
 // Every job file of examples/jobs/ passes `trellis resolve`'s checks
-// (loop::PrepareJob), its data loads (run::LoadJobData), and every SFT
-// warm-up pair fits model.max_seq_len. The multi-turn demos
+// (loop::PrepareJob) and resolves to itself when resolved again, its data
+// loads (run::LoadJobData), and every SFT warm-up pair fits
+// model.max_seq_len. The multi-turn demos
 // (docs/environment-demos.md) keep what they rely on: a warm-up target
 // takes at most environment.max_turns turns; tool_arithmetic's worked
 // solutions carry the product in their last \boxed{}, which the python_tool's
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "config/job_config.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
@@ -82,6 +84,26 @@ TEST_F(ExampleJobsTest, EveryJobPreparesAndItsWarmUpFits) {
       ASSERT_LE(pair->prompt_tokens_size() + pair->target_tokens_size(), job.model().max_seq_len())
           << "training example " << ex.id << ": " << ex.prompt;
     }
+  }
+}
+
+// Resolving is idempotent: a job prepared, written as `trellis resolve` and
+// `trellis launch` write it (every field present) and prepared again is
+// the same job, so the scheduler and every worker of a launch, each
+// preparing the job it is given, agree with the command that resolved it.
+TEST_F(ExampleJobsTest, EveryResolvedJobResolvesToItself) {
+  for (const std::string& path : JobFiles()) {
+    SCOPED_TRACE(path);
+    const v1::JobConfig once = Load(path);
+    const std::string yaml = config::ResolvedJobYaml(once);
+    absl::StatusOr<v1::JobConfig> twice = config::ParseJobYaml(yaml, path);
+    ASSERT_TRUE(twice.ok()) << twice.status();
+    const absl::Status prepared = loop::PrepareJob(&*twice);
+    ASSERT_TRUE(prepared.ok()) << prepared;
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equivalent(once, *twice))
+        << once.ShortDebugString() << "\nresolved again:\n"
+        << twice->ShortDebugString();
+    EXPECT_EQ(config::ResolvedJobYaml(*twice), yaml);
   }
 }
 
