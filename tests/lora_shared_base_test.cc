@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <utility>
 #include <variant>
@@ -18,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "learner/local_learner.h"
+#include "lora_job.h"
 #include "ledger/ledger.h"
 #include "model/policy.h"
 #include "model/shared_base.h"
@@ -32,35 +32,6 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAreArray;
 
 constexpr uint64_t kSeed = 7;
-
-v1::JobConfig Job() {
-  v1::JobConfig job;
-  auto* m = job.mutable_model();
-  m->set_d_model(32);
-  m->set_n_layers(2);
-  m->set_n_heads(4);
-  m->set_n_kv_heads(2);
-  m->set_d_ff(64);
-  m->set_max_seq_len(24);
-  job.mutable_sft()->mutable_optimizer()->set_lr(0.01);
-  job.mutable_sft()->mutable_optimizer()->set_warmup_steps(0);
-  auto* lora = job.mutable_memory()->mutable_lora();
-  lora->set_rank(4);
-  lora->add_target_modules(v1::LoraConfig::Q_PROJ);
-  lora->add_target_modules(v1::LoraConfig::DOWN_PROJ);
-  return job;
-}
-
-v1::SftBatch RandomSft(int vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  v1::SftBatch batch;
-  for (int i = 0; i < 16; ++i) {
-    auto* pair = batch.add_pairs();
-    for (int k = 0; k < 4; ++k) pair->add_prompt_tokens(3 + static_cast<int>(rng() % (vocab - 3)));
-    for (int k = 0; k < 3; ++k) pair->add_target_tokens(3 + static_cast<int>(rng() % (vocab - 3)));
-  }
-  return batch;
-}
 
 // The bytes each role last recorded for each object.
 class Objects {
@@ -127,7 +98,7 @@ class LoraSharedBaseTest : public testing::Test {
     return bytes;
   }
 
-  v1::JobConfig job_ = Job();
+  v1::JobConfig job_ = Job(4);
   std::unique_ptr<text::Tokenizer> tokenizer_ = text::NewCharTokenizer();
   ledger::Ledger ledger_;
   Objects ledger_objects_{ledger_};
@@ -166,7 +137,7 @@ TEST_F(LoraSharedBaseTest, TheActorReadsTheLearnersBaseAndSamplesTheSame) {
   EXPECT_EQ(ledger_objects_.at("actor-1", ledger::Object::kParameters), BaseBytes());
 
   for (int step = 0; step < 3; ++step) {
-    ASSERT_TRUE(learner_->SftStep(RandomSft(tokenizer_->vocab_size(), 100 + step)).ok());
+    ASSERT_TRUE(learner_->SftStep(RandomSft(16, tokenizer_->vocab_size(), 100 + step)).ok());
   }
   absl::StatusOr<v1::WeightSyncStats> sent = learner_->PublishWeights();
   ASSERT_TRUE(sent.ok()) << sent.status();
@@ -216,7 +187,7 @@ TEST_F(LoraSharedBaseTest, TheReferenceIsTheBaseUntilTheAdaptersTrain) {
   }
 
   for (int step = 0; step < 3; ++step) {
-    ASSERT_TRUE(learner_->SftStep(RandomSft(tokenizer_->vocab_size(), 100 + step)).ok());
+    ASSERT_TRUE(learner_->SftStep(RandomSft(16, tokenizer_->vocab_size(), 100 + step)).ok());
   }
   ASSERT_TRUE(learner_->SaveWeights(path).ok());
   ASSERT_TRUE(shared->Load(path).ok());

@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "learner/local_learner.h"
+#include "lora_job.h"
 #include "ledger/ledger.h"
 #include "model/policy.h"
 #include "model/safetensors.h"
@@ -38,38 +39,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kSeed = 7;
-
-v1::JobConfig Job(int rank) {
-  v1::JobConfig job;
-  auto* m = job.mutable_model();
-  m->set_d_model(32);
-  m->set_n_layers(2);
-  m->set_n_heads(4);
-  m->set_n_kv_heads(2);
-  m->set_d_ff(64);
-  m->set_max_seq_len(24);
-  job.mutable_sft()->mutable_optimizer()->set_lr(0.01);
-  job.mutable_sft()->mutable_optimizer()->set_warmup_steps(0);
-  auto* lora = job.mutable_memory()->mutable_lora();
-  lora->set_rank(rank);
-  for (v1::LoraConfig::Projection t :
-       {v1::LoraConfig::Q_PROJ, v1::LoraConfig::V_PROJ, v1::LoraConfig::DOWN_PROJ}) {
-    lora->add_target_modules(t);
-  }
-  return job;
-}
-
-v1::SftBatch RandomSft(int rows, int vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  auto token = [&] { return 3 + static_cast<int>(rng() % (vocab - 3)); };
-  v1::SftBatch batch;
-  for (int i = 0; i < rows; ++i) {
-    auto* pair = batch.add_pairs();
-    for (int k = 0; k < 4; ++k) pair->add_prompt_tokens(token());
-    for (int k = 0; k < 3; ++k) pair->add_target_tokens(token());
-  }
-  return batch;
-}
 
 int64_t Bytes(const model::NamedTensors& tensors) {
   int64_t bytes = 0;
