@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "trellis/v1/job.pb.h"
+#include "text/tokenizer.h"
 #include "trellis/v1/rollout.pb.h"
 
 namespace trellis {
@@ -42,6 +44,24 @@ inline v1::SftBatch RandomSft(int rows, int vocab, uint64_t seed) {
     for (int k = 0; k < 3; ++k) pair->add_target_tokens(token());
   }
   return batch;
+}
+
+// Two arithmetic prompts, 4 sampled responses each, at temperature 1.
+inline v1::GenerateRequest Request(const text::Tokenizer& tokenizer) {
+  v1::GenerateRequest request;
+  request.set_responses_per_prompt(4);
+  request.set_seed(5);
+  request.mutable_sampling()->set_temperature(1.0);
+  request.mutable_sampling()->set_top_p(1.0);
+  request.mutable_sampling()->set_max_new_tokens(6);
+  for (const char* text : {"12+7=", "3+45="}) {
+    v1::Prompt* p = request.add_prompts();
+    p->set_id(request.prompts_size());
+    p->add_token_ids(*tokenizer.bos_id());
+    const std::vector<int32_t> ids = *tokenizer.Encode(text);
+    p->mutable_token_ids()->Add(ids.begin(), ids.end());
+  }
+  return request;
 }
 
 }  // namespace trellis

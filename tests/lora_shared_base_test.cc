@@ -110,23 +110,6 @@ class LoraSharedBaseTest : public testing::Test {
   fs::path dir_;
 };
 
-v1::GenerateRequest Request(const text::Tokenizer& tokenizer) {
-  v1::GenerateRequest request;
-  request.set_responses_per_prompt(4);
-  request.set_seed(5);
-  request.mutable_sampling()->set_temperature(1.0);
-  request.mutable_sampling()->set_top_p(1.0);
-  request.mutable_sampling()->set_max_new_tokens(6);
-  for (const char* text : {"12+7=", "3+45="}) {
-    v1::Prompt* p = request.add_prompts();
-    p->set_id(request.prompts_size());
-    p->add_token_ids(*tokenizer.bos_id());
-    const std::vector<int32_t> ids = *tokenizer.Encode(text);
-    p->mutable_token_ids()->Add(ids.begin(), ids.end());
-  }
-  return request;
-}
-
 TEST_F(LoraSharedBaseTest, TheActorReadsTheLearnersBaseAndSamplesTheSame) {
   auto shared = Actor(base_, "actor-0");
   auto own = Actor(nullptr, "actor-1");

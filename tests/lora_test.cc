@@ -215,19 +215,7 @@ TEST_F(LoraTest, ActorSamplesWithTheMergedPolicy) {
   EXPECT_EQ(sent->bytes(), Bytes((*shape)->AdapterWeights()) + 8);
   EXPECT_EQ(sent->tensors(), static_cast<int>((*shape)->AdapterWeights().size()) + 1);
 
-  v1::GenerateRequest request;
-  request.set_responses_per_prompt(4);
-  request.set_seed(5);
-  request.mutable_sampling()->set_temperature(1.0);
-  request.mutable_sampling()->set_top_p(1.0);
-  request.mutable_sampling()->set_max_new_tokens(6);
-  for (const char* text : {"12+7=", "3+45="}) {
-    v1::Prompt* p = request.add_prompts();
-    p->set_id(request.prompts_size());
-    p->add_token_ids(*tokenizer_->bos_id());
-    const std::vector<int32_t> ids = *tokenizer_->Encode(text);
-    p->mutable_token_ids()->Add(ids.begin(), ids.end());
-  }
+  const v1::GenerateRequest request = Request(*tokenizer_);
   absl::StatusOr<v1::GenerateResponse> out = actor->Generate(request);
   ASSERT_TRUE(out.ok()) << out.status();
 
