@@ -40,17 +40,19 @@ def includes_torch(path, source_dir, memo):
     return found
 
 
-def main():
-    source_dir = os.path.abspath(sys.argv[1])
+def torch_sources(source_dir):
+    source_dir = os.path.abspath(source_dir)
     memo = {}
+    found = []
     for root, dirs, files in os.walk(source_dir):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("build"))
         for name in sorted(files):
             if name.endswith((".cc", ".cu")):
                 path = os.path.join(root, name)
                 if includes_torch(path, source_dir, memo):
-                    print(path)
+                    found.append(path)
+    return found
 
 
 if __name__ == "__main__":
-    main()
+    print("\n".join(torch_sources(sys.argv[1])))
