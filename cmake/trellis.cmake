@@ -21,11 +21,28 @@ add_library(trellis_torch_pch STATIC ${CMAKE_CURRENT_LIST_DIR}/torch_pch.cc)
 target_link_libraries(trellis_torch_pch PUBLIC ${TORCH_LIBRARIES})
 target_compile_options(trellis_torch_pch PUBLIC ${TORCH_CXX_FLAGS} -pthread)
 target_precompile_headers(trellis_torch_pch PRIVATE <torch/torch.h>)
+# Loading that header costs a translation unit ~6 CPU-seconds even when it
+# uses none of it, so only the sources that include LibTorch (themselves or
+# through a Trellis header: cmake/torch_sources.py) get it; the others of a
+# torch target compile without (docs/build.md). A source that starts
+# including LibTorch after the last configure is still correct, only slower,
+# until CMake runs again.
+execute_process(COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/torch_sources.py ${PROJECT_SOURCE_DIR}
+                OUTPUT_VARIABLE TRELLIS_TORCH_SOURCES COMMAND_ERROR_IS_FATAL ANY)
+string(REPLACE "\n" ";" TRELLIS_TORCH_SOURCES "${TRELLIS_TORCH_SOURCES}")
 
 function(_trellis_use_torch target visibility)
   target_link_libraries(${target} ${visibility} ${TORCH_LIBRARIES})
   target_include_directories(${target} ${visibility} ${TORCH_INCLUDE_DIRS})
   target_precompile_headers(${target} REUSE_FROM trellis_torch_pch)
+  get_target_property(sources ${target} SOURCES)
+  foreach(source IN LISTS sources)
+    cmake_path(ABSOLUTE_PATH source BASE_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} OUTPUT_VARIABLE path)
+    if(NOT path IN_LIST TRELLIS_TORCH_SOURCES)
+      set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES
+                                  SKIP_PRECOMPILE_HEADERS ON)
+    endif()
+  endforeach()
   target_compile_options(${target} PRIVATE -pthread)
   # The shared PCH is compiled as library code (-fPIC); GCC ignores it in a
   # target compiled -fPIE (executables), so compile those -fPIC as well.
