@@ -84,11 +84,12 @@ TEST(EvalAnswersTest, EachEvaluationWritesItsItemsInOrder) {
   EXPECT_EQ(run.Answers("after").size(), 2u);
 }
 
-// The verifier dies after the first evaluation: the evaluation after leaves
-// "5+1=" unscored (after its retries), and its file says so.
+// The verifier dies after the first evaluation (its two batches, two
+// calls): the evaluation after leaves "5+1=" unscored (after its retries),
+// and its file says so.
 TEST(EvalAnswersTest, AnIncompleteEvaluationMarksItsUnscoredItems) {
   EvalRun run;
-  run.fakes.verifier.fail_from_call = 1;
+  run.fakes.verifier.fail_from_call = 2;
   run.fakes.verifier.fail_prompt = "5+1=";
   ASSERT_TRUE(run.Run().ok()) << run.progress.str();
   const std::vector<nlohmann::json> after = run.Answers("after");
