@@ -11,7 +11,7 @@
 //
 // "prompt" is the text the model was given (a chat's rendering with the
 // generation prompt); "reward" is the one the run used (after the reward
-// rule). An item the verifier still failed on after eval.verify_retries
+// rule); "detail" the verifier's reason, when it gives one. An item the verifier still failed on after eval.verify_retries
 // ("verdict" error or timeout) has "scored": false and its "failure" (as
 // the verifier gave it, e.g. "deadline"): it counts for nothing, and the
 // evaluation is incomplete (no accuracy). The file is written whole when

@@ -31,8 +31,10 @@ struct EvalRun {
     job.mutable_grpo()->set_responses_per_prompt(2);
     job.mutable_eval()->set_batch_size(1);
     for (uint64_t i = 0; i < 6; ++i) {
-      data::Example ex{
-          .id = i, .prompt = std::to_string(i) + "+1=", .answer = std::to_string(i + 1)};
+      data::Example ex;
+      ex.id = i;
+      ex.prompt = std::to_string(i) + "+1=";
+      ex.answer = std::to_string(i + 1);
       (i < 4 ? split.train : split.eval).push_back(ex);
     }
   }
