@@ -186,6 +186,13 @@ TEST(EvalSampleTest, MarksUnscoredItemsAndCutsLongTexts) {
   EXPECT_THAT(sample, HasSubstr("prompt:   \"..." + std::string(153, 'p') + "\\x1b[2Jend\"\n"));
   EXPECT_THAT(sample, HasSubstr("response: \"" + std::string(160, 'r') + "...\"\n"));
   EXPECT_THAT(sample, Not(HasSubstr(std::string(161, 'r'))));
+
+  // A damaged line is named, never thrown over.
+  testing_util::WriteText(dir / "eval" / "after.jsonl",
+                          "{\"scored\": \"yes\", \"reward\": \"x\"}\n[1]\n");
+  EXPECT_THAT(EvalSample(dir.string()), HasSubstr("after.jsonl line 2: not a JSON object"));
+  testing_util::WriteText(dir / "eval" / "after.jsonl", "{\"scored\": \"yes\", \"index\": []}\n");
+  EXPECT_THAT(EvalSample(dir.string()), HasSubstr("1 items, 1 not scored"));
 }
 
 }  // namespace

@@ -36,8 +36,14 @@ std::string Tail(const std::string& s) {
   return "..." + Printable(s.substr(start));
 }
 
+// Whether `item` says it was scored (false when it does not say).
+bool Scored(const nlohmann::json& item) {
+  const auto it = item.find("scored");
+  return it != item.end() && it->is_boolean() && it->get<bool>();
+}
+
 std::string Item(const nlohmann::json& item) {
-  const bool scored = item.value("scored", false);
+  const bool scored = Scored(item);
   const nlohmann::json reward = item.value("reward", nlohmann::json());
   std::string out = absl::StrFormat(
       "  #%s  prompt %s  %s  reward %s%s\n", item.value("index", nlohmann::json()).dump(),
@@ -69,7 +75,7 @@ std::string EvalSample(const std::string& run_dir, int items) {
     if (!item.is_object()) {
       return absl::StrCat("answers: ", Printable(path), " line ", total, ": not a JSON object\n");
     }
-    unscored += !item.value("scored", false);
+    unscored += !Scored(item);
     if (static_cast<int64_t>(shown.size()) < items) shown.push_back(std::move(item));
   }
   std::string out =
