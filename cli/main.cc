@@ -18,7 +18,8 @@
 //       (--secret-file FILE or $TRELLIS_SECRET_FILE) or --insecure. --http: the dashboard and
 //       the job's Prometheus /metrics (web/watch_server.h); --metrics: a worker's own /metrics.
 //   trellis report RUN_DIR
-//       RUN_DIR/report.html: the dashboard of a finished run as one file.
+//       RUN_DIR/report.html: the dashboard of a finished run as one file; a few eval answers.
+//   trellis tokenize | chat ...   Token ids, chat renders (tools/answer_commands.h).
 //   trellis resolve [JOB.yaml] [--override FILE] [--seed N]
 //       Validates a job and prints it with every default filled in.
 //   trellis place [JOB.yaml] [--cluster CLUSTER.yaml]
@@ -56,6 +57,7 @@
 #include "run/run_dir_claim.h"
 #include "scheduler/distributed_job.h"
 #include "scheduler/placement.h"
+#include "tools/answer_commands.h"
 #include "tools/measure_commands.h"
 #include "tools/verify_command.h"
 #include "verifier/verifier_service.h"
@@ -352,7 +354,7 @@ int Report(const std::vector<std::string>& args) {
   }
   absl::StatusOr<std::string> path = trellis::web::WriteReport(args[0]);
   if (!path.ok()) return ExitCode("report", path.status());
-  std::cout << "trellis report: wrote " << *path << std::endl;
+  std::cout << "trellis report: wrote " << *path << "\n" << trellis::tools::EvalSample(args[0]);
   return 0;
 }
 
@@ -391,6 +393,7 @@ int main(int argc, char** argv) {
                     trellis::tools::RunMeasureCommand(command, flags, positional, std::cout));
   }
   if (command == "verify") return trellis::tools::VerifyCommand(args, std::cout, std::cerr);
+  if (command == "tokenize" || command == "chat") return trellis::tools::TextCommand(command, args);
   std::cerr << "trellis: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

@@ -9,6 +9,8 @@
 //   RUN/ledger.jsonl             every ledger record (ledger/README.md)
 //   RUN/summary.json             the run's summary
 //   RUN/tensorboard/             TensorBoard event files (docs/observe.md)
+//   RUN/eval/<label>.jsonl       each evaluation's prompts, responses and verdicts
+//                                (before, step_<N>, after; loop/eval_answers.h)
 //   RUN/reference.safetensors    the reference weights (after warm-up)
 //   RUN/policy.safetensors       the policy at the end (reward_model.safetensors
 //                                for a reward-model job)
@@ -71,6 +73,8 @@ class RunDir {
   static constexpr char kCheckpoints[] = "checkpoints";
   // TensorBoard's log directory: events.out.tfevents.<time>.<host> files.
   static constexpr char kTensorBoard[] = "tensorboard";
+  // The evaluations' answers: <label>.jsonl (loop/eval_answers.h).
+  static constexpr char kEval[] = "eval";
 
   explicit RunDir(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }
@@ -90,6 +94,10 @@ class RunDir {
   std::string Probe() const { return File("probe.json"); }
   std::string ProgressLog() const { return File("progress.log"); }
   std::string Report() const { return File("report.html"); }
+  // The answers of evaluation `label` ("before", "step_<N>", "after").
+  std::string EvalAnswers(const std::string& label) const {
+    return File(kEval) + "/" + label + ".jsonl";
+  }
   // The one writer's lock (env/run_dir_lock.h).
   std::string Lock() const { return File("lock"); }
 

@@ -105,7 +105,9 @@ class Driver {
   // item whose verification failed (ERROR or TIMEOUT) is verified again, up
   // to eval.verify_retries times, after the breaker's pause when the
   // breaker refused it; one that still fails is left out of the accuracy
-  // (EvalMetrics::unscored), never scored wrong.
+  // (EvalMetrics::unscored), never scored wrong. Every item's prompt,
+  // response and verdict are written to OUT/eval/<label>.jsonl
+  // (loop/eval_answers.h).
   [[nodiscard]] absl::StatusOr<ledger::EvalMetrics> EvaluateRollouts(const std::string& label);
   // One rollout round of `step`: draws `prompts` prompts from the RL
   // stream, samples `group` responses to each and verifies them while they
@@ -166,11 +168,13 @@ class Driver {
   absl::Status CheckpointAfter(int64_t steps_done);
   // EvaluateRollouts' verdicts on held-out items [begin, end) (`request`
   // holds their prompts): generated and verified, or with an environment
-  // run as episodes and scored by it.
+  // run as episodes and scored by it. Each item's response is appended to
+  // *responses.
   absl::StatusOr<v1::VerifyResponse> EvaluateBatch(const v1::GenerateRequest& request,
                                                    int64_t begin, int64_t end,
                                                    const std::string& label,
-                                                   ledger::EvalMetrics* metrics);
+                                                   ledger::EvalMetrics* metrics,
+                                                   std::vector<std::string>* responses);
   // EvaluateRollouts' verification of one batch, with its retries (counted
   // in *retried); every request's stats go to the ledger.
   absl::StatusOr<v1::VerifyResponse> VerifyHeldOut(const v1::VerifyRequest& request,

@@ -1,7 +1,8 @@
 // The driver's rollout evaluations: the held-out prompts generated
 // greedily and verified (or run as episodes), with retries of the items
 // whose verification failed; an evaluation that leaves items unscored is
-// incomplete and has no accuracy.
+// incomplete and has no accuracy. Every item's prompt, response and
+// verdict go to RUN/eval/<label>.jsonl (loop/eval_answers.h).
 
 #include <algorithm>
 #include <iostream>
@@ -14,20 +15,13 @@
 #include "config/worker_id.h"
 #include "loop/driver.h"
 #include "loop/episode_runner.h"
+#include "loop/eval_answers.h"
 #include "loop/loop_util.h"
 #include "loop/reward_rule.h"
 
 namespace trellis::loop {
-namespace {
 
 using ledger::Stage;
-
-// ERROR or TIMEOUT: the verifier failed, not the model.
-bool VerifierFailed(const v1::VerifyResult& r) {
-  return r.verdict() == v1::ERROR || r.verdict() == v1::TIMEOUT;
-}
-
-}  // namespace
 
 absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& label) {
   // Beside the rollout pipeline: on the newest weights, between two of its
@@ -43,6 +37,7 @@ absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& 
   double reward_sum = 0;
   int64_t correct = 0;
   int64_t unscored = 0;
+  std::vector<EvalAnswer> answers;
   for (int64_t begin = 0; begin < n; begin += job_.eval().batch_size()) {
     const int64_t end = std::min<int64_t>(n, begin + job_.eval().batch_size());
     v1::GenerateRequest request;
@@ -54,18 +49,25 @@ absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& 
       if (!prompt.ok()) return prompt.status();
       *request.add_prompts() = *std::move(prompt);
     }
+    std::vector<std::string> responses;
     absl::StatusOr<v1::VerifyResponse> verdicts =
-        EvaluateBatch(request, begin, end, label, &metrics);
+        EvaluateBatch(request, begin, end, label, &metrics, &responses);
     if (!verdicts.ok()) return verdicts.status();
     eval_rewards_clipped_ += ApplyRewardRule(job_.verifier(), &*verdicts).clipped;
-    for (const auto& r : verdicts->results()) {
-      if (VerifierFailed(r)) {
+    for (int k = 0; k < verdicts->results_size(); ++k) {
+      const v1::VerifyResult& r = verdicts->results(k);
+      const v1::Prompt& prompt = request.prompts(k);
+      answers.push_back({prompt.id(), prompt.text(), responses[k], prompt.answer(), r});
+      if (!Scored(r)) {
         ++unscored;
         continue;
       }
       reward_sum += r.reward();
       correct += r.verdict() == v1::CORRECT;
     }
+  }
+  if (absl::Status s = WriteEvalAnswers(ledger_->env(), out_dir_, label, answers); !s.ok()) {
+    return At(s, "eval " + label + ": answers");
   }
   metrics.prompts = n;
   metrics.unscored = unscored;
@@ -89,7 +91,8 @@ absl::StatusOr<ledger::EvalMetrics> Driver::EvaluateRollouts(const std::string& 
 absl::StatusOr<v1::VerifyResponse> Driver::EvaluateBatch(const v1::GenerateRequest& request,
                                                          int64_t begin, int64_t end,
                                                          const std::string& label,
-                                                         ledger::EvalMetrics* metrics) {
+                                                         ledger::EvalMetrics* metrics,
+                                                         std::vector<std::string>* responses) {
   const auto& eval = data_.eval;
   if (!job_.environment().name().empty()) {
     std::vector<const data::Example*> examples;
@@ -97,6 +100,7 @@ absl::StatusOr<v1::VerifyResponse> Driver::EvaluateBatch(const v1::GenerateReque
     absl::StatusOr<EpisodeResults> episodes = RunEpisodes(request, examples);
     if (!episodes.ok()) return At(episodes.status(), "eval " + label + ": episodes");
     ledger_->RecordFlops(Stage::kEval, episodes->rollout.forward_flops());
+    for (const v1::Sample& s : episodes->rollout.samples()) responses->push_back(s.response_text());
     return EpisodeVerdicts(*episodes);
   }
   absl::StatusOr<v1::GenerateResponse> out = roles_.actor->Generate(request);
@@ -108,6 +112,7 @@ absl::StatusOr<v1::VerifyResponse> Driver::EvaluateBatch(const v1::GenerateReque
     item->set_prompt(eval[i].prompt);
     item->set_response(out->samples(i - begin).response_text());
     item->set_answer(eval[i].answer);
+    responses->push_back(item->response());
   }
   return VerifyHeldOut(verify, label, &metrics->verify_retries);
 }
@@ -123,7 +128,7 @@ absl::StatusOr<v1::VerifyResponse> Driver::VerifyHeldOut(const v1::VerifyRequest
     bool refused = false;  // by the breaker: wait for its pause
     for (int i = 0; i < verdicts->results_size(); ++i) {
       const v1::VerifyResult& r = verdicts->results(i);
-      if (!VerifierFailed(r)) continue;
+      if (Scored(r)) continue;
       failed.push_back(i);
       refused = refused || r.failure() == v1::VerifyResult::CIRCUIT_OPEN;
     }

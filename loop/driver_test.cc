@@ -19,6 +19,7 @@
 #include "loop/recipes/builtin.h"
 #include "loop/testing/fake_environment.h"
 #include "loop/testing/fake_roles.h"
+#include "loop/testing/out_dir.h"
 
 namespace trellis::loop {
 namespace {
@@ -59,8 +60,9 @@ v1::JobConfig Job(const std::string& algorithm) {
 struct FakeRun {
   explicit FakeRun(const v1::JobConfig& job, const RecipeRegistry* registry = nullptr)
       : format(text::NewCharTokenizer(), absl::NotFoundError("no chat template")),
-        driver(job, fakes.roles(), &format, Arithmetic(), &ledger, "/tmp/out", &progress,
+        driver(job, fakes.roles(), &format, Arithmetic(), &ledger, out, &progress,
                registry) {}
+  const std::string out = testing::FreshOutDir();
   testing::FakeRoles fakes;
   PromptFormat format;
   ledger::Ledger ledger;
@@ -89,7 +91,7 @@ TEST(DriverTest, GrpoTrainsOnItsEstimatorsAdvantages) {
   }
   // The reference was taken before the run; weights synced after each step.
   EXPECT_EQ(run.fakes.reference.loaded,
-            std::vector<std::string>({"/tmp/out/reference.safetensors"}));
+            std::vector<std::string>({run.out + "/reference.safetensors"}));
   EXPECT_EQ(run.fakes.actor.policy_version(), 2);
   EXPECT_EQ(run.driver.history().size(), 2u);
   EXPECT_THAT(run.progress.str(), HasSubstr("step    2/2  reward 0.500  acc 0.500"));
@@ -300,14 +302,14 @@ struct MultiTurnRun {
   explicit MultiTurnRun(const v1::JobConfig& job, bool bind_environment = true)
       : format(text::NewCharTokenizer(), absl::NotFoundError("no chat template")),
         actor(&format.tokenizer()),
-        driver(job, Bound(bind_environment), &format, Arithmetic(), &ledger, "/tmp/out",
-               &progress) {}
+        driver(job, Bound(bind_environment), &format, Arithmetic(), &ledger, out, &progress) {}
   Roles Bound(bool bind_environment) {
     Roles roles = fakes.roles();
     roles.actor = &actor;
     if (bind_environment) roles.environment = &environment;
     return roles;
   }
+  const std::string out = testing::FreshOutDir();
   testing::FakeRoles fakes;
   PromptFormat format;
   testing::FakeTurnActor actor;

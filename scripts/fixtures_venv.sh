@@ -1,7 +1,8 @@
 # The Python environment the scripts that talk to transformers share
 # (make_hf_fixtures.sh, make_tokenizer_fixtures.sh, make_chat_fixtures.sh,
-# make_example_model.sh, check_hf_export.sh): pinned PyPI packages in a
-# virtual environment, TRELLIS_FIXTURES_VENV (default .venv/fixtures).
+# make_command_fixtures.sh, make_example_model.sh, check_hf_export.sh):
+# pinned PyPI packages in a virtual environment, TRELLIS_FIXTURES_VENV
+# (default .venv/fixtures).
 # Sourced, from the repository root; defines:
 #   FIXTURES_VENV            the environment's path
 #   FIXTURES_PINNED          the packages, each name==version

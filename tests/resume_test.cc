@@ -7,12 +7,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -127,6 +130,22 @@ class StraightRunFixture : public ::testing::Test {
     EXPECT_EQ(b["samples"], a["samples"]);
     EXPECT_EQ(b["tokens"], a["tokens"]);
     EXPECT_EQ(b["eval"], a["eval"]);
+    ExpectStraightEvalAnswers(dir);
+  }
+
+  // `dir`'s eval/ holds the straight run's files, byte for byte: none lost
+  // by the kill, none doubled by the resume (greedy evaluations repeat).
+  void ExpectStraightEvalAnswers(const fs::path& dir) {
+    std::vector<std::string> names;
+    for (const fs::path& file : fs::directory_iterator(root_ / "straight" / "eval")) {
+      names.push_back(file.filename().string());
+      EXPECT_EQ(Slurp(dir / "eval" / file.filename()), Slurp(file)) << file.filename();
+    }
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, std::vector<std::string>({"after.jsonl", "before.jsonl"}));
+    for (const fs::path& file : fs::directory_iterator(dir / "eval")) {
+      EXPECT_TRUE(fs::exists(root_ / "straight" / "eval" / file.filename())) << file.filename();
+    }
   }
 
   static fs::path root_;
@@ -244,6 +263,7 @@ TEST_F(ResumeTest, ResumingAFinishedRunRedoesOnlyTheFinalEval) {
   EXPECT_EQ(StepRewards(dir), StepRewards(root_ / "straight"));
   EXPECT_TRUE(Slurp(dir / "policy.safetensors") ==
               Slurp(root_ / "straight" / "policy.safetensors"));
+  ExpectStraightEvalAnswers(dir);
 }
 
 TEST_F(ResumeTest, CorruptedOptimizerStateIsRefused) {

@@ -117,7 +117,8 @@ TEST_F(RunDirAccessTest, EverythingARunWritesIsItsOwnersAlone) {
     for (const char* file :
          {"lock", "job.yaml", "ledger.jsonl", "summary.json", "reference.safetensors",
           "policy.safetensors", "hf/config.json", "hf/model.safetensors", "checkpoints/latest",
-          "checkpoints/step_2/weights.safetensors", "checkpoints/step_2/optimizer.safetensors"}) {
+          "checkpoints/step_2/weights.safetensors", "checkpoints/step_2/optimizer.safetensors",
+          "eval/before.jsonl", "eval/after.jsonl"}) {
       EXPECT_TRUE(fs::exists(dir / file)) << command << ": no " << file;
     }
     EXPECT_THAT(WrongModes(dir, 0700, 0600), IsEmpty()) << command;
