@@ -147,6 +147,7 @@ void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
     impl_->object_seq += 1;
     impl_->history.push_back({std::string(role), o, before_role, bytes, impl_->step, stage});
     if (before > 0 || after > 0) impl_->object_live_seq[o] = impl_->object_seq;
+    impl_->SampleProcessMemory(StageName(stage));
     impl_->Write({{"type", "object"},
                   {"step", impl_->step},
                   {"role", role},
@@ -235,6 +236,8 @@ StepMetrics Ledger::EndStep(const StepCounts& counts) {
         d.CloseDeviceWindows(d.step_device_windows, "", Stage::kLoad, kNoStage, d.step_begin_seq);
     d.step_device_windows.clear();
   }
+  d.SampleProcessMemory(kNoStage);
+  record["resident_peak_bytes"] = d.process_memory.TakeStepPeak();
   d.last_step = record;
   record["type"] = "step";
   record["time"] = now - d.t0;

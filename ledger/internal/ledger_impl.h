@@ -24,6 +24,7 @@
 #include "ledger/internal/source_windows.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
+#include "ledger/process_memory.h"
 
 namespace trellis::ledger {
 namespace internal {
@@ -137,6 +138,18 @@ struct Ledger::Impl {
     int64_t sum = 0;
     for (const auto& [role, bytes] : object_bytes[o]) sum += bytes;
     return sum;
+  }
+
+  // REQUIRES: mu held. A look at the process's resident memory and heap
+  // in `stage`, with the tracker's live bytes and the objects now; returns
+  // the resident bytes.
+  int64_t SampleProcessMemory(std::string_view stage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    int64_t objects = 0;
+    for (int o = 0; o < kNumObjects; ++o) objects += ObjectBytes(o);
+    const ProcessSample sample = SampleProcess();
+    process_memory.Observe(
+        sample, MemoryTracker::installed() ? MemoryTracker::Get().live_bytes() : 0, objects, stage);
+    return sample.resident_bytes;
   }
 
   // REQUIRES: mu held. A peak measured in a window that opened when
@@ -275,7 +288,8 @@ struct Ledger::Impl {
                              {"start", start - t0},
                              {"seconds", seconds},
                              {"peak_bytes", peak_bytes},
-                             {"live_bytes", live_bytes}};
+                             {"live_bytes", live_bytes},
+                             {"resident_bytes", SampleProcessMemory(StageName(stage))}};
     if (!device_windows.empty()) {
       record["device_memory"] =
           CloseDeviceWindows(device_windows, role, stage, StageName(stage), start_seq);
@@ -338,6 +352,9 @@ struct Ledger::Impl {
   std::vector<internal::ObjectEvent> history ABSL_GUARDED_BY(mu);
   // Each role's highest span peak so far, attributed.
   std::map<std::string, PeakAttribution, std::less<>> role_peaks ABSL_GUARDED_BY(mu);
+  // What the process holds: resident memory, heap, the program's baseline
+  // (the process's first sample: its first ledger's construction).
+  ProcessMemoryWatch process_memory{ProcessBaseline()};
 
   // Device memory (AddDeviceMemory): the devices, the step's windows on
   // them, and by device name its run peaks and each role's highest span
