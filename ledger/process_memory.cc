@@ -18,12 +18,12 @@ namespace trellis::ledger {
 namespace {
 
 // "VmRSS:     1234 kB" -> 1234 * 1024 into `bytes`; false when `line` is
-// not `field`'s.
-absl::StatusOr<bool> ParseKbLine(std::string_view line, std::string_view field, int64_t& bytes) {
+// not `field`'s. (This Abseil's string_view is its own.)
+absl::StatusOr<bool> ParseKbLine(absl::string_view line, absl::string_view field, int64_t& bytes) {
   if (!absl::StartsWith(line, field) || line.size() <= field.size() || line[field.size()] != ':') {
     return false;
   }
-  std::string_view rest = absl::StripAsciiWhitespace(line.substr(field.size() + 1));
+  absl::string_view rest = absl::StripAsciiWhitespace(line.substr(field.size() + 1));
   int64_t kb = 0;
   if (!absl::ConsumeSuffix(&rest, "kB") ||
       !absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &kb) || kb < 0) {
@@ -56,7 +56,7 @@ absl::StatusOr<ProcessSample> ParseProcStatus(std::string_view text) {
   ProcessSample s;
   bool rss = false;
   bool hwm = false;
-  for (std::string_view line : absl::StrSplit(text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
     absl::StatusOr<bool> got = ParseKbLine(line, "VmRSS", s.resident_bytes);
     if (!got.ok()) return got.status();
     rss = rss || *got;
