@@ -131,6 +131,15 @@ Ledger::Span Ledger::Begin(Stage stage, std::string_view role) {
   return Span(this, stage, std::string(role));
 }
 
+void Ledger::RecordRemoteObject(std::string_view role, Object object, int64_t bytes,
+                                Stage stage) {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->remote_roles.insert(std::string(role));
+  }
+  RecordObject(role, object, bytes, stage);
+}
+
 void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
                           Stage stage) {
   const int o = static_cast<int>(object);

@@ -2,19 +2,23 @@
 // sampler: span records' resident bytes, the step record's resident peak,
 // and summary.json memory.process, every part non-negative.
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "env/testing/fake_env.h"
 #include "gtest/gtest.h"
 #include "ledger/ledger.h"
 #include "ledger/process_memory.h"
+#include "ledger/testing/fake_memory_source.h"
 #include "ledger/testing/jsonl.h"
 
 namespace trellis::ledger {
 namespace {
 
 using nlohmann::json;
+using testing_util::FakeDevice;
 
 class LedgerProcessTest : public ::testing::Test {
  protected:
@@ -87,6 +91,41 @@ TEST_F(LedgerProcessTest, RecordsResidentMemoryPerSpanStepAndStage) {
             9000);
   EXPECT_GE(process["named_fraction"].get<double>(), 0);
   EXPECT_LE(process["named_fraction"].get<double>(), 1);
+}
+
+// A launched run's scheduler: the workers' objects reach its ledger as
+// another process's (RecordRemoteObject). A peak the scheduler measures is
+// never attributed to them (it was: learner-0's peak listed the actors'
+// parameters and the unattributed line went negative), nor are they in
+// its process memory; they still count in the run's object peaks.
+TEST_F(LedgerProcessTest, AnotherProcesssObjectsAreNeverAttributedToThisOnesPeaks) {
+  env::testing::FakeEnv env;
+  Ledger ledger(&env);
+  auto device = std::make_shared<FakeDevice>();
+  ledger.AddDeviceMemory(device->Source("cuda:0"), {});
+  Set(4000, 4000, 1000, 1200);
+  ledger.RecordRemoteObject("actor-0", Object::kParameters, 5000, Stage::kLoad);
+  ledger.RecordRemoteObject("learner-0", Object::kParameters, 5000, Stage::kLoad);
+  {
+    auto span = ledger.Begin(Stage::kUpdate, "learner-0");
+    device->Allocate(640);
+    Set(5000, 5000, 1500, 1700);
+    ledger.RecordObject("scheduler", Object::kWorkspace, 640, Stage::kUpdate);
+    ledger.RecordRemoteObject("learner-0", Object::kGradients, 5000, Stage::kUpdate);
+  }
+  const std::vector<PeakAttribution> peaks = ledger.DeviceRolePeaks();
+  ASSERT_EQ(peaks.size(), 1u);
+  EXPECT_EQ(peaks[0].measured_bytes, 640);
+  EXPECT_EQ(peaks[0].attributed_bytes, 640);
+  EXPECT_EQ(peaks[0].unattributed_bytes, 0);
+  ASSERT_EQ(peaks[0].objects.size(), 1u);
+  EXPECT_EQ(peaks[0].objects[0].role, "scheduler");
+  EXPECT_EQ(ledger.object_peak_bytes(Object::kParameters), 10000);
+
+  const std::string summary_path = ::testing::TempDir() + "/remote_summary.json";
+  ASSERT_TRUE(ledger.WriteSummary(summary_path).ok());
+  std::ifstream in(summary_path);
+  EXPECT_EQ(json::parse(in)["memory"]["process"]["objects_bytes"], 640);
 }
 
 }  // namespace
