@@ -131,6 +131,15 @@ Ledger::Span Ledger::Begin(Stage stage, std::string_view role) {
   return Span(this, stage, std::string(role));
 }
 
+void Ledger::RecordRemoteObject(std::string_view role, Object object, int64_t bytes,
+                                Stage stage) {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->remote_roles.insert(std::string(role));
+  }
+  RecordObject(role, object, bytes, stage);
+}
+
 void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
                           Stage stage) {
   const int o = static_cast<int>(object);
@@ -147,6 +156,7 @@ void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
     impl_->object_seq += 1;
     impl_->history.push_back({std::string(role), o, before_role, bytes, impl_->step, stage});
     if (before > 0 || after > 0) impl_->object_live_seq[o] = impl_->object_seq;
+    impl_->SampleProcessMemory(StageName(stage));
     impl_->Write({{"type", "object"},
                   {"step", impl_->step},
                   {"role", role},
@@ -235,6 +245,8 @@ StepMetrics Ledger::EndStep(const StepCounts& counts) {
         d.CloseDeviceWindows(d.step_device_windows, "", Stage::kLoad, kNoStage, d.step_begin_seq);
     d.step_device_windows.clear();
   }
+  d.SampleProcessMemory(kNoStage);
+  record["resident_peak_bytes"] = d.process_memory.TakeStepPeak();
   d.last_step = record;
   record["type"] = "step";
   record["time"] = now - d.t0;

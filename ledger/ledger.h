@@ -295,6 +295,11 @@ class Ledger {
   // each object's peak and whether it was live when the run's peak happened.
   void RecordObject(std::string_view role, Object object, int64_t bytes,
                     Stage stage);
+  // An object another process holds (a launched worker's, forwarded to the
+  // scheduler's ledger; `role` is the worker): recorded and summarized as
+  // RecordObject's, but never attributed to a peak this process measured,
+  // nor counted in its process memory.
+  void RecordRemoteObject(std::string_view role, Object object, int64_t bytes, Stage stage);
   void RecordHandoff(std::string_view role, const v1::WeightSyncStats& stats);
   // One move of `role`'s `object` between its compute device and host
   // memory (CPU offload, the colocated placement: docs/gpu.md), inside

@@ -127,6 +127,8 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
         devices[name]["role_peaks"][role] = PeakAttributionJson(peak);
       }
     }
+    json process = ProcessMemoryAccountJson(d.process_memory.Account());
+    process["stage_peak_resident_bytes"] = d.process_memory.StagePeaks();
     j["memory"] = {{"tracked", MemoryTracker::installed()},
                    {"device", devices},
                    {"peak_bytes", d.peak},
@@ -135,7 +137,8 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
                    {"live_at_peak", d.live_at_peak},
                    {"reserved_equals_allocated", true},
                    {"role_peaks", roles},
-                   {"lifetimes", lifetimes}};
+                   {"lifetimes", lifetimes},
+                   {"process", process}};
     json evals = json::object();
     for (const auto& [label, e] : d.evals) evals[label] = internal::EvalMetricsJson(e);
     j["eval"] = evals;

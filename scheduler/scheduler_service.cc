@@ -66,7 +66,8 @@ absl::Status CheckRecord(const v1::LedgerRecord& r, int i) {
 }
 
 // Replays a report CheckRecord accepted whole, each record with the
-// worker's id as its role.
+// worker's id as its role; the worker's objects are another process's, so
+// no peak the scheduler measures is attributed to them.
 void Record(ledger::Ledger& ledger, const v1::LedgerReport& report) {
   const std::string& role = report.worker_id();
   for (const v1::LedgerRecord& r : report.records()) {
@@ -78,8 +79,8 @@ void Record(ledger::Ledger& ledger, const v1::LedgerReport& report) {
       continue;
     }
     const v1::ObjectRecord& o = r.object();
-    ledger.RecordObject(role, *ledger::ObjectFromName(o.object()), o.bytes(),
-                        *ledger::StageFromName(o.stage()));
+    ledger.RecordRemoteObject(role, *ledger::ObjectFromName(o.object()), o.bytes(),
+                              *ledger::StageFromName(o.stage()));
   }
 }
 

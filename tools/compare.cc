@@ -95,6 +95,12 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
       if (role == config::WorkerId(v1::LEARNER).ToString()) r.learner_peak = p;
       if (p.measured_bytes > r.peak.measured_bytes) r.peak = std::move(p);
     }
+    if (memory.contains("process")) {
+      const json& process = memory.at("process");
+      r.heap_held_bytes = process.at("heap_held_bytes").get<int64_t>();
+      r.resident_peak_bytes = process.at("peak_resident_bytes").get<int64_t>();
+      r.named_bytes = process.at("named_bytes").get<int64_t>();
+    }
     r.generated_tokens_per_second = s.at("tokens_per_second").at("generated").get<double>();
     r.trained_tokens_per_second = s.at("tokens_per_second").at("trained").get<double>();
     r.communication_bytes = s.at("handoff").at("bytes").get<int64_t>();

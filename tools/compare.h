@@ -76,6 +76,13 @@ struct RunFacts {
   // and host (CPU offload, the colocated placement), both directions.
   double move_bytes = 0;
   double move_seconds = 0;
+  // The run's process side by side (summary.json memory.process; 0 in
+  // runs recorded before it): the heap held at its resident peak (live
+  // blocks and the allocator's free ones), that peak, and the bytes named
+  // of it; allocated is peak_bytes.
+  int64_t heap_held_bytes = 0;
+  int64_t resident_peak_bytes = 0;
+  int64_t named_bytes = 0;
   // Verifier errors and timeouts, dropped samples.
   int64_t failures = 0;
 };

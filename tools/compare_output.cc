@@ -46,6 +46,13 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Rows(const Compari
     return r.changes.empty() ? std::string("(baseline)") : absl::StrJoin(r.changes, "; ");
   });
   add("peak", [](const RunFacts& r) { return Mib(r.peak_bytes); });
+  add("allocated / held / resident", [](const RunFacts& r) {
+    if (r.resident_peak_bytes <= 0) return std::string("-");
+    return absl::StrFormat("%s / %s / %s (named %.1f%%)", Mib(r.peak_bytes),
+                           Mib(r.heap_held_bytes), Mib(r.resident_peak_bytes),
+                           100.0 * std::min(r.named_bytes, r.resident_peak_bytes) /
+                               r.resident_peak_bytes);
+  });
   add("peak source", [](const RunFacts& r) {
     return absl::StrCat(r.peak.role, " / ", r.peak.stage, " (step ", r.peak.step, ")");
   });
@@ -159,6 +166,9 @@ json ComparisonJson(const Comparison& c) {
                     {"peak_bytes", r.peak_bytes},
                     {"peak", ledger::PeakAttributionJson(r.peak)},
                     {"learner_peak", ledger::PeakAttributionJson(r.learner_peak)},
+                    {"heap_held_bytes", r.heap_held_bytes},
+                    {"resident_peak_bytes", r.resident_peak_bytes},
+                    {"named_bytes", r.named_bytes},
                     {"stage_seconds", r.stage_seconds},
                     {"step_seconds", r.step_seconds},
                     {"steps", r.steps},

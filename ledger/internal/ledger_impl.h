@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -24,6 +25,7 @@
 #include "ledger/internal/source_windows.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
+#include "ledger/process_memory.h"
 
 namespace trellis::ledger {
 namespace internal {
@@ -139,6 +141,22 @@ struct Ledger::Impl {
     return sum;
   }
 
+  // REQUIRES: mu held. A look at the process's resident memory and heap
+  // in `stage`, with the tracker's live bytes and the objects now; returns
+  // the resident bytes.
+  int64_t SampleProcessMemory(std::string_view stage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    int64_t objects = 0;
+    for (int o = 0; o < kNumObjects; ++o) {
+      for (const auto& [role, bytes] : object_bytes[o]) {
+        if (!remote_roles.contains(role)) objects += bytes;
+      }
+    }
+    const ProcessSample sample = SampleProcess();
+    process_memory.Observe(
+        sample, MemoryTracker::installed() ? MemoryTracker::Get().live_bytes() : 0, objects, stage);
+    return sample.resident_bytes;
+  }
+
   // REQUIRES: mu held. A peak measured in a window that opened when
   // object_seq was `since`. A new run peak lists the objects live during
   // that window: non-zero now, or non-zero at some record since.
@@ -161,7 +179,8 @@ struct Ledger::Impl {
   // largest. A role that reports one call's transients (KV cache and
   // workspace, say) and frees them before the next call's counts the
   // largest call's together, not each object's largest of any call.
-  // Only the objects of `roles` count (every role's when it is empty).
+  // Only the objects of `roles` count (every role's when it is empty), and
+  // never another process's (RecordRemoteObject).
   PeakAttribution Attribute(std::string_view role, Stage stage, int64_t since, int64_t measured,
                             const std::vector<std::string>& roles = {}) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -197,7 +216,7 @@ struct Ledger::Impl {
     peak.step = step;
     peak.measured_bytes = measured;
     for (const auto& [key, bytes] : largest) {
-      if (bytes <= 0) continue;
+      if (bytes <= 0 || remote_roles.contains(key.first)) continue;
       if (!roles.empty() && std::find(roles.begin(), roles.end(), key.first) == roles.end()) {
         continue;
       }
@@ -275,7 +294,8 @@ struct Ledger::Impl {
                              {"start", start - t0},
                              {"seconds", seconds},
                              {"peak_bytes", peak_bytes},
-                             {"live_bytes", live_bytes}};
+                             {"live_bytes", live_bytes},
+                             {"resident_bytes", SampleProcessMemory(StageName(stage))}};
     if (!device_windows.empty()) {
       record["device_memory"] =
           CloseDeviceWindows(device_windows, role, stage, StageName(stage), start_seq);
@@ -338,6 +358,11 @@ struct Ledger::Impl {
   std::vector<internal::ObjectEvent> history ABSL_GUARDED_BY(mu);
   // Each role's highest span peak so far, attributed.
   std::map<std::string, PeakAttribution, std::less<>> role_peaks ABSL_GUARDED_BY(mu);
+  // Roles whose objects another process holds (RecordRemoteObject).
+  std::set<std::string, std::less<>> remote_roles ABSL_GUARDED_BY(mu);
+  // What the process holds: resident memory, heap, the program's baseline
+  // (the process's first sample: its first ledger's construction).
+  ProcessMemoryWatch process_memory{ProcessBaseline()};
 
   // Device memory (AddDeviceMemory): the devices, the step's windows on
   // them, and by device name its run peaks and each role's highest span

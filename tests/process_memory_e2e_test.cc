@@ -1,0 +1,88 @@
+// What a run's process really holds (summary.json memory.process,
+// ledger/process_memory.h) on the tiny job, embedded and launched: every
+// part and every share non-negative and within the whole, step records with
+// their resident peak, and, embedded, nearly all of the peak resident
+// memory named.
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/tiny_job.h"
+
+namespace trellis {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json ReadSummaryProcess(const fs::path& dir) {
+  std::ifstream in(dir / "summary.json");
+  return json::parse(in)["memory"]["process"];
+}
+
+// Every part within [0, peak], the parts adding up to named_bytes, named +
+// remainder - beyond = peak, and the fraction in [0, 1].
+void ExpectConsistent(const json& p, const std::string& run) {
+  const int64_t peak = p["peak_resident_bytes"].get<int64_t>();
+  EXPECT_GT(peak, 0) << run;
+  int64_t named = 0;
+  for (const auto& [part, bytes] : p["parts"].items()) {
+    EXPECT_GE(bytes.get<int64_t>(), 0) << run << " " << part;
+    EXPECT_LE(bytes.get<int64_t>(), peak) << run << " " << part;
+    named += bytes.get<int64_t>();
+  }
+  EXPECT_EQ(named, p["named_bytes"].get<int64_t>()) << run;
+  EXPECT_GE(p["remainder_bytes"].get<int64_t>(), 0) << run;
+  EXPECT_LE(p["remainder_bytes"].get<int64_t>(), peak) << run;
+  EXPECT_GE(p["named_beyond_resident_bytes"].get<int64_t>(), 0) << run;
+  EXPECT_EQ(named + p["remainder_bytes"].get<int64_t>() -
+                p["named_beyond_resident_bytes"].get<int64_t>(),
+            peak)
+      << run;
+  EXPECT_GE(p["named_fraction"].get<double>(), 0) << run;
+  EXPECT_LE(p["named_fraction"].get<double>(), 1) << run;
+  for (const auto& [stage, bytes] : p["stage_peak_resident_bytes"].items()) {
+    EXPECT_GT(bytes.get<int64_t>(), 0) << run << " " << stage;
+    EXPECT_LE(bytes.get<int64_t>(), peak) << run << " " << stage;
+  }
+}
+
+// Every step record has a real resident peak.
+void ExpectStepPeaks(const fs::path& dir) {
+  std::ifstream in(dir / "ledger.jsonl");
+  int steps = 0;
+  for (std::string line; std::getline(in, line);) {
+    const json r = json::parse(line);
+    if (r["type"] != "step") continue;
+    ++steps;
+    EXPECT_GT(r["resident_peak_bytes"].get<int64_t>(), 0) << dir << " step " << r["step"];
+  }
+  EXPECT_GT(steps, 0) << dir;
+}
+
+TEST(ProcessMemoryE2eTest, EmbeddedRunNamesItsPeakResidentMemory) {
+  const fs::path root =
+      fs::path(::testing::TempDir()) / ("process_memory_e2e_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const v1::JobConfig job = testing_util::VaryingRewardsJob(2);
+  testing_util::RunTrellis(root, "run", "embedded", job);
+  const json embedded = ReadSummaryProcess(root / "embedded");
+  ExpectConsistent(embedded, "embedded");
+  ExpectStepPeaks(root / "embedded");
+  EXPECT_GE(embedded["named_fraction"].get<double>(), 0.95) << embedded.dump(2);
+
+  // Launched: the scheduler process's own account (the workers' are not
+  // forwarded).
+  testing_util::RunTrellis(root, "launch", "launched", job);
+  ExpectConsistent(ReadSummaryProcess(root / "launched"), "launched");
+  ExpectStepPeaks(root / "launched");
+}
+
+}  // namespace
+}  // namespace trellis
