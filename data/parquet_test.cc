@@ -50,9 +50,10 @@ TEST(Parquet, ReadsADirectoryAndASingleFile) {
   const v1::DataColumns cols = Columns("question", "messages");
   absl::StatusOr<std::vector<Example>> dir = ReadExamples(kFixtures + "plain/data", cols, false);
   ASSERT_TRUE(dir.ok()) << dir.status();
-  // test-00000 sorts after both train shards.
+  // test-00000 sorts before both train shards.
   ASSERT_EQ(dir->size(), 48u);
-  EXPECT_EQ((*dir)[40].prompt, "51+25=");
+  EXPECT_EQ((*dir)[0].prompt, "51+25=");
+  EXPECT_EQ((*dir)[8].prompt, "70+42=");
   absl::StatusOr<std::vector<Example>> one =
       ReadExamples(kFixtures + "plain/data/test-00000-of-00001.parquet", cols, false);
   ASSERT_TRUE(one.ok()) << one.status();
@@ -120,7 +121,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{"not_parquet.parquet", {"not a Parquet file"}},
         BadCase{"truncated.parquet", {"not a Parquet file"}},
-        BadCase{"corrupt_page.parquet", {"row group 0: "}},
+        BadCase{"corrupt_page.parquet", {"row group 0, column \"prompt\" (data.columns.prompt): "}},
         BadCase{"prompt_int.parquet",
                 {"column \"prompt\" (data.columns.prompt) is int64; expected a string"}},
         BadCase{"null_prompt.parquet",

@@ -18,6 +18,7 @@
 #include "arrow/array.h"
 #include "arrow/io/file.h"
 #include "arrow/memory_pool.h"
+#include "arrow/scalar.h"
 #include "arrow/table.h"
 #include "arrow/type.h"
 #include "env/regular_file.h"
@@ -94,6 +95,8 @@ struct Column {
   std::string name;
   const char* field;
   int index = -1;
+  // Its Parquet leaf columns (what ReadRowGroup reads).
+  std::vector<int> leaves;
   std::string Where() const {
     return absl::StrCat("column \"", name, "\" (data.columns.", field, ")");
   }
@@ -128,7 +131,7 @@ class FileReader {
   }
 
  private:
-  absl::Status Error(std::string_view what) const {
+  absl::Status Error(const std::string& what) const {
     return absl::InvalidArgumentError(absl::StrCat(path_, ": ", what));
   }
 
@@ -172,11 +175,9 @@ class FileReader {
             absl::StrCat(answer_.Where(), " is ", t.ToString(), "; expected a string or a number"));
       }
     }
-    std::vector<int> fields = {input.index};
-    if (answer_.index >= 0) fields.push_back(answer_.index);
-    arrow::Result<std::vector<int>> leaves = reader_->manifest().GetFieldIndices(fields);
-    if (!leaves.ok()) return Error(leaves.status().message());
-    leaves_ = *std::move(leaves);
+    for (Column* c : {&prompt_, &answer_, &messages_}) {
+      if (c->index >= 0) AddLeaves(reader_->manifest().schema_fields[c->index], &c->leaves);
+    }
     return absl::OkStatus();
   }
 
@@ -187,20 +188,14 @@ class FileReader {
       return Error(absl::StrCat(where, " is ", bytes, " bytes; a row group holds at most ",
                                 kMaxRowGroupBytes));
     }
-    std::shared_ptr<arrow::Table> table;
-    try {
-      arrow::Result<std::shared_ptr<arrow::Table>> read = reader_->ReadRowGroup(g, leaves_);
-      if (read.ok()) read = (*read)->CombineChunks();
-      if (!read.ok()) return Error(absl::StrCat(where, ": ", read.status().message()));
-      table = *std::move(read);
-    } catch (const std::exception& e) {  // parquet::ParquetException from a corrupt page
-      return Error(absl::StrCat(where, ": ", e.what()));
-    }
     const Column& input = chat_ ? messages_ : prompt_;
-    std::shared_ptr<arrow::Array> in = Chunk(*table, input.name);
-    std::shared_ptr<arrow::Array> answer =
-        answer_.index >= 0 ? Chunk(*table, answer_.name) : nullptr;
-    for (int64_t i = 0; i < table->num_rows(); ++i) {
+    std::shared_ptr<arrow::Array> in;
+    std::shared_ptr<arrow::Array> answer;
+    if (absl::Status s = ReadColumn(g, input, &in); !s.ok()) return s;
+    if (answer_.index >= 0) {
+      if (absl::Status s = ReadColumn(g, answer_, &answer); !s.ok()) return s;
+    }
+    for (int64_t i = 0; i < in->length(); ++i) {
       Example ex;
       ex.id = out_->size();
       const std::string row = absl::StrCat(where, ", row ", first_row_ + i);
@@ -215,15 +210,30 @@ class FileReader {
       if (!s.ok()) return Error(absl::StrCat(row, ": ", s.message()));
       out_->push_back(std::move(ex));
     }
-    first_row_ += table->num_rows();
+    first_row_ += in->length();
     return absl::OkStatus();
   }
 
-  // The column's one chunk after CombineChunks (an empty array for no rows).
-  static std::shared_ptr<arrow::Array> Chunk(const arrow::Table& t, const std::string& name) {
-    const std::shared_ptr<arrow::ChunkedArray> col = t.GetColumnByName(name);
-    if (col->num_chunks() == 0) return arrow::MakeEmptyArray(col->type()).ValueOrDie();
-    return col->chunk(0);
+  // The Parquet leaf columns under a field: what ReadRowGroup reads.
+  static void AddLeaves(const parquet::arrow::SchemaField& field, std::vector<int>* out) {
+    if (field.is_leaf()) out->push_back(field.column_index);
+    for (const parquet::arrow::SchemaField& child : field.children) AddLeaves(child, out);
+  }
+
+  // Row group g's column c as one array.
+  absl::Status ReadColumn(int g, const Column& c, std::shared_ptr<arrow::Array>* out) const {
+    const std::string where = absl::StrCat("row group ", g, ", ", c.Where());
+    std::shared_ptr<arrow::ChunkedArray> col;
+    try {
+      arrow::Result<std::shared_ptr<arrow::Table>> read = reader_->ReadRowGroup(g, c.leaves);
+      if (read.ok()) read = (*read)->CombineChunks();
+      if (!read.ok()) return Error(absl::StrCat(where, ": ", read.status().message()));
+      col = (*read)->column(0);
+    } catch (const std::exception& e) {  // parquet::ParquetException from a corrupt page
+      return Error(absl::StrCat(where, ": ", e.what()));
+    }
+    *out = col->num_chunks() > 0 ? col->chunk(0) : arrow::MakeEmptyArray(col->type()).ValueOrDie();
+    return absl::OkStatus();
   }
 
   static absl::Status Text(const arrow::Array& a, int64_t i, const Column& c, std::string* out) {
@@ -245,7 +255,7 @@ class FileReader {
   // The chat at row i as compact JSON, [{"role": ..., "content": ...}, ...]
   // (a null content left out), within the bounds of data/dataset.h.
   absl::Status Messages(const arrow::Array& a, int64_t i, std::string* out) const {
-    auto bad = [&](std::string_view what) {
+    auto bad = [&](const std::string& what) {
       return absl::InvalidArgumentError(absl::StrCat(messages_.Where(), ": ", what));
     };
     if (a.IsNull(i)) return bad("null; expected a non-empty list of turns");
@@ -287,7 +297,6 @@ class FileReader {
   bool chat_target_optional_;
   bool chat_ = false;
   std::unique_ptr<parquet::arrow::FileReader> reader_;
-  std::vector<int> leaves_;
   int64_t first_row_ = 0;
 };
 
