@@ -8,7 +8,8 @@
 // shared loop::PrepareJob; the data and chat template inputs (a data line
 // past its bound, a chat message past its bound, Parquet shards without
 // the prompt column, a template with a huge loop or a huge output) by
-// `plan` and `run`, the two that read data. Every input is generated here.
+// `plan` and `run`, the two that read data. Every input is generated here
+// but the Parquet shards, tests/fixtures/parquet's.
 
 #include <sys/wait.h>
 
