@@ -32,7 +32,8 @@ absl::StatusOr<data::Split> LoadJobData(const v1::JobConfig& job) {
   const bool sft = config::RecipeOf(job) == config::Recipe::kSft;
   for (auto [path, out] :
        {std::pair{&d.train_path(), &split.train}, std::pair{&d.eval_path(), &split.eval}}) {
-    absl::StatusOr<std::vector<data::Example>> examples = data::ReadExamples(*path, d.columns(), sft);
+    absl::StatusOr<std::vector<data::Example>> examples =
+        data::ReadExamples(*path, d.columns(), sft);
     if (!examples.ok()) return examples.status();
     *out = *std::move(examples);
   }
