@@ -25,6 +25,20 @@ void CheckModelSizes(const v1::ModelConfig& m, Checker& c) {
   AtMost(c, "model.max_seq_len", m.max_seq_len(), kMaxSeqLen);
 }
 
+// A Parquet dataset's columns: named, and three different ones.
+void CheckDataColumns(const v1::DataColumns& cols, Checker& c) {
+  const std::pair<const char*, const std::string*> named[] = {
+      {"data.columns.prompt", &cols.prompt()},
+      {"data.columns.answer", &cols.answer()},
+      {"data.columns.messages", &cols.messages()}};
+  for (const auto& [path, name] : named) c.Require(!name->empty(), path, "a column's name", "\"\"");
+  c.Require(cols.answer() != cols.prompt() && cols.answer() != cols.messages(),
+            "data.columns.answer", "a column other than data.columns.prompt and messages",
+            absl::StrCat("\"", cols.answer(), "\""));
+  c.Require(cols.messages() != cols.prompt(), "data.columns.messages",
+            "a column other than data.columns.prompt", absl::StrCat("\"", cols.messages(), "\""));
+}
+
 void CheckBatchSizes(const v1::JobConfig& job, Checker& c) {
   for (const auto& [path, rows] :
        {std::pair{"grpo.prompts_per_step", job.grpo().prompts_per_step()},
@@ -89,6 +103,7 @@ void CheckLimits(const v1::JobConfig& job, Checker& c) {
   const v1::DataConfig& data = job.data();
   c.Require(data.train_path().empty() || !data.eval_path().empty(), "data.eval_path",
             "set when data.train_path is set (held-out examples to evaluate)", "\"\"");
+  CheckDataColumns(data.columns(), c);
 }
 
 }  // namespace trellis::config::internal

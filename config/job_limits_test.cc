@@ -54,6 +54,13 @@ TEST(ValidateJob, RefusesNonFiniteAndAbsurdValuesNamingTheField) {
       {"runtime: {max_nonfinite_skips: 0}",
        "runtime.max_nonfinite_skips: must be in [1, 1000], found 0"},
       {"data: {train_path: a.jsonl}", "data.eval_path: must be set when data.train_path is set"},
+      {"data: {columns: {prompt: \"\"}}",
+       "data.columns.prompt: must be a column's name, found \"\""},
+      {"data: {columns: {answer: question, prompt: question}}",
+       "data.columns.answer: must be a column other than data.columns.prompt and messages, "
+       "found \"question\""},
+      {"data: {columns: {messages: text, prompt: text}}",
+       "data.columns.messages: must be a column other than data.columns.prompt, found \"text\""},
   };
   for (const auto& [yaml, expected] : cases) {
     absl::Status s = ValidateYaml(yaml);

@@ -1,8 +1,8 @@
 #ifndef TRELLIS_DATA_DATASET_H_
 #define TRELLIS_DATA_DATASET_H_
 
-// Datasets of (prompt, answer) examples: JSONL files, or the built-in
-// arithmetic task.
+// Datasets of (prompt, answer) examples: JSONL or Parquet files, or the
+// built-in arithmetic task.
 
 #include <cstdint>
 #include <random>
@@ -36,6 +36,10 @@ inline constexpr size_t kMaxLineBytes = size_t{8} << 20;
 inline constexpr size_t kMaxChatMessages = 1024;
 // One message of a chat, as JSON text (its role, content, tool calls).
 inline constexpr size_t kMaxMessageBytes = size_t{1} << 20;
+// A Parquet row group larger than this (uncompressed, as the file's
+// metadata says) is refused before it is read; a row's prompt and answer
+// together hold at most kMaxLineBytes.
+inline constexpr size_t kMaxRowGroupBytes = size_t{1} << 30;
 
 // One {"prompt": str, "answer": str|number, ...} object per line, or
 // {"messages": [...], "answer": ...}; blank lines are skipped. Errors name
@@ -43,6 +47,16 @@ inline constexpr size_t kMaxMessageBytes = size_t{1} << 20;
 [[nodiscard]] absl::StatusOr<std::vector<Example>> ReadJsonl(const std::string& path);
 [[nodiscard]] absl::Status WriteJsonl(const std::string& path,
                                       const std::vector<Example>& examples);
+
+// The examples of data.train_path or eval_path: Parquet when `path` is a
+// directory (its *.parquet files in name order), names a .parquet file, or
+// its last part has a '*' ("data/train-*.parquet": the matching files in
+// name order), read through `columns` (docs/data.md); otherwise JSON lines
+// (ReadJsonl, or with `sft` ReadSftJsonl). A Parquet example's id is its
+// row's index over the files in order. Errors name the file, column and row.
+[[nodiscard]] absl::StatusOr<std::vector<Example>> ReadExamples(const std::string& path,
+                                                                const v1::DataColumns& columns,
+                                                                bool sft);
 
 struct Split {
   std::vector<Example> train;

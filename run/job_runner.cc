@@ -1,6 +1,7 @@
 #include "run/job_runner.h"
 
 #include <iostream>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -27,14 +28,15 @@ absl::StatusOr<data::Split> LoadJobData(const v1::JobConfig& job) {
     return data::GenerateArithmetic(d.arithmetic(), job.runtime().seed());
   }
   data::Split split;
-  // SFT jobs' lines may name the target "response".
-  const auto read = config::RecipeOf(job) == config::Recipe::kSft ? data::ReadSftJsonl : data::ReadJsonl;
-  absl::StatusOr<std::vector<data::Example>> train = read(d.train_path());
-  if (!train.ok()) return train.status();
-  split.train = *std::move(train);
-  absl::StatusOr<std::vector<data::Example>> eval = read(d.eval_path());
-  if (!eval.ok()) return eval.status();
-  split.eval = *std::move(eval);
+  // SFT jobs' lines may name the target "response", their chats leave it out.
+  const bool sft = config::RecipeOf(job) == config::Recipe::kSft;
+  for (auto [path, out] :
+       {std::pair{&d.train_path(), &split.train}, std::pair{&d.eval_path(), &split.eval}}) {
+    absl::StatusOr<std::vector<data::Example>> examples =
+        data::ReadExamples(*path, d.columns(), sft);
+    if (!examples.ok()) return examples.status();
+    *out = *std::move(examples);
+  }
   return split;
 }
 

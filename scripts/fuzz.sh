@@ -37,7 +37,8 @@ if command -v ccache >/dev/null; then
 fi
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DTRELLIS_FUZZ=ON \
   -DTRELLIS_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" "${launcher[@]}" >/dev/null
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DTRELLIS_ARROW_DIR="$(scripts/arrow_venv.sh)" \
+  "${launcher[@]}" >/dev/null
 build=()
 for t in $targets; do build+=(--target "$t"); done
 cmake --build "$BUILD_DIR" -j "$JOBS" "${build[@]}"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything Trellis builds and runs with: Debian's packages, and
-# LibTorch from PyPI's torch 2.x wheel in the venv of scripts/torch_venv.sh.
-# Idempotent: does nothing when every package is already installed and the
-# venvs of scripts/torch_venv.sh and scripts/k8s_venv.sh exist.
+# LibTorch from PyPI's torch 2.x wheel in the venv of scripts/torch_venv.sh,
+# Apache Arrow's Parquet reader from PyPI's pyarrow wheel in that of
+# scripts/arrow_venv.sh. Idempotent: does nothing when every package is
+# already installed and the venvs of scripts/torch_venv.sh,
+# scripts/arrow_venv.sh and scripts/k8s_venv.sh exist.
 set -euo pipefail
 
 PACKAGES=(
@@ -32,7 +34,8 @@ else
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# PyPI, only inside the venvs they make: LibTorch 2.x, and the Kubernetes
-# schemas for deploy/k8s.
+# PyPI, only inside the venvs they make: LibTorch 2.x, Arrow's C++ libraries,
+# and the Kubernetes schemas for deploy/k8s.
 "$(dirname "$0")/torch_venv.sh" >/dev/null
+"$(dirname "$0")/arrow_venv.sh" >/dev/null
 "$(dirname "$0")/k8s_venv.sh"

@@ -3,11 +3,13 @@
 // allocation of the input's expanded size, no hang. The job files (10,000
 // duplicate LoRA targets, a YAML alias bomb, a NUL in a path, terminal
 // codes in a name, an unknown verifier, a remote verifier without an
-// address, a vocabulary smaller than the tokenizer's) are refused by all
-// three, through the shared loop::PrepareJob; the data and chat template
-// inputs (a data line past its bound, a chat message past its bound, a
-// template with a huge loop or a huge output) by `plan` and `run`, the two
-// that read data. Every input is generated here.
+// address, a vocabulary smaller than the tokenizer's, Parquet columns
+// that name one column twice) are refused by all three, through the
+// shared loop::PrepareJob; the data and chat template inputs (a data line
+// past its bound, a chat message past its bound, Parquet shards without
+// the prompt column, a template with a huge loop or a huge output) by
+// `plan` and `run`, the two that read data. Every input is generated here
+// but the Parquet shards, tests/fixtures/parquet's.
 
 #include <sys/wait.h>
 
@@ -139,6 +141,22 @@ const std::vector<BadInput>& BadInputs() {
          return TemplateJob(dir, "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}");
        },
        "the rendering makes text of", 2, kWithData},
+      {"data_columns_naming_one_column_twice",
+       [](const fs::path&) { return std::string("data: {columns: {answer: prompt}}\n"); },
+       "data.columns.answer: must be a column other than data.columns.prompt and messages, "
+       "found \"prompt\"",
+       2, kPrepared},
+      {"parquet_column_missing",
+       [](const fs::path&) {
+         const fs::path shards = fs::path(TRELLIS_SOURCE_DIR) / "tests/fixtures/parquet/plain/data";
+         return absl::StrCat("data: {train_path: \"", (shards / "train-*.parquet").string(),
+                             "\", eval_path: ", (shards / "test-00000-of-00001.parquet").string(),
+                             "}\n");
+       },
+       "train-00000-of-00002.parquet: no column \"prompt\" (data.columns.prompt) nor column "
+       "\"messages\" (data.columns.messages); the file's columns: \"question\", \"answer\", "
+       "\"source\"",
+       2, kWithData},
   };
   return *inputs;
 }
@@ -193,7 +211,7 @@ TEST_P(BadInputTest, EveryCommandRefusesItWithTheSameError) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Inputs, BadInputTest, ::testing::Range<size_t>(0, 11),
+INSTANTIATE_TEST_SUITE_P(Inputs, BadInputTest, ::testing::Range<size_t>(0, BadInputs().size()),
                          [](const ::testing::TestParamInfo<size_t>& info) {
                            return std::string(BadInputs()[info.param].name);
                          });
