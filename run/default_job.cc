@@ -15,7 +15,7 @@ name: grpo-arithmetic
 data:
   arithmetic: {min_digits: 1, max_digits: 2, operators: "+", num_problems: 8000}
 sft:
-  steps: 400
+  steps: 800
   batch_size: 256
   target_accuracy: 0.3
   optimizer: {lr: 0.003, warmup_steps: 20}
