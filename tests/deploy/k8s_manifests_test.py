@@ -89,8 +89,8 @@ class ManifestsTest(unittest.TestCase):
     def test_no_statefulset_for_a_role_the_job_does_not_run(self):
         # Without a KL penalty GRPO needs no reference (trellis place says so).
         self.edit("job-configmap.yaml", lambda d: d["data"].update(
-            {"job.yaml": d["data"]["job.yaml"].replace("  steps: 150\n",
-                                                       "  steps: 150\n  kl_coef: 0\n")}))
+            {"job.yaml": d["data"]["job.yaml"].replace("  steps: 300\n",
+                                                       "  steps: 300\n  kl_coef: 0\n")}))
         self.expect("StatefulSet trellis-reference: runs reference, which the job does not")
 
     def test_every_manifest_is_listed(self):
