@@ -46,12 +46,15 @@ def main():
     if bad:
         sys.exit(f"check_real_model: loading {directory}: {bad}")
     model.eval()
-    prompt = tok.apply_chat_template(QUESTION, add_generation_prompt=True, return_tensors="pt",
-                                     return_dict=True)["input_ids"]
+    encoded = tok.apply_chat_template(QUESTION, add_generation_prompt=True, return_tensors="pt",
+                                      return_dict=True)
+    prompt = encoded["input_ids"]
     with torch.no_grad():
         logits = model(prompt).logits
-        out = model.generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False,
-                             eos_token_id=None, pad_token_id=tok.pad_token_id)
+        # The mask is given: without it generate takes the prompt's
+        # <|im_end|> (the pad id too) for padding.
+        out = model.generate(**encoded, max_new_tokens=NEW_TOKENS, do_sample=False,
+                             pad_token_id=tok.pad_token_id)
     generated = out[:, prompt.shape[1]:]
     print("prompt:", repr(tok.decode(prompt[0])))
     print("greedy reply:", repr(tok.decode(generated[0], skip_special_tokens=False)))
