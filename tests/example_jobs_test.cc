@@ -29,6 +29,7 @@
 #include "gtest/gtest.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
+#include "tests/made_model.h"
 #include "run/job_runner.h"
 #include "verifier/verifier.h"
 
@@ -45,7 +46,7 @@ class ExampleJobsTest : public testing::Test {
   static std::vector<std::string> JobFiles() {
     std::vector<std::string> files;
     for (const auto& entry : fs::directory_iterator("examples/jobs")) {
-      if (entry.path().extension() == ".yaml" && !ModelNotMade(entry.path().string())) {
+      if (entry.path().extension() == ".yaml" && !NotMade(entry.path().string())) {
         files.push_back(entry.path().string());
       }
     }
@@ -53,12 +54,10 @@ class ExampleJobsTest : public testing::Test {
     return files;
   }
 
-  // Whether the job's model.path lies under models/ and is absent.
-  static bool ModelNotMade(const std::string& path) {
+  // Whether the job names a model made on demand that is absent.
+  static bool NotMade(const std::string& path) {
     absl::StatusOr<v1::JobConfig> job = config::LoadJobFile(path);
-    if (!job.ok()) return false;  // Load reports it
-    const std::string& model = job->model().path();
-    return absl::StartsWith(model, "models/") && !fs::exists(model + "/config.json");
+    return job.ok() && testing_util::ModelNotMade(*job);  // Load reports a bad file
   }
 
   // The job file, prepared as `trellis resolve` prepares it.
