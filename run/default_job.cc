@@ -21,7 +21,7 @@ sft:
   optimizer: {lr: 0.003, warmup_steps: 20}
 grpo:
   steps: 300
-  prompts_per_step: 32
+  prompts_per_step: 64
   responses_per_prompt: 8
   optimizer: {lr: 0.0002, warmup_steps: 10}
 runtime:
