@@ -363,6 +363,8 @@ struct Ledger::Impl {
   // What the process holds: resident memory, heap, the program's baseline
   // (the process's first sample: its first ledger's construction).
   ProcessMemoryWatch process_memory{ProcessBaseline()};
+  // Each launched worker's process, as it last reported it.
+  std::map<std::string, ProcessMemoryAccount> remote_processes ABSL_GUARDED_BY(mu);
 
   // Device memory (AddDeviceMemory): the devices, the step's windows on
   // them, and by device name its run peaks and each role's highest span
