@@ -36,8 +36,8 @@ inline absl::StatusOr<v1::JobConfig> TinyJobConfig() {
   return job;
 }
 
-// Three variations of `tiny` that differ in micro-batch, sequence length and
-// model size: the planner's checks (tests/measure_test.cc,
+// Variations of `tiny` that differ in micro-batch, sequence length, model
+// size and LoRA: the planner's checks (tests/measure_test.cc,
 // bench/plan_bench.cc).
 inline std::vector<v1::JobConfig> PlannerJobs(const v1::JobConfig& tiny) {
   v1::JobConfig a = tiny;
