@@ -43,6 +43,11 @@ void LedgerForwarder::Add(v1::LedgerRecord record) {
   buffer_.push_back(std::move(record));
 }
 
+void LedgerForwarder::SetProcess(v1::ProcessMemory process) {
+  absl::MutexLock lock(&mu_);
+  process_ = std::move(process);
+}
+
 void LedgerForwarder::StepAdvanced(int64_t step) {
   absl::MutexLock lock(&mu_);
   step_ = std::max(step_, step);
@@ -82,13 +87,16 @@ void LedgerForwarder::Flush() {
       mu_.Await(absl::Condition(&due));
       for (v1::LedgerRecord& r : buffer_) *report.add_records() = std::move(r);
       buffer_.clear();
+      if (process_.has_value()) *report.mutable_process() = *std::move(process_);
+      process_.reset();
       step = step_;
       last = closing_;
     }
     // Outside the lock: Add() and StepAdvanced() never wait for the call.
-    absl::Status sent = report.records().empty() ? absl::OkStatus() : send_(report);
+    const bool any = !report.records().empty() || report.has_process();
+    absl::Status sent = any ? send_(report) : absl::OkStatus();
     absl::MutexLock lock(&mu_);
-    if (!report.records().empty()) {
+    if (any) {
       counts_.calls += 1;
       (sent.ok() ? counts_.sent : counts_.lost) += report.records_size();
     }

@@ -8,12 +8,15 @@
 // buffer reaches `flush_at` records, and at Close(). So a worker makes at
 // most one call per step (plus one per `flush_at` records and one at
 // exit), and a slow scheduler delays only the flusher. Records keep the
-// order they were added in, within and across calls.
+// order they were added in, within and across calls. The worker's process
+// memory (SetProcess) rides on the next report, alone when no record is
+// buffered.
 //
 // Thread-safe.
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +65,9 @@ class LedgerForwarder {
 
   // Buffers `record`; never waits for a call.
   void Add(v1::LedgerRecord record);
+  // The worker's process memory now; the next report carries it (the
+  // latest set replaces one not yet sent). Never waits for a call.
+  void SetProcess(v1::ProcessMemory process);
   // The job is in `step` now: if that is a step not seen before, the
   // buffer goes in one call. Never waits for a call.
   void StepAdvanced(int64_t step);
@@ -81,6 +87,7 @@ class LedgerForwarder {
   const Options options_;
   mutable absl::Mutex mu_;
   std::vector<v1::LedgerRecord> buffer_ ABSL_GUARDED_BY(mu_);
+  std::optional<v1::ProcessMemory> process_ ABSL_GUARDED_BY(mu_);
   // The newest step seen, and the one whose records are out.
   int64_t step_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t delivered_step_ ABSL_GUARDED_BY(mu_) = -1;

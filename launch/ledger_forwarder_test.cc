@@ -54,6 +54,14 @@ class FakeScheduler {
     };
     mu_.Await(absl::Condition(&arrived));
   }
+  // Blocks until `n` reports have reached the fake.
+  void AwaitReports(size_t n) {
+    absl::MutexLock lock(&mu_);
+    const auto arrived = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return reports_.size() >= n;
+    };
+    mu_.Await(absl::Condition(&arrived));
+  }
   std::vector<v1::LedgerReport> reports() {
     absl::MutexLock lock(&mu_);
     return reports_;
@@ -186,6 +194,39 @@ TEST(LedgerForwarderTest, AFailedCallCountsItsRecordsLostAndTheStepDelivered) {
   EXPECT_EQ(counts.sent, 0);
   // A drain waits for the step, not for records that cannot arrive.
   EXPECT_EQ(forwarder.delivered_step(), 5);
+}
+
+v1::ProcessMemory Process(int64_t peak) {
+  v1::ProcessMemory p;
+  p.set_peak_resident_bytes(peak);
+  return p;
+}
+
+// The process memory rides on the step's report, alone when no record is
+// buffered; of two set before a report, the later goes; Close sends the
+// last.
+TEST(LedgerForwarderTest, ProcessMemoryGoesWithTheNextReportTheLatestOnly) {
+  FakeScheduler scheduler;
+  LedgerForwarder forwarder("actor-0", scheduler.AsSend());
+  forwarder.SetProcess(Process(100));
+  forwarder.SetProcess(Process(200));
+  forwarder.StepAdvanced(0);
+  scheduler.AwaitReports(1);
+  forwarder.Add(Record(7));
+  forwarder.StepAdvanced(1);
+  scheduler.AwaitRecords(1);
+  forwarder.SetProcess(Process(300));
+  const LedgerForwarder::Counts counts = forwarder.Close();
+
+  const std::vector<v1::LedgerReport> reports = scheduler.reports();
+  ASSERT_EQ(reports.size(), 3u);
+  EXPECT_EQ(reports[0].records_size(), 0);
+  EXPECT_EQ(reports[0].process().peak_resident_bytes(), 200);
+  EXPECT_EQ(reports[1].records_size(), 1);
+  EXPECT_FALSE(reports[1].has_process());
+  EXPECT_EQ(reports[2].process().peak_resident_bytes(), 300);
+  EXPECT_EQ(counts.calls, 3);
+  EXPECT_EQ(counts.sent, 1);
 }
 
 // What a worker's ledger forwards goes out with ledger/kinds.h's names,

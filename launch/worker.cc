@@ -24,6 +24,7 @@
 #include "learner/learner_service.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
+#include "ledger/process_memory_proto.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
 #include "model/device.h"
@@ -348,6 +349,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       if (warned) log << id << ": scheduler answers again" << std::endl;
       warned = false;
       last_ok = absl::Now();
+      forwarder.SetProcess(ledger::ProcessMemoryToProto(ledger.ProcessAccount()));
       forwarder.StepAdvanced(reply->step());
       if (reply->shutdown()) break;
     } else if (absl::IsFailedPrecondition(reply.status()) || absl::IsNotFound(reply.status())) {
@@ -374,6 +376,7 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   reference_service.Bind(nullptr, config::RequestLimits(), "");
   // What is still buffered goes before the worker stops.
   ledger.ForwardRecords(nullptr);
+  forwarder.SetProcess(ledger::ProcessMemoryToProto(ledger.ProcessAccount()));
   const LedgerForwarder::Counts counts = forwarder.Close();
   log << id << ": ledger records: " << counts.recorded << " made, " << counts.sent << " sent in "
       << counts.calls << " calls, " << counts.dropped << " dropped, " << counts.lost << " lost"

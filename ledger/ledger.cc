@@ -140,6 +140,17 @@ void Ledger::RecordRemoteObject(std::string_view role, Object object, int64_t by
   RecordObject(role, object, bytes, stage);
 }
 
+ProcessMemoryAccount Ledger::ProcessAccount() {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->SampleProcessMemory(kNoStage);
+  return impl_->process_memory.Account();
+}
+
+void Ledger::RecordRemoteProcess(std::string_view role, const ProcessMemoryAccount& account) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->remote_processes[std::string(role)] = account;
+}
+
 void Ledger::RecordObject(std::string_view role, Object object, int64_t bytes,
                           Stage stage) {
   const int o = static_cast<int>(object);

@@ -29,6 +29,7 @@
 #include "ledger/attribution.h"
 #include "ledger/kinds.h"
 #include "ledger/memory_source.h"
+#include "ledger/process_memory.h"
 #include "trellis/v1/rollout.pb.h"
 
 namespace trellis::ledger {
@@ -300,6 +301,13 @@ class Ledger {
   // RecordObject's, but never attributed to a peak this process measured,
   // nor counted in its process memory.
   void RecordRemoteObject(std::string_view role, Object object, int64_t bytes, Stage stage);
+  // This process's memory named part by part, from a sample taken now and
+  // every earlier one: what summary.json memory.process shows.
+  ProcessMemoryAccount ProcessAccount();
+  // Another process's memory (a launched worker's, forwarded to the
+  // scheduler's ledger; `role` is the worker): the latest account replaces
+  // the earlier. summary.json memory.worker_processes.
+  void RecordRemoteProcess(std::string_view role, const ProcessMemoryAccount& account);
   void RecordHandoff(std::string_view role, const v1::WeightSyncStats& stats);
   // One move of `role`'s `object` between its compute device and host
   // memory (CPU offload, the colocated placement: docs/gpu.md), inside

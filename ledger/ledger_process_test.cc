@@ -11,6 +11,8 @@
 #include "gtest/gtest.h"
 #include "ledger/ledger.h"
 #include "ledger/process_memory.h"
+#include "ledger/process_memory_proto.h"
+#include "gmock/gmock.h"
 #include "ledger/testing/fake_memory_source.h"
 #include "ledger/testing/jsonl.h"
 
@@ -75,7 +77,8 @@ TEST_F(LedgerProcessTest, RecordsResidentMemoryPerSpanStepAndStage) {
   std::ifstream in(summary_path);
   const json process = json::parse(in)["memory"]["process"];
   EXPECT_EQ(process["peak_resident_bytes"], 9000);
-  EXPECT_EQ(process["resident_at_sample_bytes"], 5000);
+  // The update's sample stands for the mark that rose inside it.
+  EXPECT_EQ(process["resident_at_sample_bytes"], 9000);
   EXPECT_EQ(process["objects_bytes"], 300);
   EXPECT_EQ(process["stage_peak_resident_bytes"]["update"], 9000);
   EXPECT_EQ(process["stage_peak_resident_bytes"]["load"], 4000);
@@ -126,6 +129,51 @@ TEST_F(LedgerProcessTest, AnotherProcesssObjectsAreNeverAttributedToThisOnesPeak
   ASSERT_TRUE(ledger.WriteSummary(summary_path).ok());
   std::ifstream in(summary_path);
   EXPECT_EQ(json::parse(in)["memory"]["process"]["objects_bytes"], 640);
+}
+
+// A launched worker's process memory reaches the scheduler's ledger as its
+// report carries it (v1::ProcessMemory): summary.json names the worker's
+// peak part by part as the worker's own ledger did, beside the
+// scheduler's own process.
+TEST_F(LedgerProcessTest, AWorkersProcessIsSummarizedAsItsOwnLedgerNamedIt) {
+  env::testing::FakeEnv env;
+  Ledger worker(&env);
+  Set(4000, 4000, 1000, 1200);  // The worker's first look: its baseline.
+  worker.RecordObject("actor-0", Object::kParameters, 2000, Stage::kLoad);
+  Set(7000, 7500, 3500, 4000);
+  const ProcessMemoryAccount sent = worker.ProcessAccount();
+  EXPECT_EQ(sent.peak_resident_bytes, 7500);
+  EXPECT_EQ(sent.objects_bytes, 2000);
+
+  absl::StatusOr<ProcessMemoryAccount> received =
+      ProcessMemoryFromProto(ProcessMemoryToProto(sent), "process.");
+  ASSERT_TRUE(received.ok()) << received.status();
+  Ledger scheduler(&env);
+  scheduler.RecordRemoteProcess("actor-0", *received);
+  const std::string summary_path = ::testing::TempDir() + "/worker_process_summary.json";
+  ASSERT_TRUE(scheduler.WriteSummary(summary_path).ok());
+  std::ifstream in(summary_path);
+  const json memory = json::parse(in)["memory"];
+  const json& actor = memory["worker_processes"]["actor-0"];
+  EXPECT_EQ(actor, ProcessMemoryAccountJson(sent)) << actor.dump(2);
+  EXPECT_EQ(actor["peak_resident_bytes"], 7500);
+  EXPECT_TRUE(memory.contains("process"));
+}
+
+// A figure out of [0, 2^48] is refused naming its field.
+TEST(ProcessMemoryProtoTest, RefusesAFigureOutOfRangeNamingItsField) {
+  v1::ProcessMemory p;
+  p.set_peak_resident_bytes(1000);
+  p.mutable_baseline()->set_heap_held_bytes(-5);
+  absl::StatusOr<ProcessMemoryAccount> a = ProcessMemoryFromProto(p, "process.");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(a.status().message(),
+              ::testing::HasSubstr("process.baseline.heap_held_bytes: must be in [0, 2^48"));
+  p.mutable_baseline()->set_heap_held_bytes(0);
+  p.set_tracked_bytes((int64_t{1} << 48) + 1);
+  EXPECT_THAT(ProcessMemoryFromProto(p, "process.").status().message(),
+              ::testing::HasSubstr("process.tracked_bytes"));
 }
 
 }  // namespace

@@ -129,6 +129,10 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
     }
     json process = ProcessMemoryAccountJson(d.process_memory.Account());
     process["stage_peak_resident_bytes"] = d.process_memory.StagePeaks();
+    json worker_processes = json::object();
+    for (const auto& [role, account] : d.remote_processes) {
+      worker_processes[role] = ProcessMemoryAccountJson(account);
+    }
     j["memory"] = {{"tracked", MemoryTracker::installed()},
                    {"device", devices},
                    {"peak_bytes", d.peak},
@@ -138,7 +142,8 @@ absl::Status Ledger::WriteSummary(const std::string& path) const {
                    {"reserved_equals_allocated", true},
                    {"role_peaks", roles},
                    {"lifetimes", lifetimes},
-                   {"process", process}};
+                   {"process", process},
+                   {"worker_processes", worker_processes}};
     json evals = json::object();
     for (const auto& [label, e] : d.evals) evals[label] = internal::EvalMetricsJson(e);
     j["eval"] = evals;

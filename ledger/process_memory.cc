@@ -156,8 +156,26 @@ nlohmann::json ProcessMemoryAccountJson(const ProcessMemoryAccount& a) {
 }
 
 void ProcessMemoryWatch::Observe(const ProcessSample& sample, int64_t tracked_bytes,
-                                 int64_t objects_bytes, std::string_view stage) {
+                                 int64_t objects_bytes, std::string_view stage,
+                                 int64_t window_tracked_peak) {
   absl::MutexLock lock(&mu_);
+  // A high-water mark that rose since the last sample was reached inside
+  // the window this sample ends, taken to be at the window's tensor peak:
+  // the tensors freed since were then in use on the heap too.
+  ProcessSample at = sample;
+  int64_t tracked = tracked_bytes;
+  if (sample.peak_resident_bytes > hwm_) {
+    const int64_t freed = Positive(window_tracked_peak - tracked_bytes);
+    at.resident_bytes = std::max(sample.peak_resident_bytes, sample.resident_bytes);
+    at.heap_in_use_bytes += freed;
+    at.heap_held_bytes = std::max(at.heap_held_bytes, at.heap_in_use_bytes);
+    tracked += freed;
+  }
+  if (at.resident_bytes > top_.resident_bytes) {
+    top_ = at;
+    top_tracked_ = tracked;
+    top_objects_ = objects_bytes;
+  }
   // A high-water mark that rose since the last sample was reached in
   // between, so in this sample's stage and step.
   const int64_t highest = sample.peak_resident_bytes > hwm_
@@ -167,11 +185,6 @@ void ProcessMemoryWatch::Observe(const ProcessSample& sample, int64_t tracked_by
   step_peak_ = std::max(step_peak_, highest);
   int64_t& stage_peak = stage_peaks_[std::string(stage)];
   stage_peak = std::max(stage_peak, highest);
-  if (sample.resident_bytes > top_.resident_bytes) {
-    top_ = sample;
-    top_tracked_ = tracked_bytes;
-    top_objects_ = objects_bytes;
-  }
 }
 
 int64_t ProcessMemoryWatch::TakeStepPeak() {

@@ -64,7 +64,9 @@ ProcessSample ProcessBaseline();
 struct ProcessMemoryAccount {
   // VmHWM: the highest resident memory the process ever had.
   int64_t peak_resident_bytes = 0;
-  // The sample that saw the most resident memory, and what was in it.
+  // The sample that saw the most resident memory (where the high-water
+  // mark rose inside a window, the sample standing for that mark:
+  // ProcessMemoryWatch::Observe), and what was in it.
   ProcessSample at_peak;
   int64_t tracked_bytes = 0;  // c10 tensors live (the memory tracker)
   int64_t objects_bytes = 0;  // the roles' objects of this process
@@ -107,9 +109,13 @@ class ProcessMemoryWatch {
  public:
   explicit ProcessMemoryWatch(ProcessSample baseline) : baseline_(baseline) {}
   // A sample taken in `stage` ("none": between spans), with the tracker's
-  // live bytes and the process's objects at that moment.
+  // live bytes and the process's objects at that moment, and the tracker's
+  // peak in the window the sample ends (a span's; tracked_bytes where there
+  // is none). Where the high-water mark rose since the previous sample,
+  // the sample stands for that mark: resident at it, with the tensors
+  // freed since the window's peak counted in use on the heap.
   void Observe(const ProcessSample& sample, int64_t tracked_bytes, int64_t objects_bytes,
-               std::string_view stage);
+               std::string_view stage, int64_t window_tracked_peak);
   // The step's highest resident memory so far, and starts a new step.
   int64_t TakeStepPeak();
   ProcessMemoryAccount Account() const;

@@ -98,11 +98,11 @@ TEST(ProcessMemoryTest, NoPartIsNegativeAndNoFractionPassesOne) {
 
 TEST(ProcessMemoryTest, WatchKeepsTheMostResidentSampleAndStageAndStepPeaks) {
   ProcessMemoryWatch watch(Sample(100, 100, 0, 10, 10));
-  watch.Observe(Sample(300, 300, 0, 200, 220), 150, 100, "load");
+  watch.Observe(Sample(300, 300, 0, 200, 220), 150, 100, "load", 150);
   // The high-water mark rose to 900 between samples: reached in "update".
-  watch.Observe(Sample(500, 900, 0, 300, 400), 250, 200, "update");
+  watch.Observe(Sample(500, 900, 0, 300, 400), 250, 200, "update", 250);
   EXPECT_EQ(watch.TakeStepPeak(), 900);
-  watch.Observe(Sample(400, 900, 0, 300, 400), 250, 200, "rollout");
+  watch.Observe(Sample(400, 900, 0, 300, 400), 250, 200, "rollout", 250);
   EXPECT_EQ(watch.TakeStepPeak(), 400);
   EXPECT_EQ(watch.TakeStepPeak(), 0);
   const std::map<std::string, int64_t> stages = watch.StagePeaks();
@@ -111,12 +111,35 @@ TEST(ProcessMemoryTest, WatchKeepsTheMostResidentSampleAndStageAndStepPeaks) {
   EXPECT_EQ(stages.at("rollout"), 400);
   const ProcessMemoryAccount a = watch.Account();
   EXPECT_EQ(a.peak_resident_bytes, 900);
-  EXPECT_EQ(a.at_peak.resident_bytes, 500);
+  // The update's sample stands for the mark it saw rise.
+  EXPECT_EQ(a.at_peak.resident_bytes, 900);
   EXPECT_EQ(a.tracked_bytes, 250);
   EXPECT_EQ(a.objects_bytes, 200);
   // 100 program + 250 tensors (200 objects) + 40 other heap + 100 free.
   EXPECT_EQ(a.named_bytes, 490);
   EXPECT_EQ(a.remainder_bytes, 410);
+}
+
+// A window whose tensors peaked above what is live at its end, with the
+// high-water mark rising inside it: the account names the peak with those
+// tensors in use on the heap, not the emptier heap after them.
+TEST(ProcessMemoryTest, AMarkReachedInsideAWindowIsNamedWithTheWindowsTensorPeak) {
+  ProcessMemoryWatch watch(Sample(100, 100, 0, 10, 10));
+  // The update's tensors peaked at 700 and 200 remain; its freed blocks
+  // went back to the system (held 260), and the mark rose to 900.
+  watch.Observe(Sample(400, 900, 0, 250, 260), 200, 150, "update", 700);
+  // Later a sample more resident than the one before but below the mark.
+  watch.Observe(Sample(600, 900, 0, 450, 480), 400, 150, "rollout", 400);
+  const ProcessMemoryAccount a = watch.Account();
+  EXPECT_EQ(a.peak_resident_bytes, 900);
+  EXPECT_EQ(a.at_peak.resident_bytes, 900);
+  EXPECT_EQ(a.tracked_bytes, 700);
+  EXPECT_EQ(a.at_peak.heap_in_use_bytes, 750);
+  EXPECT_EQ(a.at_peak.heap_held_bytes, 750);
+  // 100 program + 740 heap growth in use (700 tensors, 150 of them
+  // objects) = 840 named of 900.
+  EXPECT_EQ(a.named_bytes, 840);
+  EXPECT_EQ(a.remainder_bytes, 60);
 }
 
 TEST(ProcessMemoryTest, FakeSamplerReplacesTheRealOne) {

@@ -10,23 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
 #include "config/request_limits.h"
+#include "ledger/process_memory_proto.h"
 #include "loop/recipe.h"
 #include "rpc/status.h"
 #include "weightsync/grpc_transport.h"
 
 namespace trellis::scheduler {
 namespace {
-
-// The most bytes one forwarded record may claim: 2^48 (256 TiB), far above
-// any object or move of a worker, so that a record claiming more is a
-// broken or hostile worker's, not a number for the ledger's sums.
-constexpr int64_t kMaxRecordBytes = int64_t{1} << 48;
-
-absl::Status CheckBytes(const std::string& field, int64_t bytes) {
-  if (bytes >= 0 && bytes <= kMaxRecordBytes) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, ": must be in [0, 2^48 = ", kMaxRecordBytes, "], found ", bytes));
-}
 
 // Why the scheduler's ledger cannot take `r`, records[i] of a report,
 // naming the field; OK when it can (then every name in it is known).
@@ -44,7 +34,7 @@ absl::Status CheckRecord(const v1::LedgerRecord& r, int i) {
       if (!ledger::StageFromName(r.object().stage())) {
         return unknown("object.stage", "stage", r.object().stage());
       }
-      return CheckBytes(where + "object.bytes", r.object().bytes());
+      return ledger::CheckReportedBytes(where + "object.bytes", r.object().bytes());
     case v1::LedgerRecord::kMove: {
       const v1::MoveRecord& m = r.move();
       if (!ledger::ObjectFromName(m.object())) return unknown("move.object", "object", m.object());
@@ -53,7 +43,7 @@ absl::Status CheckRecord(const v1::LedgerRecord& r, int i) {
                                                        m.direction(), "' (expected out or in)"));
       }
       if (!ledger::StageFromName(m.stage())) return unknown("move.stage", "stage", m.stage());
-      if (absl::Status s = CheckBytes(where + "move.bytes", m.bytes()); !s.ok()) return s;
+      if (absl::Status s = ledger::CheckReportedBytes(where + "move.bytes", m.bytes()); !s.ok()) return s;
       if (!std::isfinite(m.seconds()) || m.seconds() < 0) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, "move.seconds: must be finite and >= 0, found ", m.seconds()));
@@ -65,9 +55,10 @@ absl::Status CheckRecord(const v1::LedgerRecord& r, int i) {
   return absl::InvalidArgumentError(absl::StrCat("records[", i, "]: empty"));
 }
 
-// Replays a report CheckRecord accepted whole, each record with the
-// worker's id as its role; the worker's objects are another process's, so
-// no peak the scheduler measures is attributed to them.
+// Replays a report CheckRecord and ProcessMemoryFromProto accepted whole,
+// each record with the worker's id as its role; the worker's objects are
+// another process's, so no peak the scheduler measures is attributed to
+// them. Its process memory replaces the one it sent before.
 void Record(ledger::Ledger& ledger, const v1::LedgerReport& report) {
   const std::string& role = report.worker_id();
   for (const v1::LedgerRecord& r : report.records()) {
@@ -81,6 +72,12 @@ void Record(ledger::Ledger& ledger, const v1::LedgerReport& report) {
     const v1::ObjectRecord& o = r.object();
     ledger.RecordRemoteObject(role, *ledger::ObjectFromName(o.object()), o.bytes(),
                               *ledger::StageFromName(o.stage()));
+  }
+  if (!report.has_process()) return;
+  if (absl::StatusOr<ledger::ProcessMemoryAccount> process =
+          ledger::ProcessMemoryFromProto(report.process(), "process.");
+      process.ok()) {
+    ledger.RecordRemoteProcess(role, *process);
   }
 }
 
@@ -257,6 +254,13 @@ grpc::Status SchedulerService::ReportLedger(grpc::ServerContext*, const v1::Ledg
   // All or none: a batch is checked whole, then recorded in its order.
   for (int i = 0; i < request->records_size(); ++i) {
     if (absl::Status s = CheckRecord(request->records(i), i); !s.ok()) {
+      return rpc::ToGrpc(absl::Status(
+          s.code(), absl::StrCat("ledger report of ", request->worker_id(), ": ", s.message())));
+    }
+  }
+  if (request->has_process()) {
+    if (absl::Status s = ledger::ProcessMemoryFromProto(request->process(), "process.").status();
+        !s.ok()) {
       return rpc::ToGrpc(absl::Status(
           s.code(), absl::StrCat("ledger report of ", request->worker_id(), ": ", s.message())));
     }

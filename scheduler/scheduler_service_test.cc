@@ -146,5 +146,23 @@ TEST_F(ReportLedgerTest, RefusesAnObjectOfAbsurdSizeNamingWorkerAndField) {
   EXPECT_TRUE(records_.empty());
 }
 
+// A report's process memory with a bad figure is refused whole, naming the
+// worker and the field; nothing of it is recorded.
+TEST_F(ReportLedgerTest, RefusesABadProcessMemoryNamingWorkerAndField) {
+  v1::LedgerReport report;
+  report.set_worker_id("learner-0");
+  v1::ObjectRecord* o = report.add_records()->mutable_object();
+  o->set_object("parameters");
+  o->set_bytes(100);
+  o->set_stage("load");
+  report.mutable_process()->set_peak_resident_bytes(1 << 20);
+  report.mutable_process()->mutable_at_peak()->set_resident_bytes(-1);
+  const grpc::Status s = Report(report);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("ledger report of learner-0: process.at_peak.resident_bytes: must be in"));
+  EXPECT_TRUE(records_.empty());
+}
+
 }  // namespace
 }  // namespace trellis::scheduler

@@ -1,8 +1,9 @@
 // What a run's process really holds (summary.json memory.process,
 // ledger/process_memory.h) on the tiny job, embedded and launched: every
 // part and every share non-negative and within the whole, step records with
-// their resident peak, and, embedded, nearly all of the peak resident
-// memory named.
+// their resident peak, and nearly all of each process's peak resident
+// memory named: the embedded run's one process, and each launched worker's
+// (forwarded to the scheduler: memory.worker_processes).
 
 #include <unistd.h>
 
@@ -20,9 +21,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-json ReadSummaryProcess(const fs::path& dir) {
+json ReadSummaryMemory(const fs::path& dir) {
   std::ifstream in(dir / "summary.json");
-  return json::parse(in)["memory"]["process"];
+  return json::parse(in)["memory"];
 }
 
 // Every part within [0, peak], the parts adding up to named_bytes, named +
@@ -46,7 +47,7 @@ void ExpectConsistent(const json& p, const std::string& run) {
       << run;
   EXPECT_GE(p["named_fraction"].get<double>(), 0) << run;
   EXPECT_LE(p["named_fraction"].get<double>(), 1) << run;
-  for (const auto& [stage, bytes] : p["stage_peak_resident_bytes"].items()) {
+  for (const auto& [stage, bytes] : p.value("stage_peak_resident_bytes", json::object()).items()) {
     EXPECT_GT(bytes.get<int64_t>(), 0) << run << " " << stage;
     EXPECT_LE(bytes.get<int64_t>(), peak) << run << " " << stage;
   }
@@ -72,16 +73,25 @@ TEST(ProcessMemoryE2eTest, EmbeddedRunNamesItsPeakResidentMemory) {
   fs::create_directories(root);
   const v1::JobConfig job = testing_util::VaryingRewardsJob(2);
   testing_util::RunTrellis(root, "run", "embedded", job);
-  const json embedded = ReadSummaryProcess(root / "embedded");
+  const json embedded = ReadSummaryMemory(root / "embedded")["process"];
   ExpectConsistent(embedded, "embedded");
   ExpectStepPeaks(root / "embedded");
   EXPECT_GE(embedded["named_fraction"].get<double>(), 0.95) << embedded.dump(2);
+  EXPECT_TRUE(ReadSummaryMemory(root / "embedded")["worker_processes"].empty());
 
-  // Launched: the scheduler process's own account (the workers' are not
-  // forwarded).
+  // Launched: the scheduler process's own account, and each worker's.
   testing_util::RunTrellis(root, "launch", "launched", job);
-  ExpectConsistent(ReadSummaryProcess(root / "launched"), "launched");
+  const json launched = ReadSummaryMemory(root / "launched");
+  ExpectConsistent(launched["process"], "launched scheduler");
   ExpectStepPeaks(root / "launched");
+  const json& workers = launched["worker_processes"];
+  for (const char* worker : {"learner-0", "actor-0"}) {
+    EXPECT_TRUE(workers.contains(worker)) << worker << " missing: " << workers.dump(2);
+  }
+  for (const auto& [worker, p] : workers.items()) {
+    ExpectConsistent(p, "launched " + worker);
+    EXPECT_GE(p["named_fraction"].get<double>(), 0.95) << worker << ": " << p.dump(2);
+  }
 }
 
 }  // namespace

@@ -57,6 +57,15 @@ absl::Status ReadJson(const std::string& path, json* out) {
   return absl::OkStatus();
 }
 
+// summary.json's account of one process (ledger/process_memory.h); throws
+// json::exception where a field is missing.
+ProcessFacts Process(const json& process) {
+  return {.allocated_bytes = process.at("tracked_bytes").get<int64_t>(),
+          .heap_held_bytes = process.at("heap_held_bytes").get<int64_t>(),
+          .resident_peak_bytes = process.at("peak_resident_bytes").get<int64_t>(),
+          .named_bytes = process.at("named_bytes").get<int64_t>()};
+}
+
 absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* baseline_job,
                                  const CompareOptions& options, v1::JobConfig* job_out) {
   RunFacts r;
@@ -95,12 +104,11 @@ absl::StatusOr<RunFacts> ReadRun(const std::string& dir, const v1::JobConfig* ba
       if (role == config::WorkerId(v1::LEARNER).ToString()) r.learner_peak = p;
       if (p.measured_bytes > r.peak.measured_bytes) r.peak = std::move(p);
     }
+    const json workers = memory.value("worker_processes", json::object());
     if (memory.contains("process")) {
-      const json& process = memory.at("process");
-      r.heap_held_bytes = process.at("heap_held_bytes").get<int64_t>();
-      r.resident_peak_bytes = process.at("peak_resident_bytes").get<int64_t>();
-      r.named_bytes = process.at("named_bytes").get<int64_t>();
+      r.processes[workers.empty() ? "process" : "scheduler"] = Process(memory.at("process"));
     }
+    for (const auto& [worker, process] : workers.items()) r.processes[worker] = Process(process);
     r.generated_tokens_per_second = s.at("tokens_per_second").at("generated").get<double>();
     r.trained_tokens_per_second = s.at("tokens_per_second").at("trained").get<double>();
     r.communication_bytes = s.at("handoff").at("bytes").get<int64_t>();

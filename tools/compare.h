@@ -38,6 +38,15 @@ struct CompareOptions {
   double matmul_flops_per_second = 0;
 };
 
+// One process's memory at its resident peak: the tensors live then
+// (allocated), the C heap's bytes held, the peak, and the bytes named of it.
+struct ProcessFacts {
+  int64_t allocated_bytes = 0;
+  int64_t heap_held_bytes = 0;
+  int64_t resident_peak_bytes = 0;
+  int64_t named_bytes = 0;
+};
+
 struct RunFacts {
   std::string dir;
   // Job fields that differ from the baseline's ("" for the baseline).
@@ -76,13 +85,11 @@ struct RunFacts {
   // and host (CPU offload, the colocated placement), both directions.
   double move_bytes = 0;
   double move_seconds = 0;
-  // The run's process side by side (summary.json memory.process; 0 in
-  // runs recorded before it): the heap held at its resident peak (live
-  // blocks and the allocator's free ones), that peak, and the bytes named
-  // of it; allocated is peak_bytes.
-  int64_t heap_held_bytes = 0;
-  int64_t resident_peak_bytes = 0;
-  int64_t named_bytes = 0;
+  // Each process of the run side by side (summary.json memory.process,
+  // named "process" for an embedded run and "scheduler" for a launched
+  // one, and memory.worker_processes by worker; none in runs recorded
+  // before them).
+  std::map<std::string, ProcessFacts> processes;
   // Verifier errors and timeouts, dropped samples.
   int64_t failures = 0;
 };

@@ -1,8 +1,10 @@
 // The output of `trellis compare`: the table, its Markdown and its JSON
 // (compare.h); CompareRuns (compare.cc) gathers what they show.
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,13 +48,21 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Rows(const Compari
     return r.changes.empty() ? std::string("(baseline)") : absl::StrJoin(r.changes, "; ");
   });
   add("peak", [](const RunFacts& r) { return Mib(r.peak_bytes); });
-  add("allocated / held / resident", [](const RunFacts& r) {
-    if (r.resident_peak_bytes <= 0) return std::string("-");
-    return absl::StrFormat("%s / %s / %s (named %.1f%%)", Mib(r.peak_bytes),
-                           Mib(r.heap_held_bytes), Mib(r.resident_peak_bytes),
-                           100.0 * std::min(r.named_bytes, r.resident_peak_bytes) /
-                               r.resident_peak_bytes);
-  });
+  std::set<std::string> processes;
+  for (const RunFacts& r : c.runs) {
+    for (const auto& [name, process] : r.processes) processes.insert(name);
+  }
+  for (const std::string& name : processes) {
+    add(name + " allocated / held / resident", [&name](const RunFacts& r) {
+      auto it = r.processes.find(name);
+      if (it == r.processes.end() || it->second.resident_peak_bytes <= 0) return std::string("-");
+      const ProcessFacts& p = it->second;
+      return absl::StrFormat(
+          "%s / %s / %s (named %.1f%%)", Mib(p.allocated_bytes), Mib(p.heap_held_bytes),
+          Mib(p.resident_peak_bytes),
+          100.0 * std::min(p.named_bytes, p.resident_peak_bytes) / p.resident_peak_bytes);
+    });
+  }
   add("peak source", [](const RunFacts& r) {
     return absl::StrCat(r.peak.role, " / ", r.peak.stage, " (step ", r.peak.step, ")");
   });
@@ -112,6 +122,17 @@ std::string VerdictLine(const Verdict& v) {
                          v.step_time_ratio, v.peak_ratio);
 }
 
+json ProcessesJson(const std::map<std::string, ProcessFacts>& processes) {
+  json out = json::object();
+  for (const auto& [name, p] : processes) {
+    out[name] = {{"allocated_bytes", p.allocated_bytes},
+                 {"heap_held_bytes", p.heap_held_bytes},
+                 {"resident_peak_bytes", p.resident_peak_bytes},
+                 {"named_bytes", p.named_bytes}};
+  }
+  return out;
+}
+
 }  // namespace
 
 void PrintComparison(const Comparison& c, std::ostream& out) {
@@ -166,9 +187,7 @@ json ComparisonJson(const Comparison& c) {
                     {"peak_bytes", r.peak_bytes},
                     {"peak", ledger::PeakAttributionJson(r.peak)},
                     {"learner_peak", ledger::PeakAttributionJson(r.learner_peak)},
-                    {"heap_held_bytes", r.heap_held_bytes},
-                    {"resident_peak_bytes", r.resident_peak_bytes},
-                    {"named_bytes", r.named_bytes},
+                    {"processes", ProcessesJson(r.processes)},
                     {"stage_seconds", r.stage_seconds},
                     {"step_seconds", r.step_seconds},
                     {"steps", r.steps},

@@ -185,6 +185,14 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   const int64_t A = AdapterParameters(s, job.memory().lora());
   const int64_t T = A > 0 ? A : N;
   const std::string t_name = A > 0 ? "A" : "N";
+  // LoRA, every role in one process: the learner holds the frozen base and
+  // the others point at it (model/shared_base.h): the actor unless it is
+  // colocated (its weights move to the host and back), the reference
+  // unless it is offloaded or a warm-up trained adapters before it was
+  // taken (then it is not the base).
+  const bool actor_shares =
+      A > 0 && job.deployment().placement() != v1::DeploymentConfig::COLOCATED;
+  const bool reference_shares = A > 0 && !job.memory().offload_frozen() && !has_sft;
 
   // Resident objects, every role in this process.
   const std::string learner = config::WorkerId(v1::LEARNER).ToString();
@@ -225,11 +233,19 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
         {learner, "communication", kFloat * T,
          A > 0 ? "4 B x A (only the adapters are staged for the actor)"
                : "4 B x N (the newest weights staged for the actor)"});
-    plan.resident.push_back({actor, "parameters", kFloat * (N + A),
-                             A > 0 ? "4 B x (N + A) (its own base and the adapters)" : "4 B x N"});
+    if (actor_shares) {
+      plan.resident.push_back(
+          {actor, "parameters", kFloat * A, "4 B x A (the adapters; the base is the learner's)"});
+    } else {
+      plan.resident.push_back({actor, "parameters", kFloat * (N + A),
+                               A > 0 ? "4 B x (N + A) (its own base and the adapters)"
+                                     : "4 B x N"});
+    }
   }
   if (has_rl && has_reference) {
-    plan.resident.push_back({reference, "reference_model", kFloat * N, "4 B x N"});
+    plan.resident.push_back({reference, "reference_model", reference_shares ? 0 : kFloat * N,
+                             reference_shares ? "0 (the learner's base, adapters off)"
+                                              : "4 B x N"});
   }
   for (const PlanLine& l : plan.resident) plan.resident_bytes += l.bytes;
 

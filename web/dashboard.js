@@ -270,18 +270,21 @@
     if (s) {
       box.appendChild(el("p", {}, "Run peak (tracked CPU bytes): " + bytes(s.peak_bytes) + " in stage " +
           s.peak_stage + "; live at the peak: " + (s.live_at_peak || []).join(", ")));
-      if (s.process) drawProcess(box, s.process);
+      var workers = s.worker_processes || {};
+      if (s.process) drawProcess(box, Object.keys(workers).length ? "scheduler" : "process", s.process);
+      Object.keys(workers).sort().forEach(function (w) { drawProcess(box, w, workers[w]); });
     }
   }
 
-  // summary.json memory.process: the process's peak resident memory, part
-  // by part, each with its share of that peak.
-  function drawProcess(box, p) {
+  // summary.json memory.process (and memory.worker_processes, a launched
+  // run's workers): a process's peak resident memory, part by part, each
+  // with its share of that peak.
+  function drawProcess(box, name, p) {
     var whole = p.peak_resident_bytes || 1;
     var share = function (n) { return num(100 * Math.min(n, whole) / whole, 1) + "%"; };
     var rows = Object.keys(p.parts).map(function (k) { return [k, bytes(p.parts[k]), share(p.parts[k])]; });
     rows.push(["remainder (named by nothing)", bytes(p.remainder_bytes), share(p.remainder_bytes)]);
-    box.appendChild(el("p", {}, "Process memory: allocated (tracked tensors) " + bytes(p.tracked_bytes) +
+    box.appendChild(el("p", {}, name + " memory: allocated (tracked tensors) " + bytes(p.tracked_bytes) +
         ", heap in use " + bytes(p.heap_in_use_bytes) + ", heap held " + bytes(p.heap_held_bytes) +
         ", resident peak " + bytes(p.peak_resident_bytes) + "; named " + share(p.named_bytes)));
     box.appendChild(table(["part", "bytes", "of resident peak"], rows, 1));

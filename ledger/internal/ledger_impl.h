@@ -142,9 +142,11 @@ struct Ledger::Impl {
   }
 
   // REQUIRES: mu held. A look at the process's resident memory and heap
-  // in `stage`, with the tracker's live bytes and the objects now; returns
-  // the resident bytes.
-  int64_t SampleProcessMemory(std::string_view stage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // in `stage`, with the tracker's live bytes and the objects now, and the
+  // tracker's peak in the span this sample ends (0: none); returns the
+  // resident bytes.
+  int64_t SampleProcessMemory(std::string_view stage, int64_t window_tracked_peak = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     int64_t objects = 0;
     for (int o = 0; o < kNumObjects; ++o) {
       for (const auto& [role, bytes] : object_bytes[o]) {
@@ -152,8 +154,9 @@ struct Ledger::Impl {
       }
     }
     const ProcessSample sample = SampleProcess();
-    process_memory.Observe(
-        sample, MemoryTracker::installed() ? MemoryTracker::Get().live_bytes() : 0, objects, stage);
+    const int64_t tracked = MemoryTracker::installed() ? MemoryTracker::Get().live_bytes() : 0;
+    process_memory.Observe(sample, tracked, objects, stage,
+                           std::max(tracked, window_tracked_peak));
     return sample.resident_bytes;
   }
 
@@ -295,7 +298,7 @@ struct Ledger::Impl {
                              {"seconds", seconds},
                              {"peak_bytes", peak_bytes},
                              {"live_bytes", live_bytes},
-                             {"resident_bytes", SampleProcessMemory(StageName(stage))}};
+                             {"resident_bytes", SampleProcessMemory(StageName(stage), peak_bytes)}};
     if (!device_windows.empty()) {
       record["device_memory"] =
           CloseDeviceWindows(device_windows, role, stage, StageName(stage), start_seq);
@@ -363,6 +366,8 @@ struct Ledger::Impl {
   // What the process holds: resident memory, heap, the program's baseline
   // (the process's first sample: its first ledger's construction).
   ProcessMemoryWatch process_memory{ProcessBaseline()};
+  // Each launched worker's process, as it last reported it.
+  std::map<std::string, ProcessMemoryAccount> remote_processes ABSL_GUARDED_BY(mu);
 
   // Device memory (AddDeviceMemory): the devices, the step's windows on
   // them, and by device name its run peaks and each role's highest span
