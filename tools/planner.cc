@@ -17,6 +17,7 @@
 #include "config/recipe.h"
 #include "config/worker_id.h"
 #include "model/lora.h"
+#include "tools/plan_activations.h"
 
 namespace trellis::tools {
 namespace {
@@ -44,63 +45,6 @@ int64_t AdapterParameters(const Shape& s, const v1::LoraConfig& lora) {
     per_layer += lora.rank() * in_plus_out.at(t);
   }
   return s.L * per_layer;
-}
-
-// Elements the forward keeps for backward, per token of a training
-// micro-batch of sequence length `seq` (transformer.cc under autograd):
-//   per layer: the two RMSNorms' x·r and output, and r (2·(2d + 1)); the
-//   attention's q, k, v as the products read them (qd + 2·kvd, qd = H·hd),
-//   softmax output (H·seq), head-merged output (qd); the rotary halves and
-//   rotated copies of q and k (1.5·(qd + kvd): measured, LibTorch 1.13
-//   keeps them);
-//   the residual sum (d); the MLP's gate, silu, up and product (4·d_ff);
-//   the layer output (d);
-//   once: the embedding output (d), the final norm (2d + 1), the
-//   log-softmax (V), rotary cos and sin (2·hd), and about 40 per-token
-//   tensors of the batch and the loss (ids, masks, log-prob rows, ratios).
-// Checked against measured runs: tests/measure_test.cc.
-constexpr int64_t kLossTensorsPerToken = 40;
-int64_t LayerActivationsPerToken(const Shape& s, int64_t seq) {
-  return (12 * s.d + 7 * s.qd + 7 * s.kvd) / 2 + 4 * s.f + s.H * seq + 2;
-}
-
-// The memory strategies of job.memory that change the learner's objects.
-struct Strategy {
-  // Bytes of a weight, activation or gradient element in the model (2 for
-  // bf16), and whether fp32 masters are kept.
-  int64_t weight_bytes = kFloat;
-  bool masters = false;
-  bool checkpointing = false;
-};
-
-Strategy StrategyOf(const v1::JobConfig& job) {
-  Strategy st;
-  st.masters = job.memory().precision() == v1::MemoryConfig::BF16;
-  st.weight_bytes = st.masters ? 2 : kFloat;
-  st.checkpointing = job.memory().activation_checkpointing();
-  return st;
-}
-
-// Bytes the forward keeps for backward per token. With checkpointing, each
-// block keeps only its input (d) and backward recomputes one block at a
-// time, so one layer's full set is alive on top. With bf16 the blocks'
-// tensors are half as large; the head's log-softmax and the loss tensors
-// stay float32.
-int64_t ActivationBytesPerToken(const Shape& s, int64_t seq, const Strategy& st) {
-  const int64_t layer = LayerActivationsPerToken(s, seq);
-  const int64_t blocks = st.checkpointing ? s.L * s.d + layer : s.L * layer;
-  return st.weight_bytes * (blocks + s.d + 2 * s.hd) + kFloat * (2 * s.d + 1 + s.V +
-                                                                 kLossTensorsPerToken);
-}
-
-std::string ActivationFormula(const Strategy& st) {
-  const std::string w = st.masters ? "2 B" : "4 B";
-  return absl::StrCat("rows x seq x (", w, " x (",
-                      st.checkpointing ? "L·d + one layer's (6d + 3.5qd + 3.5kvd + 4d_ff + H·seq + 2)"
-                                       : "L(6d + 3.5qd + 3.5kvd + 4d_ff + H·seq + 2)",
-                      " + d + 2hd) + 4 B x (2d + V + 41))",
-                      st.checkpointing ? ", per-layer checkpointing" : "",
-                      st.masters ? ", bf16 blocks" : "");
 }
 
 // The backward's scratch above the saved activations, per token, measured:
@@ -147,7 +91,7 @@ std::vector<PlanLine> TrainTransients(const Shape& s, const v1::OptimizerConfig&
   const int64_t backward = kFloat * tokens * BackwardWorkspacePerToken(s);
   const int64_t step = StepWorkspace(o, s);
   const std::string learner = config::WorkerId(v1::LEARNER).ToString();
-  return {{learner, "activations", tokens * ActivationBytesPerToken(s, seq, st),
+  return {{learner, "activations", tokens * ActivationBytesPerToken(s, st),
            absl::StrCat(ActivationFormula(st), ", rows ", rows, ", seq ", seq)},
           {learner, "workspace", std::max(backward, step),
            absl::StrCat("max(backward ", kBackwardFormula, ", optimizer step ",
@@ -289,8 +233,8 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
     plan.notes.push_back(absl::StrFormat(
         "update activations %s per-layer checkpointing would be %.2f MiB instead of %.2f MiB",
         other.checkpointing ? "with" : "without",
-        rows * seq * ActivationBytesPerToken(s, seq, other) / static_cast<double>(1 << 20),
-        rows * seq * ActivationBytesPerToken(s, seq, st) / static_cast<double>(1 << 20)));
+        rows * seq * ActivationBytesPerToken(s, other) / static_cast<double>(1 << 20),
+        rows * seq * ActivationBytesPerToken(s, st) / static_cast<double>(1 << 20)));
     plan.stages.push_back(StagePlan(
         plan, scheduler, "weight_sync",
         {{learner, "communication", kFloat * T,
@@ -348,8 +292,8 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   }
   if (A > 0) {
     plan.notes.push_back(
-        "LoRA: activations are planned as for full training; a frozen base keeps fewer "
-        "(no weight gradients need the projections' inputs), so that line is an upper bound");
+        "LoRA, every role in this process: the base is held once, by the learner "
+        "(model/shared_base.h); launched, the actor and the reference each hold their own");
   }
   if (job.memory().zero_stage() == 1 || job.deployment().learner().count() > 1) {
     plan.notes.push_back(absl::StrCat(
