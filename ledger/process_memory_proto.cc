@@ -38,7 +38,7 @@ absl::StatusOr<ProcessSample> SampleFromProto(const v1::ProcessSample& p,
 
 }  // namespace
 
-absl::Status CheckReportedBytes(std::string_view field, int64_t bytes) {
+absl::Status CheckReportedBytes(absl::string_view field, int64_t bytes) {
   if (bytes >= 0 && bytes <= kMaxReportedBytes) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(field, ": must be in [0, 2^48 = ", kMaxReportedBytes, "], found ", bytes));
@@ -55,7 +55,7 @@ v1::ProcessMemory ProcessMemoryToProto(const ProcessMemoryAccount& account) {
 }
 
 absl::StatusOr<ProcessMemoryAccount> ProcessMemoryFromProto(const v1::ProcessMemory& process,
-                                                            std::string_view where) {
+                                                            absl::string_view where) {
   const std::string prefix(where);
   const std::pair<const char*, int64_t> fields[] = {
       {"peak_resident_bytes", process.peak_resident_bytes()},

@@ -5,10 +5,10 @@
 // carries it to the scheduler (v1::ProcessMemory), and back.
 
 #include <cstdint>
-#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ledger/process_memory.h"
 #include "trellis/v1/scheduler.pb.h"
 
@@ -20,7 +20,7 @@ namespace trellis::ledger {
 inline constexpr int64_t kMaxReportedBytes = int64_t{1} << 48;
 
 // InvalidArgument naming `field` unless 0 <= bytes <= kMaxReportedBytes.
-[[nodiscard]] absl::Status CheckReportedBytes(std::string_view field, int64_t bytes);
+[[nodiscard]] absl::Status CheckReportedBytes(absl::string_view field, int64_t bytes);
 
 // The account's inputs: its peak, the sample at it, the tensors and
 // objects then, and the baseline.
@@ -30,7 +30,7 @@ v1::ProcessMemory ProcessMemoryToProto(const ProcessMemoryAccount& account);
 // InvalidArgument naming the first bad field under `where` (e.g.
 // "process."): every figure within CheckReportedBytes.
 [[nodiscard]] absl::StatusOr<ProcessMemoryAccount> ProcessMemoryFromProto(
-    const v1::ProcessMemory& process, std::string_view where);
+    const v1::ProcessMemory& process, absl::string_view where);
 
 }  // namespace trellis::ledger
 
