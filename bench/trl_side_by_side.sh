@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Seconds per step of one GRPO+LoRA job on a real model, in Trellis and in
+# TRL's GRPOTrainer, one after the other on this machine: Trellis runs
+# examples/jobs/smollm2_grpo_lora.yaml (SmolLM2-135M-Instruct, 4 prompts x
+# 4 responses, LoRA rank 8 on q/k/v/o, 2 threads) for STEPS steps with a
+# 4-prompt eval, then bench/trl_grpo.py runs the same job in TRL
+# (scripts/trl_venv.sh's environment; the script's header lists what cannot
+# match). Prints one table: each side's median seconds per step over the
+# steps after the first, their mean, the mean reply length and reward, and
+# the ratio TRL / Trellis; and `uptime` before and after (bench/README.md).
+#   bench/trl_side_by_side.sh [STEPS]   (default 6)
+#   TRELLIS_BIN        the trellis binary (default build/trellis)
+#   TRELLIS_TRL_VENV   TRL's environment (default .venv/trl)
+#   TRELLIS_BENCH_OUT  where the runs go (default: a new folder under /tmp)
+# Exits 0 with "skipped: ..." when the model directory is absent or the
+# environment cannot be made.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${1:-6}
+JOB=examples/jobs/smollm2_grpo_lora.yaml
+MODEL=models/smollm2-135m-instruct
+DATA=examples/data/smollm2_arith_train.jsonl
+BIN=${TRELLIS_BIN:-build/trellis}
+if ! [[ "$STEPS" =~ ^[0-9]+$ ]] || [ "$STEPS" -lt 2 ]; then
+  echo "usage: bench/trl_side_by_side.sh [STEPS], STEPS an integer >= 2, found '$STEPS'" >&2
+  exit 2
+fi
+if [ ! -f "$MODEL/config.json" ]; then
+  echo "skipped: $MODEL is absent (scripts/real_model.sh makes it)"
+  exit 0
+fi
+if [ ! -x "$BIN" ]; then
+  echo "skipped: no trellis binary at $BIN (scripts/build.sh trellis, or set TRELLIS_BIN)"
+  exit 0
+fi
+if ! VENV=$(scripts/trl_venv.sh); then
+  echo "skipped: TRL's environment could not be made (scripts/trl_venv.sh)"
+  exit 0
+fi
+OUT=${TRELLIS_BENCH_OUT:-$(mktemp -d /tmp/trl_side_by_side.XXXXXX)}
+mkdir -p "$OUT"
+cat > "$OUT/override.yaml" <<EOF
+grpo: {steps: $STEPS}
+eval: {num_prompts: 4, batch_size: 4}
+EOF
+LOAD_BEFORE=$(uptime)
+echo "load before: $LOAD_BEFORE"
+echo "== Trellis: $BIN run $JOB --override $OUT/override.yaml ($STEPS steps)"
+rm -rf "$OUT/trellis"
+"$BIN" run "$JOB" --out "$OUT/trellis" --override "$OUT/override.yaml" > "$OUT/trellis.log" 2>&1 ||
+  { tail -20 "$OUT/trellis.log"; echo "trellis run failed (log: $OUT/trellis.log)" >&2; exit 1; }
+LOAD_MIDDLE=$(uptime)
+echo "load between: $LOAD_MIDDLE"
+echo "== TRL: bench/trl_grpo.py ($STEPS steps)"
+OMP_NUM_THREADS=2 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" bench/trl_grpo.py \
+  --model "$MODEL" --data "$DATA" --steps "$STEPS" --json "$OUT/trl.json" > "$OUT/trl.log" 2>&1 ||
+  { tail -20 "$OUT/trl.log"; echo "TRL run failed (log: $OUT/trl.log)" >&2; exit 1; }
+LOAD_AFTER=$(uptime)
+"$VENV/bin/python" - "$OUT/trellis/ledger.jsonl" "$OUT/trl.json" <<'PY'
+import json, statistics, sys
+steps = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "step"]
+trellis = {
+    "seconds": [r["step_seconds"] for r in steps],
+    "reward": [r["mean_reward"] for r in steps],
+    "length": [r["generated_tokens"] / max(1, r["samples_generated"]) for r in steps],
+}
+t = json.load(open(sys.argv[2]))
+trl = {"seconds": t["step_seconds"], "reward": t["reward"], "length": t["completion_length"]}
+def row(name, d):
+    later = d["seconds"][1:]
+    return (name, len(d["seconds"]), d["seconds"][0], statistics.median(later), statistics.mean(later),
+            statistics.mean(d["length"]), statistics.mean(d["reward"]))
+rows = [row("Trellis", trellis), row(f"TRL {t['versions']['trl']}", trl)]
+print()
+print("| side | steps | first step (s) | median s/step, later steps | mean s/step, later steps | "
+      "mean reply tokens | mean reward |")
+print("|---|---|---|---|---|---|---|")
+for r in rows:
+    print(f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.2f} | {r[4]:.2f} | {r[5]:.1f} | {r[6]:.3f} |")
+print(f"| ratio TRL / Trellis | | {rows[1][2] / rows[0][2]:.2f} | {rows[1][3] / rows[0][3]:.2f} | "
+      f"{rows[1][4] / rows[0][4]:.2f} | | |")
+print("\nper step (s): Trellis " + " ".join(f"{s:.2f}" for s in trellis["seconds"]))
+print("per step (s): TRL     " + " ".join(f"{s:.2f}" for s in trl["seconds"]))
+print("versions: " + ", ".join(f"{k} {v}" for k, v in t["versions"].items()))
+PY
+echo "load before:  $LOAD_BEFORE"
+echo "load between: $LOAD_MIDDLE"
+echo "load after:   $LOAD_AFTER"
+echo "runs: $OUT"
