@@ -36,7 +36,10 @@ What cannot match, and why:
   - Step time: seconds between the ends of consecutive optimizer steps
     (the first from the start of training), which takes in generation,
     reward, reference and policy passes, and the update, like Trellis's
-    step_seconds (BeginStep to EndStep).
+    step_seconds (BeginStep to EndStep). Within it, the seconds of
+    `_generate` (rollout) and of `_generate_and_score_completions` less
+    those (the reference's log-probs and the rewards); the rest is the
+    policy's forward and backward pass, the optimizer step and logging.
 
   bench/trl_grpo.py --model DIR --data JSONL --steps N [--json FILE]
 (run in the environment scripts/trl_venv.sh makes; HF_HUB_OFFLINE=1).
@@ -187,15 +190,20 @@ class StepClock(TrainerCallback):
     the start of training), and the logged reward and reply length."""
 
     def __init__(self):
-        self.seconds, self.logs, self._last = [], [], None
+        self.seconds, self.logs, self.stages, self._last = [], [], [], None
+        self.open = {"generate": 0.0, "generate_and_score": 0.0}
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._last = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
         now = time.perf_counter()
-        self.seconds.append(now - self._last)
+        step = now - self._last
+        self.seconds.append(step)
         self._last = now
+        g, gs = self.open["generate"], self.open["generate_and_score"]
+        self.stages.append({"rollout": g, "reference_and_reward": gs - g, "update_and_rest": step - gs})
+        self.open = {"generate": 0.0, "generate_and_score": 0.0}
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "reward" in logs:
@@ -204,7 +212,25 @@ class StepClock(TrainerCallback):
 
 
 class TrellisWarmupGRPOTrainer(GRPOTrainer):
-    """Trellis's warm-up: lr * min(1, (k + 1) / warmup) at update k."""
+    """Trellis's warm-up: lr * min(1, (k + 1) / warmup) at update k; and the
+    seconds of generation (`_generate`) and of generation with the
+    reference's log-probs and the rewards (`_generate_and_score_completions`)
+    added to `clock`."""
+
+    clock = None
+
+    def _timed(self, name, method, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            self.clock.open[name] += time.perf_counter() - start
+
+    def _generate(self, prompts):
+        return self._timed("generate", super()._generate, prompts)
+
+    def _generate_and_score_completions(self, inputs):
+        return self._timed("generate_and_score", super()._generate_and_score_completions, inputs)
 
     def create_scheduler(self, num_training_steps, optimizer=None):
         if self.lr_scheduler is None:
@@ -219,7 +245,7 @@ def main():
     p.add_argument("--model", required=True, help="Hugging Face model directory")
     p.add_argument("--data", required=True, help="JSON lines of {messages, answer}")
     p.add_argument("--steps", type=int, required=True)
-    p.add_argument("--json", help="write {step_seconds, reward, completion_length, versions} here")
+    p.add_argument("--json", help="write {step_seconds, stage_seconds, reward, completion_length, versions} here")
     a = p.parse_args()
 
     torch.set_num_threads(THREADS)
@@ -256,6 +282,7 @@ def main():
         train_dataset=dataset, peft_config=LoraConfig(lora_dropout=0.0, bias="none",
                                                       task_type="CAUSAL_LM", **LORA),
         callbacks=[clock])
+    trainer.clock = clock
     trainer.train()
 
     import peft
@@ -266,12 +293,13 @@ def main():
     for i, s in enumerate(clock.seconds):
         r = reward[i] if i < len(reward) else math.nan
         n = length[i] if i < len(length) else math.nan
-        print(f"trl step {i}: {s:.2f} s  reward {r:.3f}  reply tokens {n:.1f}", flush=True)
+        stages = "  ".join(f"{k} {v:.2f}" for k, v in clock.stages[i].items())
+        print(f"trl step {i}: {s:.2f} s ({stages})  reward {r:.3f}  reply tokens {n:.1f}", flush=True)
     later = clock.seconds[1:] or clock.seconds
     print(f"trl median step (steps after the first): {statistics.median(later):.2f} s")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"step_seconds": clock.seconds, "reward": reward, "completion_length": length,
+            json.dump({"step_seconds": clock.seconds, "stage_seconds": clock.stages, "reward": reward, "completion_length": length,
                        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                                     "peft": peft.__version__, "trl": trl.__version__}}, f)
 

@@ -7,7 +7,9 @@
 # (scripts/trl_venv.sh's environment; the script's header lists what cannot
 # match). Prints one table: each side's median seconds per step over the
 # steps after the first, their mean, the mean reply length and reward, and
-# the ratio TRL / Trellis; and `uptime` before and after (bench/README.md).
+# the ratio TRL / Trellis; then where the seconds go (generation; the
+# reference's log-probs and the rewards; the update and the rest); and
+# `uptime` before, between and after (bench/README.md).
 #   bench/trl_side_by_side.sh [STEPS]   (default 6)
 #   TRELLIS_BIN        the trellis binary (default build/trellis)
 #   TRELLIS_TRL_VENV   TRL's environment (default .venv/trl)
@@ -59,13 +61,19 @@ LOAD_AFTER=$(uptime)
 "$VENV/bin/python" - "$OUT/trellis/ledger.jsonl" "$OUT/trl.json" <<'PY'
 import json, statistics, sys
 steps = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "step"]
+def trellis_stages(r):
+    st = r["stage_seconds"]
+    rollout, scored = st["rollout"], st["reference"] + st["verify"] + st["advantage"]
+    return {"rollout": rollout, "reference_and_reward": scored,
+            "update_and_rest": r["step_seconds"] - rollout - scored}
 trellis = {
     "seconds": [r["step_seconds"] for r in steps],
+    "stages": [trellis_stages(r) for r in steps],
     "reward": [r["mean_reward"] for r in steps],
     "length": [r["generated_tokens"] / max(1, r["samples_generated"]) for r in steps],
 }
 t = json.load(open(sys.argv[2]))
-trl = {"seconds": t["step_seconds"], "reward": t["reward"], "length": t["completion_length"]}
+trl = {"seconds": t["step_seconds"], "stages": t["stage_seconds"], "reward": t["reward"], "length": t["completion_length"]}
 def row(name, d):
     later = d["seconds"][1:]
     return (name, len(d["seconds"]), d["seconds"][0], statistics.median(later), statistics.mean(later),
@@ -79,6 +87,12 @@ for r in rows:
     print(f"| {r[0]} | {r[1]} | {r[2]:.1f} | {r[3]:.2f} | {r[4]:.2f} | {r[5]:.1f} | {r[6]:.3f} |")
 print(f"| ratio TRL / Trellis | | {rows[1][2] / rows[0][2]:.2f} | {rows[1][3] / rows[0][3]:.2f} | "
       f"{rows[1][4] / rows[0][4]:.2f} | | |")
+print("\n| median s, later steps | rollout | reference + reward | update + rest |")
+print("|---|---|---|---|")
+for name, d in [("Trellis", trellis), ("TRL", trl)]:
+    cells = [statistics.median(s[k] for s in d["stages"][1:])
+             for k in ("rollout", "reference_and_reward", "update_and_rest")]
+    print(f"| {name} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
 print("\nper step (s): Trellis " + " ".join(f"{s:.2f}" for s in trellis["seconds"]))
 print("per step (s): TRL     " + " ".join(f"{s:.2f}" for s in trl["seconds"]))
 print("versions: " + ", ".join(f"{k} {v}" for k, v in t["versions"].items()))
