@@ -17,8 +17,8 @@ hyperparameters as `trellis resolve` gives for that job:
   0.01, gradient norm clipped to 1; the learning rate lr * min(1, (k+1)/2)
   at update k, Trellis's warm-up (a LambdaLR: transformers' own warm-up
   schedules start from 0); LoRA rank 8, alpha 16 on q/k/v/o_proj, no
-  dropout; float32, no gradient checkpointing; 2 intra-op and 2 inter-op
-  threads; no eval, no checkpoints.
+  dropout; float32, no gradient checkpointing; 2 intra-op threads (--threads)
+  and 2 inter-op threads; no eval, no checkpoints.
 
 What cannot match, and why:
   - Which prompts a step draws: TRL's sampler shuffles the file with its own
@@ -33,6 +33,11 @@ What cannot match, and why:
   - Generation: TRL calls transformers' generate (a dynamic KV cache, the
     batch left-padded); Trellis its own sampler with a KV cache. This is
     part of what is measured.
+  - Threads: Trellis sets OMP_WAIT_POLICY=PASSIVE in its own process
+    (docs/threads.md) and its thread probe may keep 1 of the 2 intra-op
+    threads (the ledger's machine record says); bench/trl_side_by_side.sh
+    runs this script with OMP_WAIT_POLICY=PASSIVE too, and --threads 1
+    gives TRL the one thread.
   - Step time: seconds between the ends of consecutive optimizer steps
     (the first from the start of training), which takes in generation,
     reward, reference and policy passes, and the update, like Trellis's
@@ -41,7 +46,7 @@ What cannot match, and why:
     those (the reference's log-probs and the rewards); the rest is the
     policy's forward and backward pass, the optimizer step and logging.
 
-  bench/trl_grpo.py --model DIR --data JSONL --steps N [--json FILE]
+  bench/trl_grpo.py --model DIR --data JSONL --steps N [--threads N] [--json FILE]
 (run in the environment scripts/trl_venv.sh makes; HF_HUB_OFFLINE=1).
 """
 
@@ -245,10 +250,12 @@ def main():
     p.add_argument("--model", required=True, help="Hugging Face model directory")
     p.add_argument("--data", required=True, help="JSON lines of {messages, answer}")
     p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--threads", type=int, default=THREADS,
+                   help="intra-op threads (default 2, the job's runtime.num_threads)")
     p.add_argument("--json", help="write {step_seconds, stage_seconds, reward, completion_length, versions} here")
     a = p.parse_args()
 
-    torch.set_num_threads(THREADS)
+    torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(THREADS)
     torch.manual_seed(SEED)
 
@@ -300,6 +307,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"step_seconds": clock.seconds, "stage_seconds": clock.stages, "reward": reward, "completion_length": length,
+                       "threads": torch.get_num_threads(),
+                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(libgomp's default)"),
                        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                                     "peft": peft.__version__, "trl": trl.__version__}}, f)
 

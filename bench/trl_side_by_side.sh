@@ -14,6 +14,9 @@
 #   TRELLIS_BIN        the trellis binary (default build/trellis)
 #   TRELLIS_TRL_VENV   TRL's environment (default .venv/trl)
 #   TRELLIS_BENCH_OUT  where the runs go (default: a new folder under /tmp)
+#   TRELLIS_TRL_THREADS          TRL's intra-op threads (default 2)
+#   TRELLIS_TRL_OMP_WAIT_POLICY  TRL's OMP_WAIT_POLICY (default PASSIVE, as
+#                                Trellis sets its own: docs/threads.md)
 # Exits 0 with "skipped: ..." when the model directory is absent or the
 # environment cannot be made.
 set -euo pipefail
@@ -54,13 +57,17 @@ rm -rf "$OUT/trellis"
 LOAD_MIDDLE=$(uptime)
 echo "load between: $LOAD_MIDDLE"
 echo "== TRL: bench/trl_grpo.py ($STEPS steps)"
-OMP_NUM_THREADS=2 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" bench/trl_grpo.py \
-  --model "$MODEL" --data "$DATA" --steps "$STEPS" --json "$OUT/trl.json" > "$OUT/trl.log" 2>&1 ||
+TRL_THREADS=${TRELLIS_TRL_THREADS:-2}
+OMP_WAIT_POLICY=${TRELLIS_TRL_OMP_WAIT_POLICY:-PASSIVE} OMP_NUM_THREADS=$TRL_THREADS \
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" bench/trl_grpo.py --model "$MODEL" \
+  --data "$DATA" --steps "$STEPS" --threads "$TRL_THREADS" --json "$OUT/trl.json" > "$OUT/trl.log" 2>&1 ||
   { tail -20 "$OUT/trl.log"; echo "TRL run failed (log: $OUT/trl.log)" >&2; exit 1; }
 LOAD_AFTER=$(uptime)
 "$VENV/bin/python" - "$OUT/trellis/ledger.jsonl" "$OUT/trl.json" <<'PY'
 import json, statistics, sys
-steps = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "step"]
+records = [json.loads(line) for line in open(sys.argv[1])]
+steps = [r for r in records if r.get("type") == "step"]
+machine = next(r for r in records if r.get("type") == "machine")
 def trellis_stages(r):
     st = r["stage_seconds"]
     rollout, scored = st["rollout"], st["reference"] + st["verify"] + st["advantage"]
@@ -96,6 +103,9 @@ for name, d in [("Trellis", trellis), ("TRL", trl)]:
 print("\nper step (s): Trellis " + " ".join(f"{s:.2f}" for s in trellis["seconds"]))
 print("per step (s): TRL     " + " ".join(f"{s:.2f}" for s in trl["seconds"]))
 print("versions: " + ", ".join(f"{k} {v}" for k, v in t["versions"].items()))
+print(f"threads: Trellis intra-op {machine['intra_op_threads']} of {machine['threads_given']} given "
+      f"(its probe), OMP_WAIT_POLICY=PASSIVE; TRL intra-op {t['threads']}, "
+      f"OMP_WAIT_POLICY={t['omp_wait_policy']}")
 PY
 echo "load before:  $LOAD_BEFORE"
 echo "load between: $LOAD_MIDDLE"
