@@ -16,7 +16,8 @@
 #   TRELLIS_BENCH_OUT  where the runs go (default: a new folder under /tmp)
 #   TRELLIS_TRL_THREADS          TRL's intra-op threads (default 2)
 #   TRELLIS_TRL_OMP_WAIT_POLICY  TRL's OMP_WAIT_POLICY (default PASSIVE, as
-#                                Trellis sets its own: docs/threads.md)
+#                                Trellis sets its own: docs/threads.md;
+#                                "default": unset, libgomp's own policy)
 # Exits 0 with "skipped: ..." when the model directory is absent or the
 # environment cannot be made.
 set -euo pipefail
@@ -58,9 +59,10 @@ LOAD_MIDDLE=$(uptime)
 echo "load between: $LOAD_MIDDLE"
 echo "== TRL: bench/trl_grpo.py ($STEPS steps)"
 TRL_THREADS=${TRELLIS_TRL_THREADS:-2}
-OMP_WAIT_POLICY=${TRELLIS_TRL_OMP_WAIT_POLICY:-PASSIVE} OMP_NUM_THREADS=$TRL_THREADS \
-  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" bench/trl_grpo.py --model "$MODEL" \
-  --data "$DATA" --steps "$STEPS" --threads "$TRL_THREADS" --json "$OUT/trl.json" > "$OUT/trl.log" 2>&1 ||
+WAIT=(OMP_WAIT_POLICY="${TRELLIS_TRL_OMP_WAIT_POLICY:-PASSIVE}")
+[ "${WAIT[0]}" = OMP_WAIT_POLICY=default ] && WAIT=(-u OMP_WAIT_POLICY)
+env "${WAIT[@]}" OMP_NUM_THREADS="$TRL_THREADS" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+  "$VENV/bin/python" bench/trl_grpo.py --model "$MODEL" --data "$DATA" --steps "$STEPS" --threads "$TRL_THREADS" --json "$OUT/trl.json" > "$OUT/trl.log" 2>&1 ||
   { tail -20 "$OUT/trl.log"; echo "TRL run failed (log: $OUT/trl.log)" >&2; exit 1; }
 LOAD_AFTER=$(uptime)
 "$VENV/bin/python" - "$OUT/trellis/ledger.jsonl" "$OUT/trl.json" <<'PY'
