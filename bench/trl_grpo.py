@@ -28,8 +28,9 @@ What cannot match, and why:
     uniform, Trellis's own draw) and sampling draws other tokens, so the
     replies, and so their lengths, differ. Both stop at <|im_end|> or 16
     tokens; the table prints the mean reply length of each side.
-  - The group std: TRL's is the sample std (n - 1), Trellis's as
-    docs/algorithms.md says; this moves advantages, not time.
+  - The group std: TRL divides by the sample std (n - 1) plus 1e-4,
+    Trellis by the population std (n) plus its eps
+    (learner/advantages.cc); this moves advantages, not time.
   - Generation: TRL calls transformers' generate (a dynamic KV cache, the
     batch left-padded); Trellis its own sampler with a KV cache. This is
     part of what is measured.
