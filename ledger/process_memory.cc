@@ -159,9 +159,9 @@ void ProcessMemoryWatch::Observe(const ProcessSample& sample, int64_t tracked_by
                                  int64_t objects_bytes, std::string_view stage,
                                  int64_t window_tracked_peak) {
   absl::MutexLock lock(&mu_);
-  // A high-water mark that rose since the last sample was reached inside
-  // the window this sample ends, taken to be at the window's tensor peak:
-  // the tensors freed since were then in use on the heap too.
+  // A high-water mark that rose since the last sample was reached in
+  // between, taken to be at the tracker's peak in between: the tensors
+  // freed since were then in use on the heap too.
   ProcessSample at = sample;
   int64_t tracked = tracked_bytes;
   if (sample.peak_resident_bytes > hwm_) {

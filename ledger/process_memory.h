@@ -110,10 +110,10 @@ class ProcessMemoryWatch {
   explicit ProcessMemoryWatch(ProcessSample baseline) : baseline_(baseline) {}
   // A sample taken in `stage` ("none": between spans), with the tracker's
   // live bytes and the process's objects at that moment, and the tracker's
-  // peak in the window the sample ends (a span's; tracked_bytes where there
-  // is none). Where the high-water mark rose since the previous sample,
-  // the sample stands for that mark: resident at it, with the tensors
-  // freed since the window's peak counted in use on the heap.
+  // peak since the previous sample (tracked_bytes where it is not known).
+  // Where the high-water mark rose since the previous sample, the sample
+  // stands for that mark: resident at it, with the tensors freed since
+  // that tracker peak counted in use on the heap.
   void Observe(const ProcessSample& sample, int64_t tracked_bytes, int64_t objects_bytes,
                std::string_view stage, int64_t window_tracked_peak);
   // The step's highest resident memory so far, and starts a new step.

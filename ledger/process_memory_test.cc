@@ -120,8 +120,8 @@ TEST(ProcessMemoryTest, WatchKeepsTheMostResidentSampleAndStageAndStepPeaks) {
   EXPECT_EQ(a.remainder_bytes, 410);
 }
 
-// A window whose tensors peaked above what is live at its end, with the
-// high-water mark rising inside it: the account names the peak with those
+// Tensors that peaked above what is live at the next sample, with the
+// high-water mark rising in between: the account names the peak with those
 // tensors in use on the heap, not the emptier heap after them.
 TEST(ProcessMemoryTest, AMarkReachedInsideAWindowIsNamedWithTheWindowsTensorPeak) {
   ProcessMemoryWatch watch(Sample(100, 100, 0, 10, 10));

@@ -143,10 +143,8 @@ struct Ledger::Impl {
 
   // REQUIRES: mu held. A look at the process's resident memory and heap
   // in `stage`, with the tracker's live bytes and the objects now, and the
-  // tracker's peak in the span this sample ends (0: none); returns the
-  // resident bytes.
-  int64_t SampleProcessMemory(std::string_view stage, int64_t window_tracked_peak = 0)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // tracker's peak since the previous look; returns the resident bytes.
+  int64_t SampleProcessMemory(std::string_view stage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     int64_t objects = 0;
     for (int o = 0; o < kNumObjects; ++o) {
       for (const auto& [role, bytes] : object_bytes[o]) {
@@ -154,9 +152,11 @@ struct Ledger::Impl {
       }
     }
     const ProcessSample sample = SampleProcess();
-    const int64_t tracked = MemoryTracker::installed() ? MemoryTracker::Get().live_bytes() : 0;
-    process_memory.Observe(sample, tracked, objects, stage,
-                           std::max(tracked, window_tracked_peak));
+    const bool tracking = MemoryTracker::installed();
+    const int64_t tracked = tracking ? MemoryTracker::Get().live_bytes() : 0;
+    const int64_t since = since_sample != nullptr ? since_sample->peak_bytes() : tracked;
+    process_memory.Observe(sample, tracked, objects, stage, std::max(tracked, since));
+    since_sample = tracking ? std::make_unique<PeakWindow>() : nullptr;
     return sample.resident_bytes;
   }
 
@@ -298,7 +298,7 @@ struct Ledger::Impl {
                              {"seconds", seconds},
                              {"peak_bytes", peak_bytes},
                              {"live_bytes", live_bytes},
-                             {"resident_bytes", SampleProcessMemory(StageName(stage), peak_bytes)}};
+                             {"resident_bytes", SampleProcessMemory(StageName(stage))}};
     if (!device_windows.empty()) {
       record["device_memory"] =
           CloseDeviceWindows(device_windows, role, stage, StageName(stage), start_seq);
@@ -366,6 +366,8 @@ struct Ledger::Impl {
   // What the process holds: resident memory, heap, the program's baseline
   // (the process's first sample: its first ledger's construction).
   ProcessMemoryWatch process_memory{ProcessBaseline()};
+  // The tracker's peak since the last process sample (null untracked).
+  std::unique_ptr<PeakWindow> since_sample ABSL_GUARDED_BY(mu);
   // Each launched worker's process, as it last reported it.
   std::map<std::string, ProcessMemoryAccount> remote_processes ABSL_GUARDED_BY(mu);
 
