@@ -157,7 +157,7 @@ nlohmann::json ProcessMemoryAccountJson(const ProcessMemoryAccount& a) {
 
 void ProcessMemoryWatch::Observe(const ProcessSample& sample, int64_t tracked_bytes,
                                  int64_t objects_bytes, std::string_view stage,
-                                 int64_t window_tracked_peak) {
+                                 int64_t tracked_peak_since) {
   absl::MutexLock lock(&mu_);
   // A high-water mark that rose since the last sample was reached in
   // between, taken to be at the tracker's peak in between: the tensors
@@ -165,7 +165,7 @@ void ProcessMemoryWatch::Observe(const ProcessSample& sample, int64_t tracked_by
   ProcessSample at = sample;
   int64_t tracked = tracked_bytes;
   if (sample.peak_resident_bytes > hwm_) {
-    const int64_t freed = Positive(window_tracked_peak - tracked_bytes);
+    const int64_t freed = Positive(tracked_peak_since - tracked_bytes);
     at.resident_bytes = std::max(sample.peak_resident_bytes, sample.resident_bytes);
     at.heap_in_use_bytes += freed;
     at.heap_held_bytes = std::max(at.heap_held_bytes, at.heap_in_use_bytes);

@@ -115,7 +115,7 @@ class ProcessMemoryWatch {
   // stands for that mark: resident at it, with the tensors freed since
   // that tracker peak counted in use on the heap.
   void Observe(const ProcessSample& sample, int64_t tracked_bytes, int64_t objects_bytes,
-               std::string_view stage, int64_t window_tracked_peak);
+               std::string_view stage, int64_t tracked_peak_since);
   // The step's highest resident memory so far, and starts a new step.
   int64_t TakeStepPeak();
   ProcessMemoryAccount Account() const;
