@@ -40,6 +40,9 @@ string(REPLACE "\n" ";" TRELLIS_TORCH_SOURCES "${TRELLIS_TORCH_SOURCES}")
 # precompiled header to every batch, whatever SKIP_PRECOMPILE_HEADERS its
 # sources have, so the batches are made here. A batch recompiles when any
 # of its sources changes. TRELLIS_UNITY_BATCH=1 compiles every source alone.
+# A source set SKIP_UNITY_BUILD_INCLUSION, or given COMPILE_DEFINITIONS or
+# COMPILE_OPTIONS of its own, before its target is made stays out of the
+# batches and compiles alone, as CMake's unity builds do.
 set(TRELLIS_UNITY_BATCH 8 CACHE STRING "Sources per unity translation unit (1: no batching)")
 
 function(_trellis_unity_batches target kind sources)
@@ -82,8 +85,22 @@ function(_trellis_unity target)
     if(NOT path MATCHES "\\.cc$" OR NOT EXISTS ${path})
       continue()
     endif()
-    set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES HEADER_FILE_ONLY ON)
+    set(torch_source FALSE)
     if(ARG_TORCH AND path IN_LIST TRELLIS_TORCH_SOURCES)
+      set(torch_source TRUE)
+    endif()
+    get_source_file_property(skip ${source} TARGET_DIRECTORY ${target} SKIP_UNITY_BUILD_INCLUSION)
+    get_source_file_property(definitions ${source} TARGET_DIRECTORY ${target} COMPILE_DEFINITIONS)
+    get_source_file_property(options ${source} TARGET_DIRECTORY ${target} COMPILE_OPTIONS)
+    if(skip OR definitions OR options)
+      if(ARG_TORCH AND NOT torch_source)
+        set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES
+                                    SKIP_PRECOMPILE_HEADERS ON)
+      endif()
+      continue()
+    endif()
+    set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES HEADER_FILE_ONLY ON)
+    if(torch_source)
       list(APPEND torch ${path})
     else()
       list(APPEND plain ${path})
