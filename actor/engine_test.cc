@@ -15,9 +15,6 @@
 namespace trellis::actor::internal {
 namespace {
 
-constexpr int32_t kPad = 0;
-constexpr int kVocab = 24;
-
 class EngineTest : public testing::Test {
  protected:
   void SetUp() override {

@@ -12,9 +12,6 @@
 namespace trellis::actor::internal {
 namespace {
 
-constexpr int32_t kPad = 0;
-constexpr int kVocab = 24;
-
 google::protobuf::RepeatedField<int32_t> Ids(const std::vector<int32_t>& ids) {
   return google::protobuf::RepeatedField<int32_t>(ids.begin(), ids.end());
 }

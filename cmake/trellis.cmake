@@ -31,18 +31,90 @@ execute_process(COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/torch_sources.py ${PRO
                 OUTPUT_VARIABLE TRELLIS_TORCH_SOURCES COMMAND_ERROR_IS_FATAL ANY)
 string(REPLACE "\n" ";" TRELLIS_TORCH_SOURCES "${TRELLIS_TORCH_SOURCES}")
 
+# Unity builds: each target's sources are compiled in batches of up to
+# TRELLIS_UNITY_BATCH, one translation unit a batch that #includes them, so
+# the headers they share (LibTorch's precompiled one above all) are loaded
+# once a batch, not once a source (docs/build.md). The sources that include
+# LibTorch and those that do not go in separate batches, and only the former
+# get the precompiled header: CMake's own UNITY_BUILD gives a target's
+# precompiled header to every batch, whatever SKIP_PRECOMPILE_HEADERS its
+# sources have, so the batches are made here. A batch recompiles when any
+# of its sources changes. TRELLIS_UNITY_BATCH=1 compiles every source alone.
+# A source set SKIP_UNITY_BUILD_INCLUSION, or given COMPILE_DEFINITIONS or
+# COMPILE_OPTIONS of its own, before its target is made stays out of the
+# batches and compiles alone, as CMake's unity builds do.
+set(TRELLIS_UNITY_BATCH 8 CACHE STRING "Sources per unity translation unit (1: no batching)")
+
+function(_trellis_unity_batches target kind sources)
+  list(LENGTH sources count)
+  if(count EQUAL 0)
+    return()
+  endif()
+  math(EXPR batches "(${count} + ${TRELLIS_UNITY_BATCH} - 1) / ${TRELLIS_UNITY_BATCH}")
+  set(first 0)
+  foreach(batch RANGE 1 ${batches})
+    # Even batches: the first `batch` of them hold count * batch / batches sources.
+    math(EXPR end "${count} * ${batch} / ${batches}")
+    set(content "/* cmake/trellis.cmake: ${target}'s unity batch ${kind} ${batch} */\n")
+    foreach(index RANGE ${first} ${end})
+      if(index LESS end)
+        list(GET sources ${index} source)
+        string(APPEND content "#include \"${source}\"\n")
+      endif()
+    endforeach()
+    set(first ${end})
+    set(unity ${CMAKE_CURRENT_BINARY_DIR}/unity/${target}_${kind}_${batch}.cc)
+    file(CONFIGURE OUTPUT ${unity} CONTENT "${content}")
+    target_sources(${target} PRIVATE ${unity})
+    if(kind STREQUAL "plain")
+      set_source_files_properties(${unity} TARGET_DIRECTORY ${target} PROPERTIES
+                                  SKIP_PRECOMPILE_HEADERS ON)
+    endif()
+  endforeach()
+endfunction()
+
+# TORCH: the target reuses LibTorch's precompiled header, which only its
+# batches of sources that include LibTorch get.
+function(_trellis_unity target)
+  cmake_parse_arguments(ARG "TORCH" "" "" ${ARGN})
+  get_target_property(sources ${target} SOURCES)
+  set(torch "")
+  set(plain "")
+  foreach(source IN LISTS sources)
+    cmake_path(ABSOLUTE_PATH source BASE_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} OUTPUT_VARIABLE path)
+    if(NOT path MATCHES "\\.cc$" OR NOT EXISTS ${path})
+      continue()
+    endif()
+    set(torch_source FALSE)
+    if(ARG_TORCH AND path IN_LIST TRELLIS_TORCH_SOURCES)
+      set(torch_source TRUE)
+    endif()
+    get_source_file_property(skip ${source} TARGET_DIRECTORY ${target} SKIP_UNITY_BUILD_INCLUSION)
+    get_source_file_property(definitions ${source} TARGET_DIRECTORY ${target} COMPILE_DEFINITIONS)
+    get_source_file_property(options ${source} TARGET_DIRECTORY ${target} COMPILE_OPTIONS)
+    if(skip OR definitions OR options)
+      if(ARG_TORCH AND NOT torch_source)
+        set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES
+                                    SKIP_PRECOMPILE_HEADERS ON)
+      endif()
+      continue()
+    endif()
+    set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES HEADER_FILE_ONLY ON)
+    if(torch_source)
+      list(APPEND torch ${path})
+    else()
+      list(APPEND plain ${path})
+    endif()
+  endforeach()
+  _trellis_unity_batches(${target} torch "${torch}")
+  _trellis_unity_batches(${target} plain "${plain}")
+endfunction()
+
 function(_trellis_use_torch target visibility)
   target_link_libraries(${target} ${visibility} ${TORCH_LIBRARIES})
   target_include_directories(${target} ${visibility} ${TORCH_INCLUDE_DIRS})
   target_precompile_headers(${target} REUSE_FROM trellis_torch_pch)
-  get_target_property(sources ${target} SOURCES)
-  foreach(source IN LISTS sources)
-    cmake_path(ABSOLUTE_PATH source BASE_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} OUTPUT_VARIABLE path)
-    if(NOT path IN_LIST TRELLIS_TORCH_SOURCES)
-      set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES
-                                  SKIP_PRECOMPILE_HEADERS ON)
-    endif()
-  endforeach()
+  _trellis_unity(${target} TORCH)
   target_compile_options(${target} PRIVATE -pthread)
   # The shared PCH is compiled as library code (-fPIC); GCC ignores it in a
   # target compiled -fPIE (executables), so compile those -fPIC as well.
@@ -61,6 +133,8 @@ function(trellis_library name)
   target_compile_options(trellis_${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)
   if(ARG_TORCH)
     _trellis_use_torch(trellis_${name} PRIVATE)
+  else()
+    _trellis_unity(trellis_${name})
   endif()
 endfunction()
 
@@ -80,6 +154,8 @@ function(trellis_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock trellis::test_main)
   if(ARG_TORCH)
     _trellis_use_torch(${name} PRIVATE)
+  else()
+    _trellis_unity(${name})
   endif()
   add_test(NAME ${name} COMMAND ${name})
   if(ARG_LABELS)

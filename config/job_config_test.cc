@@ -7,6 +7,7 @@
 #include <string>
 
 #include "config/recipe.h"
+#include "config/testing/validate_yaml.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -21,11 +22,7 @@ absl::Status ParseError(const std::string& yaml) {
   return ParseJobYaml(yaml, "job.yaml").status();
 }
 
-absl::Status ValidateYaml(const std::string& yaml) {
-  absl::StatusOr<v1::JobConfig> job = ParseJobYaml(yaml, "job.yaml");
-  EXPECT_TRUE(job.ok()) << job.status();
-  return job.ok() ? ValidateJob(*job) : job.status();
-}
+using testing::ValidateYaml;
 
 // Every singular field of `msg` and its sub-messages is explicitly present.
 void ExpectAllPresent(const google::protobuf::Message& msg, const std::string& path) {

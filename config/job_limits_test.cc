@@ -8,6 +8,7 @@
 
 #include "config/job_config.h"
 #include "config/job_size.h"
+#include "config/testing/validate_yaml.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,11 +17,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-absl::Status ValidateYaml(const std::string& yaml) {
-  absl::StatusOr<v1::JobConfig> job = ParseJobYaml(yaml, "job.yaml");
-  EXPECT_TRUE(job.ok()) << job.status();
-  return job.ok() ? ValidateJob(*job) : job.status();
-}
+using testing::ValidateYaml;
 
 TEST(ValidateJob, RefusesNonFiniteAndAbsurdValuesNamingTheField) {
   const std::pair<const char*, const char*> cases[] = {

@@ -28,7 +28,7 @@ struct Texts {
   std::string invalid = "?";
 };
 
-struct Episode {
+struct GuessEpisode {
   int64_t secret = 0;
   bool done = false;
 };
@@ -61,7 +61,7 @@ class GuessNumber : public Environment {
 
   absl::StatusOr<v1::OpenEpisodeResponse> Open(const v1::OpenEpisodeRequest& request) override {
     const uint64_t span = static_cast<uint64_t>(high_ - low_) + 1;
-    Episode e;
+    GuessEpisode e;
     e.secret = low_ + static_cast<int64_t>(Mix(request.seed()) % span);
     if (absl::Status s = episodes_.Add(request.episode_id(), e); !s.ok()) return s;
     v1::OpenEpisodeResponse r;
@@ -72,7 +72,7 @@ class GuessNumber : public Environment {
 
   absl::StatusOr<v1::EnvironmentStepResponse> Step(
       const v1::EnvironmentStepRequest& request) override {
-    absl::StatusOr<Episode> e = episodes_.Running(request.episode_id());
+    absl::StatusOr<GuessEpisode> e = episodes_.Running(request.episode_id());
     if (!e.ok()) return e.status();
     v1::EnvironmentStepResponse r;
     const std::optional<int64_t> guess = LastInteger(request.action());
@@ -104,7 +104,7 @@ class GuessNumber : public Environment {
   const int64_t high_;
   const Texts texts_;
   const int workers_;
-  Episodes<Episode> episodes_;
+  Episodes<GuessEpisode> episodes_;
 };
 
 }  // namespace

@@ -25,7 +25,7 @@ namespace {
 constexpr char kOpen[] = "<py>";
 constexpr char kClose[] = "</py>";
 
-struct Episode {
+struct ToolEpisode {
   std::string prompt;
   std::string answer;
   std::string metadata_json;
@@ -67,7 +67,7 @@ class PythonTool : public Environment {
 
   absl::StatusOr<v1::EnvironmentStepResponse> Step(
       const v1::EnvironmentStepRequest& request) override {
-    absl::StatusOr<Episode> e = episodes_.Running(request.episode_id());
+    absl::StatusOr<ToolEpisode> e = episodes_.Running(request.episode_id());
     if (!e.ok()) return e.status();
     const std::string& action = request.action();
     const size_t open = action.rfind(kOpen);
@@ -105,7 +105,7 @@ class PythonTool : public Environment {
     return r;
   }
 
-  absl::StatusOr<v1::EnvironmentStepResponse> Answer(const std::string& id, Episode e,
+  absl::StatusOr<v1::EnvironmentStepResponse> Answer(const std::string& id, ToolEpisode e,
                                                      const std::string& action) {
     v1::VerifyItem item;
     item.set_prompt(e.prompt);
@@ -125,7 +125,7 @@ class PythonTool : public Environment {
 
   const Settings settings_;
   const std::unique_ptr<verifier::Verifier> judge_;
-  Episodes<Episode> episodes_;
+  Episodes<ToolEpisode> episodes_;
 };
 
 absl::StatusOr<plugin::SandboxChoice> ParseChoice(const std::string& name) {

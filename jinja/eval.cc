@@ -15,14 +15,14 @@
 namespace trellis::jinja::internal {
 namespace {
 
-bool IsInt(const Json& j) { return j.is_number_integer() || j.is_boolean(); }
+bool IntLike(const Json& j) { return j.is_number_integer() || j.is_boolean(); }
 int64_t Int(const Json& j) { return j.is_boolean() ? (j.get<bool>() ? 1 : 0) : j.get<int64_t>(); }
 double Float(const Json& j) { return j.is_boolean() ? Int(j) : j.get<double>(); }
 bool Numeric(const Value& v) { return v.is_json() && (v.json().is_number() || v.json().is_boolean()); }
 
 // Python's arithmetic on two numbers: ints stay ints except under /.
 absl::StatusOr<Json> Arithmetic(BinaryOp op, const Json& a, const Json& b) {
-  const bool ints = IsInt(a) && IsInt(b);
+  const bool ints = IntLike(a) && IntLike(b);
   if ((op == BinaryOp::kDiv || op == BinaryOp::kFloorDiv || op == BinaryOp::kMod) && Float(b) == 0) {
     return absl::InvalidArgumentError("division by zero");
   }
@@ -130,7 +130,7 @@ absl::StatusOr<Value> Interpreter::EvalExpr(const Expr& e) {
     case ExprKind::kNeg: {
       JINJA_ASSIGN_OR_RETURN(Value v, Eval(*e.children[0]));
       if (!Numeric(v)) return ErrorAt(e.pos, absl::StrCat("cannot negate ", v.KindName()));
-      return Value(IsInt(v.json()) ? Json(-Int(v.json())) : Json(-Float(v.json())));
+      return Value(IntLike(v.json()) ? Json(-Int(v.json())) : Json(-Float(v.json())));
     }
     case ExprKind::kNot: {
       JINJA_ASSIGN_OR_RETURN(Value v, Eval(*e.children[0]));
@@ -203,7 +203,7 @@ absl::StatusOr<Value> Interpreter::EvalItem(const Expr& e) {
   } else if (obj.is_dict() && key.is_string()) {
     auto it = obj.json().find(key.json().get<std::string>());
     if (it != obj.json().end()) return Value(*it);
-  } else if ((obj.is_list() || obj.is_string()) && key.is_json() && IsInt(key.json())) {
+  } else if ((obj.is_list() || obj.is_string()) && key.is_json() && IntLike(key.json())) {
     int64_t i = Int(key.json());
     if (obj.is_list()) {
       if (NormalizeIndex(i, obj.json().size())) return Value(obj.json()[static_cast<size_t>(i)]);
@@ -223,7 +223,7 @@ absl::StatusOr<Value> Interpreter::EvalSlice(const Expr& e) {
     if (!e.children[k + 1]) continue;
     JINJA_ASSIGN_OR_RETURN(Value v, Eval(*e.children[k + 1]));
     if (v.is_none()) continue;
-    if (!v.is_json() || !IsInt(v.json())) return ErrorAt(e.pos, "slice bounds must be integers");
+    if (!v.is_json() || !IntLike(v.json())) return ErrorAt(e.pos, "slice bounds must be integers");
     bounds[k] = Int(v.json());
     given[k] = true;
   }

@@ -15,7 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int kVocab = 12;
+constexpr int kNonfiniteVocab = 12;
 
 v1::JobConfig Job(int max_skips) {
   v1::JobConfig job;
@@ -49,7 +49,7 @@ v1::TrainBatch Batch(float first_advantage) {
 
 std::unique_ptr<LearnerWorker> MakeLearner(const v1::JobConfig& job) {
   LocalLearnerOptions options;
-  options.vocab_size = kVocab;
+  options.vocab_size = kNonfiniteVocab;
   options.seed = 3;
   auto learner = NewLocalLearner(job, options, /*transport=*/nullptr, /*ledger=*/nullptr);
   EXPECT_TRUE(learner.ok()) << learner.status();

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "ledger/cuda_memory.h"
 #include "ledger/ledger.h"
+#include "ledger/testing/fake_memory_source.h"
 #include "ledger/testing/jsonl.h"
 
 namespace trellis::ledger {
@@ -25,7 +26,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kMiB = 1 << 20;
+using testing_util::kMiB;
 
 // A float32 tensor of `mib` MiB on the device, and its bytes.
 at::Tensor DeviceTensor(int64_t mib) {

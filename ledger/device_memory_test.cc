@@ -29,7 +29,7 @@ using internal::SourceWindows;
 using nlohmann::json;
 using testing_util::FakeDevice;
 
-constexpr int64_t kMiB = 1 << 20;
+using testing_util::kMiB;
 
 TEST(SourceWindowsTest, NestedWindowsEachKeepTheirOwnPeak) {
   auto device = std::make_shared<FakeDevice>();

@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 using testing_util::ReadJsonLines;
 
-std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+using testing_util::TempPath;
 
 class LedgerComputeTest : public ::testing::Test {
  protected:

@@ -17,10 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
+using testing_util::ReadJson;
 
 TEST(LedgerMovesTest, MovesAreRecordedWithHostBytesAndAddUpPerStepAndRun) {
   env::testing::FakeEnv env;

@@ -1,4 +1,5 @@
 #include "ledger/ledger.h"
+#include "ledger/testing/fake_memory_source.h"
 #include "ledger/testing/jsonl.h"
 
 #include <torch/torch.h>
@@ -19,18 +20,13 @@ namespace trellis::ledger {
 namespace {
 
 using nlohmann::json;
-constexpr int64_t kMiB = 1 << 20;
+using testing_util::kMiB;
 
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/" + name;
-}
+using testing_util::TempPath;
 
 using testing_util::ReadJsonLines;
 
-json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
+using testing_util::ReadJson;
 
 // A clock the test moves by hand.
 class LedgerTest : public ::testing::Test {

@@ -17,12 +17,9 @@ namespace {
 using nlohmann::json;
 using testing_util::ReadJsonLines;
 
-std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+using testing_util::TempPath;
 
-json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
+using testing_util::ReadJson;
 
 class LedgerVerifierTest : public ::testing::Test {
  protected:

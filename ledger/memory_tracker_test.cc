@@ -7,11 +7,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ledger/testing/fake_memory_source.h"
 
 namespace trellis::ledger {
 namespace {
 
-constexpr int64_t kMiB = 1 << 20;
+using testing_util::kMiB;
 
 class MemoryTrackerTest : public ::testing::Test {
  protected:

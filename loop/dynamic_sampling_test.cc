@@ -8,7 +8,7 @@
 namespace trellis::loop {
 namespace {
 
-using testing::ElementsAre;
+using ::testing::ElementsAre;
 
 TEST(DynamicSamplingTest, UsefulGroupsAreThoseWhoseRewardsDiffer) {
   const std::vector<float> rewards = {1, 1, 1, 0, 1, 0, 0.5f, 0.5f, 1, 0, 0, 0};

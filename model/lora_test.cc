@@ -20,8 +20,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int64_t kVocab = 23;
-constexpr uint64_t kSeed = 11;
+using trellis::model::testing::kVocab;
+constexpr uint64_t kLoraSeed = 11;
 
 using trellis::model::testing::SmallConfig;
 
@@ -36,7 +36,7 @@ v1::LoraConfig Lora(int rank, std::vector<std::string> targets = {}) {
 }
 
 Transformer MakeModel(const v1::LoraConfig& lora) {
-  torch::manual_seed(kSeed);
+  torch::manual_seed(kLoraSeed);
   return Transformer(SmallConfig(), kVocab, Head::kLanguageModel, lora);
 }
 
@@ -153,7 +153,7 @@ TEST(LoraTest, OnlyAdaptersGetGradients) {
 TEST(LoraTest, LoadsBaseAndFullWeightsByName) {
   Transformer source = MakeModel(Lora(4));
   PerturbAdapters(source);
-  torch::manual_seed(kSeed + 1);
+  torch::manual_seed(kLoraSeed + 1);
   Transformer target(SmallConfig(), kVocab, Head::kLanguageModel, Lora(4));
 
   // Plain Llama weights are not a LoRA model's full set...

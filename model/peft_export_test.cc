@@ -29,7 +29,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Projection = trellis::v1::LoraConfig::Projection;
 
-std::string OutDir(const std::string& name) {
+std::string PeftOutDir(const std::string& name) {
   const std::string dir = ::testing::TempDir() + "/peft_" + name + "_" + std::to_string(::getpid());
   fs::remove_all(dir);
   return dir;
@@ -55,7 +55,7 @@ Transformer LoraModel(const trellis::v1::LoraConfig& lora) {
 TEST(PeftExport, WritesPeftConfigAndNames) {
   const trellis::v1::LoraConfig lora = Lora(2, 16);
   Transformer model = LoraModel(lora);
-  const std::string out = OutDir("adapter");
+  const std::string out = PeftOutDir("adapter");
   PeftExportOptions options;
   options.base_model_name_or_path = "org/base";
   ASSERT_TRUE(ExportPeftAdapters(model, lora, options, out).ok());
@@ -89,7 +89,7 @@ TEST(PeftExport, WritesPeftConfigAndNames) {
 TEST(PeftExport, BfloatAdapters) {
   const trellis::v1::LoraConfig lora = Lora(4, 8, {trellis::v1::LoraConfig::DOWN_PROJ});
   Transformer model = LoraModel(lora);
-  const std::string out = OutDir("bf16");
+  const std::string out = PeftOutDir("bf16");
   PeftExportOptions options;
   options.dtype = c10::ScalarType::BFloat16;
   ASSERT_TRUE(ExportPeftAdapters(model, lora, options, out).ok());
@@ -106,7 +106,7 @@ TEST(PeftExport, MergedModelMatchesThePolicy) {
   const trellis::v1::LoraConfig lora =
       Lora(2, 4, {trellis::v1::LoraConfig::Q_PROJ, trellis::v1::LoraConfig::UP_PROJ});
   Transformer model = LoraModel(lora);
-  const std::string out = OutDir("merged");
+  const std::string out = PeftOutDir("merged");
   ASSERT_TRUE(ExportHfModel(model, HfExportOptions(), out).ok());
   absl::StatusOr<HfModel> hf = LoadHfModel(out);
   ASSERT_TRUE(hf.ok()) << hf.status();
@@ -125,7 +125,7 @@ TEST(PeftExport, MergedModelMatchesThePolicy) {
 
 TEST(PeftExportErrors, NoAdapters) {
   Transformer model = LoraModel(Lora(0, 16));
-  const std::string out = OutDir("none");
+  const std::string out = PeftOutDir("none");
   const absl::Status s = ExportPeftAdapters(model, Lora(2, 16), PeftExportOptions(), out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("no adapters to export"));
@@ -134,7 +134,7 @@ TEST(PeftExportErrors, NoAdapters) {
 
 TEST(PeftExportErrors, ConfigMustDescribeTheAdapters) {
   Transformer model = LoraModel(Lora(2, 16));  // q_proj and v_proj
-  const std::string out = OutDir("mismatch");
+  const std::string out = PeftOutDir("mismatch");
   absl::Status s = ExportPeftAdapters(model, Lora(2, 16, {trellis::v1::LoraConfig::Q_PROJ}),
                                       PeftExportOptions(), out);
   EXPECT_THAT(s.message(), HasSubstr("on v_proj, which lora.target_modules lacks"));
@@ -152,7 +152,7 @@ TEST(PeftExportErrors, ConfigMustDescribeTheAdapters) {
 TEST(PeftExportErrors, UnwritableOutput) {
   const trellis::v1::LoraConfig lora = Lora(2, 16);
   Transformer model = LoraModel(lora);
-  const std::string file = OutDir("file");
+  const std::string file = PeftOutDir("file");
   std::ofstream(file) << "x";
   const absl::Status s = ExportPeftAdapters(model, lora, PeftExportOptions(), file + "/adapter");
   EXPECT_FALSE(s.ok());

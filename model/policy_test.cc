@@ -16,7 +16,7 @@
 namespace trellis::model {
 namespace {
 
-constexpr int64_t kVocab = 23;
+using trellis::model::testing::kVocab;
 constexpr uint64_t kSeed = 7;
 
 bool SameWeights(const Transformer& a, const Transformer& b) {

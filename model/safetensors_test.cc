@@ -23,7 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string TempPath(const std::string& name) {
-  return testing::TempDir() + "/" + name + "." + std::to_string(::getpid()) + ".safetensors";
+  return ::testing::TempDir() + "/" + name + "." + std::to_string(::getpid()) + ".safetensors";
 }
 
 std::string ReadAll(const std::string& path) {

@@ -14,7 +14,7 @@
 namespace trellis::model {
 namespace {
 
-constexpr int64_t kVocab = 23;
+using trellis::model::testing::kVocab;
 
 v1::LoraConfig Lora() {
   v1::LoraConfig lora;

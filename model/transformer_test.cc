@@ -19,7 +19,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int64_t kVocab = 23;
+using trellis::model::testing::kVocab;
 
 using trellis::model::testing::SmallConfig;
 

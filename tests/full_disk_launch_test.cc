@@ -34,8 +34,8 @@ using env::testing::FakeEnv;
 using ::testing::HasSubstr;
 using testing_util::Slurp;
 
-constexpr int kSteps = 6;
-constexpr int64_t kBytesLeft = 600;
+constexpr int kLaunchSteps = 6;
+constexpr int64_t kLaunchBytesLeft = 600;
 
 // The fake Env's disk under the real clock (the scheduler's heartbeat watch
 // and call deadlines run in real time, beside real worker processes); the
@@ -53,7 +53,7 @@ class RealClockFullDisk final : public env::EnvWrapper {
   }
   absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) override {
     absl::Status s = EnvWrapper::WriteFileAtomically(path, contents);
-    if (s.ok() && absl::EndsWith(path, "/checkpoints/latest")) disk_->SetDiskBudget(kBytesLeft);
+    if (s.ok() && absl::EndsWith(path, "/checkpoints/latest")) disk_->SetDiskBudget(kLaunchBytesLeft);
     return s;
   }
 
@@ -69,7 +69,7 @@ TEST(FullDiskLaunchTest, TheSchedulerStopsNamingTheLedgerAndTheRunResumes) {
   const fs::path out = root / "run";
   const env::RunDir run(out.string());
   v1::JobConfig job = testing_util::TinyJob();
-  job.mutable_grpo()->set_steps(kSteps);
+  job.mutable_grpo()->set_steps(kLaunchSteps);
   job.mutable_runtime()->set_checkpoint_every(2);
 
   FakeEnv disk;
@@ -121,7 +121,7 @@ TEST(FullDiskLaunchTest, TheSchedulerStopsNamingTheLedgerAndTheRunResumes) {
   const int resumed =
       testing_util::Wait(testing_util::StartTrellis({"launch", "--resume", out.string()}, log));
   ASSERT_TRUE(WIFEXITED(resumed) && WEXITSTATUS(resumed) == 0) << Slurp(log);
-  EXPECT_EQ(testing_util::StepRewards(out).size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(testing_util::StepRewards(out).size(), static_cast<size_t>(kLaunchSteps));
   EXPECT_TRUE(fs::exists(run.Summary()));
 }
 

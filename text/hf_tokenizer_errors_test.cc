@@ -27,7 +27,7 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const std::string kFixtures = std::string(TRELLIS_SOURCE_DIR) + "/tests/fixtures/tokenizers";
+const std::string kErrorFixtures = std::string(TRELLIS_SOURCE_DIR) + "/tests/fixtures/tokenizers";
 
 std::string Read(const std::string& path) {
   std::ifstream in(path);
@@ -45,7 +45,7 @@ class TokenizerDir {
       : dir_(::testing::TempDir() + "/tok_" + name + "_" + std::to_string(::getpid())) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    for (const auto& entry : fs::directory_iterator(kFixtures + "/" + name)) {
+    for (const auto& entry : fs::directory_iterator(kErrorFixtures + "/" + name)) {
       fs::copy(entry.path(), dir_ + "/" + entry.path().filename().string());
     }
   }
@@ -181,7 +181,7 @@ TEST(HfTokenizerErrors, BrokenSentencePieceModelNamesTheFile) {
 }
 
 TEST(HfTokenizerErrors, InvalidUtf8IsRefusedNotCrashed) {
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadHfTokenizer(kFixtures + "/llama3");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadHfTokenizer(kErrorFixtures + "/llama3");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   const absl::Status status = (*tokenizer)->Encode("ok \xFF\xFE bad").status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

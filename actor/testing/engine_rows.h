@@ -2,8 +2,8 @@
 #define TRELLIS_ACTOR_TESTING_ENGINE_ROWS_H_
 
 // What the engine's tests (actor/engine_test.cc, actor/turn_cache_test.cc)
-// share: engine options by their switches, and the check that two runs
-// sampled the same rows.
+// share: the small model's vocabulary and padding token, engine options by
+// their switches, and the check that two runs sampled the same rows.
 
 #include <cstdint>
 #include <string>
@@ -13,6 +13,9 @@
 #include "gtest/gtest.h"
 
 namespace trellis::actor::internal {
+
+inline constexpr int32_t kPad = 0;
+inline constexpr int kVocab = 24;
 
 inline EngineOptions Options(bool share, bool continuous, int64_t budget = 0) {
   EngineOptions o;

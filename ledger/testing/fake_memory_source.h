@@ -1,7 +1,7 @@
 #ifndef TRELLIS_LEDGER_TESTING_FAKE_MEMORY_SOURCE_H_
 #define TRELLIS_LEDGER_TESTING_FAKE_MEMORY_SOURCE_H_
 
-// For tests: a device whose allocator the test drives, behaving as a
+// For tests: kMiB, and a device whose allocator the test drives, behaving as a
 // caching allocator does: freed bytes stay reserved (cached) until
 // EmptyCache, and an allocation beyond the cache reserves a new segment of
 // `segment_bytes` multiples. Source() hands the ledger a MemorySource that
@@ -17,6 +17,8 @@
 #include "ledger/memory_source.h"
 
 namespace trellis::ledger::testing_util {
+
+inline constexpr int64_t kMiB = 1 << 20;
 
 class FakeDevice : public std::enable_shared_from_this<FakeDevice> {
  public:

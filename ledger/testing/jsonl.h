@@ -1,7 +1,8 @@
 #ifndef TRELLIS_LEDGER_TESTING_JSONL_H_
 #define TRELLIS_LEDGER_TESTING_JSONL_H_
 
-// For tests: every line of a ledger.jsonl file, parsed.
+// For tests: a JSON file parsed, every line of a ledger.jsonl file parsed,
+// and a path in the test's temporary folder.
 
 #include <fstream>
 #include <string>
@@ -9,7 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gtest/gtest.h"
+
 namespace trellis::ledger::testing_util {
+
+inline nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
 
 inline std::vector<nlohmann::json> ReadJsonLines(const std::string& path) {
   std::ifstream in(path);
@@ -18,6 +26,8 @@ inline std::vector<nlohmann::json> ReadJsonLines(const std::string& path) {
   while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
   return out;
 }
+
+inline std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
 }  // namespace trellis::ledger::testing_util
 

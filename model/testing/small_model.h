@@ -1,11 +1,15 @@
 #ifndef TRELLIS_MODEL_TESTING_SMALL_MODEL_H_
 #define TRELLIS_MODEL_TESTING_SMALL_MODEL_H_
 
-// The small transformer the model tests share.
+// The small transformer the model tests share, and its vocabulary.
+
+#include <cstdint>
 
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::model::testing {
+
+inline constexpr int64_t kVocab = 23;
 
 // d_model 32, 2 layers, 4 heads over 2 KV heads, d_ff 48, up to 32 tokens;
 // init_std 0.2, larger than the default so that logits differ visibly
