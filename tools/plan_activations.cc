@@ -9,8 +9,6 @@
 namespace trellis::tools {
 namespace {
 
-constexpr int64_t kFloat = 4;
-
 // About 40 per-token tensors of the batch and the loss (ids, masks,
 // log-prob rows, ratios), and one more element each.
 constexpr int64_t kLossTensorsPerToken = 40;

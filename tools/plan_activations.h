@@ -13,11 +13,15 @@
 
 namespace trellis::tools {
 
+// Bytes of a float32 element: every tensor the plan counts is float32
+// unless a strategy says bf16.
+inline constexpr int64_t kFloat = 4;
+
 // The memory strategies of job.memory that change the learner's objects.
 struct Strategy {
   // Bytes of a weight, activation or gradient element in the model (2 for
   // bf16), and whether fp32 masters are kept.
-  int64_t weight_bytes = 4;
+  int64_t weight_bytes = kFloat;
   bool masters = false;
   bool checkpointing = false;
   // LoRA's adapters (rank 0: every weight trains).

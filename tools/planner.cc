@@ -22,8 +22,6 @@
 namespace trellis::tools {
 namespace {
 
-constexpr int64_t kFloat = 4;  // Every tensor here is float32.
-
 using Shape = config::ModelShape;
 using config::ForwardFlopsPerToken;
 using config::MatmulParameters;
