@@ -42,7 +42,7 @@ struct Config {
   v1::JobConfig job;
 };
 
-// The first three of tests/measure_test.cc's configurations, with `steps` GRPO steps.
+// tests/measure_test.cc's three configurations, with `steps` GRPO steps.
 std::vector<Config> Configs(int steps) {
   absl::StatusOr<v1::JobConfig> tiny = testing_util::TinyJobConfig();
   if (!tiny.ok()) {

@@ -36,8 +36,8 @@ inline absl::StatusOr<v1::JobConfig> TinyJobConfig() {
   return job;
 }
 
-// Variations of `tiny` that differ in micro-batch, sequence length, model
-// size and LoRA: the planner's checks (tests/measure_test.cc,
+// Three variations of `tiny` that differ in micro-batch, sequence length and
+// model size: the planner's checks (tests/measure_test.cc,
 // bench/plan_bench.cc).
 inline std::vector<v1::JobConfig> PlannerJobs(const v1::JobConfig& tiny) {
   v1::JobConfig a = tiny;
@@ -54,15 +54,7 @@ inline std::vector<v1::JobConfig> PlannerJobs(const v1::JobConfig& tiny) {
   c.mutable_model()->set_d_model(128);
   c.mutable_model()->set_d_ff(320);
   c.mutable_model()->set_n_layers(3);
-  // LoRA from the start: the actor and the reference share the learner's
-  // frozen base (model/shared_base.h), and the plan counts it once.
-  v1::JobConfig d = c;
-  d.mutable_sft()->set_steps(0);
-  v1::LoraConfig* lora = d.mutable_memory()->mutable_lora();
-  lora->set_rank(4);
-  lora->add_target_modules(v1::LoraConfig::Q_PROJ);
-  lora->add_target_modules(v1::LoraConfig::V_PROJ);
-  return {a, b, c, d};
+  return {a, b, c};
 }
 
 }  // namespace trellis::testing_util

@@ -11,6 +11,7 @@
 
 #include "config/job_config.h"
 #include "gtest/gtest.h"
+#include "loop/recipe.h"
 #include "tests/tiny_job.h"
 
 namespace trellis {
@@ -54,6 +55,7 @@ TEST(ParquetJobTest, TrainsOnChatColumnShards) {
   job.mutable_data()->set_eval_path(kShards + "chat/data/test-00000-of-00001.parquet");
   job.mutable_data()->mutable_columns()->set_messages("conversations");
   job.mutable_eval()->set_num_prompts(8);
+  ASSERT_TRUE(loop::PrepareJob(&job).ok());  // the shape from config.json, written once
   const auto steps = RunShortened("chat", job);
   ASSERT_EQ(steps.size(), 2u);
   for (const auto& [step, record] : steps) EXPECT_EQ(record["samples_generated"], 16) << step;
