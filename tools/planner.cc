@@ -245,19 +245,21 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
         "sequences of RL samples taken at their longest: prompt ", P, " + max_new_tokens ",
         max_new, "; responses that stop early need less"));
 
-    // Rollout: the prompts' prefill, then one decode step per new token at
-    // the context's middle length.
+    // Rollout: each prompt's prefill, once for all its responses (the
+    // engine copies a prompt's cache to its rows: actor/internal/engine.h),
+    // then one decode step per new token at the context's middle length.
+    const int64_t prompts = job.grpo().prompts_per_step();
     const double prefill_flops =
-        samples * P * ForwardFlopsPerToken(job.model(), w.vocab_size, P);
+        prompts * P * ForwardFlopsPerToken(job.model(), w.vocab_size, P);
     const double decode_flops =
         samples * max_new * ForwardFlopsPerToken(job.model(), w.vocab_size, P + max_new / 2);
     plan.step_time.push_back(
         {"rollout", prefill_flops + decode_flops,
          prefill_flops / rates.forward_flops_per_second +
              decode_flops / rates.decode_flops_per_second,
-         absl::StrFormat("%d samples x (prompt %d at the forward rate + %d new tokens at the "
-                         "decode rate) x (2N_mm + 4·L·seq·d)",
-                         samples, P, max_new)});
+         absl::StrFormat("(%d prompts x %d tokens at the forward rate + %d samples x %d new "
+                         "tokens at the decode rate) x (2N_mm + 4·L·seq·d)",
+                         prompts, P, samples, max_new)});
     if (has_reference) {
       const double ref_flops =
           samples * seq * ForwardFlopsPerToken(job.model(), w.vocab_size, seq);
