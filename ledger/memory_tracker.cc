@@ -25,11 +25,17 @@ struct Prefix {
 constexpr size_t kPrefixBytes = c10::gAlignment;
 static_assert(sizeof(Prefix) <= kPrefixBytes, "prefix must fit the padding");
 
-// Raises `target` to at least `value`.
-void RaiseTo(std::atomic<int64_t>& target, int64_t value) {
+// Raises `target` to at least `value`; whether it was below.
+bool RaiseTo(std::atomic<int64_t>& target, int64_t value) {
   int64_t seen = target.load();
-  while (seen < value && !target.compare_exchange_weak(seen, value)) {
+  while (seen < value) {
+    if (target.compare_exchange_weak(seen, value)) return true;
   }
+  return false;
+}
+
+int64_t MappedPart(int64_t bytes) {
+  return bytes >= MemoryTracker::kMappedFloor ? bytes : 0;
 }
 
 std::atomic<bool> g_installed{false};
@@ -99,6 +105,7 @@ bool MemoryTracker::installed() { return g_installed.load(); }
 int64_t MemoryTracker::live_bytes() const { return live_.load(); }
 int64_t MemoryTracker::peak_bytes() const { return peak_.load(); }
 int64_t MemoryTracker::allocations() const { return allocations_.load(); }
+int64_t MemoryTracker::live_mapped_bytes() const { return live_mapped_.load(); }
 
 MemoryStats MemoryTracker::Stats() const {
   const int64_t live = live_bytes();
@@ -117,18 +124,22 @@ int64_t MemoryTracker::ResetPeak() {
 }
 
 void MemoryTracker::Add(int64_t bytes) {
+  const int64_t mapped = live_mapped_.fetch_add(MappedPart(bytes)) + MappedPart(bytes);
   const int64_t live = live_.fetch_add(bytes) + bytes;
   allocations_.fetch_add(1);
   RaiseTo(peak_, live);
   uint64_t open = open_windows_.load();
   while (open != 0) {
     const int slot = __builtin_ctzll(open);
-    RaiseTo(window_peak_[slot], live);
+    if (RaiseTo(window_peak_[slot], live)) window_mapped_[slot].store(mapped);
     open &= open - 1;
   }
 }
 
-void MemoryTracker::Sub(int64_t bytes) { live_.fetch_sub(bytes); }
+void MemoryTracker::Sub(int64_t bytes) {
+  live_.fetch_sub(bytes);
+  live_mapped_.fetch_sub(MappedPart(bytes));
+}
 
 int MemoryTracker::OpenWindow() {
   uint64_t open = open_windows_.load();
@@ -139,6 +150,7 @@ int MemoryTracker::OpenWindow() {
       // CloseWindow left the slot at its minimum. Best effort under races:
       // an allocation in flight at the instant of opening (or closing the
       // slot's previous window) may or may not be counted here.
+      window_mapped_[slot].store(live_mapped_.load());
       RaiseTo(window_peak_[slot], live_.load());
       return slot;
     }
@@ -149,6 +161,10 @@ int64_t MemoryTracker::WindowPeak(int slot) const {
   return window_peak_[slot].load();
 }
 
+int64_t MemoryTracker::WindowMappedAtPeak(int slot) const {
+  return window_mapped_[slot].load();
+}
+
 void MemoryTracker::CloseWindow(int slot) {
   window_peak_[slot].store(std::numeric_limits<int64_t>::min());
   open_windows_.fetch_and(~(uint64_t{1} << slot));
@@ -156,7 +172,8 @@ void MemoryTracker::CloseWindow(int slot) {
 
 PeakWindow::PeakWindow()
     : slot_(MemoryTracker::Get().OpenWindow()),
-      start_live_(MemoryTracker::Get().live_bytes()) {}
+      start_live_(MemoryTracker::Get().live_bytes()),
+      start_mapped_(MemoryTracker::Get().live_mapped_bytes()) {}
 
 PeakWindow::~PeakWindow() {
   if (slot_ >= 0) MemoryTracker::Get().CloseWindow(slot_);
@@ -167,6 +184,10 @@ int64_t PeakWindow::peak_bytes() const {
   const int64_t peak =
       slot_ >= 0 ? tracker.WindowPeak(slot_) : tracker.peak_bytes();
   return std::max(peak, start_live_);
+}
+
+int64_t PeakWindow::mapped_at_peak_bytes() const {
+  return slot_ >= 0 ? MemoryTracker::Get().WindowMappedAtPeak(slot_) : start_mapped_;
 }
 
 }  // namespace trellis::ledger

@@ -43,6 +43,11 @@ class MemoryTracker final : public MemorySource {
   int64_t ResetPeak();
   // Number of allocations counted since Install().
   int64_t allocations() const;
+  // Live bytes of allocations of at least kMappedFloor: those glibc's
+  // malloc serves with mmap of their own and gives back to the system when
+  // freed (its dynamic mmap threshold never rises above 32 MiB on 64-bit).
+  int64_t live_mapped_bytes() const;
+  static constexpr int64_t kMappedFloor = int64_t{32} << 20;
 
   std::string name() const override { return "cpu"; }
   MemoryStats Stats() const override;
@@ -60,6 +65,8 @@ class MemoryTracker final : public MemorySource {
   MemoryTracker() = default;
   void Add(int64_t bytes);
   void Sub(int64_t bytes);
+  // live_mapped_bytes() when window `slot`'s peak was last raised.
+  int64_t WindowMappedAtPeak(int slot) const;
   // Returns the slot of a new window that starts at the current live bytes,
   // or -1 when all kMaxWindows slots are taken.
   int OpenWindow();
@@ -69,11 +76,15 @@ class MemoryTracker final : public MemorySource {
   std::atomic<int64_t> live_{0};
   std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> allocations_{0};
+  std::atomic<int64_t> live_mapped_{0};
   // Bit i set: window slot i is open and tracks its own peak in
   // window_peak_[i]. Every allocation raises the peak of every open slot,
   // so windows compose whether they nest or overlap across threads.
   std::atomic<uint64_t> open_windows_{0};
   std::array<std::atomic<int64_t>, kMaxWindows> window_peak_{};
+  // Beside each window's peak, the mapped live bytes at it (stored after
+  // the peak, so a racing allocation may pair the two a little apart).
+  std::array<std::atomic<int64_t>, kMaxWindows> window_mapped_{};
 };
 
 // Measures the peak inside a scope without losing the enclosing scope's
@@ -93,10 +104,14 @@ class PeakWindow {
   // Highest live bytes since this window opened (so far); at least
   // start_live_bytes().
   int64_t peak_bytes() const;
+  // MemoryTracker::live_mapped_bytes() at that peak (at the opening when no
+  // slot was free).
+  int64_t mapped_at_peak_bytes() const;
 
  private:
   int slot_;  // -1: no slot was free; see MemoryTracker::kMaxWindows.
   int64_t start_live_;
+  int64_t start_mapped_;
 };
 
 }  // namespace trellis::ledger

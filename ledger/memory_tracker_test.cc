@@ -115,6 +115,24 @@ TEST_F(MemoryTrackerTest, NestedWindowsCompose) {
   EXPECT_GE(outer.peak_bytes() - base, 8 * kMiB);
 }
 
+// Blocks of at least kMappedFloor count as mapped while live, and a window
+// remembers how many mapped bytes were live at its peak.
+TEST_F(MemoryTrackerTest, MappedBytesAreCountedAndKeptAtTheWindowsPeak) {
+  const int64_t mapped_before = tracker().live_mapped_bytes();
+  PeakWindow window;
+  EXPECT_EQ(window.mapped_at_peak_bytes(), mapped_before);
+  {
+    at::Tensor large = at::empty({MemoryTracker::kMappedFloor}, at::kByte);
+    at::Tensor small = at::empty({kMiB}, at::kByte);
+    EXPECT_EQ(tracker().live_mapped_bytes() - mapped_before, MemoryTracker::kMappedFloor);
+  }
+  EXPECT_EQ(tracker().live_mapped_bytes(), mapped_before);
+  // The peak held the large block and the small one after it.
+  EXPECT_EQ(window.mapped_at_peak_bytes() - mapped_before, MemoryTracker::kMappedFloor);
+  { at::Tensor small = at::empty({kMiB}, at::kByte); }  // Below the peak.
+  EXPECT_EQ(window.mapped_at_peak_bytes() - mapped_before, MemoryTracker::kMappedFloor);
+}
+
 TEST_F(MemoryTrackerTest, WindowsDoNotTouchTheGlobalPeak) {
   tracker().ResetPeak();
   { at::Tensor t = at::empty({2 * kMiB}, at::kByte); }

@@ -155,20 +155,22 @@ nlohmann::json ProcessMemoryAccountJson(const ProcessMemoryAccount& a) {
           {"named_fraction", a.named_fraction()}};
 }
 
-void ProcessMemoryWatch::Observe(const ProcessSample& sample, int64_t tracked_bytes,
-                                 int64_t objects_bytes, std::string_view stage,
-                                 int64_t tracked_peak_since) {
+void ProcessMemoryWatch::Observe(const ProcessSample& sample, const TrackerLook& tracker,
+                                 int64_t objects_bytes, std::string_view stage) {
   absl::MutexLock lock(&mu_);
   // A high-water mark that rose since the last sample was reached in
   // between, taken to be at the tracker's peak in between: the tensors
-  // freed since were then in use on the heap too.
+  // freed since were then in use on the heap too, and the mapped ones
+  // among them held by it.
   ProcessSample at = sample;
-  int64_t tracked = tracked_bytes;
+  int64_t tracked = tracker.live_bytes;
   if (sample.peak_resident_bytes > hwm_) {
-    const int64_t freed = Positive(tracked_peak_since - tracked_bytes);
+    const int64_t freed = Positive(tracker.peak_since_bytes - tracker.live_bytes);
+    const int64_t freed_mapped =
+        std::min(freed, Positive(tracker.mapped_at_peak_bytes - tracker.mapped_bytes));
     at.resident_bytes = std::max(sample.peak_resident_bytes, sample.resident_bytes);
     at.heap_in_use_bytes += freed;
-    at.heap_held_bytes = std::max(at.heap_held_bytes, at.heap_in_use_bytes);
+    at.heap_held_bytes = std::max(at.heap_held_bytes + freed_mapped, at.heap_in_use_bytes);
     tracked += freed;
   }
   if (at.resident_bytes > top_.resident_bytes) {

@@ -58,6 +58,17 @@ void SetProcessSamplerForTesting(std::function<ProcessSample()> sampler);
 // program before any job.
 ProcessSample ProcessBaseline();
 
+// The memory tracker (ledger/memory_tracker.h) at a sample: c10's live
+// tensor bytes, their peak since the previous sample, and the part of each
+// in blocks glibc maps on their own and gives back to the system when
+// freed (MemoryTracker::kMappedFloor).
+struct TrackerLook {
+  int64_t live_bytes = 0;
+  int64_t peak_since_bytes = 0;
+  int64_t mapped_bytes = 0;
+  int64_t mapped_at_peak_bytes = 0;
+};
+
 // A process's peak resident memory, named part by part. Every field is
 // non-negative; the parts, remainder included, add up to
 // peak_resident_bytes plus named_beyond_resident_bytes.
@@ -108,14 +119,15 @@ nlohmann::json ProcessMemoryAccountJson(const ProcessMemoryAccount& a);
 class ProcessMemoryWatch {
  public:
   explicit ProcessMemoryWatch(ProcessSample baseline) : baseline_(baseline) {}
-  // A sample taken in `stage` ("none": between spans), with the tracker's
-  // live bytes and the process's objects at that moment, and the tracker's
-  // peak since the previous sample (tracked_bytes where it is not known).
-  // Where the high-water mark rose since the previous sample, the sample
-  // stands for that mark: resident at it, with the tensors freed since
-  // that tracker peak counted in use on the heap.
-  void Observe(const ProcessSample& sample, int64_t tracked_bytes, int64_t objects_bytes,
-               std::string_view stage, int64_t tracked_peak_since);
+  // A sample taken in `stage` ("none": between spans), with the tracker
+  // and the process's objects at that moment (a look whose peak is below
+  // its live bytes counts as peaking at them). Where the high-water mark
+  // rose since the previous sample, the sample stands for that mark:
+  // resident at it, with the tensors freed since the tracker's peak
+  // counted in use on the heap, and those of them glibc had mapped on
+  // their own counted held too (they left the heap when freed).
+  void Observe(const ProcessSample& sample, const TrackerLook& tracker, int64_t objects_bytes,
+               std::string_view stage);
   // The step's highest resident memory so far, and starts a new step.
   int64_t TakeStepPeak();
   ProcessMemoryAccount Account() const;

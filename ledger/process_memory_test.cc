@@ -56,6 +56,14 @@ ProcessSample Sample(int64_t resident, int64_t peak, int64_t file, int64_t in_us
   return s;
 }
 
+TrackerLook Look(int64_t live, int64_t peak_since, int64_t mapped = 0,
+                 int64_t mapped_at_peak = 0) {
+  return {.live_bytes = live,
+          .peak_since_bytes = peak_since,
+          .mapped_bytes = mapped,
+          .mapped_at_peak_bytes = mapped_at_peak};
+}
+
 TEST(ProcessMemoryTest, AccountNamesEveryPartOfThePeak) {
   const ProcessSample baseline = Sample(1000, 1000, 400, 100, 150);
   // Heap grew by 700 in use (500 tensors, 300 of them objects) and its
@@ -98,11 +106,11 @@ TEST(ProcessMemoryTest, NoPartIsNegativeAndNoFractionPassesOne) {
 
 TEST(ProcessMemoryTest, WatchKeepsTheMostResidentSampleAndStageAndStepPeaks) {
   ProcessMemoryWatch watch(Sample(100, 100, 0, 10, 10));
-  watch.Observe(Sample(300, 300, 0, 200, 220), 150, 100, "load", 150);
+  watch.Observe(Sample(300, 300, 0, 200, 220), Look(150, 150), 100, "load");
   // The high-water mark rose to 900 between samples: reached in "update".
-  watch.Observe(Sample(500, 900, 0, 300, 400), 250, 200, "update", 250);
+  watch.Observe(Sample(500, 900, 0, 300, 400), Look(250, 250), 200, "update");
   EXPECT_EQ(watch.TakeStepPeak(), 900);
-  watch.Observe(Sample(400, 900, 0, 300, 400), 250, 200, "rollout", 250);
+  watch.Observe(Sample(400, 900, 0, 300, 400), Look(250, 250), 200, "rollout");
   EXPECT_EQ(watch.TakeStepPeak(), 400);
   EXPECT_EQ(watch.TakeStepPeak(), 0);
   const std::map<std::string, int64_t> stages = watch.StagePeaks();
@@ -127,9 +135,9 @@ TEST(ProcessMemoryTest, AMarkReachedInsideAWindowIsNamedWithTheWindowsTensorPeak
   ProcessMemoryWatch watch(Sample(100, 100, 0, 10, 10));
   // The update's tensors peaked at 700 and 200 remain; its freed blocks
   // went back to the system (held 260), and the mark rose to 900.
-  watch.Observe(Sample(400, 900, 0, 250, 260), 200, 150, "update", 700);
+  watch.Observe(Sample(400, 900, 0, 250, 260), Look(200, 700), 150, "update");
   // Later a sample more resident than the one before but below the mark.
-  watch.Observe(Sample(600, 900, 0, 450, 480), 400, 150, "rollout", 400);
+  watch.Observe(Sample(600, 900, 0, 450, 480), Look(400, 400), 150, "rollout");
   const ProcessMemoryAccount a = watch.Account();
   EXPECT_EQ(a.peak_resident_bytes, 900);
   EXPECT_EQ(a.at_peak.resident_bytes, 900);
@@ -140,6 +148,23 @@ TEST(ProcessMemoryTest, AMarkReachedInsideAWindowIsNamedWithTheWindowsTensorPeak
   // objects) = 840 named of 900.
   EXPECT_EQ(a.named_bytes, 840);
   EXPECT_EQ(a.remainder_bytes, 60);
+}
+
+// Freed tensors that glibc had mapped on their own left the heap's held
+// bytes when freed: at the mark they were held, beside the free blocks the
+// heap still holds.
+TEST(ProcessMemoryTest, MappedTensorsFreedInsideAWindowAreCountedHeldAtTheMark) {
+  ProcessMemoryWatch watch(Sample(100, 100, 0, 10, 10));
+  // 700 peaked, 200 remain; 300 of the 500 freed were mapped blocks. The
+  // heap holds 350 free blocks at the sample.
+  watch.Observe(Sample(400, 1100, 0, 250, 600), Look(200, 700, 0, 300), 150, "update");
+  const ProcessMemoryAccount a = watch.Account();
+  EXPECT_EQ(a.at_peak.heap_in_use_bytes, 750);
+  EXPECT_EQ(a.at_peak.heap_held_bytes, 900);
+  EXPECT_EQ(a.allocator_free_bytes, 150);
+  // 100 program + 740 heap growth in use + 150 free blocks.
+  EXPECT_EQ(a.named_bytes, 990);
+  EXPECT_EQ(a.remainder_bytes, 110);
 }
 
 TEST(ProcessMemoryTest, FakeSamplerReplacesTheRealOne) {

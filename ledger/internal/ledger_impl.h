@@ -153,9 +153,18 @@ struct Ledger::Impl {
     }
     const ProcessSample sample = SampleProcess();
     const bool tracking = MemoryTracker::installed();
-    const int64_t tracked = tracking ? MemoryTracker::Get().live_bytes() : 0;
-    const int64_t since = since_sample != nullptr ? since_sample->peak_bytes() : tracked;
-    process_memory.Observe(sample, tracked, objects, stage, std::max(tracked, since));
+    TrackerLook look;
+    if (tracking) {
+      look.live_bytes = MemoryTracker::Get().live_bytes();
+      look.mapped_bytes = MemoryTracker::Get().live_mapped_bytes();
+    }
+    look.peak_since_bytes = look.live_bytes;
+    look.mapped_at_peak_bytes = look.mapped_bytes;
+    if (since_sample != nullptr && since_sample->peak_bytes() > look.live_bytes) {
+      look.peak_since_bytes = since_sample->peak_bytes();
+      look.mapped_at_peak_bytes = since_sample->mapped_at_peak_bytes();
+    }
+    process_memory.Observe(sample, look, objects, stage);
     since_sample = tracking ? std::make_unique<PeakWindow>() : nullptr;
     return sample.resident_bytes;
   }
