@@ -25,15 +25,6 @@ struct Prefix {
 constexpr size_t kPrefixBytes = c10::gAlignment;
 static_assert(sizeof(Prefix) <= kPrefixBytes, "prefix must fit the padding");
 
-// Raises `target` to at least `value`; whether it was below.
-bool RaiseTo(std::atomic<int64_t>& target, int64_t value) {
-  int64_t seen = target.load();
-  while (seen < value) {
-    if (target.compare_exchange_weak(seen, value)) return true;
-  }
-  return false;
-}
-
 int64_t MappedPart(int64_t bytes) {
   return bytes >= MemoryTracker::kMappedFloor ? bytes : 0;
 }
@@ -102,7 +93,7 @@ void MemoryTracker::Install() {
 
 bool MemoryTracker::installed() { return g_installed.load(); }
 
-int64_t MemoryTracker::live_bytes() const { return live_.load(); }
+int64_t MemoryTracker::live_bytes() const { return live_.live(); }
 int64_t MemoryTracker::peak_bytes() const { return peak_.load(); }
 int64_t MemoryTracker::allocations() const { return allocations_.load(); }
 int64_t MemoryTracker::live_mapped_bytes() const { return live_mapped_.load(); }
@@ -113,81 +104,54 @@ MemoryStats MemoryTracker::Stats() const {
   return {live, live, peak, peak};
 }
 
-void MemoryTracker::RaisePeak(int64_t bytes) { RaiseTo(peak_, bytes); }
+void MemoryTracker::RaisePeak(int64_t bytes) { PeakSlots::RaiseTo(peak_, bytes); }
 
 int64_t MemoryTracker::ResetPeak() {
   // A concurrent allocation between the exchange and the raise still lands
   // in the new window: it raises peak_ itself after updating live_.
-  const int64_t old_peak = peak_.exchange(live_.load());
-  RaiseTo(peak_, live_.load());
+  const int64_t old_peak = peak_.exchange(live_.live());
+  PeakSlots::RaiseTo(peak_, live_.live());
   return old_peak;
 }
 
 void MemoryTracker::Add(int64_t bytes) {
   const int64_t mapped = live_mapped_.fetch_add(MappedPart(bytes)) + MappedPart(bytes);
-  const int64_t live = live_.fetch_add(bytes) + bytes;
+  PeakSlots::Raised raised = live_.Add(bytes);
   allocations_.fetch_add(1);
-  RaiseTo(peak_, live);
-  uint64_t open = open_windows_.load();
-  while (open != 0) {
-    const int slot = __builtin_ctzll(open);
-    if (RaiseTo(window_peak_[slot], live)) window_mapped_[slot].store(mapped);
-    open &= open - 1;
+  PeakSlots::RaiseTo(peak_, live_.live());
+  while (raised != 0) {
+    window_mapped_[__builtin_ctzll(raised)].store(mapped);
+    raised &= raised - 1;
   }
 }
 
 void MemoryTracker::Sub(int64_t bytes) {
-  live_.fetch_sub(bytes);
+  live_.Sub(bytes);
   live_mapped_.fetch_sub(MappedPart(bytes));
 }
 
-int MemoryTracker::OpenWindow() {
-  uint64_t open = open_windows_.load();
-  for (;;) {
-    if (open == ~uint64_t{0}) return -1;
-    const int slot = __builtin_ctzll(~open);
-    if (open_windows_.compare_exchange_weak(open, open | (uint64_t{1} << slot))) {
-      // CloseWindow left the slot at its minimum. Best effort under races:
-      // an allocation in flight at the instant of opening (or closing the
-      // slot's previous window) may or may not be counted here.
-      window_mapped_[slot].store(live_mapped_.load());
-      RaiseTo(window_peak_[slot], live_.load());
-      return slot;
-    }
-  }
-}
-
-int64_t MemoryTracker::WindowPeak(int slot) const {
-  return window_peak_[slot].load();
-}
-
-int64_t MemoryTracker::WindowMappedAtPeak(int slot) const {
-  return window_mapped_[slot].load();
-}
-
-void MemoryTracker::CloseWindow(int slot) {
-  window_peak_[slot].store(std::numeric_limits<int64_t>::min());
-  open_windows_.fetch_and(~(uint64_t{1} << slot));
-}
-
 PeakWindow::PeakWindow()
-    : slot_(MemoryTracker::Get().OpenWindow()),
-      start_live_(MemoryTracker::Get().live_bytes()),
-      start_mapped_(MemoryTracker::Get().live_mapped_bytes()) {}
+    : start_live_(MemoryTracker::Get().live_bytes()),
+      start_mapped_(MemoryTracker::Get().live_mapped_bytes()) {
+  MemoryTracker& tracker = MemoryTracker::Get();
+  // The opening is the window's first peak (a raise racing with it may be
+  // paired with these mapped bytes).
+  slot_ = tracker.live_.Open();
+  if (slot_ >= 0) tracker.window_mapped_[slot_].store(start_mapped_);
+}
 
 PeakWindow::~PeakWindow() {
-  if (slot_ >= 0) MemoryTracker::Get().CloseWindow(slot_);
+  if (slot_ >= 0) MemoryTracker::Get().live_.Close(slot_);
 }
 
 int64_t PeakWindow::peak_bytes() const {
   const MemoryTracker& tracker = MemoryTracker::Get();
-  const int64_t peak =
-      slot_ >= 0 ? tracker.WindowPeak(slot_) : tracker.peak_bytes();
+  const int64_t peak = slot_ >= 0 ? tracker.live_.Peak(slot_) : tracker.peak_bytes();
   return std::max(peak, start_live_);
 }
 
 int64_t PeakWindow::mapped_at_peak_bytes() const {
-  return slot_ >= 0 ? MemoryTracker::Get().WindowMappedAtPeak(slot_) : start_mapped_;
+  return slot_ >= 0 ? MemoryTracker::Get().window_mapped_[slot_].load() : start_mapped_;
 }
 
 }  // namespace trellis::ledger

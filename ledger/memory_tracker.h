@@ -17,6 +17,7 @@
 #include <string>
 
 #include "ledger/memory_source.h"
+#include "ledger/peak_slots.h"
 
 namespace trellis::ledger {
 
@@ -56,7 +57,7 @@ class MemoryTracker final : public MemorySource {
   // PeakWindows that can be open at once, across all threads. A window
   // opened beyond this reports peak_bytes() as the tracker's global peak, an
   // upper bound.
-  static constexpr int kMaxWindows = 64;
+  static constexpr int kMaxWindows = PeakSlots::kMaxWindows;
 
  private:
   friend class PeakWindow;
@@ -65,25 +66,14 @@ class MemoryTracker final : public MemorySource {
   MemoryTracker() = default;
   void Add(int64_t bytes);
   void Sub(int64_t bytes);
-  // live_mapped_bytes() when window `slot`'s peak was last raised.
-  int64_t WindowMappedAtPeak(int slot) const;
-  // Returns the slot of a new window that starts at the current live bytes,
-  // or -1 when all kMaxWindows slots are taken.
-  int OpenWindow();
-  int64_t WindowPeak(int slot) const;
-  void CloseWindow(int slot);
 
-  std::atomic<int64_t> live_{0};
+  // Live bytes with the windows' peaks (PeakWindow), and beside each
+  // window's peak the mapped live bytes at it (stored after the peak, so a
+  // racing allocation may pair the two a little apart).
+  PeakSlots live_;
   std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> allocations_{0};
   std::atomic<int64_t> live_mapped_{0};
-  // Bit i set: window slot i is open and tracks its own peak in
-  // window_peak_[i]. Every allocation raises the peak of every open slot,
-  // so windows compose whether they nest or overlap across threads.
-  std::atomic<uint64_t> open_windows_{0};
-  std::array<std::atomic<int64_t>, kMaxWindows> window_peak_{};
-  // Beside each window's peak, the mapped live bytes at it (stored after
-  // the peak, so a racing allocation may pair the two a little apart).
   std::array<std::atomic<int64_t>, kMaxWindows> window_mapped_{};
 };
 

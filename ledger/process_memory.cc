@@ -168,8 +168,12 @@ void ProcessMemoryWatch::Observe(const ProcessSample& sample, const TrackerLook&
     const int64_t freed = Positive(tracker.peak_since_bytes - tracker.live_bytes);
     const int64_t freed_mapped =
         std::min(freed, Positive(tracker.mapped_at_peak_bytes - tracker.mapped_bytes));
+    const int64_t freed_heap =
+        tracker.heap_counted
+            ? std::max(freed, Positive(tracker.heap_peak_since_bytes - tracker.heap_live_bytes))
+            : freed;
     at.resident_bytes = std::max(sample.peak_resident_bytes, sample.resident_bytes);
-    at.heap_in_use_bytes += freed;
+    at.heap_in_use_bytes += freed_heap;
     at.heap_held_bytes = std::max(at.heap_held_bytes + freed_mapped, at.heap_in_use_bytes);
     tracked += freed;
   }

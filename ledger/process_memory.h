@@ -58,15 +58,20 @@ void SetProcessSamplerForTesting(std::function<ProcessSample()> sampler);
 // program before any job.
 ProcessSample ProcessBaseline();
 
-// The memory tracker (ledger/memory_tracker.h) at a sample: c10's live
-// tensor bytes, their peak since the previous sample, and the part of each
-// in blocks glibc maps on their own and gives back to the system when
-// freed (MemoryTracker::kMappedFloor).
+// The counters at a sample: the memory tracker's (ledger/memory_tracker.h)
+// c10 live tensor bytes, their peak since the previous sample, and the part
+// of each in blocks glibc maps on their own and gives back to the system
+// when freed (MemoryTracker::kMappedFloor); and where the malloc hook counts
+// (ledger/heap_count.h), the heap's live bytes and their peak since the
+// previous sample.
 struct TrackerLook {
   int64_t live_bytes = 0;
   int64_t peak_since_bytes = 0;
   int64_t mapped_bytes = 0;
   int64_t mapped_at_peak_bytes = 0;
+  bool heap_counted = false;
+  int64_t heap_live_bytes = 0;
+  int64_t heap_peak_since_bytes = 0;
 };
 
 // A process's peak resident memory, named part by part. Every field is
@@ -123,9 +128,10 @@ class ProcessMemoryWatch {
   // and the process's objects at that moment (a look whose peak is below
   // its live bytes counts as peaking at them). Where the high-water mark
   // rose since the previous sample, the sample stands for that mark:
-  // resident at it, with the tensors freed since the tracker's peak
-  // counted in use on the heap, and those of them glibc had mapped on
-  // their own counted held too (they left the heap when freed).
+  // resident at it, with the blocks freed since the heap's peak (where the
+  // hook counts it; else since the tracker's peak) counted in use on the
+  // heap, and the tensors among them glibc had mapped on their own counted
+  // held too (they left the heap when freed).
   void Observe(const ProcessSample& sample, const TrackerLook& tracker, int64_t objects_bytes,
                std::string_view stage);
   // The step's highest resident memory so far, and starts a new step.

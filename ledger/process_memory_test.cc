@@ -167,6 +167,23 @@ TEST(ProcessMemoryTest, MappedTensorsFreedInsideAWindowAreCountedHeldAtTheMark) 
   EXPECT_EQ(a.remainder_bytes, 110);
 }
 
+// A heap peak between samples with no tensor in it (a JSON document parsed
+// and freed): where the malloc hook counts, the mark is named with it.
+TEST(ProcessMemoryTest, AHeapPeakBetweenSamplesIsNamedWhereTheHookCounts) {
+  ProcessMemoryWatch watch(Sample(100, 100, 0, 10, 10));
+  TrackerLook look = Look(50, 50);
+  look.heap_counted = true;
+  look.heap_live_bytes = 140;
+  look.heap_peak_since_bytes = 340;
+  watch.Observe(Sample(300, 500, 0, 150, 160), look, 0, "load");
+  const ProcessMemoryAccount a = watch.Account();
+  EXPECT_EQ(a.at_peak.heap_in_use_bytes, 350);
+  EXPECT_EQ(a.at_peak.heap_held_bytes, 350);
+  // 100 program + 340 heap growth in use.
+  EXPECT_EQ(a.named_bytes, 440);
+  EXPECT_EQ(a.remainder_bytes, 60);
+}
+
 TEST(ProcessMemoryTest, FakeSamplerReplacesTheRealOne) {
   SetProcessSamplerForTesting([] { return Sample(7, 8, 0, 1, 2); });
   EXPECT_EQ(SampleProcess().resident_bytes, 7);

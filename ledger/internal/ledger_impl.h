@@ -23,6 +23,7 @@
 #include "ledger/internal/moves.h"
 #include "ledger/internal/role_busy.h"
 #include "ledger/internal/source_windows.h"
+#include "ledger/heap_count.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
 #include "ledger/process_memory.h"
@@ -164,8 +165,15 @@ struct Ledger::Impl {
       look.peak_since_bytes = since_sample->peak_bytes();
       look.mapped_at_peak_bytes = since_sample->mapped_at_peak_bytes();
     }
+    look.heap_counted = HeapCounted();
+    if (look.heap_counted) {
+      look.heap_live_bytes = HeapCount().live();
+      look.heap_peak_since_bytes =
+          heap_since_sample != nullptr ? heap_since_sample->peak_bytes() : look.heap_live_bytes;
+    }
     process_memory.Observe(sample, look, objects, stage);
     since_sample = tracking ? std::make_unique<PeakWindow>() : nullptr;
+    heap_since_sample = look.heap_counted ? std::make_unique<HeapWindow>() : nullptr;
     return sample.resident_bytes;
   }
 
@@ -376,7 +384,12 @@ struct Ledger::Impl {
   // (the process's first sample: its first ledger's construction).
   ProcessMemoryWatch process_memory{ProcessBaseline()};
   // The tracker's peak since the last process sample (null untracked).
-  std::unique_ptr<PeakWindow> since_sample ABSL_GUARDED_BY(mu);
+  // The counters' peaks since the previous sample (or since the ledger
+  // was made).
+  std::unique_ptr<PeakWindow> since_sample ABSL_GUARDED_BY(mu) =
+      MemoryTracker::installed() ? std::make_unique<PeakWindow>() : nullptr;
+  std::unique_ptr<HeapWindow> heap_since_sample ABSL_GUARDED_BY(mu) =
+      HeapCounted() ? std::make_unique<HeapWindow>() : nullptr;
   // Each launched worker's process, as it last reported it.
   std::map<std::string, ProcessMemoryAccount> remote_processes ABSL_GUARDED_BY(mu);
 
