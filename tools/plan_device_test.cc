@@ -1,6 +1,8 @@
-// `trellis plan` for a CUDA job: the plan's objects on GPUs in both
+// `trellis plan` from given rates and lengths (nothing is measured): the
+// step time's arithmetic (each pass's seconds outside the layers plus L x
+// one layer's), and for a CUDA job the plan's objects on GPUs in both
 // placements, each GPU's peak, and whether it fits the assumed device
-// memory. From MakePlan with given rates and lengths: nothing is measured.
+// memory.
 
 #include "tools/plan_device.h"
 
@@ -10,6 +12,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "config/flops.h"
+#include "config/job_size.h"
 #include "run/embedded_job.h"
 #include "tools/planner.h"
 
@@ -27,14 +31,97 @@ v1::JobConfig CudaJob(v1::DeploymentConfig::Placement placement) {
   return *job;
 }
 
-Plan PlanOf(const v1::JobConfig& job) {
+PlanWorkload Workload() {
   PlanWorkload w;
   w.vocab_size = 16;
   w.prompt_tokens = 12;
   w.answer_tokens = 4;
   w.eval_prompts = 64;
   w.source = "given by the test";
-  return MakePlan(job, w, {1e9, 1e9, 1e9, 1e9, 0.01});
+  return w;
+}
+
+Plan PlanOf(const v1::JobConfig& job) {
+  return MakePlan(job, Workload(), {1e9, {1e9, 1e9}, {1e9, 1e9}, {1e9, 1e9}, 0.01, 0.001});
+}
+
+// Each pass's FLOP per token, split by depth, adds up to config/flops.h's
+// count; checkpointing adds each layer's forward once more.
+TEST(PlanStepTimeTest, DepthFlopsAddUpToTheModelsFlops) {
+  const v1::ModelConfig model = run::DefaultJob()->model();
+  const config::ModelShape s = config::ShapeOf(model, 16);
+  const int64_t seq = 20;
+  const DepthFlops forward = ForwardDepthFlops(model, 16, seq);
+  EXPECT_DOUBLE_EQ(forward.outside, 2.0 * s.V * s.d);
+  EXPECT_DOUBLE_EQ(forward.outside + s.L * forward.per_layer,
+                   config::ForwardFlopsPerToken(model, 16, seq));
+  const DepthFlops train = TrainDepthFlops(model, 16, seq, false);
+  EXPECT_DOUBLE_EQ(train.outside, 6.0 * s.V * s.d);
+  EXPECT_DOUBLE_EQ(train.outside + s.L * train.per_layer,
+                   config::TrainFlopsPerToken(model, 16, seq));
+  const DepthFlops checkpointed = TrainDepthFlops(model, 16, seq, true);
+  EXPECT_DOUBLE_EQ(checkpointed.outside, train.outside);
+  EXPECT_DOUBLE_EQ(checkpointed.per_layer, train.per_layer + forward.per_layer);
+}
+
+// Every stage: tokens x (outside FLOP / outside rate + L x layer FLOP /
+// layer rate) at its pass's rates; the update adds one optimizer step of
+// outside + L x per-layer seconds; the step is the stages' sum.
+TEST(PlanStepTimeTest, StagesAreTheirPassesAtBothRatesPlusTheOptimizerStep) {
+  v1::JobConfig job = *run::DefaultJob();
+  job.mutable_grpo()->set_kl_coef(0.05);  // A reference stage.
+  const PlanWorkload w = Workload();
+  MachineRates rates;
+  rates.matmul_flops_per_second = 5e10;
+  rates.train = {4e9, 1e9};
+  rates.forward = {8e9, 2e9};
+  rates.decode = {2e9, 0.5e9};
+  rates.optimizer_outside_seconds = 0.02;
+  rates.optimizer_per_layer_seconds = 0.003;
+  rates.calibration_layers = 4;
+  const Plan plan = MakePlan(job, w, rates);
+  std::ostringstream printed;
+  PrintPlan(plan, printed);
+  const int64_t L = job.model().n_layers();
+  const int64_t P = w.prompt_tokens, max_new = job.sampling().max_new_tokens();
+  const int64_t seq = P + max_new - 1;
+  const double prompts = job.grpo().prompts_per_step();
+  const double samples = prompts * job.grpo().responses_per_prompt();
+  const auto seconds = [&](const PassRate& r, const DepthFlops& f, double tokens) {
+    return tokens * (f.outside / r.outside_flops_per_second +
+                     L * f.per_layer / r.layer_flops_per_second);
+  };
+  std::map<std::string, double> stage;
+  for (const PlanTime& t : plan.step_time) stage[t.stage] = t.seconds;
+  ASSERT_EQ(stage.size(), 3u) << printed.str();
+  EXPECT_DOUBLE_EQ(stage.at("rollout"),
+                   seconds(rates.forward, ForwardDepthFlops(job.model(), 16, P), prompts * P) +
+                       seconds(rates.decode,
+                               ForwardDepthFlops(job.model(), 16, P + max_new / 2),
+                               samples * max_new))
+      << printed.str();
+  EXPECT_DOUBLE_EQ(stage.at("reference"),
+                   seconds(rates.forward, ForwardDepthFlops(job.model(), 16, seq), samples * seq));
+  EXPECT_DOUBLE_EQ(stage.at("update"),
+                   seconds(rates.train, TrainDepthFlops(job.model(), 16, seq, false),
+                           samples * seq) +
+                       0.02 + L * 0.003);
+  EXPECT_DOUBLE_EQ(plan.step_seconds,
+                   stage.at("rollout") + stage.at("reference") + stage.at("update"));
+  // Twice the layer rates take away half of the layers' share, no more.
+  MachineRates faster = rates;
+  for (PassRate* r : {&faster.train, &faster.forward, &faster.decode}) {
+    r->layer_flops_per_second *= 2;
+  }
+  const Plan fast = MakePlan(job, w, faster);
+  const DepthFlops train = TrainDepthFlops(job.model(), 16, seq, false);
+  EXPECT_NEAR(plan.step_time.back().seconds - fast.step_time.back().seconds,
+              samples * seq * L * train.per_layer / (2 * 4e9), 1e-12);
+  EXPECT_NE(printed.str().find("timed at 1 and 4 layers"), std::string::npos) << printed.str();
+  EXPECT_NE(printed.str().find("train 4.00 / 1.00, forward 8.00 / 2.00, decode 2.00 / 0.50"),
+            std::string::npos)
+      << printed.str();
+  EXPECT_EQ(PlanJson(plan)["rates"]["decode"]["outside_flops_per_second"], 0.5e9);
 }
 
 int64_t Sum(const std::vector<PlanLine>& lines) {

@@ -3,8 +3,11 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -22,14 +25,17 @@ namespace trellis::tools {
 namespace {
 
 // Timed calls per measurement (the fastest counts).
-constexpr int kReps = 5;
+constexpr int kReps = 3;
 // The calibration's bounds, so a plan answers in seconds at any model size:
-// at most this many transformer layers (each layer's rate is the same, and
-// the embedding and head keep their full size), and batches cut to at most
-// this much arithmetic per timed call (a rate that no longer grows with
-// the batch: ~0.1 s at a CPU's matrix-product rate).
-constexpr int32_t kCalibrationLayers = 2;
-constexpr double kCalibrationFlops = 8e9;
+// the job's model at 1 and kCalibrationLayers transformer layers (every
+// layer costs the same; the embedding and head keep their full size), and
+// batches cut to at most this much arithmetic per timed call at the deeper
+// cut (a few tenths of a second at a CPU's matrix-product rate).
+constexpr int32_t kCalibrationLayers = 4;
+constexpr double kCalibrationFlops = 3.2e10;
+// Neither share of a pass (the layers', the rest's) is taken below this
+// fraction of the deeper call: timing noise can make a difference <= 0.
+constexpr double kMinShare = 0.05;
 
 // Rows of a batch at `flops_per_row` that fit the calibration's budget.
 int64_t CalibrationRows(int64_t rows, double flops_per_row) {
@@ -37,83 +43,148 @@ int64_t CalibrationRows(int64_t rows, double flops_per_row) {
   return std::clamp<int64_t>(fit, 1, rows);
 }
 
-// Times the job's model (random weights, its memory strategies, at most
-// kCalibrationLayers layers) at the shapes of the update, the reference
-// pass and one decode step, as FLOP per second of that model.
-tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWorkload& w) {
-  const int64_t seq = RlSequenceLength(job, w);
-  v1::ModelConfig m = job.model();
-  m.set_n_layers(std::min(m.n_layers(), kCalibrationLayers));
-  const int64_t samples = CalibrationRows(
-      std::max<int64_t>(
-          1, int64_t{job.grpo().prompts_per_step()} * job.grpo().responses_per_prompt()),
-      seq * config::ForwardFlopsPerToken(m, w.vocab_size, seq));
-  const int64_t rows =
-      CalibrationRows(std::min<int64_t>(job.grpo().micro_batch_size(), samples),
-                      seq * config::TrainFlopsPerToken(m, w.vocab_size, seq));
-  const int64_t P = w.prompt_tokens, max_new = job.sampling().max_new_tokens();
-  tools::MachineRates rates;
-  rates.matmul_flops_per_second = model::MeasureMatmulRate(rows * seq, m.d_model(), m.d_ff());
-  torch::manual_seed(1);
-  model::Transformer model(m, w.vocab_size, model::Head::kLanguageModel, job.memory().lora());
-  model->ApplyMemoryConfig(job.memory());
-  const torch::Tensor batch = torch::randint(w.vocab_size, {rows, seq}, torch::kLong);
-  const double train = model::BestSeconds(
-      [&] {
-        const torch::Tensor logp = torch::log_softmax(model->forward(batch), -1);
-        logp.gather(-1, batch.unsqueeze(-1)).sum().backward();
-      },
-      kReps);
-  rates.train_flops_per_second =
-      rows * seq * config::TrainFlopsPerToken(m, w.vocab_size, seq) / train;
-  // The optimizer step's time grows with the trained elements: those of
-  // the calibration's layers are scaled to the job's layer count.
-  std::vector<torch::Tensor> trained;
-  double in_layers = 0, outside = 0;
-  for (const auto& named : model->named_parameters()) {
-    if (!named.value().requires_grad()) continue;
-    trained.push_back(named.value());
-    const auto n = static_cast<double>(named.value().numel());
-    (named.key().starts_with("model.layers.") ? in_layers : outside) += n;
-  }
-  torch::optim::AdamW optimizer(trained);
-  const double job_elements = outside + in_layers * job.model().n_layers() / m.n_layers();
-  rates.optimizer_step_seconds = model::BestSeconds([&] { optimizer.step(); }, kReps) *
-                                 job_elements / std::max(outside + in_layers, 1.0);
-  torch::NoGradGuard no_grad;
-  // Padded batches, as the roles run them: positions and a key mask.
-  const auto positions = [&](int64_t length) {
-    return torch::arange(length).unsqueeze(0).expand({samples, length}).contiguous();
+// The shapes timed, the same at both depths.
+struct Calibration {
+  int64_t rows = 0;      // an update micro-batch
+  int64_t samples = 0;   // the reference pass
+  int64_t decoding = 0;  // the decode step: every sample, one token each
+  int64_t seq = 0;
+  int64_t prompt = 0, max_new = 0;
+};
+
+// The calls timed on the job's model (random weights, its memory
+// strategies) cut to some layers: an update micro-batch forward and
+// backward, one optimizer step (after a backward), the reference pass, and
+// one decode step with sampling. They share the model and inputs.
+struct Passes {
+  std::function<void()> train, optimizer, forward, decode;
+};
+
+Passes MakePasses(const v1::JobConfig& job, const tools::PlanWorkload& w, const Calibration& c,
+                  int32_t layers) {
+  struct State {
+    model::Transformer model{nullptr};
+    std::unique_ptr<torch::optim::AdamW> optimizer;
+    torch::Tensor batch, all, all_positions, all_valid;
+    model::KVCache cache;
+    torch::Tensor token, position, key_valid, uniforms;
+    v1::SamplingParams params;
   };
-  const torch::Tensor all = torch::randint(w.vocab_size, {samples, seq}, torch::kLong);
-  const torch::Tensor all_valid = torch::ones({samples, seq}, torch::kBool);
-  const double forward = model::BestSeconds(
-      [&] { torch::log_softmax(model->forward(all, positions(seq), all_valid), -1); }, kReps);
-  rates.forward_flops_per_second =
-      samples * seq * config::ForwardFlopsPerToken(m, w.vocab_size, seq) / forward;
-  // A cache filled to the response's middle; each timed step decodes one
-  // token per sample at that position and samples the next.
-  const int64_t context = P + max_new / 2;
-  model::KVCache cache = model->NewCache(samples, P + max_new);
-  const torch::Tensor prefix = torch::randint(w.vocab_size, {samples, context}, torch::kLong);
-  model->forward(prefix, positions(context), torch::ones({samples, context}, torch::kBool), &cache);
-  const torch::Tensor token = torch::randint(w.vocab_size, {samples, 1}, torch::kLong);
-  const torch::Tensor position = torch::full({samples, 1}, context, torch::kLong);
-  v1::SamplingParams params;
-  params.set_temperature(job.sampling().temperature());
-  params.set_top_p(job.sampling().top_p());
-  const torch::Tensor uniforms = torch::rand({samples}, torch::kFloat64);
-  const double decode = model::BestSeconds(
-      [&] {
-        cache.length = context;
-        const torch::Tensor key_valid = torch::ones({samples, context + 1}, torch::kBool);
-        const torch::Tensor logits =
-            model->forward(token, position, key_valid, &cache).select(1, 0);
-        actor::SampleNext(logits, params, uniforms);
-      },
-      kReps);
-  rates.decode_flops_per_second =
-      samples * config::ForwardFlopsPerToken(m, w.vocab_size, context) / decode;
+  auto st = std::make_shared<State>();
+  v1::ModelConfig m = job.model();
+  m.set_n_layers(layers);
+  torch::manual_seed(1);
+  st->model =
+      model::Transformer(m, w.vocab_size, model::Head::kLanguageModel, job.memory().lora());
+  st->model->ApplyMemoryConfig(job.memory());
+  std::vector<torch::Tensor> trained;
+  for (const torch::Tensor& p : st->model->parameters()) {
+    if (p.requires_grad()) trained.push_back(p);
+  }
+  st->optimizer = std::make_unique<torch::optim::AdamW>(trained);
+  st->batch = torch::randint(w.vocab_size, {c.rows, c.seq}, torch::kLong);
+  // Padded batches, as the roles run them: positions and a key mask.
+  st->all = torch::randint(w.vocab_size, {c.samples, c.seq}, torch::kLong);
+  st->all_positions = torch::arange(c.seq).unsqueeze(0).expand({c.samples, c.seq}).contiguous();
+  st->all_valid = torch::ones({c.samples, c.seq}, torch::kBool);
+  // A cache at the response's middle (its contents do not change the
+  // arithmetic); each decode step takes one token per sample at that
+  // position and samples the next.
+  const int64_t context = c.prompt + c.max_new / 2;
+  st->cache = st->model->NewCache(c.decoding, c.prompt + c.max_new);
+  st->token = torch::randint(w.vocab_size, {c.decoding, 1}, torch::kLong);
+  st->position = torch::full({c.decoding, 1}, context, torch::kLong);
+  st->key_valid = torch::ones({c.decoding, context + 1}, torch::kBool);
+  st->uniforms = torch::rand({c.decoding}, torch::kFloat64);
+  st->params.set_temperature(job.sampling().temperature());
+  st->params.set_top_p(job.sampling().top_p());
+  Passes p;
+  p.train = [st] {
+    const torch::Tensor logp = torch::log_softmax(st->model->forward(st->batch), -1);
+    logp.gather(-1, st->batch.unsqueeze(-1)).sum().backward();
+  };
+  p.optimizer = [st] { st->optimizer->step(); };
+  p.forward = [st] {
+    torch::NoGradGuard no_grad;
+    torch::log_softmax(st->model->forward(st->all, st->all_positions, st->all_valid), -1);
+  };
+  p.decode = [st, context] {
+    torch::NoGradGuard no_grad;
+    st->cache.length = context;
+    const torch::Tensor logits =
+        st->model->forward(st->token, st->position, st->key_valid, &st->cache).select(1, 0);
+    actor::SampleNext(logits, st->params, st->uniforms);
+  };
+  return p;
+}
+
+// The fastest of kReps calls of each of `shallow` and `deep`, their calls
+// alternating so a busy moment of the machine slows both alike.
+std::pair<double, double> BestOfBoth(const std::function<void()>& shallow,
+                                     const std::function<void()>& deep) {
+  const auto seconds = [](const std::function<void()>& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  shallow();
+  deep();
+  double one = seconds(shallow), two = seconds(deep);
+  for (int i = 1; i < kReps; ++i) {
+    one = std::min(one, seconds(shallow));
+    two = std::min(two, seconds(deep));
+  }
+  return {one, two};
+}
+
+// A pass timed at 1 and kCalibrationLayers layers on `tokens` tokens: the
+// difference gives the layers' seconds, the rest is outside them; each
+// share's FLOP over its seconds.
+tools::PassRate RateOf(std::pair<double, double> seconds, const tools::DepthFlops& flops,
+                       double tokens) {
+  const auto [one, deep] = seconds;
+  const double layer = std::max((deep - one) / (kCalibrationLayers - 1), kMinShare * deep);
+  const double outside = std::max(one - layer, kMinShare * deep);
+  return {tokens * flops.per_layer / layer, tokens * flops.outside / outside};
+}
+
+// This machine's rates for the job (tools::MachineRates): the roofline,
+// and each pass of the job's model at its shapes timed at two depths.
+tools::MachineRates MeasureRates(const v1::JobConfig& job, const tools::PlanWorkload& w) {
+  v1::ModelConfig m = job.model();
+  m.set_n_layers(kCalibrationLayers);
+  Calibration c;
+  c.seq = RlSequenceLength(job, w);
+  c.prompt = w.prompt_tokens;
+  c.max_new = job.sampling().max_new_tokens();
+  const int64_t samples = std::max<int64_t>(
+      1, int64_t{job.grpo().prompts_per_step()} * job.grpo().responses_per_prompt());
+  c.samples =
+      CalibrationRows(samples, c.seq * config::ForwardFlopsPerToken(m, w.vocab_size, c.seq));
+  c.decoding = CalibrationRows(
+      samples, config::ForwardFlopsPerToken(m, w.vocab_size, c.prompt + c.max_new / 2));
+  c.rows = CalibrationRows(std::min<int64_t>(job.grpo().micro_batch_size(), c.samples),
+                           c.seq * config::TrainFlopsPerToken(m, w.vocab_size, c.seq));
+  tools::MachineRates rates;
+  rates.calibration_layers = kCalibrationLayers;
+  rates.matmul_flops_per_second = model::MeasureMatmulRate(c.rows * c.seq, m.d_model(), m.d_ff());
+  const Passes one = MakePasses(job, w, c, 1);
+  const Passes deep = MakePasses(job, w, c, kCalibrationLayers);
+  const bool checkpointing = job.memory().activation_checkpointing();
+  rates.train = RateOf(BestOfBoth(one.train, deep.train),
+                       tools::TrainDepthFlops(m, w.vocab_size, c.seq, checkpointing),
+                       static_cast<double>(c.rows * c.seq));
+  const auto [optimizer_one, optimizer_deep] = BestOfBoth(one.optimizer, deep.optimizer);
+  rates.optimizer_per_layer_seconds =
+      std::max(optimizer_deep - optimizer_one, 0.0) / (kCalibrationLayers - 1);
+  rates.optimizer_outside_seconds =
+      std::max(optimizer_one - rates.optimizer_per_layer_seconds, 0.0);
+  rates.forward = RateOf(BestOfBoth(one.forward, deep.forward),
+                         tools::ForwardDepthFlops(m, w.vocab_size, c.seq),
+                         static_cast<double>(c.samples * c.seq));
+  rates.decode = RateOf(BestOfBoth(one.decode, deep.decode),
+                        tools::ForwardDepthFlops(m, w.vocab_size, c.prompt + c.max_new / 2),
+                        static_cast<double>(c.decoding));
   return rates;
 }
 

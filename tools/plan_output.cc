@@ -22,6 +22,11 @@ nlohmann::json LinesJson(const std::vector<PlanLine>& ls) {
   return a;
 }
 
+nlohmann::json PassRateJson(const PassRate& r) {
+  return {{"layer_flops_per_second", r.layer_flops_per_second},
+          {"outside_flops_per_second", r.outside_flops_per_second}};
+}
+
 }  // namespace
 
 void PrintPlan(const Plan& plan, std::ostream& out) {
@@ -45,12 +50,16 @@ void PrintPlan(const Plan& plan, std::ostream& out) {
   out << absl::StrFormat("\nexpected peak: %.2f MiB (%d bytes), %s / %s\n", mib(plan.peak_bytes),
                          plan.peak_bytes, plan.peak_role, plan.peak_stage);
   const MachineRates& r = plan.rates;
+  const auto rate = [](const PassRate& p) {
+    return absl::StrFormat("%.2f / %.2f", p.layer_flops_per_second / 1e9,
+                           p.outside_flops_per_second / 1e9);
+  };
   out << absl::StrFormat(
-      "\n== step time (measured here: matrix product %.2f GFLOP/s; the job's model (at most 2 "
-      "layers) at its shapes: train %.2f, forward %.2f, decode %.2f GFLOP/s, optimizer step %.4f s) ==\n",
-      r.matmul_flops_per_second / 1e9, r.train_flops_per_second / 1e9,
-      r.forward_flops_per_second / 1e9, r.decode_flops_per_second / 1e9,
-      r.optimizer_step_seconds);
+      "\n== step time (measured here: matrix product %.2f GFLOP/s; the job's model timed at 1 "
+      "and %d layers at its shapes, GFLOP/s of the layers / outside them (head, sampling, "
+      "dispatch): train %s, forward %s, decode %s; optimizer step %.4f s + L x %.4f s) ==\n",
+      r.matmul_flops_per_second / 1e9, r.calibration_layers, rate(r.train), rate(r.forward),
+      rate(r.decode), r.optimizer_outside_seconds, r.optimizer_per_layer_seconds);
   for (const PlanTime& t : plan.step_time) {
     out << absl::StrFormat("  %-10s %10.4f s  %.3g FLOP = %s\n", t.stage, t.seconds, t.flops,
                            t.formula);
@@ -99,10 +108,12 @@ nlohmann::json PlanJson(const Plan& plan) {
           {"peak_stage", plan.peak_stage},
           {"rates",
            {{"matmul_flops_per_second", plan.rates.matmul_flops_per_second},
-            {"train_flops_per_second", plan.rates.train_flops_per_second},
-            {"forward_flops_per_second", plan.rates.forward_flops_per_second},
-            {"decode_flops_per_second", plan.rates.decode_flops_per_second},
-            {"optimizer_step_seconds", plan.rates.optimizer_step_seconds}}},
+            {"train", PassRateJson(plan.rates.train)},
+            {"forward", PassRateJson(plan.rates.forward)},
+            {"decode", PassRateJson(plan.rates.decode)},
+            {"optimizer_outside_seconds", plan.rates.optimizer_outside_seconds},
+            {"optimizer_per_layer_seconds", plan.rates.optimizer_per_layer_seconds},
+            {"calibration_layers", plan.rates.calibration_layers}}},
           {"step_time", time},
           {"step_seconds", plan.step_seconds},
           {"offload", offload},

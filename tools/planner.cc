@@ -23,11 +23,9 @@ namespace trellis::tools {
 namespace {
 
 using Shape = config::ModelShape;
-using config::ForwardFlopsPerToken;
 using config::MatmulParameters;
 using config::OptimizerStateBytes;
 using config::ShapeOf;
-using config::TrainFlopsPerToken;
 
 // LoRA's adapters: per layer, rank x (in + out) for each target projection
 // (job.proto LoraConfig; none without a rank).
@@ -108,7 +106,38 @@ std::vector<PlanLine> GenerateTransients(const Shape& s, int64_t rows, int64_t p
            absl::StrCat("prefill ", kNoGradFormula, ", seq = prompt")}};
 }
 
+// A pass's FLOP per token (DepthFlops), printed with its stage: P_l is a
+// layer's matrix-product parameters.
+constexpr char kForwardFormula[] =
+    "2·V·d at the outside rate + L x (2·P_l + 4·seq·d) at the layer rate";
+std::string TrainFormula(bool checkpointing) {
+  return absl::StrCat("6·V·d at the outside rate + L x (6·P_l + 12·seq·d",
+                      checkpointing ? " + recompute 2·P_l + 4·seq·d" : "", ") at the layer rate");
+}
+
+// A layer's matrix-product parameters (q, k, v, o and the MLP).
+double LayerMatmulParameters(const Shape& s) {
+  return static_cast<double>(2 * s.d * s.qd + 2 * s.d * s.kvd + 3 * s.d * s.f);
+}
+
 }  // namespace
+
+DepthFlops ForwardDepthFlops(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq) {
+  const Shape s = ShapeOf(model, vocab_size);
+  return {2.0 * s.V * s.d, 2.0 * LayerMatmulParameters(s) + 4.0 * seq * s.d};
+}
+
+DepthFlops TrainDepthFlops(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq,
+                           bool checkpointing) {
+  const Shape s = ShapeOf(model, vocab_size);
+  const double recompute = checkpointing ? ForwardDepthFlops(model, vocab_size, seq).per_layer : 0;
+  return {6.0 * s.V * s.d, 6.0 * LayerMatmulParameters(s) + 12.0 * seq * s.d + recompute};
+}
+
+double PassSeconds(const PassRate& rate, const DepthFlops& flops, int64_t layers, double tokens) {
+  return tokens * (flops.outside / rate.outside_flops_per_second +
+                   static_cast<double>(layers) * flops.per_layer / rate.layer_flops_per_second);
+}
 
 Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRates& rates) {
   const Shape s = ShapeOf(job.model(), w.vocab_size);
@@ -116,6 +145,11 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   plan.parameters = config::ParameterCount(s);
   plan.matmul_parameters = MatmulParameters(s);
   plan.rates = rates;
+  const auto flops_of = [&](const DepthFlops& f, double tokens) {
+    return tokens * (f.outside + s.L * f.per_layer);
+  };
+  const double optimizer_seconds =
+      rates.optimizer_outside_seconds + s.L * rates.optimizer_per_layer_seconds;
   const int64_t N = plan.parameters;
   const bool has_sft = job.sft().steps() > 0;
   const bool has_rl = job.grpo().steps() > 0;
@@ -200,13 +234,13 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
         StagePlan(plan, learner, "sft",
                   TrainTransients(s, job.sft().optimizer(), st, rows, seq)));
     const double tokens = static_cast<double>(job.sft().batch_size()) * seq;
-    const double flops = tokens * TrainFlopsPerToken(job.model(), w.vocab_size, seq);
+    const DepthFlops train = TrainDepthFlops(job.model(), w.vocab_size, seq, st.checkpointing);
     if (!has_rl) {
       plan.step_time.push_back(
-          {"sft", flops, flops / rates.train_flops_per_second + rates.optimizer_step_seconds,
-           absl::StrFormat("batch %d x seq %d x (6N_mm + 12·L·seq·d) at the train rate, "
-                           "+ one optimizer step",
-                           job.sft().batch_size(), seq)});
+          {"sft", flops_of(train, tokens),
+           PassSeconds(rates.train, train, s.L, tokens) + optimizer_seconds,
+           absl::StrFormat("batch %d x seq %d x (%s) at the train rates, + one optimizer step",
+                           job.sft().batch_size(), seq, TrainFormula(st.checkpointing))});
     }
   }
   if (has_rl) {
@@ -249,38 +283,31 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
     // engine copies a prompt's cache to its rows: actor/internal/engine.h),
     // then one decode step per new token at the context's middle length.
     const int64_t prompts = job.grpo().prompts_per_step();
-    const double prefill_flops =
-        prompts * P * ForwardFlopsPerToken(job.model(), w.vocab_size, P);
-    const double decode_flops =
-        samples * max_new * ForwardFlopsPerToken(job.model(), w.vocab_size, P + max_new / 2);
+    const DepthFlops prefill = ForwardDepthFlops(job.model(), w.vocab_size, P);
+    const DepthFlops decode = ForwardDepthFlops(job.model(), w.vocab_size, P + max_new / 2);
+    const double prefill_tokens = static_cast<double>(prompts) * P;
+    const double decode_tokens = static_cast<double>(samples) * max_new;
     plan.step_time.push_back(
-        {"rollout", prefill_flops + decode_flops,
-         prefill_flops / rates.forward_flops_per_second +
-             decode_flops / rates.decode_flops_per_second,
-         absl::StrFormat("(%d prompts x %d tokens at the forward rate + %d samples x %d new "
-                         "tokens at the decode rate) x (2N_mm + 4·L·seq·d)",
-                         prompts, P, samples, max_new)});
+        {"rollout", flops_of(prefill, prefill_tokens) + flops_of(decode, decode_tokens),
+         PassSeconds(rates.forward, prefill, s.L, prefill_tokens) +
+             PassSeconds(rates.decode, decode, s.L, decode_tokens),
+         absl::StrFormat("(%d prompts x %d tokens at the forward rates + %d samples x %d new "
+                         "tokens at the decode rates, seq = prompt + max_new/2) x (%s)",
+                         prompts, P, samples, max_new, kForwardFormula)});
+    const double tokens = static_cast<double>(samples) * seq;
     if (has_reference) {
-      const double ref_flops =
-          samples * seq * ForwardFlopsPerToken(job.model(), w.vocab_size, seq);
+      const DepthFlops scored = ForwardDepthFlops(job.model(), w.vocab_size, seq);
       plan.step_time.push_back(
-          {"reference", ref_flops, ref_flops / rates.forward_flops_per_second,
-           absl::StrFormat("%d samples x seq %d x (2N_mm + 4·L·seq·d) at the forward rate",
-                           samples, seq)});
+          {"reference", flops_of(scored, tokens), PassSeconds(rates.forward, scored, s.L, tokens),
+           absl::StrFormat("%d samples x seq %d x (%s) at the forward rates", samples, seq,
+                           kForwardFormula)});
     }
-    // Checkpointing runs every block's forward once more in backward: the
-    // blocks' 2 FLOPs per matmul parameter and 4·L·seq·d of attention.
-    const double recompute_per_token =
-        st.checkpointing ? 2.0 * (MatmulParameters(s) - s.V * s.d) + 4.0 * s.L * seq * s.d : 0;
-    const double train_flops =
-        samples * seq * (TrainFlopsPerToken(job.model(), w.vocab_size, seq) + recompute_per_token);
+    const DepthFlops train = TrainDepthFlops(job.model(), w.vocab_size, seq, st.checkpointing);
     plan.step_time.push_back(
-        {"update", train_flops,
-         train_flops / rates.train_flops_per_second + rates.optimizer_step_seconds,
-         absl::StrFormat("%d samples x seq %d x (6N_mm + 12·L·seq·d%s) at the train rate, + one "
-                         "optimizer step",
-                         samples, seq,
-                         st.checkpointing ? " + recompute 2(N_mm - V·d) + 4·L·seq·d" : "")});
+        {"update", flops_of(train, tokens),
+         PassSeconds(rates.train, train, s.L, tokens) + optimizer_seconds,
+         absl::StrFormat("%d samples x seq %d x (%s) at the train rates, + one optimizer step",
+                         samples, seq, TrainFormula(st.checkpointing))});
   }
   for (const PlanTime& t : plan.step_time) plan.step_seconds += t.seconds;
   for (const PlanStage& st : plan.stages) {

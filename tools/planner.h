@@ -58,22 +58,56 @@ struct PlanStage {
   int64_t peak_bytes = 0;
 };
 
+// A pass's FLOP per token split by depth: one transformer layer's, and
+// the part outside the layers (the LM head's matrix product), so the pass
+// over a model of L layers costs outside + L x per_layer.
+struct DepthFlops {
+  double outside = 0;
+  double per_layer = 0;
+};
+
+// Forward only (reference scoring, rollout prefill and decode): per layer
+// 2 x its matmul parameters + 4·seq·d, outside 2·V·d.
+DepthFlops ForwardDepthFlops(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq);
+// Forward and backward: per layer 6 x its matmul parameters + 12·seq·d,
+// and with per-layer checkpointing the layer's forward once more (the
+// head is not recomputed); outside 6·V·d.
+DepthFlops TrainDepthFlops(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq,
+                           bool checkpointing);
+
+// How fast one kind of pass runs here, measured by timing the job's model
+// at two depths (tools/plan_job.cc): the seconds each more layer adds give
+// the layers' rate; what is left at one layer (embedding, final norm, the
+// LM head, log-softmax or sampling over the vocabulary, per-call dispatch)
+// gives the rate outside them. Both are in FLOP/s of DepthFlops.
+struct PassRate {
+  double layer_flops_per_second = 0;
+  double outside_flops_per_second = 0;
+};
+
+// Seconds of `tokens` tokens through a model of `layers` layers:
+// tokens x (outside / outside rate + layers x per_layer / layer rate).
+double PassSeconds(const PassRate& rate, const DepthFlops& flops, int64_t layers, double tokens);
+
 // How fast this machine runs the job's work, measured before planning
 // (tools/plan_job.cc). The roofline is a float32 matrix product of the
-// learner's shape; the others time the job's own model once at each stage's
-// shape and divide that stage's FLOPs (config/flops.h) by the
-// seconds: small matrices, elementwise work and per-operation overhead make
+// learner's shape; the passes time the job's own model at each stage's
+// shape: small matrices, elementwise work and per-operation overhead make
 // them far lower than the roofline on small models.
 struct MachineRates {
   double matmul_flops_per_second = 0;
   // Forward and backward of one update micro-batch.
-  double train_flops_per_second = 0;
+  PassRate train;
   // A forward without autograd (reference scoring, rollout prefill).
-  double forward_flops_per_second = 0;
+  PassRate forward;
   // One decode step of every sample with its KV cache, and sampling.
-  double decode_flops_per_second = 0;
-  // One optimizer step over the policy's parameters.
-  double optimizer_step_seconds = 0;
+  PassRate decode;
+  // One optimizer step over the policy's trained parameters: the seconds
+  // outside the layers plus per_layer x L.
+  double optimizer_outside_seconds = 0;
+  double optimizer_per_layer_seconds = 0;
+  // The deeper cut timed (the other has 1 layer); printed with the rates.
+  int32_t calibration_layers = 0;
 };
 
 struct PlanTime {
@@ -116,7 +150,7 @@ struct Plan {
   std::vector<std::string> notes;
 };
 
-// REQUIRES: job validated; every rate > 0.
+// REQUIRES: job validated; every rate > 0, the optimizer's seconds >= 0.
 Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& workload, const MachineRates& rates);
 
 // The offload strategies of `job` priced from `plan`'s resident lines
