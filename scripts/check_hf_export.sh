@@ -5,8 +5,9 @@
 # scripts/check_hf_export.py loads each export with transformers (and the
 # adapters with peft) and fails when a logit differs by more than 1e-4.
 #   scripts/check_hf_export.sh [--if-venv] [WRITER]
-#   --if-venv   without a ready venv, exit 77 (ctest's skip) rather than
-#               make one (ctest hf_export_transformers runs it so)
+#   --if-venv   where the venv cannot be made (no network, no PyPI), exit
+#               77 (ctest's skip) saying why rather than fail (ctest
+#               hf_export_transformers runs it so)
 #   WRITER      the hf_export_writer binary (default: built into
 #               ${BUILD_DIR:-build} by scripts/build.sh)
 #   TRELLIS_FIXTURES_VENV   the venv (default .venv/fixtures; made when
@@ -16,9 +17,9 @@ cd "$(dirname "$0")/.."
 source scripts/fixtures_venv.sh
 if [[ "${1:-}" == --if-venv ]]; then
   shift
-  if ! fixtures_venv_ready; then
-    echo "SKIPPED: no venv at $FIXTURES_VENV with ${FIXTURES_PINNED[*]}" \
-      "(scripts/check_hf_export.sh makes it; TRELLIS_FIXTURES_VENV names another)"
+  if ! fixtures_venv_ensure; then
+    echo "SKIPPED: could not make the venv at $FIXTURES_VENV with ${FIXTURES_PINNED[*]}" \
+      "from PyPI (the pip output above says why)"
     exit 77
   fi
 fi
