@@ -3,7 +3,8 @@
 # bench/trl_grpo.py: TRL's GRPOTrainer over the torch wheel Trellis builds
 # against (2.15.0), transformers and peft as scripts/fixtures_venv.sh pins
 # them, and the versions of trl, accelerate and datasets that install
-# together with those. The torch wheel brings its CUDA libraries, some GB.
+# together with those. Its torch is the build's own
+# (scripts/venv_with_torch.sh), not fetched again.
 # Nothing comes from the Hugging Face hub: the bench reads a local model
 # directory and a local JSON-lines file. Idempotent: skips when every pinned
 # version is there. Prints the environment's path.
@@ -21,7 +22,8 @@ sys.exit(any(version(p.split("==")[0]) != p.split("==")[1] for p in sys.argv[1:]
 PY
 }
 if ! ready; then
-  /usr/bin/python3 -m venv "$VENV"
+  source scripts/venv_with_torch.sh
+  make_venv_with_torch "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "${PINNED[@]}" >&2
   echo "trl_venv: $VENV made (${PINNED[*]})" >&2
 else
