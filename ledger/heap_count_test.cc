@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -38,6 +39,16 @@ TEST(HeapCountTest, TheHookCountsEveryKindOfBlock) {
   EXPECT_GE(HeapCount().live() - before, 20 * kMiB);
   EXPECT_LT(HeapCount().live() - before, 21 * kMiB);
   for (void* block : {a, b, c, d}) std::free(block);
+  EXPECT_EQ(HeapCount().live(), before);
+}
+
+TEST(HeapCountTest, PosixMemalignRefusesAlignmentsGlibcRefuses) {
+  const int64_t before = HeapCount().live();
+  void* block = nullptr;
+  EXPECT_EQ(posix_memalign(&block, 0, 64), EINVAL);
+  EXPECT_EQ(posix_memalign(&block, 12, 64), EINVAL);
+  EXPECT_EQ(posix_memalign(&block, 4, 64), EINVAL);
+  EXPECT_EQ(block, nullptr);
   EXPECT_EQ(HeapCount().live(), before);
 }
 

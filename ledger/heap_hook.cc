@@ -69,7 +69,10 @@ void* aligned_alloc(size_t alignment, size_t size) {
 }
 
 int posix_memalign(void** out, size_t alignment, size_t size) {
-  if (alignment % sizeof(void*) != 0 || (alignment & (alignment - 1)) != 0) return EINVAL;
+  // glibc's rule: a power of two that is a multiple of sizeof(void*).
+  if (alignment == 0 || alignment % sizeof(void*) != 0 || (alignment & (alignment - 1)) != 0) {
+    return EINVAL;
+  }
   void* block = Counted(__libc_memalign(alignment, size));
   if (block == nullptr) return ENOMEM;
   *out = block;
