@@ -1,5 +1,6 @@
 #include "run/hf_output.h"
 
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -15,13 +16,16 @@ namespace trellis::run {
 namespace {
 
 // A float32 model of the job's shape (with `lora`'s adapters) holding the
-// weights of `path`, exported by `write`.
+// weights of `path`, exported by `write`; the file's tensors and the
+// model's are the scheduler's workspace in `ledger` meanwhile.
 template <typename Write>
 absl::Status ExportFrom(const v1::JobConfig& job, const text::Tokenizer& tokenizer,
-                        const v1::LoraConfig& lora, const std::string& path, Write write) {
+                        const v1::LoraConfig& lora, const std::string& path,
+                        ledger::Ledger& ledger, Write write) {
   absl::StatusOr<model::NamedTensors> weights = model::LoadSafetensors(path);
   if (!weights.ok()) return weights.status();
-  return model::TorchEdge(config::WorkerId(v1::LEARNER).ToString())
+  const std::string scheduler = config::WorkerId(v1::SCHEDULER).ToString();
+  return model::TorchEdge(scheduler)
       .Call("export to Hugging Face", [&]() -> absl::Status {
         model::Transformer trained(
             job.model(), model::VocabSize(job.model(), tokenizer.vocab_size()),
@@ -29,14 +33,22 @@ absl::Status ExportFrom(const v1::JobConfig& job, const text::Tokenizer& tokeniz
         if (absl::Status s = trained->LoadWeights(*weights); !s.ok()) {
           return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
         }
-        return write(trained);
+        int64_t bytes = 0;
+        for (const auto& [name, tensor] : *weights) bytes += tensor.nbytes();
+        for (const torch::Tensor& p : trained->parameters()) bytes += p.nbytes();
+        ledger.RecordObject(scheduler, ledger::Object::kWorkspace, bytes,
+                            ledger::Stage::kCheckpoint);
+        absl::Status written = write(trained);
+        ledger.RecordObject(scheduler, ledger::Object::kWorkspace, 0, ledger::Stage::kCheckpoint);
+        return written;
       });
 }
 
 }  // namespace
 
 absl::Status ExportHfPolicy(const v1::JobConfig& job, const text::Tokenizer& tokenizer,
-                            const env::RunDir& run, learner::LearnerWorker& learner) {
+                            const env::RunDir& run, learner::LearnerWorker& learner,
+                            ledger::Ledger& ledger) {
   const std::string& source = job.model().path();
   absl::StatusOr<model::HfConfig> hf_config = model::ReadHfConfig(source);
   if (!hf_config.ok()) return hf_config.status();
@@ -45,7 +57,7 @@ absl::Status ExportHfPolicy(const v1::JobConfig& job, const text::Tokenizer& tok
   options.token_ids.eos.assign(tokenizer.eos_ids().begin(), tokenizer.eos_ids().end());
   options.token_ids.pad = tokenizer.pad_id();
   absl::Status s =
-      ExportFrom(job, tokenizer, v1::LoraConfig(), run.File(env::RunDir::kPolicy),
+      ExportFrom(job, tokenizer, v1::LoraConfig(), run.File(env::RunDir::kPolicy), ledger,
                  [&](const model::Transformer& trained) {
                    return model::ExportHfModel(trained, options, run.File(env::RunDir::kHfPolicy));
                  });
@@ -62,7 +74,7 @@ absl::Status ExportHfPolicy(const v1::JobConfig& job, const text::Tokenizer& tok
   peft.dtype = hf_config->dtype;
   s = learner.SaveCheckpoint(staged);
   if (s.ok()) {
-    s = ExportFrom(job, tokenizer, lora, env::CheckpointDir(staged).Weights(),
+    s = ExportFrom(job, tokenizer, lora, env::CheckpointDir(staged).Weights(), ledger,
                    [&](const model::Transformer& trained) {
                      return model::ExportPeftAdapters(trained, lora, peft,
                                                       run.File(env::RunDir::kHfAdapter));

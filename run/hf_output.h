@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "env/run_dir.h"
 #include "learner/learner_worker.h"
+#include "ledger/ledger.h"
 #include "text/tokenizer.h"
 #include "trellis/v1/job.pb.h"
 
@@ -19,10 +20,12 @@ namespace trellis::run {
 // holds). Under LoRA also RUN/hf_adapter (env::RunDir::kHfAdapter): the
 // adapters in PEFT's format over model.path, read from a checkpoint of
 // `learner` written to a temporary directory of RUN and removed after.
+// Each export holds the weights twice while it runs (as read, and in the
+// model it writes from): `ledger` counts them as the scheduler's workspace.
 // REQUIRES: job.model().path() is set.
 [[nodiscard]] absl::Status ExportHfPolicy(const v1::JobConfig& job,
                                           const text::Tokenizer& tokenizer, const env::RunDir& run,
-                                          learner::LearnerWorker& learner);
+                                          learner::LearnerWorker& learner, ledger::Ledger& ledger);
 
 }  // namespace trellis::run
 

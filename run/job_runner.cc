@@ -196,8 +196,10 @@ absl::Status RunJob(const v1::JobConfig& job_in, const std::string& out_dir,
   }
   const bool export_hf = !job.model().path().empty() && !reward_model;
   if (export_hf) {
-    auto span = ledger.Begin(ledger::Stage::kCheckpoint, config::WorkerId(v1::LEARNER).ToString());
-    if (absl::Status s = ExportHfPolicy(job, (*format)->tokenizer(), run, *roles.learner);
+    // The export runs here, the scheduler's work in a launched run too.
+    auto span =
+        ledger.Begin(ledger::Stage::kCheckpoint, config::WorkerId(v1::SCHEDULER).ToString());
+    if (absl::Status s = ExportHfPolicy(job, (*format)->tokenizer(), run, *roles.learner, ledger);
         !s.ok()) {
       return s;
     }
