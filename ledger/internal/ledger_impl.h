@@ -22,8 +22,8 @@
 #include "env/env.h"
 #include "ledger/internal/moves.h"
 #include "ledger/internal/role_busy.h"
+#include "ledger/internal/sample_windows.h"
 #include "ledger/internal/source_windows.h"
-#include "ledger/heap_count.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
 #include "ledger/process_memory.h"
@@ -143,8 +143,8 @@ struct Ledger::Impl {
   }
 
   // REQUIRES: mu held. A look at the process's resident memory and heap
-  // in `stage`, with the tracker's live bytes and the objects now, and the
-  // tracker's peak since the previous look; returns the resident bytes.
+  // in `stage`, with the counters and the objects now, and the counters'
+  // peaks since the previous look; returns the resident bytes.
   int64_t SampleProcessMemory(std::string_view stage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     int64_t objects = 0;
     for (int o = 0; o < kNumObjects; ++o) {
@@ -153,27 +153,7 @@ struct Ledger::Impl {
       }
     }
     const ProcessSample sample = SampleProcess();
-    const bool tracking = MemoryTracker::installed();
-    TrackerLook look;
-    if (tracking) {
-      look.live_bytes = MemoryTracker::Get().live_bytes();
-      look.mapped_bytes = MemoryTracker::Get().live_mapped_bytes();
-    }
-    look.peak_since_bytes = look.live_bytes;
-    look.mapped_at_peak_bytes = look.mapped_bytes;
-    if (since_sample != nullptr && since_sample->peak_bytes() > look.live_bytes) {
-      look.peak_since_bytes = since_sample->peak_bytes();
-      look.mapped_at_peak_bytes = since_sample->mapped_at_peak_bytes();
-    }
-    look.heap_counted = HeapCounted();
-    if (look.heap_counted) {
-      look.heap_live_bytes = HeapCount().live();
-      look.heap_peak_since_bytes =
-          heap_since_sample != nullptr ? heap_since_sample->peak_bytes() : look.heap_live_bytes;
-    }
-    process_memory.Observe(sample, look, objects, stage);
-    since_sample = tracking ? std::make_unique<PeakWindow>() : nullptr;
-    heap_since_sample = look.heap_counted ? std::make_unique<HeapWindow>() : nullptr;
+    process_memory.Observe(sample, sample_windows.Take(), objects, stage);
     return sample.resident_bytes;
   }
 
@@ -383,13 +363,8 @@ struct Ledger::Impl {
   // What the process holds: resident memory, heap, the program's baseline
   // (the process's first sample: its first ledger's construction).
   ProcessMemoryWatch process_memory{ProcessBaseline()};
-  // The tracker's peak since the last process sample (null untracked).
-  // The counters' peaks since the previous sample (or since the ledger
-  // was made).
-  std::unique_ptr<PeakWindow> since_sample ABSL_GUARDED_BY(mu) =
-      MemoryTracker::installed() ? std::make_unique<PeakWindow>() : nullptr;
-  std::unique_ptr<HeapWindow> heap_since_sample ABSL_GUARDED_BY(mu) =
-      HeapCounted() ? std::make_unique<HeapWindow>() : nullptr;
+  // The counters' peaks since the previous sample (or the ledger's start).
+  internal::SampleWindows sample_windows ABSL_GUARDED_BY(mu);
   // Each launched worker's process, as it last reported it.
   std::map<std::string, ProcessMemoryAccount> remote_processes ABSL_GUARDED_BY(mu);
 
