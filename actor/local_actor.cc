@@ -13,6 +13,7 @@
 #include "ledger/memory_tracker.h"
 #include "model/offload.h"
 #include "model/policy.h"
+#include "model/routing_record.h"
 #include "model/shared_base.h"
 #include "model/torch_device.h"
 #include "model/torch_status.h"
@@ -169,6 +170,7 @@ class LocalActor : public RolloutWorker {
     engine.share_prefix = options_.share_prefix;
     engine.continuous_batching = options_.continuous_batching;
     engine.decode_token_budget = options_.decode_token_budget;
+    engine.record_routing = options_.record_routing;
     internal::EngineCallbacks callbacks;
     callbacks.is_eos = [this](int32_t token) { return tokenizer_->IsEos(token); };
     callbacks.stopped = [this, &stop](int64_t steps) { return Stopped(stop, steps); };
@@ -183,7 +185,9 @@ class LocalActor : public RolloutWorker {
     }
     absl::StatusOr<internal::EngineResult> run =
         internal::RunEngine(*model_, request, tokenizer_->pad_id(), engine, callbacks,
-                            options_.turn_cache_bytes > 0 ? &turns_ : nullptr);
+                            options_.turn_cache_bytes > 0 && !options_.record_routing
+                                ? &turns_
+                                : nullptr);
     // The peak counts the turn cache's entries held at the time; after the
     // call they are what stays.
     const int64_t cache_bytes = std::max(run.ok() ? run->peak_cache_bytes : 0, turns_.bytes());
@@ -221,6 +225,10 @@ class LocalActor : public RolloutWorker {
     sample->set_policy_version(version_);
     sample->set_truncated(!row.ended);
     sample->set_stop_index(row.stop_index);
+    if (options_.record_routing) {
+      *sample->mutable_routing() =
+          model::MakeRouting(model::RoutingShapeOf(model_->config()), row.routing);
+    }
   }
 
   // Records the workspace's peak over `window`, where the KV cache took

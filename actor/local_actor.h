@@ -69,6 +69,11 @@ struct LocalActorOptions {
   // where it is the same (not under colocated, whose moves are the actor's
   // own). Null: the actor keeps its own base.
   std::shared_ptr<const model::SharedBase> shared_base;
+  // Routing replay (job.grpo.routing_replay, a mixture-of-experts model):
+  // each sample carries the experts its positions were routed to
+  // (Sample.routing), and the turn cache is not used (its positions were
+  // routed by earlier calls).
+  bool record_routing = false;
 };
 
 // An in-process actor: its own copy of the policy, batched sampling with a

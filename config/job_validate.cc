@@ -14,6 +14,7 @@
 #include "config/http_uri.h"
 #include "config/internal/checker.h"
 #include "config/internal/limits.h"
+#include "config/internal/routing_checks.h"
 #include "config/job_config.h"
 #include "config/recipe.h"
 
@@ -326,6 +327,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   CheckPreference(job, c);
   CheckAsync(job, c);
   CheckEnvironment(job, c);
+  internal::CheckRoutingReplay(job, c);
   c.NonNegative("eval.num_prompts", job.eval().num_prompts());
   c.AtLeast("eval.batch_size", job.eval().batch_size(), 1);
   c.NonNegative("eval.verify_retries", job.eval().verify_retries());

@@ -124,6 +124,16 @@ struct StepCounts {
   std::vector<int64_t> staleness;
   double logprob_gap = 0;
   double importance_weight_truncated = 0;
+  // Mixture-of-experts policies (TrainStats): the load-balancing loss;
+  // with grpo.routing_replay the share of (position, layer) routings the
+  // learner's own router would have chosen otherwise, the routing records'
+  // bytes, and the mean |behaviour - learner| log-prob per trained token
+  // with the replayed and with the learner's own routing.
+  double router_aux_loss = 0;
+  double routing_mismatch = 0;
+  int64_t routing_record_bytes = 0;
+  double logprob_gap_replayed = 0;
+  double logprob_gap_own_routing = 0;
   // The ids of the prompts the step trained (PromptAccount::trained), in
   // order, and the RL prompt stream's account at the step's end.
   std::vector<uint64_t> prompt_ids;

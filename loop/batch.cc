@@ -97,6 +97,7 @@ v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts) {
     *t->mutable_response_tokens() = s.response_tokens();
     *t->mutable_old_logprobs() = s.logprobs();
     *t->mutable_trained() = s.trained();
+    if (s.has_routing()) *t->mutable_routing() = s.routing();
     if (in.reference != nullptr) *t->mutable_ref_logprobs() = in.reference->sequences(i).logprobs();
     t->set_reward(in.rewards[i]);
     if (in.advantages != nullptr) t->set_advantage(in.advantages->advantages[i]);

@@ -132,6 +132,11 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
   RecordUpdate(*stats, &counts);
   counts.logprob_gap = stats->logprob_gap();
   counts.importance_weight_truncated = stats->importance_weight_truncated();
+  counts.router_aux_loss = stats->router_aux_loss();
+  counts.routing_mismatch = stats->routing_mismatch();
+  counts.routing_record_bytes = stats->routing_record_bytes();
+  counts.logprob_gap_replayed = stats->logprob_gap_replayed();
+  counts.logprob_gap_own_routing = stats->logprob_gap_own_routing();
   return absl::OkStatus();
 }
 

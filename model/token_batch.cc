@@ -58,9 +58,14 @@ absl::StatusOr<TokenBatch> MakeTokenBatch(absl::Span<const SequencePair> pairs,
 }
 
 torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
-                             double temperature, torch::Tensor* argmax_hits) {
-  return TargetLogProbsFromLogits(model->forward(batch.inputs), batch, temperature,
-                                  argmax_hits);
+                             double temperature, torch::Tensor* argmax_hits,
+                             ExpertRouting* routing) {
+  const torch::Tensor positions = torch::arange(batch.inputs.size(1), torch::kLong)
+                                      .unsqueeze(0)
+                                      .expand_as(batch.inputs);
+  return TargetLogProbsFromLogits(
+      model->forward(batch.inputs, positions, torch::Tensor(), nullptr, routing), batch,
+      temperature, argmax_hits);
 }
 
 torch::Tensor TargetLogProbsFromLogits(torch::Tensor logits, const TokenBatch& batch,

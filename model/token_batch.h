@@ -62,9 +62,12 @@ std::vector<int64_t> LengthOrder(absl::Span<const SequencePair> pairs);
 // log softmax(logits / temperature) at each target: [B, T] float32, with
 // zeros where response_mask is 0. Differentiable. When `argmax_hits` is
 // given it receives a [B, T] bool tensor: the target is the model's argmax.
+// `routing` (a mixture-of-experts model's; nullptr: none) is the forward's
+// (model/transformer.h ExpertRouting).
 torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
                              double temperature = 1.0,
-                             torch::Tensor* argmax_hits = nullptr);
+                             torch::Tensor* argmax_hits = nullptr,
+                             ExpertRouting* routing = nullptr);
 // The same from logits [B, T, vocab] already computed for `batch` (a
 // shared trunk that also feeds a value head).
 torch::Tensor TargetLogProbsFromLogits(torch::Tensor logits, const TokenBatch& batch,

@@ -58,6 +58,7 @@ absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
   options.device = model::RoleDevice(job, v1::ACTOR, binding);
   options.colocated = job.deployment().placement() == v1::DeploymentConfig::COLOCATED;
   options.shared_base = std::move(shared_base);
+  options.record_routing = job.grpo().routing_replay();
   return actor::NewLocalActor(job.model(), tokenizer, receiver, ledger, options);
 }
 

@@ -9,6 +9,7 @@
 #include "actor/internal/row_key.h"
 #include "actor/sampling.h"
 #include "model/kv_cache_rows.h"
+#include "model/routing_record.h"
 
 namespace trellis::actor::internal {
 namespace {
@@ -50,7 +51,7 @@ class Decoder {
       waiting_.push_back(r);
     }
     unfinished_.assign(request.prompts_size(), n_);
-    prefill_ = RunPrefill(model, sequences, pad_id, turns, result_);
+    prefill_ = RunPrefill(model, sequences, pad_id, turns, options.record_routing, result_);
     result_->peak_cache_bytes = prefill_.cache.bytes() + TurnBytes();
   }
 
@@ -69,10 +70,13 @@ class Decoder {
       }
       const int64_t batch = static_cast<int64_t>(batch_.size());
       key_valid_ = torch::cat({key_valid_, torch::ones({batch, 1}, torch::kBool)}, 1);
-      torch::Tensor logits = model_
-                                 .forward(LongTensor(fed).unsqueeze(1),
-                                          LongTensor(positions).unsqueeze(1), key_valid_, &cache_)
-                                 .select(1, 0);
+      model::ExpertRouting routing;
+      torch::Tensor logits =
+          model_
+              .forward(LongTensor(fed).unsqueeze(1), LongTensor(positions).unsqueeze(1),
+                       key_valid_, &cache_, options_.record_routing ? &routing : nullptr)
+              .select(1, 0);
+      if (options_.record_routing) Record(routing.chosen);
       ++result_->decode.forwards;
       result_->decode.positions += batch;
       result_->decode.attention_pairs += batch * cache_.length;
@@ -84,6 +88,15 @@ class Decoder {
   }
 
  private:
+  // Appends each fed row's experts (chosen: [batch, 1, layers, top_k]) to
+  // its record; a finished row fed padding has none.
+  void Record(const torch::Tensor& chosen) {
+    const torch::Tensor host = chosen.to(torch::kCPU);
+    for (size_t i = 0; i < batch_.size(); ++i) {
+      if (!Done(batch_[i])) model::AppendRouting(host[i], &result_->rows[batch_[i]].routing);
+    }
+  }
+
   // The row's positions held in a cache: its prompt and every token fed.
   int64_t Extent(int64_t r) const {
     return request_.prompts(r / n_).token_ids_size() +
@@ -191,6 +204,9 @@ class Decoder {
     while (!waiting_.empty() && rows.size() < count) {
       rows.push_back(waiting_.front());
       sources.push_back(source_[waiting_.front()]);
+      if (options_.record_routing) {
+        result_->rows[rows.back()].routing = prefill_.routing[sources.back()];
+      }
       waiting_.pop_front();
     }
     Sample(prefill_.logits.index_select(0, LongTensor(sources).to(prefill_.logits.device())), rows,

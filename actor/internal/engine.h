@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,6 +38,10 @@ struct EngineOptions {
   // Rows decoded per step under continuous batching; 0: no limit (every
   // row joins at once, and the batch shrinks as rows end). Must be >= 0.
   int64_t decode_token_budget = 0;
+  // Mixture-of-experts policies under routing replay: each row records the
+  // experts every position it ran was routed to (EngineRow.routing). Not
+  // with a turn cache, whose positions were routed by earlier calls.
+  bool record_routing = false;
 };
 
 struct EngineRow {
@@ -46,6 +51,10 @@ struct EngineRow {
   // 1 + the index of the request's stop sequence (SamplingParams.stop) the
   // tokens end with; 0 when the row did not end on one.
   int32_t stop_index = 0;
+  // With record_routing: the experts of each position the model ran for
+  // this row (its prompt, then every token fed back), model/routing_record.h
+  // layout.
+  std::string routing;
 };
 
 // What one stage (the prefill, or decoding) computed. Padding and finished
@@ -95,7 +104,8 @@ struct EngineCallbacks {
 // row's end never changes another row's draws.
 // REQUIRES: under torch::NoGradGuard; request validated (non-empty prompts
 // that fit the model with max_new_tokens >= 1, non-empty stop sequences);
-// options validated. `turns` (nullptr: none) is used by this call alone.
+// options validated, record_routing only without `turns`. `turns`
+// (nullptr: none) is used by this call alone.
 absl::StatusOr<EngineResult> RunEngine(model::TransformerImpl& model,
                                        const v1::GenerateRequest& request, int32_t pad_id,
                                        const EngineOptions& options,

@@ -4,6 +4,8 @@
 #include <optional>
 #include <utility>
 
+#include "model/routing_record.h"
+
 namespace trellis::actor::internal {
 namespace {
 
@@ -45,7 +47,8 @@ void Compact(int64_t columns, Prefill* prefill) {
 
 Prefill RunPrefill(model::TransformerImpl& model,
                    const std::vector<const google::protobuf::RepeatedField<int32_t>*>& sequences,
-                   int32_t pad_id, TurnCache* turns, EngineResult* result) {
+                   int32_t pad_id, TurnCache* turns, bool record_routing,
+                   EngineResult* result) {
   const int64_t count = static_cast<int64_t>(sequences.size());
   // Per sequence: the entry of its cached prefix, and that prefix's length.
   std::vector<std::optional<TurnCache::Entry>> cached(count);
@@ -96,9 +99,20 @@ Prefill RunPrefill(model::TransformerImpl& model,
     cached[s].reset();
   }
   prefill.cache.length = past;
-  torch::Tensor last =
-      model.Hidden(tokens, positions, key_valid, &prefill.cache).narrow(1, columns - 1, 1);
+  model::ExpertRouting routing;
+  torch::Tensor last = model
+                           .Hidden(tokens, positions, key_valid, &prefill.cache,
+                                   record_routing ? &routing : nullptr)
+                           .narrow(1, columns - 1, 1);
   prefill.logits = model.ApplyHead(last).select(1, 0);
+  if (record_routing) {
+    // Each sequence's tokens are the last of the left-padded columns.
+    for (int64_t s = 0; s < count; ++s) {
+      const int64_t fresh = sequences[s]->size();
+      model::AppendRouting(routing.chosen[s].narrow(0, columns - fresh, fresh),
+                           &prefill.routing.emplace_back());
+    }
+  }
   if (past > 0) Compact(longest, &prefill);
   return prefill;
 }

@@ -7,6 +7,7 @@
 // from that entry's keys and values and runs only its remaining tokens.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "actor/internal/engine.h"
@@ -21,15 +22,19 @@ struct Prefill {
   model::KVCache cache;
   torch::Tensor key_valid;  // [S, cache.length] bool
   torch::Tensor logits;     // [S, V] at each sequence's last token
+  // With record_routing: each sequence's experts, position by position
+  // (model/routing_record.h); empty otherwise.
+  std::vector<std::string> routing;
 };
 
 // Prefills `sequences`, taking from `turns` (nullptr: none) each one's
 // longest cached prefix. Adds to result's prefill_tokens (the tokens run),
 // reused_tokens (those taken from `turns`) and prefill work.
-// REQUIRES: under torch::NoGradGuard; non-empty sequences.
+// REQUIRES: under torch::NoGradGuard; non-empty sequences; no `turns` with
+// record_routing.
 Prefill RunPrefill(model::TransformerImpl& model,
                    const std::vector<const google::protobuf::RepeatedField<int32_t>*>& sequences,
-                   int32_t pad_id, TurnCache* turns, EngineResult* result);
+                   int32_t pad_id, TurnCache* turns, bool record_routing, EngineResult* result);
 
 }  // namespace trellis::actor::internal
 

@@ -64,6 +64,17 @@ struct MicroResult {
   // Decoupled PPO (job.async): DecoupledTerms' sums.
   double logprob_gap_sum = 0;
   double weights_truncated = 0;
+  // Mixture-of-experts policies (learner/internal/routing_replay.h): the
+  // load-balancing loss (unweighted) and, with grpo.routing_replay, the
+  // (position, layer) routings whose own experts differ from the record's
+  // and those compared, the records' bytes, and the sums over trained
+  // tokens of |behaviour - logp| with the replayed and with the own routing.
+  double router_aux_loss_sum = 0;
+  double routing_differing = 0;
+  double routing_compared = 0;
+  double routing_record_bytes = 0;
+  double logprob_gap_replayed_sum = 0;
+  double logprob_gap_own_sum = 0;
   // Preference pairs only: PreferenceLoss's sums.
   double margin_sum = 0;
   double ranked_right = 0;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "learner/internal/routing_replay.h"
 #include "learner/objectives.h"
 
 namespace trellis::learner::internal {
@@ -58,9 +59,21 @@ absl::StatusOr<MicroResult> PolicyGradientObjective::Loss(int64_t begin, int64_t
   absl::StatusOr<model::TokenBatch> tb = Tokens(begin, end);
   if (!tb.ok()) return tb.status();
   std::vector<float> advantages;
-  for (int64_t i = begin; i < end; ++i) advantages.push_back(sample(i).advantage());
-  const torch::Tensor logp = model::TargetLogProbs(in_.models->policy(), *tb, temperature());
-  return PolicyTerm(*tb, logp, torch::tensor(advantages, torch::kFloat32), begin, end);
+  std::vector<const v1::TrainSample*> rows;
+  std::vector<int64_t> ids;
+  for (int64_t i = begin; i < end; ++i) {
+    advantages.push_back(sample(i).advantage());
+    rows.push_back(&sample(i));
+    ids.push_back(order_[i]);
+  }
+  MicroResult routed;
+  absl::StatusOr<torch::Tensor> logp = RoutedLogProbs(in_, *tb, rows, ids, temperature(),
+                     static_cast<double>(end - begin) / static_cast<double>(this->rows()), &routed);
+  if (!logp.ok()) return logp.status();
+  MicroResult out =
+      PolicyTerm(*tb, *logp, torch::tensor(advantages, torch::kFloat32), begin, end);
+  AddRouting(routed, &out);
+  return out;
 }
 
 MicroResult PolicyGradientObjective::PolicyTerm(const model::TokenBatch& tb,

@@ -22,6 +22,7 @@ struct MicroSums {
   double loss = 0, kl = 0, clipped = 0, tokens = 0, exact_rows = 0;
   double value_loss = 0, value_clipped = 0, gap = 0, truncated = 0;
   double margin = 0, ranked_right = 0, chosen_reward = 0, rejected_reward = 0;
+  double aux = 0, differing = 0, compared = 0, record_bytes = 0, gap_replayed = 0, gap_own = 0;
   int32_t micro_batches = 0;
 
   void Add(const MicroResult& r) {
@@ -38,6 +39,12 @@ struct MicroSums {
     ranked_right += r.ranked_right;
     chosen_reward += r.chosen_reward_sum;
     rejected_reward += r.rejected_reward_sum;
+    aux += r.router_aux_loss_sum;
+    differing += r.routing_differing;
+    compared += r.routing_compared;
+    record_bytes += r.routing_record_bytes;
+    gap_replayed += r.logprob_gap_replayed_sum;
+    gap_own += r.logprob_gap_own_sum;
     ++micro_batches;
   }
 
@@ -45,7 +52,8 @@ struct MicroSums {
   absl::Status SumOver(DataParallelGroup& group) {
     double* const fields[] = {
         &loss, &kl,        &clipped, &tokens,       &exact_rows,    &value_loss,     &value_clipped,
-        &gap,  &truncated, &margin,  &ranked_right, &chosen_reward, &rejected_reward};
+        &gap,  &truncated, &margin,  &ranked_right, &chosen_reward, &rejected_reward,
+        &aux,  &differing, &compared, &record_bytes, &gap_replayed, &gap_own};
     std::vector<double> values;
     for (double* f : fields) values.push_back(*f);
     values.push_back(micro_batches);
@@ -71,6 +79,11 @@ struct MicroSums {
     stats->set_preference_accuracy(ranked_right / rows);
     stats->set_chosen_reward(chosen_reward / rows);
     stats->set_rejected_reward(rejected_reward / rows);
+    stats->set_router_aux_loss(micro_batches > 0 ? aux / micro_batches : 0);
+    stats->set_routing_mismatch(compared > 0 ? differing / compared : 0);
+    stats->set_routing_record_bytes(static_cast<int64_t>(record_bytes));
+    stats->set_logprob_gap_replayed(tokens > 0 ? gap_replayed / tokens : 0);
+    stats->set_logprob_gap_own_routing(tokens > 0 ? gap_own / tokens : 0);
   }
 };
 

@@ -118,6 +118,11 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"staleness", c.staleness},
       {"logprob_gap", c.logprob_gap},
       {"importance_weight_truncated", c.importance_weight_truncated},
+      {"router_aux_loss", c.router_aux_loss},
+      {"routing_mismatch", c.routing_mismatch},
+      {"routing_record_bytes", c.routing_record_bytes},
+      {"logprob_gap_replayed", c.logprob_gap_replayed},
+      {"logprob_gap_own_routing", c.logprob_gap_own_routing},
       {"prompt_ids", c.prompt_ids},
       {"prompt_account", PromptAccountJson(c.prompt_account)},
   };
