@@ -19,7 +19,8 @@ double SumOverSequences(const PerToken& per_token, const v1::ModelConfig& model,
 }  // namespace
 
 int64_t MatmulParameters(const ModelShape& s) {
-  return s.L * (2 * s.d * s.qd + 2 * s.d * s.kvd + 3 * s.d * s.f) + s.V * s.d;
+  const int64_t mlp = s.E > 0 ? s.E * s.d + s.k * 3 * s.d * s.ef : 3 * s.d * s.f;
+  return s.L * (2 * s.d * s.qd + 2 * s.d * s.kvd + mlp) + s.V * s.d;
 }
 
 double TrainFlopsPerToken(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq) {

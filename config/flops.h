@@ -14,8 +14,10 @@
 
 namespace trellis::config {
 
-// Parameters that take part in matrix products: every parameter but the
-// embedding table and the norm scales (the LM head's V·d counts).
+// Parameters that take part in one token's matrix products: every
+// parameter but the embedding table and the norm scales (the LM head's V·d
+// counts); of a mixture of experts, the router (E·d) and the k experts the
+// token goes to (k·3·d·ef), not the others.
 int64_t MatmulParameters(const ModelShape& s);
 
 // FLOP of one training token (forward and backward: 6 per matmul

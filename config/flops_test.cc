@@ -18,6 +18,23 @@ TEST(FlopsTest, MatmulParametersOfTheDefaultModel) {
   EXPECT_EQ(MatmulParameters(s), 2 * (2 * 128 * 128 + 2 * 128 * 64 + 3 * 128 * 384) + 20 * 128);
 }
 
+// A mixture of experts counts its router and the k experts a token goes
+// to: 4 experts of width 96, 2 per token, beside the same attention.
+TEST(FlopsTest, MixtureOfExpertsCountsTheRouterAndTheActiveExperts) {
+  v1::ModelConfig moe = DefaultModel();
+  moe.set_num_experts(4);
+  moe.set_experts_per_token(2);
+  moe.set_expert_d_ff(96);
+  const int64_t attention = 2 * 128 * 128 + 2 * 128 * 64;
+  EXPECT_EQ(MatmulParameters(ShapeOf(moe, 20)),
+            2 * (attention + 4 * 128 + 2 * 3 * 128 * 96) + 20 * 128);
+  EXPECT_DOUBLE_EQ(ForwardFlopsPerToken(moe, 20, 10),
+                   2.0 * MatmulParameters(ShapeOf(moe, 20)) + 4.0 * 2 * 10 * 128);
+  // Every expert is a parameter, though a token uses two.
+  EXPECT_EQ(ParameterCount(ShapeOf(moe, 20)) - ParameterCount(ShapeOf(DefaultModel(), 20)),
+            2 * (4 * (128 + 3 * 128 * 96) - 3 * 128 * 384));
+}
+
 TEST(FlopsTest, PerTokenFormulas) {
   const int64_t n = MatmulParameters(ShapeOf(DefaultModel(), 20));
   EXPECT_DOUBLE_EQ(TrainFlopsPerToken(DefaultModel(), 20, 10), 6.0 * n + 12.0 * 2 * 10 * 128);

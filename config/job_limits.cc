@@ -18,6 +18,8 @@ void CheckModelSizes(const v1::ModelConfig& m, Checker& c) {
   AtMost(c, "model.vocab_size", m.vocab_size(), kMaxVocabSize);
   AtMost(c, "model.d_model", m.d_model(), kMaxDModel);
   AtMost(c, "model.d_ff", m.d_ff(), kMaxDff);
+  AtMost(c, "model.expert_d_ff", m.expert_d_ff(), kMaxDff);
+  AtMost(c, "model.num_experts", m.num_experts(), kMaxExperts);
   AtMost(c, "model.n_layers", m.n_layers(), kMaxLayers);
   AtMost(c, "model.n_heads", m.n_heads(), kMaxHeads);
   AtMost(c, "model.n_kv_heads", m.n_kv_heads(), kMaxHeads);

@@ -73,13 +73,19 @@ ModelShape ShapeOf(const v1::ModelConfig& m, int64_t vocab_size) {
   s.tied = m.tie_embeddings();
   s.attention_bias = m.attention_bias();
   s.qk_norm = m.qk_norm();
+  if (m.num_experts() > 0) {
+    s.E = m.num_experts();
+    s.k = m.experts_per_token();
+    s.ef = m.expert_d_ff() > 0 ? m.expert_d_ff() : m.d_ff();
+  }
   return s;
 }
 
 int64_t ParameterCount(const ModelShape& s) {
   const int64_t extras = (s.attention_bias ? s.qd + 2 * s.kvd : 0) + (s.qk_norm ? 2 * s.hd : 0);
-  return s.V * s.d + s.L * (2 * s.d + 2 * s.d * s.qd + 2 * s.d * s.kvd + 3 * s.d * s.f + extras) +
-         s.d + (s.tied ? 0 : s.V * s.d);
+  const int64_t mlp = s.E > 0 ? s.E * (s.d + 3 * s.d * s.ef) : 3 * s.d * s.f;
+  return s.V * s.d + s.L * (2 * s.d + 2 * s.d * s.qd + 2 * s.d * s.kvd + mlp + extras) + s.d +
+         (s.tied ? 0 : s.V * s.d);
 }
 
 double KvCacheBytes(const ModelShape& s, double rows, double tokens) {

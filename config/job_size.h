@@ -20,6 +20,9 @@ namespace trellis::config {
 // The transformer's dimensions, as model/transformer.cc derives them.
 struct ModelShape {
   int64_t d = 0, L = 0, H = 0, KV = 0, hd = 0, qd = 0, kvd = 0, f = 0, V = 0;
+  // A mixture of experts: E experts (0: the dense MLP of width f) of width
+  // ef, k of them per token.
+  int64_t E = 0, k = 0, ef = 0;
   bool tied = false, attention_bias = false, qk_norm = false;
 };
 
@@ -27,8 +30,9 @@ struct ModelShape {
 // REQUIRES: model.n_heads > 0.
 ModelShape ShapeOf(const v1::ModelConfig& model, int64_t vocab_size);
 
-// Per layer: norms, q/k/v/o, the MLP, Qwen2's q/k/v biases, Qwen3's q/k
-// norms; the embedding, final norm and LM head unless tied.
+// Per layer: norms, q/k/v/o, the MLP (or a mixture of experts' router and
+// every expert), Qwen2's q/k/v biases, Qwen3's q/k norms; the embedding,
+// final norm and LM head unless tied.
 int64_t ParameterCount(const ModelShape& s);
 
 // Bytes of the float32 KV cache of `rows` sequences of `tokens` positions:

@@ -23,6 +23,17 @@ namespace {
 
 using internal::Checker;
 
+// A mixture of experts (num_experts 0: dense, the other fields unused).
+void CheckExperts(const v1::ModelConfig& m, Checker& c) {
+  c.NonNegative("model.num_experts", m.num_experts());
+  c.NonNegative("model.expert_d_ff", m.expert_d_ff());
+  c.NonNegative("model.router_aux_loss_coef", m.router_aux_loss_coef());
+  if (m.num_experts() <= 0) return;
+  c.Require(m.experts_per_token() >= 1 && m.experts_per_token() <= m.num_experts(),
+            "model.experts_per_token",
+            absl::StrCat("in [1, num_experts (", m.num_experts(), ")]"), m.experts_per_token());
+}
+
 void CheckModel(const v1::ModelConfig& m, Checker& c) {
   c.NonNegative("model.vocab_size", m.vocab_size());
   c.Positive("model.d_model", m.d_model());
@@ -57,6 +68,7 @@ void CheckModel(const v1::ModelConfig& m, Checker& c) {
     c.Require(m.head_dim() % 2 == 0, "model.head_dim", "even for rotary embeddings",
               m.head_dim());
   }
+  CheckExperts(m, c);
   if (m.n_heads() <= 0 || m.d_model() <= 0 || m.head_dim() != 0) return;
   c.Require(m.d_model() % m.n_heads() == 0, "model.d_model",
             absl::StrCat("divisible by model.n_heads (", m.n_heads(),
@@ -233,6 +245,17 @@ void CheckLora(const v1::JobConfig& job, Checker& c) {
   c.Require(job.memory().precision() == v1::MemoryConfig::FP32, "memory.precision",
             "fp32 with memory.lora (bf16 LoRA is not supported yet)",
             ChoiceName(job.memory().precision()));
+  // A mixture of experts takes adapters on its attention projections only.
+  for (const int t : job.memory().lora().target_modules()) {
+    const auto p = static_cast<v1::LoraConfig::Projection>(t);
+    c.Require(job.model().num_experts() == 0 || p == v1::LoraConfig::Q_PROJ ||
+                  p == v1::LoraConfig::K_PROJ || p == v1::LoraConfig::V_PROJ ||
+                  p == v1::LoraConfig::O_PROJ,
+              "memory.lora.target_modules",
+              "attention projections only (q_proj, k_proj, v_proj, o_proj) when model.num_experts "
+              "> 0 (no adapters on experts)",
+              ChoiceName(p));
+  }
 }
 
 void CheckPreference(const v1::JobConfig& job, Checker& c) {

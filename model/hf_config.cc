@@ -36,6 +36,8 @@ constexpr ArchitectureName kArchitectures[] = {
     {HfArchitecture::kQwen2, "Qwen2ForCausalLM", "qwen2"},
     {HfArchitecture::kQwen3, "Qwen3ForCausalLM", "qwen3"},
     {HfArchitecture::kMistral, "MistralForCausalLM", "mistral"},
+    {HfArchitecture::kQwen3Moe, "Qwen3MoeForCausalLM", "qwen3_moe"},
+    {HfArchitecture::kMixtral, "MixtralForCausalLM", "mixtral"},
 };
 
 struct DtypeName {
@@ -189,18 +191,21 @@ void ReadRope(Reader& r, trellis::v1::ModelConfig& m) {
 }
 
 // Attention variants: the family's biases and norms, and sliding windows.
-void ReadAttention(Reader& r, HfArchitecture architecture, trellis::v1::ModelConfig& m) {
+void ReadAttention(Reader& r, HfArchitecture architecture, HfConfig& out) {
+  trellis::v1::ModelConfig& m = out.model;
   if (architecture == HfArchitecture::kQwen2) {
     m.set_attention_bias(true);  // Qwen2 always has query/key/value biases
   } else if (r.Bool("attention_bias", false)) {
     r.Unsupported("attention_bias true (biases on all four attention projections)",
                   "false, and Qwen2ForCausalLM's query/key/value biases");
   }
-  m.set_qk_norm(architecture == HfArchitecture::kQwen3);
-  if (architecture == HfArchitecture::kMistral) {
+  m.set_qk_norm(architecture == HfArchitecture::kQwen3 ||
+                architecture == HfArchitecture::kQwen3Moe);
+  if (architecture == HfArchitecture::kMistral || architecture == HfArchitecture::kMixtral) {
     if (r.Find("sliding_window") != nullptr) {
       const int32_t window = r.Positive("sliding_window");
       const int32_t limit = m.max_position_embeddings();
+      if (limit == 0 || window <= limit) out.sliding_window = window;
       m.set_max_position_embeddings(limit > 0 ? std::min(limit, window) : window);
     }
   } else if (r.Bool("use_sliding_window", false)) {
@@ -212,6 +217,36 @@ void ReadAttention(Reader& r, HfArchitecture architecture, trellis::v1::ModelCon
         r.Unsupported(absl::StrCat("layer_types entry ", t.dump()), "\"full_attention\"");
       }
     }
+  }
+}
+
+// The experts of a mixture of experts, with transformers' defaults for
+// absent fields, and what Trellis cannot compute the same refused.
+void ReadExperts(Reader& r, HfArchitecture architecture, trellis::v1::ModelConfig& m) {
+  const bool mixtral = architecture == HfArchitecture::kMixtral;
+  // Each family's own name first; transformers 5 writes num_local_experts for both.
+  const char* experts = r.Find("num_experts") != nullptr ? "num_experts" : "num_local_experts";
+  m.set_num_experts(r.Positive(mixtral ? "num_local_experts" : experts, mixtral ? 8 : 128));
+  m.set_experts_per_token(r.Positive("num_experts_per_tok", 2));
+  // Mixtral always renormalizes; its experts are intermediate_size wide.
+  m.set_normalize_expert_weights(mixtral || r.Bool("norm_topk_prob", false));
+  if (!mixtral) m.set_expert_d_ff(r.Positive("moe_intermediate_size", 768));
+  m.set_router_aux_loss_coef(static_cast<float>(r.Number("router_aux_loss_coef", 0.001)));
+  if (const json* dense = r.Find("mlp_only_layers");
+      !mixtral && dense != nullptr && !(dense->is_array() && dense->empty())) {
+    r.Unsupported(absl::StrCat("mlp_only_layers ", dense->dump()), "[] (experts in every layer)");
+  }
+  if (const int32_t step = r.Positive("decoder_sparse_step", 1); !mixtral && step != 1) {
+    r.Unsupported(absl::StrCat("decoder_sparse_step ", step), "1 (experts in every layer)");
+  }
+  if (r.Number("router_jitter_noise", 0) != 0) r.Unsupported("router_jitter_noise", "0");
+  if (const json* v = r.Find("shared_expert_intermediate_size"); v != nullptr && *v != 0) {
+    r.Unsupported(absl::StrCat("shared_expert_intermediate_size ", v->dump()), "no shared experts");
+  }
+  if (m.experts_per_token() > m.num_experts() || m.router_aux_loss_coef() < 0) {
+    r.Fail(absl::StrCat("need num_experts_per_tok <= the experts (", m.num_experts(),
+                        ") and router_aux_loss_coef >= 0, found ", m.experts_per_token(), ", ",
+                        m.router_aux_loss_coef()));
   }
 }
 
@@ -234,6 +269,10 @@ const ArchitectureName& Architecture(HfArchitecture architecture) {
 }
 
 }  // namespace
+
+bool IsMoeArchitecture(HfArchitecture architecture) {
+  return architecture == HfArchitecture::kQwen3Moe || architecture == HfArchitecture::kMixtral;
+}
 
 absl::string_view HfArchitectureName(HfArchitecture architecture) {
   return Architecture(architecture).name;
@@ -274,7 +313,8 @@ absl::StatusOr<HfConfig> ParseHfConfig(absl::string_view json_text,
     m.set_max_position_embeddings(r.Positive("max_position_embeddings"));
   }
   ReadRope(r, m);
-  ReadAttention(r, out.architecture, m);
+  ReadAttention(r, out.architecture, out);
+  if (IsMoeArchitecture(out.architecture)) ReadExperts(r, out.architecture, m);
   ReadDtype(r, out);
   if (const std::string act = r.String("hidden_act", "silu"); act != "silu") {
     r.Unsupported(absl::StrCat("hidden_act '", act, "'"), "silu");
@@ -345,9 +385,12 @@ absl::Status ResolveHfModel(trellis::v1::ModelConfig* config) {
   }
   if (resolved.max_position_embeddings() > 0 &&
       resolved.max_seq_len() > resolved.max_position_embeddings()) {
+    const bool window = hf->sliding_window == resolved.max_position_embeddings();
     return absl::InvalidArgumentError(absl::StrCat(
-        "model.max_seq_len ", resolved.max_seq_len(), " exceeds ", config->path(),
-        "/config.json's max_position_embeddings ", resolved.max_position_embeddings()));
+        "model.max_seq_len ", resolved.max_seq_len(), " exceeds ", resolved.path(),
+        "/config.json's ", window ? "sliding_window " : "max_position_embeddings ",
+        resolved.max_position_embeddings(),
+        window ? " (attention beyond the window is not supported)" : ""));
   }
   *config = std::move(resolved);
   return absl::OkStatus();

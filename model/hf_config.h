@@ -8,9 +8,15 @@
 // not supported is refused, naming it and what is supported: another
 // architecture, activation or rope type, biases on every attention
 // projection or on the MLP, sliding-window attention that is switched on
-// (Qwen2/Qwen3), quantization. Mistral's sliding_window caps
-// max_position_embeddings: within the window, attention is full.
+// (Qwen2/Qwen3), quantization. Mistral's and Mixtral's sliding_window caps
+// max_position_embeddings: within the window, attention is full. The
+// mixtures of experts (Qwen3-MoE, Mixtral) are read into num_experts,
+// experts_per_token, expert_d_ff, normalize_expert_weights and
+// router_aux_loss_coef; a Qwen3-MoE with dense layers among the sparse ones
+// (mlp_only_layers, decoder_sparse_step other than 1), shared experts or
+// router jitter is refused.
 
+#include <cstdint>
 #include <string>
 
 #include <c10/core/ScalarType.h>
@@ -22,16 +28,24 @@
 namespace trellis::model {
 
 // config.json's "architectures" entry: LlamaForCausalLM, Qwen2ForCausalLM,
-// Qwen3ForCausalLM, MistralForCausalLM.
-enum class HfArchitecture { kLlama, kQwen2, kQwen3, kMistral };
+// Qwen3ForCausalLM, MistralForCausalLM, Qwen3MoeForCausalLM,
+// MixtralForCausalLM.
+enum class HfArchitecture { kLlama, kQwen2, kQwen3, kMistral, kQwen3Moe, kMixtral };
+
+// Whether the family is a mixture of experts (Qwen3-MoE, Mixtral).
+bool IsMoeArchitecture(HfArchitecture architecture);
 
 struct HfConfig {
   HfArchitecture architecture = HfArchitecture::kLlama;
   // vocab_size, d_model, n_layers, n_heads, n_kv_heads, d_ff, head_dim,
   // rope_theta, rope_scaling, rms_norm_eps, tie_embeddings, attention_bias,
-  // qk_norm and max_position_embeddings as config.json gives them; the
-  // job's fields (max_seq_len, init_checkpoint, init_std) keep defaults.
+  // qk_norm, max_position_embeddings and the experts' fields as config.json
+  // gives them; the job's fields (max_seq_len, init_checkpoint, init_std)
+  // keep defaults.
   trellis::v1::ModelConfig model;
+  // The sliding window (Mistral, Mixtral) that capped
+  // model.max_position_embeddings; 0 when none did.
+  int32_t sliding_window = 0;
   // The stored weights' dtype: float32, bfloat16 or float16 (float32 when
   // config.json names none).
   c10::ScalarType dtype = c10::ScalarType::Float;

@@ -181,5 +181,53 @@ TEST(ResolveHfModel, DisagreementsAndLimitsNameTheField) {
   EXPECT_THAT(s.message(), HasSubstr("no_such_model/config.json"));
 }
 
+// Mixtures of experts: transformers' defaults for absent fields, and a
+// refusal naming the field for what Trellis would compute otherwise.
+const char kQwen3Moe[] = R"(, "architectures": ["Qwen3MoeForCausalLM"], "num_experts": 4,
+    "num_experts_per_tok": 2, "moe_intermediate_size": 16)";
+const char kMixtral[] = R"(, "architectures": ["MixtralForCausalLM"], "num_local_experts": 4)";
+
+TEST(ParseHfConfig, ReadsTheExperts) {
+  absl::StatusOr<HfConfig> c = ParseHfConfig(Llama(kQwen3Moe), "m/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->architecture, HfArchitecture::kQwen3Moe);
+  EXPECT_EQ(c->model.num_experts(), 4);
+  EXPECT_EQ(c->model.expert_d_ff(), 16);
+  EXPECT_FALSE(c->model.normalize_expert_weights());  // norm_topk_prob's default
+  EXPECT_FLOAT_EQ(c->model.router_aux_loss_coef(), 0.001f);
+  c = ParseHfConfig(Llama(std::string(kMixtral) + R"(, "num_experts_per_tok": 1)"), "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.experts_per_token(), 1);
+  EXPECT_EQ(c->model.expert_d_ff(), 0);  // intermediate_size, d_ff, is the experts'
+  EXPECT_TRUE(c->model.normalize_expert_weights());
+}
+
+TEST(ParseHfConfig, RefusesWhatTheExpertsCannotComputeTheSame) {
+  const std::pair<std::string, std::string> cases[] = {
+      {std::string(kQwen3Moe) + R"(, "mlp_only_layers": [1])", "mlp_only_layers [1]"},
+      {std::string(kQwen3Moe) + R"(, "decoder_sparse_step": 2)", "decoder_sparse_step 2"},
+      {std::string(kQwen3Moe) + R"(, "shared_expert_intermediate_size": 8)",
+       "shared_expert_intermediate_size 8"},
+      {std::string(kMixtral) + R"(, "router_jitter_noise": 0.1)", "router_jitter_noise"},
+      {std::string(kMixtral) + R"(, "num_experts_per_tok": 5)", "num_experts_per_tok"},
+  };
+  for (const auto& [extra, field] : cases) {
+    EXPECT_THAT(ParseError(Llama(extra)).message(), HasSubstr(field)) << extra;
+  }
+  EXPECT_TRUE(ParseHfConfig(Llama(std::string(kQwen3Moe) + R"(, "mlp_only_layers": [])"), "m")
+                  .ok());
+}
+
+TEST(ResolveHfModel, AMixtralWindowShorterThanTheJobIsNamed) {
+  trellis::v1::ModelConfig m;
+  m.set_path(ModelDir("resolve_mixtral", std::string(kMixtral) + R"(, "sliding_window": 16)"));
+  m.set_max_seq_len(32);
+  EXPECT_THAT(ResolveHfModel(&m).message(),
+              HasSubstr("model.max_seq_len 32 exceeds " + m.path() +
+                        "/config.json's sliding_window 16"));
+  m.set_max_seq_len(16);
+  EXPECT_TRUE(ResolveHfModel(&m).ok());
+}
+
 }  // namespace
 }  // namespace trellis::model

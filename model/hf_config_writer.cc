@@ -31,18 +31,27 @@ double Decimal(float value) {
 // variant another family carries (empty when there is none).
 std::string Inexpressible(HfArchitecture architecture, const trellis::v1::ModelConfig& m) {
   const bool qwen2 = architecture == HfArchitecture::kQwen2;
+  const bool qwen3 =
+      architecture == HfArchitecture::kQwen3 || architecture == HfArchitecture::kQwen3Moe;
+  if (IsMoeArchitecture(architecture) != (m.num_experts() > 0)) {
+    return m.num_experts() > 0 ? absl::StrCat("num_experts ", m.num_experts(),
+                                              " (mixture of experts: Qwen3MoeForCausalLM, "
+                                              "MixtralForCausalLM only)")
+                               : "num_experts 0 (a dense MLP, not a mixture of experts)";
+  }
+  if (architecture == HfArchitecture::kMixtral && !m.normalize_expert_weights()) {
+    return "normalize_expert_weights false (MixtralForCausalLM always renormalizes)";
+  }
   if (m.attention_bias() != qwen2) {
     return qwen2 ? "attention_bias false (Qwen2ForCausalLM always has "
                    "query/key/value biases)"
                  : "attention_bias true (query/key/value biases: "
                    "Qwen2ForCausalLM only)";
   }
-  if (m.qk_norm() && architecture != HfArchitecture::kQwen3) {
-    return "qk_norm true (query/key norms: Qwen3ForCausalLM only)";
+  if (m.qk_norm() && !qwen3) {
+    return "qk_norm true (query/key norms: Qwen3ForCausalLM, Qwen3MoeForCausalLM only)";
   }
-  if (!m.qk_norm() && architecture == HfArchitecture::kQwen3) {
-    return "qk_norm false (Qwen3ForCausalLM always has query/key norms)";
-  }
+  if (!m.qk_norm() && qwen3) return "qk_norm false (Qwen3 always has query/key norms)";
   return "";
 }
 
@@ -62,6 +71,26 @@ void WriteRope(const trellis::v1::ModelConfig& m, json& out) {
   out["rope_parameters"] = parameters;
   out["rope_theta"] = parameters["rope_theta"];
   out["rope_scaling"] = scaling;
+}
+
+// The experts' fields of a mixture of experts; Mixtral's one width,
+// intermediate_size, is its experts'.
+void WriteExperts(HfArchitecture architecture, const trellis::v1::ModelConfig& m, json& out) {
+  const int32_t width = m.expert_d_ff() > 0 ? m.expert_d_ff() : m.d_ff();
+  out["num_experts_per_tok"] = m.experts_per_token();
+  out["router_aux_loss_coef"] = Decimal(m.router_aux_loss_coef());
+  out["output_router_logits"] = false;
+  if (architecture == HfArchitecture::kMixtral) {
+    out["num_local_experts"] = m.num_experts();
+    out["intermediate_size"] = width;
+    out["router_jitter_noise"] = 0.0;
+    return;
+  }
+  out["num_experts"] = m.num_experts();
+  out["moe_intermediate_size"] = width;
+  out["norm_topk_prob"] = m.normalize_expert_weights();
+  out["decoder_sparse_step"] = 1;
+  out["mlp_only_layers"] = json::array();
 }
 
 void WriteIds(const HfTokenIds& ids, json& out) {
@@ -114,6 +143,7 @@ absl::StatusOr<std::string> HfConfigJson(const HfConfig& config, const HfTokenId
       out["attention_bias"] = false;
       out["mlp_bias"] = false;
       break;
+    case HfArchitecture::kQwen3Moe:
     case HfArchitecture::kQwen3:
       out["attention_bias"] = false;
       [[fallthrough]];
@@ -122,9 +152,11 @@ absl::StatusOr<std::string> HfConfigJson(const HfConfig& config, const HfTokenId
       out["sliding_window"] = nullptr;
       break;
     case HfArchitecture::kMistral:
+    case HfArchitecture::kMixtral:
       out["sliding_window"] = max_positions;
       break;
   }
+  if (IsMoeArchitecture(config.architecture)) WriteExperts(config.architecture, m, out);
   return out.dump(2) + "\n";
 }
 

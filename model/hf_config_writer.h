@@ -30,10 +30,12 @@ struct HfTokenIds {
 
 // config.json for `config` and `ids`. max_position_embeddings is
 // config.model's, or its max_seq_len when that is 0 (Trellis's built-in
-// model); Mistral's sliding_window is written as that same limit, within
-// which attention is full. Fails, naming the field, when the architecture
-// cannot express config.model (query/key norms other than on Qwen3,
-// query/key/value biases other than on Qwen2) or the dtype has no name.
+// model); Mistral's and Mixtral's sliding_window is written as that same
+// limit, within which attention is full. Fails, naming the field, when the
+// architecture cannot express config.model (query/key norms other than on
+// Qwen3 and Qwen3-MoE, query/key/value biases other than on Qwen2, experts
+// other than on Qwen3-MoE and Mixtral, a Mixtral without renormalized
+// expert weights) or the dtype has no name.
 [[nodiscard]] absl::StatusOr<std::string> HfConfigJson(const HfConfig& config,
                                                        const HfTokenIds& ids);
 

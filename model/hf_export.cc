@@ -19,6 +19,7 @@
 #include "config/choice.h"
 #include "env/env.h"
 #include "model/export_dir.h"
+#include "model/hf_experts.h"
 #include "model/hf_config_writer.h"
 #include "model/lora.h"
 #include "model/safetensors.h"
@@ -232,7 +233,8 @@ absl::Status ExportHfModel(const Transformer& model, const HfExportOptions& opti
     return s;
   }
   if (absl::Status s =
-          WriteWeights(model->MergedWeights(), options.dtype, options.max_shard_bytes, *out);
+          WriteWeights(ReleasedExpertLayout(model->MergedWeights(), options.architecture),
+                       options.dtype, options.max_shard_bytes, *out);
       !s.ok()) {
     return s;
   }

@@ -58,7 +58,9 @@ HfExportOptions HfExportOptionsFor(const std::string& dir, const HfConfig& confi
 // Writes DIR: config.json (model/hf_config_writer.h), the weights under
 // their Hugging Face names (a LoRA policy's with the adapters merged in,
 // TransformerImpl::MergedWeights; a tied model's without lm_head.weight,
-// which transformers ties on loading), generation_config.json and the
+// which transformers ties on loading; a mixture of experts' experts one
+// matrix each, as the family's released checkpoints hold them,
+// model/hf_experts.h), generation_config.json and the
 // tokenizer files. Fails for a model with a scalar head, one the
 // architecture cannot express, a max_shard_bytes <= 0, a tokenizer_dir that
 // does not exist, or an unwritable, non-empty or otherwise unusable DIR.

@@ -103,7 +103,8 @@ TEST_P(ExportFixtureTest, ReloadsAsTheSameModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExportFixtureTest,
-                         ::testing::Values("llama3_gqa", "llama_tied", "qwen2", "qwen3", "mistral"),
+                         ::testing::Values("llama3_gqa", "llama_tied", "qwen2", "qwen3", "mistral",
+                                           "qwen3_moe", "mixtral"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });
@@ -244,7 +245,39 @@ TEST(HfExportErrors, ArchitectureMustExpressTheModel) {
   Transformer llama = LoadHfTransformer(kFixtures + "/llama_tied");
   s = ExportHfModel(llama, Architecture(HfArchitecture::kQwen2), out);
   EXPECT_THAT(s.message(), HasSubstr("attention_bias false"));
+  // Experts only in a mixture-of-experts family, and only renormalized
+  // ones in Mixtral.
+  Transformer moe = LoadHfTransformer(kFixtures + "/mixtral");
+  s = ExportHfModel(moe, Architecture(HfArchitecture::kMistral), out);
+  EXPECT_THAT(s.message(), HasSubstr("MistralForCausalLM: the model has num_experts 4"));
+  s = ExportHfModel(LoadHfTransformer(kFixtures + "/mistral"),
+                    Architecture(HfArchitecture::kMixtral), out);
+  EXPECT_THAT(s.message(), HasSubstr("num_experts 0"));
+  trellis::v1::ModelConfig unnormalized = moe->config();
+  unnormalized.set_normalize_expert_weights(false);
+  const std::unique_lock<std::recursive_mutex> draws = LockInitialDraws();
+  s = ExportHfModel(Transformer(unnormalized, 128), Architecture(HfArchitecture::kMixtral), out);
+  EXPECT_THAT(s.message(), HasSubstr("normalize_expert_weights false"));
   EXPECT_FALSE(fs::exists(out));
+}
+
+// A mixture of experts is written one matrix per expert, under the
+// family's names (transformers reads them back: scripts/check_hf_export.sh).
+TEST(HfExport, ExpertsAreWrittenInTheReleasedLayout) {
+  for (const std::string fixture : {"qwen3_moe", "mixtral"}) {
+    Transformer model = LoadHfTransformer(kFixtures + "/" + fixture);
+    absl::StatusOr<HfModel> source = LoadHfModel(kFixtures + "/" + fixture);
+    ASSERT_TRUE(source.ok()) << source.status();
+    const std::string out = OutDir("released_" + fixture);
+    ASSERT_TRUE(ExportHfModel(model, HfExportOptionsFor(source->dir, source->config), out).ok());
+    absl::StatusOr<NamedTensors> written = LoadSafetensors(out + "/model.safetensors");
+    ASSERT_TRUE(written.ok()) << written.status();
+    std::set<std::string> names, want;
+    for (const auto& [name, tensor] : *written) names.insert(name);
+    for (const auto& [name, tensor] : source->weights) want.insert(name);
+    EXPECT_EQ(names, want) << fixture;
+    fs::remove_all(out);
+  }
 }
 
 TEST(HfExportErrors, ScalarHeadAndShardSizeAreRefused) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "env/env.h"
+#include "model/hf_experts.h"
 #include "model/policy.h"
 
 namespace trellis::model {
@@ -158,9 +159,22 @@ absl::StatusOr<HfModel> LoadHfModel(const std::string& dir) {
 absl::StatusOr<Transformer> NewHfTransformer(const HfModel& model) {
   absl::StatusOr<Transformer> transformer = Build(model.config, model.dir);
   if (!transformer.ok()) return transformer.status();
-  if (absl::Status s = (*transformer)->LoadWeights(model.weights); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(model.dir, ": ", s.message()));
+  const NamedTensors params = (*transformer)->NamedWeights();
+  HfWeightMap map(std::map<std::string, torch::Tensor>(params.begin(), params.end()));
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (parameter, tensor)
+  absl::Status s;
+  for (const auto& [name, tensor] : model.weights) {
+    absl::StatusOr<torch::Tensor> target = map.Target(name, tensor.sizes());
+    if (!target.ok()) {
+      s = target.status();
+      break;
+    }
+    copies.emplace_back(*target, tensor);
   }
+  if (s.ok()) s = map.CheckComplete();
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(model.dir, ": ", s.message()));
+  torch::NoGradGuard no_grad;
+  for (auto& [target, tensor] : copies) target.copy_(tensor);
   return transformer;
 }
 
@@ -177,6 +191,7 @@ absl::Status FillFromHfDir(const std::string& dir, Transformer& model, HfLoadSta
   // keeps its own values; the directory's LM head has no place in it.
   const bool scalar = model->head() == Head::kScalar;
   if (scalar) params.erase("score.weight");
+  HfWeightMap map(std::move(params));
   // Every name and shape is checked before a byte is copied.
   struct Copy {
     SafetensorsReader* reader;
@@ -188,25 +203,18 @@ absl::Status FillFromHfDir(const std::string& dir, Transformer& model, HfLoadSta
   for (const auto& reader : *readers) {
     for (const SafetensorsReader::TensorInfo& info : reader->tensors()) {
       if (Dropped(info.name, *config) || (scalar && info.name == "lm_head.weight")) continue;
-      auto it = params.find(info.name);
-      if (it == params.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(reader->path(), ": unknown tensor '",
-                                                       info.name, "' (no parameter of the model)"));
+      absl::StatusOr<torch::Tensor> target = map.Target(info.name, info.shape);
+      if (!target.ok()) {
+        return absl::Status(target.status().code(),
+                            absl::StrCat(reader->path(), ": ", target.status().message()));
       }
-      if (it->second.sizes() != c10::IntArrayRef(info.shape)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(reader->path(), ": tensor '", info.name, "' expected shape [",
-                         absl::StrJoin(it->second.sizes(), ", "), "], got [",
-                         absl::StrJoin(info.shape, ", "), "]"));
-      }
-      copies.push_back({reader.get(), &info, it->second});
+      copies.push_back({reader.get(), &info, *std::move(target)});
       done.file_bytes += static_cast<int64_t>(info.end - info.begin);
-      params.erase(it);
     }
   }
-  if (!params.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(dir, ": tensor '", params.begin()->first,
-                                                   "' is missing (no weights file holds it)"));
+  if (absl::Status s = map.CheckComplete(); !s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat(dir, ": ", s.message(), " (no weights file holds it)"));
   }
   for (const Copy& copy : copies) {
     if (absl::Status s = copy.reader->ReadInto(*copy.info, copy.param); !s.ok()) {

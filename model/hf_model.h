@@ -5,8 +5,10 @@
 // (model/hf_config.h) and the weights, model.safetensors or the shards that
 // model.safetensors.index.json maps tensor names to. Supported: the dense
 // decoders LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and
-// MistralForCausalLM, whose outputs match transformers' (model/
+// MistralForCausalLM and the mixtures of experts Qwen3MoeForCausalLM and
+// MixtralForCausalLM, whose outputs match transformers' (model/
 // hf_model_test.cc checks them on the fixtures of tests/fixtures/hf).
+// Experts load from one matrix per expert or stacked (model/hf_experts.h).
 
 #include <cstdint>
 #include <optional>
@@ -26,7 +28,8 @@ struct HfModel {
   HfConfig config;
   // Under their Hugging Face names, in the stored dtype: what the
   // Transformer holds (a tied model's lm_head.weight and rotary buffers
-  // such as "model.rotary_emb.inv_freq" are dropped).
+  // such as "model.rotary_emb.inv_freq" are dropped), a mixture of
+  // experts' experts as the checkpoint lays them out.
   NamedTensors weights;
 };
 
@@ -44,8 +47,9 @@ struct HfModel {
 // model (two copies of the weights at its peak).
 [[nodiscard]] absl::StatusOr<HfModel> LoadHfModel(const std::string& dir);
 
-// A float32 Transformer of model.config holding model.weights. Fails when
-// a tensor is missing, unknown or of another shape, naming it; errors start
+// A float32 Transformer of model.config holding model.weights (experts
+// stacked, model/hf_experts.h). Fails when a tensor is missing, unknown,
+// given twice or of another shape, naming it; errors start
 // with model.dir. Built with InitialValues::kOverwritten: no initial
 // values are drawn.
 [[nodiscard]] absl::StatusOr<Transformer> NewHfTransformer(const HfModel& model);

@@ -1,6 +1,7 @@
 // Trellis against transformers on the fixtures of tests/fixtures/hf
 // (scripts/make_hf_fixtures.sh): the same logits on a batch with a
-// left-padded row, the same greedy tokens, and the loader's errors.
+// left-padded row, the same greedy tokens, and the loader's errors (the
+// mixtures of experts' own checks: hf_moe_test.cc).
 #include "model/hf_model.h"
 
 #include <unistd.h>
@@ -25,16 +26,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using testing::FixtureReference;
 
 const std::string kFixtures = TRELLIS_SOURCE_DIR "/tests/fixtures/hf";
-
-std::map<std::string, torch::Tensor> Reference(const std::string& name) {
-  absl::StatusOr<NamedTensors> tensors =
-      LoadSafetensors(kFixtures + "/" + name + "/reference.safetensors");
-  EXPECT_TRUE(tensors.ok()) << tensors.status();
-  if (!tensors.ok()) return {};
-  return std::map<std::string, torch::Tensor>(tensors->begin(), tensors->end());
-}
 
 Transformer Load(const std::string& dir) { return testing::LoadHfTransformer(dir); }
 
@@ -43,7 +37,7 @@ class HfFixtureTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(HfFixtureTest, LogitsMatchTransformers) {
   Transformer model = Load(kFixtures + "/" + GetParam());
   ASSERT_TRUE(model);
-  std::map<std::string, torch::Tensor> ref = Reference(GetParam());
+  std::map<std::string, torch::Tensor> ref = FixtureReference(GetParam());
   torch::NoGradGuard no_grad;
   const torch::Tensor valid = ref["attention_mask"].to(torch::kBool);
   const torch::Tensor logits = model->forward(ref["input_ids"], ref["position_ids"], valid);
@@ -60,7 +54,7 @@ TEST_P(HfFixtureTest, LogitsMatchTransformers) {
 TEST_P(HfFixtureTest, GreedyGenerationMatchesGenerate) {
   Transformer model = Load(kFixtures + "/" + GetParam());
   ASSERT_TRUE(model);
-  std::map<std::string, torch::Tensor> ref = Reference(GetParam());
+  std::map<std::string, torch::Tensor> ref = FixtureReference(GetParam());
   torch::NoGradGuard no_grad;
   const torch::Tensor prompt = ref["prompt_ids"];
   const torch::Tensor want = ref["generated_ids"].flatten().contiguous();
@@ -85,7 +79,7 @@ TEST_P(HfFixtureTest, GreedyGenerationMatchesGenerate) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfFixtureTest,
                          ::testing::Values("llama3_gqa", "llama_tied", "qwen2", "qwen3",
-                                           "mistral"),
+                                           "mistral", "qwen3_moe", "mixtral"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });
@@ -108,6 +102,19 @@ TEST(HfFixtures, ConfigsHaveTheirFeatures) {
   EXPECT_TRUE(config("qwen3").qk_norm());
   EXPECT_EQ(config("qwen3").head_dim(), 16);
   EXPECT_EQ(config("mistral").max_position_embeddings(), 64);  // its sliding window
+  const trellis::v1::ModelConfig qwen3_moe = config("qwen3_moe");
+  EXPECT_EQ(qwen3_moe.num_experts(), 8);
+  EXPECT_EQ(qwen3_moe.experts_per_token(), 2);
+  EXPECT_EQ(qwen3_moe.expert_d_ff(), 24);
+  EXPECT_FALSE(qwen3_moe.normalize_expert_weights());
+  EXPECT_TRUE(qwen3_moe.qk_norm());
+  EXPECT_FLOAT_EQ(qwen3_moe.router_aux_loss_coef(), 0.01f);
+  const trellis::v1::ModelConfig mixtral = config("mixtral");
+  EXPECT_EQ(mixtral.num_experts(), 4);
+  EXPECT_EQ(mixtral.d_ff(), 48);  // the experts' width
+  EXPECT_TRUE(mixtral.normalize_expert_weights());
+  EXPECT_EQ(mixtral.n_kv_heads(), 1);
+  EXPECT_EQ(mixtral.max_position_embeddings(), 256);  // no sliding window
 }
 
 // A copy of fixture `name` in a fresh directory, less the files `skip`.

@@ -2,211 +2,28 @@
 
 #include <torch/torch.h>
 
-#include <chrono>
-#include <cmath>
-#include <functional>
 #include <limits>
-#include <map>
 #include <memory>
-#include <optional>
-#include <set>
-#include <string>
-#include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "config/choice.h"
+#include "model/internal/block.h"
 #include "model/lora.h"
+#include "model/moe.h"
 #include "model/rope.h"
 #include "model/token_ids.h"
 
 namespace trellis::model {
 namespace {
 
-namespace F = torch::nn::functional;
+using internal::AttentionContext;
+using internal::Block;
+using internal::RMSNorm;
 
 // Drawn as torch::nn::Linear's with kDrawn (a LoraLinear without an adapter).
 LoraLinear NoBiasLinear(int64_t in, int64_t out, InitialValues init) {
   return LoraLinear(in, out, /*rank=*/0, /*alpha=*/0, /*bias=*/false, init);
 }
-
-}  // namespace
-
-// Root-mean-square norm with a learned scale and no bias.
-struct TransformerImpl::RMSNorm : torch::nn::Module {
-  RMSNorm(int64_t dim, double eps) : eps(eps) {
-    weight = register_parameter("weight", torch::ones({dim}));
-  }
-  // Normalizes in float32 whatever the input's precision (bf16 sums of
-  // squares lose too much).
-  torch::Tensor forward(const torch::Tensor& x) const {
-    const torch::Tensor xf = x.to(torch::kFloat32);
-    return (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type()) *
-           weight;
-  }
-  double eps;
-  torch::Tensor weight;
-};
-
-// Per-forward inputs shared by every layer.
-struct AttentionContext {
-  torch::Tensor cos, sin;  // [B, 1, T, head_dim]
-  torch::Tensor bias;      // [B or 1, 1, 1, T, S]: 0 where allowed, -inf not
-  KVCache* cache;          // nullptr without a cache
-  int64_t past;            // cache length before this call
-  bool causal;             // bias is plain causal attention (no cache, no padding)
-};
-
-// One pre-norm decoder block: attention and SwiGLU MLP, each residual. With
-// config.attention_bias the query, key and value projections have biases;
-// with config.qk_norm, queries and keys are RMS-normalized per head
-// ("self_attn.q_norm", "self_attn.k_norm") before the rotary embedding.
-struct TransformerImpl::Block : torch::nn::Module {
-  Block(const trellis::v1::ModelConfig& c, const trellis::v1::LoraConfig& lora,
-        int64_t head_dim, int64_t index, InitialValues init)
-      : n_heads(c.n_heads()), n_kv_heads(c.n_kv_heads()), head_dim(head_dim),
-        index(index) {
-    const int64_t d = c.d_model();
-    // Projection `p` of `parent`, with an adapter when LoRA targets it; its
-    // module is named as LoraConfig names it ("q_proj", ...).
-    auto projection = [&lora, init](torch::nn::Module& parent, v1::LoraConfig::Projection p,
-                              int64_t in, int64_t out, bool bias = false) {
-      const int64_t rank = IsLoraTarget(lora, p) ? lora.rank() : 0;
-      return parent.register_module(config::ChoiceName(p),
-                                    LoraLinear(in, out, rank, lora.alpha(), bias, init));
-    };
-    input_layernorm = register_module(
-        "input_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
-    auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
-    q_proj =
-        projection(*attn, v1::LoraConfig::Q_PROJ, d, n_heads * head_dim, c.attention_bias());
-    k_proj =
-        projection(*attn, v1::LoraConfig::K_PROJ, d, n_kv_heads * head_dim, c.attention_bias());
-    v_proj =
-        projection(*attn, v1::LoraConfig::V_PROJ, d, n_kv_heads * head_dim, c.attention_bias());
-    o_proj = projection(*attn, v1::LoraConfig::O_PROJ, n_heads * head_dim, d);
-    if (c.qk_norm()) {
-      const double eps = c.rms_norm_eps();
-      q_norm = attn->register_module("q_norm", std::make_shared<RMSNorm>(head_dim, eps));
-      k_norm = attn->register_module("k_norm", std::make_shared<RMSNorm>(head_dim, eps));
-    }
-    post_attention_layernorm = register_module(
-        "post_attention_layernorm", std::make_shared<RMSNorm>(d, c.rms_norm_eps()));
-    auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
-    gate_proj = projection(*mlp, v1::LoraConfig::GATE_PROJ, d, c.d_ff());
-    up_proj = projection(*mlp, v1::LoraConfig::UP_PROJ, d, c.d_ff());
-    down_proj = projection(*mlp, v1::LoraConfig::DOWN_PROJ, c.d_ff(), d);
-  }
-
-  void ResetAdapters() {
-    for (LoraLinear* p : {&q_proj, &k_proj, &v_proj, &o_proj, &gate_proj, &up_proj, &down_proj}) {
-      (*p)->ResetAdapter();
-    }
-  }
-
-  torch::Tensor forward(const torch::Tensor& x, const AttentionContext& ctx) {
-    torch::Tensor h = x + Attend(input_layernorm->forward(x), ctx);
-    const torch::Tensor n = post_attention_layernorm->forward(h);
-    return h + down_proj(F::silu(gate_proj(n)) * up_proj(n));
-  }
-
-  // Grouped-query attention without copying KV heads: the G = n_heads /
-  // n_kv_heads query heads that share a KV head are stacked along the query
-  // axis, so one batched matmul per KV head covers them.
-  torch::Tensor Attend(const torch::Tensor& x, const AttentionContext& ctx) {
-    const int64_t B = x.size(0), T = x.size(1);
-    const int64_t G = n_heads / n_kv_heads;
-    torch::Tensor q = q_proj(x).view({B, T, n_heads, head_dim});
-    torch::Tensor k = k_proj(x).view({B, T, n_kv_heads, head_dim});
-    torch::Tensor v = v_proj(x).view({B, T, n_kv_heads, head_dim}).transpose(1, 2);
-    if (q_norm) {
-      q = q_norm->forward(q);
-      k = k_norm->forward(k);
-    }
-    q = ApplyRotary(q.transpose(1, 2), ctx.cos, ctx.sin);
-    k = ApplyRotary(k.transpose(1, 2), ctx.cos, ctx.sin);
-    if (ctx.cache != nullptr) {
-      torch::Tensor& keys = ctx.cache->keys[index];
-      torch::Tensor& values = ctx.cache->values[index];
-      keys.narrow(2, ctx.past, T).copy_(k);
-      values.narrow(2, ctx.past, T).copy_(v);
-      k = keys.narrow(2, 0, ctx.past + T);
-      v = values.narrow(2, 0, ctx.past + T);
-    }
-    const int64_t S = k.size(2);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-    torch::Tensor out;  // [B, H, T, hd]
-    if (T > 1) {
-      // Training and prefill: LibTorch's scaled-dot-product attention (flash
-      // and memory-efficient kernels on CUDA, a fused kernel on the CPU),
-      // grouped-query heads as they are; the causal flag for a plain causal
-      // pass, else the additive bias [B, 1, T, S].
-      out = at::scaled_dot_product_attention(
-          q, k, v, ctx.causal ? std::nullopt : std::optional<torch::Tensor>(ctx.bias.squeeze(2)),
-          /*dropout_p=*/0.0, /*is_causal=*/ctx.causal, scale, /*enable_gqa=*/true);
-    } else {
-      // Decode (T == 1) multiplies by vectors: broadcasting beats LibTorch's
-      // CPU bmm there, which runs one small GEMM per batch entry.
-      torch::Tensor scores = (q.reshape({B, n_kv_heads, G, 1, head_dim}) * k.unsqueeze(2)).sum(-1);
-      scores = torch::add(ctx.bias, scores.view({B, n_kv_heads, G, 1, S}), scale);
-      const torch::Tensor probs = torch::softmax(scores, -1);
-      out = (probs.view({B, n_kv_heads, G, S, 1}) * v.unsqueeze(2))
-                .sum(-2)
-                .view({B, n_heads, 1, head_dim});
-    }
-    return o_proj(out.transpose(1, 2).reshape({B, T, n_heads * head_dim}));
-  }
-
-  int64_t n_heads, n_kv_heads, head_dim, index;
-  std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
-  std::shared_ptr<RMSNorm> q_norm, k_norm;  // null without config.qk_norm
-  LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
-  LoraLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
-};
-
-namespace {
-
-// What a checkpointed block needs to run again in backward.
-struct RecomputeState : torch::CustomClassHolder {
-  std::shared_ptr<torch::nn::Module> block;
-  AttentionContext ctx;
-  std::function<torch::Tensor(const torch::Tensor&)> run;
-  double* seconds;
-};
-
-// Activation checkpointing of one block: the forward runs without autograd
-// and keeps only the block's input; backward runs the block again with
-// autograd and back-propagates through that recomputed graph, which
-// accumulates the block's parameter gradients and yields the input's.
-struct BlockRecompute : torch::autograd::Function<BlockRecompute> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const c10::IValue& state) {
-    ctx->save_for_backward({x});
-    ctx->saved_data["state"] = state;
-    torch::NoGradGuard no_grad;
-    return c10::static_intrusive_pointer_cast<RecomputeState>(state.toCapsule())->run(x);
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grad_out) {
-    auto state =
-        c10::static_intrusive_pointer_cast<RecomputeState>(ctx->saved_data["state"].toCapsule());
-    const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
-    torch::Tensor out;
-    {
-      torch::AutoGradMode grad(true);
-      const auto start = std::chrono::steady_clock::now();
-      out = state->run(x);
-      *state->seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    torch::autograd::backward({out}, {grad_out[0]});
-    return {x.grad(), torch::Tensor()};
-  }
-};
 
 }  // namespace
 
@@ -272,8 +89,13 @@ TransformerImpl::TransformerImpl(const trellis::v1::ModelConfig& config,
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                       const torch::Tensor& key_valid, KVCache* cache) {
-  return ApplyHead(Hidden(tokens, positions, key_valid, cache));
+                                       const torch::Tensor& key_valid, KVCache* cache,
+                                       ExpertRouting* routing) {
+  return ApplyHead(Hidden(tokens, positions, key_valid, cache, routing));
+}
+
+int64_t TransformerImpl::moe_layers() const {
+  return config_.num_experts() > 0 ? static_cast<int64_t>(layers_.size()) : 0;
 }
 
 torch::Tensor TransformerImpl::ApplyHead(const torch::Tensor& hidden) {
@@ -284,7 +106,8 @@ torch::Tensor TransformerImpl::ApplyHead(const torch::Tensor& hidden) {
 
 torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens_in,
                                       const torch::Tensor& positions,
-                                      const torch::Tensor& key_valid, KVCache* cache) {
+                                      const torch::Tensor& key_valid, KVCache* cache,
+                                      ExpertRouting* routing) {
   TORCH_CHECK(tokens_in.dim() == 2, "Transformer: tokens must be [B, T], got ",
               tokens_in.sizes());
   const int64_t B = tokens_in.size(0), T = tokens_in.size(1);
@@ -337,25 +160,45 @@ torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens_in,
   ctx.past = past;
   ctx.causal = past == 0 && !key_valid.defined();
 
+  // Each MoE layer's routing over the B * T positions of this call.
+  std::vector<LayerRouting> moe(moe_layers());
+  const bool replay = routing != nullptr && routing->replay.defined() && !moe.empty();
+  if (replay) {
+    CheckReplay(routing->replay, B, T, moe_layers(), config_.experts_per_token(),
+                config_.num_experts());
+  }
+  const torch::Tensor valid =
+      key_valid.defined() && !moe.empty()
+          ? key_valid.narrow(1, past, T).reshape({B * T}).to(device, torch::kBool)
+          : torch::Tensor();
+  for (int64_t i = 0; i < moe_layers(); ++i) {
+    moe[i].valid = valid;
+    if (replay) {
+      moe[i].replay = routing->replay.select(2, i).reshape({B * T, -1}).to(device, torch::kLong);
+    }
+  }
+
   torch::Tensor h = embed_tokens_(tokens);
   const bool recompute =
       activation_checkpointing_ && cache == nullptr && torch::GradMode::is_enabled();
   // Backward reaches a checkpointed block only through its input, so that
   // input must require grad even when everything before it is frozen.
   if (recompute && !h.requires_grad()) h = h.detach().requires_grad_(true);
-  for (auto& layer : layers_) {
-    if (!recompute) {
-      h = layer->forward(h, ctx);
-      continue;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    LayerRouting* layer_routing = layers_[i]->is_moe() ? &moe[i] : nullptr;
+    h = recompute ? internal::CheckpointedBlock(layers_[i], h, ctx, layer_routing,
+                                                &recompute_seconds_)
+                  : layers_[i]->forward(h, ctx, layer_routing);
+  }
+  if (routing != nullptr) {
+    routing->chosen = torch::Tensor();
+    routing->aux_loss = torch::Tensor();
+    if (!moe.empty()) {
+      std::vector<torch::Tensor> chosen;
+      for (const LayerRouting& layer : moe) chosen.push_back(layer.chosen.view({B, T, -1}));
+      routing->chosen = torch::stack(chosen, 2);
+      routing->aux_loss = LoadBalancingLoss(moe, config_.num_experts());
     }
-    auto state = c10::make_intrusive<RecomputeState>();
-    state->ctx = ctx;
-    state->run = [block = layer.get(), &c = state->ctx](const torch::Tensor& x) {
-      return block->forward(x, c);
-    };
-    state->block = layer;
-    state->seconds = &recompute_seconds_;
-    h = BlockRecompute::apply(h, c10::IValue::make_capsule(std::move(state)));
   }
   h = norm_->forward(h);
   if (cache != nullptr) cache->length = S;

@@ -6,12 +6,15 @@
 // grouped-query KV heads, SwiGLU MLP), final RMSNorm, LM head (or the tied
 // embedding). ModelConfig turns on the variants: an explicit head_dim,
 // query/key/value biases (attention_bias), per-head query/key norms
-// (qk_norm), rescaled rotary frequencies (rope_scaling). Parameter names
+// (qk_norm), rescaled rotary frequencies (rope_scaling), and a mixture of
+// experts in place of every block's MLP (num_experts > 0: Qwen3-MoE,
+// Mixtral; model/moe.h). Parameter names
 // follow the Hugging Face layout ("model.layers.0.self_attn.q_proj.weight",
 // ...), so real checkpoints map onto it by name (model/hf_model.h). With
 // LoRA (job.proto LoraConfig) the target projections also carry adapters
 // ("...q_proj.lora_A.weight", "...q_proj.lora_B.weight"; model/lora.h) and
-// every other weight, the base, is frozen (requires_grad false).
+// every other weight, the base, is frozen (requires_grad false). The
+// blocks are model/internal/block.h's.
 
 #include <cstdint>
 #include <memory>
@@ -41,6 +44,32 @@ struct KVCache {
 
   int64_t bytes() const;
 };
+
+// Mixture-of-experts routing of one forward pass (model.num_experts > 0;
+// ignored by dense models). L = the number of MoE layers, k = experts_per_token.
+struct ExpertRouting {
+  // In: [B, T, L, k] integer experts each position must use in each MoE layer
+  // instead of the router's own top-k (routing replay); the router's
+  // probabilities at those experts still weigh them (renormalized as the
+  // family does) and still carry gradients. Undefined: the router chooses.
+  // An expert outside [0, num_experts), one named twice at a position or
+  // another shape is an error (c10::Error).
+  torch::Tensor replay;
+  // Out: [B, T, L, k] int64, the experts the router itself chose (its own
+  // top-k, whatever `replay` says), in descending probability order, on
+  // the model's device.
+  torch::Tensor chosen;
+  // Out: the load-balancing auxiliary loss of this pass (a differentiable
+  // scalar; Hugging Face's load_balancing_loss_func over every MoE layer,
+  // over the positions key_valid marks valid), unweighted. float32, on the
+  // model's device.
+  torch::Tensor aux_loss;
+};
+
+namespace internal {
+struct Block;
+struct RMSNorm;
+}  // namespace internal
 
 // What sits on top of the final norm.
 enum class Head {
@@ -73,14 +102,18 @@ class TransformerImpl : public torch::nn::Module {
   // values, and advances cache->length by T.
   // Returns the head's output: logits [B, T, vocab] (kLanguageModel) or
   // scores [B, T, 1] (kScalar), float32. forward = ApplyHead(Hidden(...)).
+  // `routing` (may be null): a mixture of experts' replay in, its choices
+  // and auxiliary loss out (ExpertRouting); with a cache, over this call's
+  // T positions.
   torch::Tensor forward(const torch::Tensor& tokens,
                         const torch::Tensor& positions,
                         const torch::Tensor& key_valid = {},
-                        KVCache* cache = nullptr);
+                        KVCache* cache = nullptr, ExpertRouting* routing = nullptr);
 
   // The final norm's output [B, T, d_model]; arguments as forward().
   torch::Tensor Hidden(const torch::Tensor& tokens, const torch::Tensor& positions,
-                       const torch::Tensor& key_valid = {}, KVCache* cache = nullptr);
+                       const torch::Tensor& key_valid = {}, KVCache* cache = nullptr,
+                       ExpertRouting* routing = nullptr);
   torch::Tensor ApplyHead(const torch::Tensor& hidden);
 
   // Convenience for unpadded input: positions 0..T-1, no cache.
@@ -96,7 +129,8 @@ class TransformerImpl : public torch::nn::Module {
 
   // Activation checkpointing: when on, a forward with autograd enabled and
   // no cache keeps only each block's input, and backward recomputes the
-  // block (its seconds add to recompute_seconds()).
+  // block (its seconds add to recompute_seconds()); a mixture of experts
+  // recomputes with the experts the forward used.
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
   // The model-side strategies of job.memory: activation_checkpointing, and
   // bf16 parameters for precision "bf16" (as the learner trains them).
@@ -107,6 +141,9 @@ class TransformerImpl : public torch::nn::Module {
   const trellis::v1::ModelConfig& config() const { return config_; }
   int64_t vocab_size() const { return vocab_size_; }
   Head head() const { return head_; }
+  // The number of mixture-of-experts layers (ExpertRouting's L): every
+  // layer with config.num_experts > 0, else 0.
+  int64_t moe_layers() const;
 
   // Every parameter under its name, in a stable order: the Llama weights
   // and, with LoRA, the adapters (what a checkpoint holds).
@@ -130,18 +167,15 @@ class TransformerImpl : public torch::nn::Module {
       const std::vector<std::pair<std::string, torch::Tensor>>& weights);
 
  private:
-  // Submodules, defined in transformer.cc. They are registered so that
-  // named_parameters() yields exactly the Llama names of NamedWeights().
-  struct RMSNorm;
-  struct Block;
-
   trellis::v1::ModelConfig config_;
   int64_t vocab_size_;
   int64_t head_dim_;
   std::shared_ptr<torch::nn::Module> model_;    // "model"
   torch::nn::Embedding embed_tokens_{nullptr};  // "model.embed_tokens"
-  std::vector<std::shared_ptr<Block>> layers_;  // "model.layers.{i}"
-  std::shared_ptr<RMSNorm> norm_;               // "model.norm"
+  // Registered so that named_parameters() yields exactly the Hugging Face
+  // names of NamedWeights().
+  std::vector<std::shared_ptr<internal::Block>> layers_;  // "model.layers.{i}"
+  std::shared_ptr<internal::RMSNorm> norm_;               // "model.norm"
   Head head_;
   LoraLinear lm_head_{nullptr};                 // "lm_head"; null when tied
   LoraLinear score_{nullptr};                   // "score"; kScalar only

@@ -1,6 +1,6 @@
 // The transformer's weights by name: the plain, adapter, base and merged
 // views, their dtype, and loading them all or nothing (the layers are in
-// transformer.cc).
+// transformer.cc and model/internal/block.cc).
 #include <map>
 #include <string>
 #include <utility>

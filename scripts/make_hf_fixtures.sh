@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the Hugging Face model fixtures in tests/fixtures/hf (tiny
-# random Llama, Qwen2, Qwen3 and Mistral models and what transformers
+# random Llama, Qwen2, Qwen3, Mistral, Qwen3-MoE and Mixtral models and what transformers
 # computes with them; tests/fixtures/hf/make_fixtures.py says what). The
 # fixtures are committed, so building and testing Trellis needs none of this.
 # Makes .venv/fixtures with pinned PyPI packages on first use

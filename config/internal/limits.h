@@ -19,6 +19,7 @@ inline constexpr int32_t kMaxDff = 1 << 18;
 inline constexpr int32_t kMaxLayers = 1024;
 inline constexpr int32_t kMaxHeads = 1024;
 inline constexpr int32_t kMaxHeadDim = 1024;
+inline constexpr int32_t kMaxExperts = 1024;
 inline constexpr int32_t kMaxSeqLen = 1 << 20;
 // Rows of a batch: prompts per step, batch sizes, micro-batches.
 inline constexpr int32_t kMaxRows = 1 << 20;

@@ -9,8 +9,8 @@
 // (ExportHfModel); LoRA cases add adapter/ (ExportPeftAdapters, over the
 // fixture as base) and their model/ holds the merged weights. Cases: every
 // fixture in float32 (llama3_gqa in shards), llama_tied in bfloat16, and
-// random adapters on qwen2 (every projection) and mistral (q_proj and
-// v_proj).
+// random adapters on qwen2 (every projection), mistral (q_proj and v_proj)
+// and qwen3_moe (its attention: q_proj and o_proj).
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -42,7 +42,8 @@ struct Case {
 
 std::vector<Case> Cases() {
   std::vector<Case> cases;
-  for (const char* name : {"llama3_gqa", "llama_tied", "qwen2", "qwen3", "mistral"}) {
+  for (const char* name :
+       {"llama3_gqa", "llama_tied", "qwen2", "qwen3", "mistral", "qwen3_moe", "mixtral"}) {
     cases.push_back({name, name});
   }
   cases[0].max_shard_bytes = 64 << 10;  // two shards
@@ -59,6 +60,12 @@ std::vector<Case> Cases() {
   mistral.lora.set_rank(2);
   mistral.lora.set_alpha(16);
   cases.push_back(mistral);
+  Case moe{"qwen3_moe_lora", "qwen3_moe"};
+  moe.lora.set_rank(4);
+  moe.lora.set_alpha(8);
+  moe.lora.add_target_modules(trellis::v1::LoraConfig::Q_PROJ);
+  moe.lora.add_target_modules(trellis::v1::LoraConfig::O_PROJ);
+  cases.push_back(moe);
   return cases;
 }
 
@@ -74,7 +81,7 @@ absl::StatusOr<Transformer> Build(const HfModel& hf, const trellis::v1::LoraConf
     torch::NoGradGuard no_grad;
     for (auto& [name, tensor] : model->AdapterWeights()) tensor.normal_(0, 0.2);
   }
-  if (absl::Status s = model->LoadBaseWeights(hf.weights); !s.ok()) return s;
+  if (absl::Status s = FillFromHfDir(hf.dir, model); !s.ok()) return s;
   return model;
 }
 

@@ -4,11 +4,15 @@
 // Loading the Hugging Face directories the model tests use (the fixtures of
 // tests/fixtures/hf and exports of them).
 
+#include <map>
 #include <string>
+
+#include <torch/torch.h>
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "model/hf_model.h"
+#include "model/safetensors.h"
 #include "model/transformer.h"
 
 namespace trellis::model::testing {
@@ -22,6 +26,16 @@ inline Transformer LoadHfTransformer(const std::string& dir) {
   absl::StatusOr<Transformer> model = NewHfTransformer(*hf);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *model : nullptr;
+}
+
+// Fixture `name`'s reference.safetensors (tests/fixtures/hf/make_fixtures.py)
+// by tensor name; empty, with the test failed, when it does not load.
+inline std::map<std::string, torch::Tensor> FixtureReference(const std::string& name) {
+  absl::StatusOr<NamedTensors> tensors = LoadSafetensors(
+      std::string(TRELLIS_SOURCE_DIR "/tests/fixtures/hf/") + name + "/reference.safetensors");
+  EXPECT_TRUE(tensors.ok()) << tensors.status();
+  if (!tensors.ok()) return {};
+  return std::map<std::string, torch::Tensor>(tensors->begin(), tensors->end());
 }
 
 }  // namespace trellis::model::testing
