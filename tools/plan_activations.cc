@@ -45,18 +45,29 @@ Targets TargetsOf(const v1::LoraConfig& lora) {
 //   LoRA (the base frozen): nothing for a base weight's gradient: no x·r,
 //   a norm's output only where an adapter reads it, the MLP's product only
 //   for a down adapter; each adapter's x·A (rank).
+//   A mixture of experts (model/moe.cc) keeps instead of the MLP's 3·d_ff:
+//   the router's logits and probabilities (2E), and per chosen expert
+//   (k of them) the gathered input (d), the gate and up halves, the silu
+//   and the product (4·ef) and the weighted output (d).
+int64_t MlpElements(const config::ModelShape& s) {
+  return s.E > 0 ? 2 * s.E + s.k * (2 * s.d + 4 * s.ef) : 3 * s.f;
+}
+
 int64_t LayerElements(const config::ModelShape& s, const v1::LoraConfig& lora) {
-  const int64_t common = 2 * s.d + 2 + 2 * s.qd + 2 * s.kvd + s.H + 3 * s.f;
-  if (lora.rank() <= 0) return common + 4 * s.d + s.f;
+  const int64_t common = 2 * s.d + 2 + 2 * s.qd + 2 * s.kvd + s.H + MlpElements(s);
+  if (lora.rank() <= 0) return common + 4 * s.d + (s.E > 0 ? 0 : s.f);
   const Targets t = TargetsOf(lora);
   return common + (t.attention_input ? s.d : 0) + (t.mlp_input ? s.d : 0) + (t.down ? s.f : 0) +
          lora.rank() * t.count;
 }
 
-std::string LayerFormula(const v1::LoraConfig& lora) {
-  if (lora.rank() <= 0) return "6d + 2qd + 2kvd + H + 4d_ff + 2";
+std::string LayerFormula(const config::ModelShape& s, const v1::LoraConfig& lora) {
+  const std::string mlp = s.E > 0 ? "2E + k(2d + 4ef)" : "3d_ff";
+  if (lora.rank() <= 0) {
+    return absl::StrCat("6d + 2qd + 2kvd + H + ", s.E > 0 ? mlp : "4d_ff", " + 2");
+  }
   const Targets t = TargetsOf(lora);
-  std::vector<std::string> terms = {"2d + 2qd + 2kvd + H + 3d_ff + 2"};
+  std::vector<std::string> terms = {absl::StrCat("2d + 2qd + 2kvd + H + ", mlp, " + 2")};
   if (t.attention_input) terms.push_back("d (q/k/v adapters' input)");
   if (t.mlp_input) terms.push_back("d (gate/up adapters' input)");
   if (t.down) terms.push_back("d_ff (down adapter's input)");
@@ -87,8 +98,8 @@ int64_t ActivationBytesPerToken(const config::ModelShape& s, const Strategy& st)
          kFloat * (2 * s.d + 1 + s.V + kLossTensorsPerToken);
 }
 
-std::string ActivationFormula(const Strategy& st) {
-  const std::string layer = LayerFormula(st.lora);
+std::string ActivationFormula(const config::ModelShape& s, const Strategy& st) {
+  const std::string layer = LayerFormula(s, st.lora);
   return absl::StrCat("rows x seq x (", st.masters ? "2 B" : "4 B", " x (",
                       st.checkpointing ? absl::StrCat("L·d + one layer's (", layer, ")")
                                        : absl::StrCat("L(", layer, ")"),

@@ -34,7 +34,7 @@ Strategy StrategyOf(const v1::JobConfig& job);
 int64_t ActivationBytesPerToken(const config::ModelShape& s, const Strategy& st);
 
 // ActivationBytesPerToken as a formula for the plan's line.
-std::string ActivationFormula(const Strategy& st);
+std::string ActivationFormula(const config::ModelShape& s, const Strategy& st);
 
 }  // namespace trellis::tools
 

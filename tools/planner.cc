@@ -52,13 +52,19 @@ constexpr char kBackwardFormula[] = "4 B x rows x seq x max(2V, 2d)";
 
 // A forward without autograd (reference scoring, rollout prefill): the
 // largest set alive at once is one MLP's full expression (gate, silu, up,
-// product: 4·d_ff) with the residual stream and the norm's scratch around it
-// (5.5d, measured) and the rotary tables (2·hd); or, at the end, logits and
-// log-softmax (2V + d).
-int64_t NoGradPerToken(const Shape& s) {
-  return std::max((8 * s.f + 11 * s.d) / 2, 2 * s.V + s.d) + 2 * s.hd;
+// product: 4·d_ff; a mixture's k experts: k(4ef + 2d), their gathered
+// inputs and weighted outputs, and the router's 2E) with the residual
+// stream and the norm's scratch around it (5.5d, measured) and the rotary
+// tables (2·hd); or, at the end, logits and log-softmax (2V + d).
+int64_t NoGradMlp(const Shape& s) {
+  return s.E > 0 ? s.k * (4 * s.ef + 2 * s.d) + 2 * s.E : 4 * s.f;
 }
-constexpr char kNoGradFormula[] = "4 B x rows x seq x (max(4d_ff + 5.5d, 2V + d) + 2hd)";
+int64_t NoGradPerToken(const Shape& s) {
+  return std::max(NoGradMlp(s) + 11 * s.d / 2, 2 * s.V + s.d) + 2 * s.hd;
+}
+constexpr char kNoGradFormula[] =
+    "4 B x rows x seq x (max(MLP + 5.5d, 2V + d) + 2hd), MLP 4d_ff or, of a mixture, "
+    "k(4ef + 2d) + 2E";
 
 std::string OptimizerFormula(const v1::OptimizerConfig& o) {
   if (o.name() == v1::OptimizerConfig::SGD) {
@@ -70,7 +76,7 @@ std::string OptimizerFormula(const v1::OptimizerConfig& o) {
 // The optimizer step's scratch: AdamW makes two temporaries the size of
 // the parameter it updates (sqrt, then the division), SGD one.
 int64_t StepWorkspace(const v1::OptimizerConfig& o, const Shape& s) {
-  const int64_t largest = std::max({s.V * s.d, s.d * s.f, s.d * s.d});
+  const int64_t largest = std::max({s.V * s.d, s.d * s.f, s.d * s.d, 2 * s.E * s.ef * s.d});
   return (o.name() == v1::OptimizerConfig::SGD ? 1 : 2) * kFloat * largest;
 }
 
@@ -88,7 +94,7 @@ std::vector<PlanLine> TrainTransients(const Shape& s, const v1::OptimizerConfig&
   const int64_t step = StepWorkspace(o, s);
   const std::string learner = config::WorkerId(v1::LEARNER).ToString();
   return {{learner, "activations", tokens * ActivationBytesPerToken(s, st),
-           absl::StrCat(ActivationFormula(st), ", rows ", rows, ", seq ", seq)},
+           absl::StrCat(ActivationFormula(s, st), ", rows ", rows, ", seq ", seq)},
           {learner, "workspace", std::max(backward, step),
            absl::StrCat("max(backward ", kBackwardFormula, ", optimizer step ",
                         o.name() == v1::OptimizerConfig::SGD ? "1" : "2",
@@ -115,9 +121,11 @@ std::string TrainFormula(bool checkpointing) {
                       checkpointing ? " + recompute 2·P_l + 4·seq·d" : "", ") at the layer rate");
 }
 
-// A layer's matrix-product parameters (q, k, v, o and the MLP).
+// A layer's matrix-product parameters a token uses (q, k, v, o and the
+// MLP, or a mixture's router and k experts).
 double LayerMatmulParameters(const Shape& s) {
-  return static_cast<double>(2 * s.d * s.qd + 2 * s.d * s.kvd + 3 * s.d * s.f);
+  const int64_t mlp = s.E > 0 ? s.E * s.d + s.k * 3 * s.d * s.ef : 3 * s.d * s.f;
+  return static_cast<double>(2 * s.d * s.qd + 2 * s.d * s.kvd + mlp);
 }
 
 }  // namespace
@@ -155,8 +163,8 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   const bool has_rl = job.grpo().steps() > 0;
   const bool has_reference = job.grpo().kl_coef() > 0;
   const std::string n_formula =
-      absl::StrCat("N = V·d + L(2d + 2d² + 2d·kvd + 3d·d_ff) + d", s.tied ? "" : " + V·d", " = ",
-                   N);
+      absl::StrCat("N = V·d + L(2d + 2d² + 2d·kvd + ", s.E > 0 ? "E(d + 3d·ef)" : "3d·d_ff",
+                   ") + d", s.tied ? "" : " + V·d", " = ", N);
   // What trains: every parameter, or LoRA's adapters (the base frozen).
   const int64_t A = AdapterParameters(s, job.memory().lora());
   const int64_t T = A > 0 ? A : N;
