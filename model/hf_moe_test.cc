@@ -25,9 +25,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using testing::FixtureDir;
 using testing::FixtureReference;
-
-const std::string kMoeFixtures = TRELLIS_SOURCE_DIR "/tests/fixtures/hf";
 
 // A fresh directory holding fixture `name`'s config.json.
 std::string ConfigOnlyCopy(const std::string& name, const std::string& tag) {
@@ -35,14 +34,14 @@ std::string ConfigOnlyCopy(const std::string& name, const std::string& tag) {
       ::testing::TempDir() + "/hf_moe_" + tag + "_" + std::to_string(::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
-  fs::copy(kMoeFixtures + "/" + name + "/config.json", dir + "/config.json");
+  fs::copy(FixtureDir(name) + "/config.json", dir + "/config.json");
   return dir;
 }
 
 class HfMoeTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(HfMoeTest, AuxLossMatchesTransformers) {
-  Transformer model = testing::LoadHfTransformer(kMoeFixtures + "/" + GetParam());
+  Transformer model = testing::LoadHfTransformer(FixtureDir(GetParam()));
   ASSERT_TRUE(model);
   std::map<std::string, torch::Tensor> ref = FixtureReference(GetParam());
   torch::NoGradGuard no_grad;
@@ -56,7 +55,7 @@ TEST_P(HfMoeTest, AuxLossMatchesTransformers) {
 // Prefill then decode one token at a time: the logits and the router's
 // choices of the full forward, each step's routing [B, 1, L, k].
 TEST_P(HfMoeTest, KvCacheDecodeEqualsTheFullForward) {
-  Transformer model = testing::LoadHfTransformer(kMoeFixtures + "/" + GetParam());
+  Transformer model = testing::LoadHfTransformer(FixtureDir(GetParam()));
   ASSERT_TRUE(model);
   std::map<std::string, torch::Tensor> ref = FixtureReference(GetParam());
   torch::NoGradGuard no_grad;
@@ -85,7 +84,7 @@ TEST_P(HfMoeTest, KvCacheDecodeEqualsTheFullForward) {
 // memory and writes with save_original_format=False) loads as the same
 // model.
 TEST_P(HfMoeTest, StackedLayoutLoadsAsTheSameModel) {
-  Transformer model = testing::LoadHfTransformer(kMoeFixtures + "/" + GetParam());
+  Transformer model = testing::LoadHfTransformer(FixtureDir(GetParam()));
   ASSERT_TRUE(model);
   const std::string dir = ConfigOnlyCopy(GetParam(), "stacked");
   ASSERT_TRUE(SaveSafetensors(dir + "/model.safetensors", model->NamedWeights()).ok());
@@ -116,7 +115,7 @@ std::pair<absl::Status, absl::Status> LoadStatuses(const NamedTensors& tensors) 
 
 TEST(HfMoeErrors, AMissingOrDoubledExpertIsNamed) {
   absl::StatusOr<NamedTensors> weights =
-      LoadSafetensors(kMoeFixtures + "/qwen3_moe/model.safetensors");
+      LoadSafetensors(FixtureDir("qwen3_moe") + "/model.safetensors");
   ASSERT_TRUE(weights.ok()) << weights.status();
   NamedTensors missing, doubled = *weights;
   for (const auto& [name, tensor] : *weights) {

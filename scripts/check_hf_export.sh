@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks Trellis's exports against transformers and peft (docs/models.md,
 # "Export"): model/testing/hf_export_writer exports the fixtures of
-# tests/fixtures/hf, with LoRA adapters on two, and writes Trellis's logits;
+# tests/fixtures/hf, with LoRA adapters on three, and writes Trellis's logits;
 # scripts/check_hf_export.py loads each export with transformers (and the
 # adapters with peft) and fails when a logit differs by more than 1e-4.
 #   scripts/check_hf_export.sh [--if-venv] [WRITER]

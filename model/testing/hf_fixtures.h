@@ -28,11 +28,16 @@ inline Transformer LoadHfTransformer(const std::string& dir) {
   return model.ok() ? *model : nullptr;
 }
 
-// Fixture `name`'s reference.safetensors (tests/fixtures/hf/make_fixtures.py)
-// by tensor name; empty, with the test failed, when it does not load.
+// The directory of fixture `name` (tests/fixtures/hf/make_fixtures.py).
+inline std::string FixtureDir(const std::string& name) {
+  return std::string(TRELLIS_SOURCE_DIR "/tests/fixtures/hf/") + name;
+}
+
+// Fixture `name`'s reference.safetensors by tensor name; empty, with the
+// test failed, when it does not load.
 inline std::map<std::string, torch::Tensor> FixtureReference(const std::string& name) {
-  absl::StatusOr<NamedTensors> tensors = LoadSafetensors(
-      std::string(TRELLIS_SOURCE_DIR "/tests/fixtures/hf/") + name + "/reference.safetensors");
+  absl::StatusOr<NamedTensors> tensors =
+      LoadSafetensors(FixtureDir(name) + "/reference.safetensors");
   EXPECT_TRUE(tensors.ok()) << tensors.status();
   if (!tensors.ok()) return {};
   return std::map<std::string, torch::Tensor>(tensors->begin(), tensors->end());
