@@ -31,8 +31,13 @@ nlohmann::json PassRateJson(const PassRate& r) {
 
 void PrintPlan(const Plan& plan, std::ostream& out) {
   const auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
-  out << absl::StrFormat("model: %d parameters (%d in matrix products)\n", plan.parameters,
-                         plan.matmul_parameters);
+  out << absl::StrFormat("model: %d parameters (%d in a token's matrix products)\n",
+                         plan.parameters, plan.matmul_parameters);
+  if (plan.expert_parameters > 0) {
+    out << absl::StrFormat("  experts and routers: %d parameters (%.1f%% of the model)\n",
+                           plan.expert_parameters,
+                           100.0 * plan.expert_parameters / plan.parameters);
+  }
   out << "\n== resident (every stage) ==\n";
   for (const PlanLine& l : plan.resident) {
     out << absl::StrFormat("  %-12s %-16s %10.2f MiB  %s\n", l.role, l.object, mib(l.bytes),
@@ -100,6 +105,7 @@ nlohmann::json PlanJson(const Plan& plan) {
   }
   return {{"parameters", plan.parameters},
           {"matmul_parameters", plan.matmul_parameters},
+          {"expert_parameters", plan.expert_parameters},
           {"resident", LinesJson(plan.resident)},
           {"resident_bytes", plan.resident_bytes},
           {"stages", stages},

@@ -152,6 +152,7 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   Plan plan;
   plan.parameters = config::ParameterCount(s);
   plan.matmul_parameters = MatmulParameters(s);
+  plan.expert_parameters = s.L * s.E * (s.d + 3 * s.d * s.ef);
   plan.rates = rates;
   const auto flops_of = [&](const DepthFlops& f, double tokens) {
     return tokens * (f.outside + s.L * f.per_layer);
@@ -265,8 +266,14 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
             absl::StrCat(kNoGradFormula, ", rows ", samples, ", seq ", seq)}}));
     }
     const int64_t rows = std::min(micro, samples);
-    plan.stages.push_back(StagePlan(plan, learner, "update",
-                                    TrainTransients(s, job.grpo().optimizer(), st, rows, seq)));
+    std::vector<PlanLine> update = TrainTransients(s, job.grpo().optimizer(), st, rows, seq);
+    if (job.grpo().routing_replay()) {
+      update.push_back({learner, "routing_records", samples * seq * s.L * s.k,
+                        absl::StrCat("1 B x samples x seq x L x k (the batch's routing "
+                                     "records), samples ",
+                                     samples, ", seq ", seq)});
+    }
+    plan.stages.push_back(StagePlan(plan, learner, "update", std::move(update)));
     // What the other setting of memory.activation_checkpointing would give.
     Strategy other = st;
     other.checkpointing = !st.checkpointing;

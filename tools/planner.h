@@ -135,6 +135,10 @@ struct Plan {
   // (every parameter but the embedding table and the norm scales).
   int64_t parameters = 0;
   int64_t matmul_parameters = 0;
+  // A mixture of experts: the routers' and experts' parameters (in
+  // `parameters`), of which a token's matrix products use k of E experts
+  // (in `matmul_parameters`); 0 for a dense model.
+  int64_t expert_parameters = 0;
   std::vector<PlanLine> resident;
   int64_t resident_bytes = 0;
   std::vector<PlanStage> stages;
