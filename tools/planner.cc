@@ -101,15 +101,18 @@ std::vector<PlanLine> TrainTransients(const Shape& s, const v1::OptimizerConfig&
                         " x 4 B x largest parameter)")}};
 }
 
-std::vector<PlanLine> GenerateTransients(const Shape& s, int64_t rows, int64_t prompt,
-                                         int64_t max_new) {
+// `rows` sampled sequences of `prefill_rows` prompts (each prompt is
+// prefilled once for all its responses: actor/internal/engine.h).
+std::vector<PlanLine> GenerateTransients(const Shape& s, int64_t rows, int64_t prefill_rows,
+                                         int64_t prompt, int64_t max_new) {
   const int64_t cap = prompt + max_new;
   const std::string actor = config::WorkerId(v1::ACTOR).ToString();
   return {{actor, "kv_cache", static_cast<int64_t>(config::KvCacheBytes(s, rows, cap)),
            absl::StrCat("4 B x 2 x L x rows x KV x (prompt + max_new) x hd, rows ", rows,
                         ", prompt ", prompt, ", max_new ", max_new)},
-          {actor, "workspace", kFloat * rows * prompt * NoGradPerToken(s),
-           absl::StrCat("prefill ", kNoGradFormula, ", seq = prompt")}};
+          {actor, "workspace", kFloat * prefill_rows * prompt * NoGradPerToken(s),
+           absl::StrCat("prefill ", kNoGradFormula, ", rows = prompts ", prefill_rows,
+                        ", seq = prompt")}};
 }
 
 // A pass's FLOP per token (DepthFlops), printed with its stage: P_l is a
@@ -257,15 +260,18 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
     const int64_t samples =
         static_cast<int64_t>(job.grpo().prompts_per_step()) * job.grpo().responses_per_prompt();
     const int64_t seq = P + max_new - 1;
-    plan.stages.push_back(StagePlan(plan, actor, "rollout",
-                                GenerateTransients(s, samples, P, max_new)));
+    plan.stages.push_back(
+        StagePlan(plan, actor, "rollout",
+                  GenerateTransients(s, samples, job.grpo().prompts_per_step(), P, max_new)));
+    // The reference scores in passes of micro_batch_size rows, as the
+    // learner trains (reference/local_reference.cc).
+    const int64_t rows = std::min(micro, samples);
     if (has_reference) {
       plan.stages.push_back(StagePlan(
           plan, reference, "reference",
-          {{reference, "workspace", kFloat * samples * seq * NoGradPerToken(s),
-            absl::StrCat(kNoGradFormula, ", rows ", samples, ", seq ", seq)}}));
+          {{reference, "workspace", kFloat * rows * seq * NoGradPerToken(s),
+            absl::StrCat(kNoGradFormula, ", rows ", rows, " (one pass), seq ", seq)}}));
     }
-    const int64_t rows = std::min(micro, samples);
     std::vector<PlanLine> update = TrainTransients(s, job.grpo().optimizer(), st, rows, seq);
     if (job.grpo().routing_replay()) {
       update.push_back({learner, "routing_records", samples * seq * s.L * s.k,
@@ -289,7 +295,8 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
                        " (the new version packed while the previous one is still staged)")}}));
     const int64_t eval_rows = std::min<int64_t>(job.eval().batch_size(), w.eval_prompts);
     plan.stages.push_back(
-        StagePlan(plan, scheduler, "eval", GenerateTransients(s, eval_rows, P, max_new)));
+        StagePlan(plan, scheduler, "eval",
+                  GenerateTransients(s, eval_rows, eval_rows, P, max_new)));
     plan.notes.push_back(absl::StrCat(
         "sequences of RL samples taken at their longest: prompt ", P, " + max_new_tokens ",
         max_new, "; responses that stop early need less"));
