@@ -178,7 +178,7 @@ TEST_F(RoutingReplayTest, ReplayGivesTheActorsLogProbsWhereOwnRoutingDoesNot) {
   const model::RoutingAgreement agreement = model::CompareRouting(own.chosen, s.replay, s.batch);
   EXPECT_GT(agreement.differing, agreement.compared / 10);
   std::cout << "largest |actor - learner| log-prob: replayed " << LargestGap(s, with_replay)
-            << ", own routing " << LargestGap(s, without) << "; routings differing "
+            << ", own routing " << LargestGap(s, without) << "; positions routed otherwise "
             << agreement.differing << " of " << agreement.compared << "\n";
 }
 

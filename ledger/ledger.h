@@ -125,8 +125,8 @@ struct StepCounts {
   double logprob_gap = 0;
   double importance_weight_truncated = 0;
   // Mixture-of-experts policies (TrainStats): the load-balancing loss;
-  // with grpo.routing_replay the share of (position, layer) routings the
-  // learner's own router would have chosen otherwise, the routing records'
+  // with grpo.routing_replay the share of positions the learner's own
+  // router would have sent to other experts in some layer, the routing records'
   // bytes, and the mean |behaviour - learner| log-prob per trained token
   // with the replayed and with the learner's own routing.
   double router_aux_loss = 0;

@@ -72,12 +72,12 @@ RoutingAgreement CompareRouting(const torch::Tensor& own, const torch::Tensor& r
   // A set of experts is its sorted list.
   const torch::Tensor a = std::get<0>(own.to(torch::kCPU, torch::kInt64).sort(-1));
   const torch::Tensor b = std::get<0>(replayed.to(torch::kCPU, torch::kInt64).sort(-1));
-  const torch::Tensor differs = (a != b).any(-1);  // [B, T, layers]
+  const torch::Tensor differs = (a != b).any(-1).any(-1);  // [B, T]: in any layer
   RoutingAgreement agreement;
   const std::vector<int64_t> live = LiveLengths(batch);
   for (size_t i = 0; i < live.size(); ++i) {
     agreement.differing += differs[i].narrow(0, 0, live[i]).sum().item<int64_t>();
-    agreement.compared += live[i] * differs.size(2);
+    agreement.compared += live[i];
   }
   return agreement;
 }

@@ -52,8 +52,8 @@ absl::Status CheckRouting(const v1::ExpertRouting& record, const RoutingShape& s
 torch::Tensor PlaceRouting(absl::Span<const v1::ExpertRouting* const> records,
                            const TokenBatch& batch, const RoutingShape& shape);
 
-// How many (position, layer) routings of `batch`'s live positions chose a
-// different set of experts in `own` than in `replayed` (both [B, T, layers,
+// How many of `batch`'s live positions were routed to a different set of
+// experts in some layer in `own` than in `replayed` (both [B, T, layers,
 // top_k]), and how many were compared.
 struct RoutingAgreement {
   int64_t differing = 0;

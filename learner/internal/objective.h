@@ -66,7 +66,7 @@ struct MicroResult {
   double weights_truncated = 0;
   // Mixture-of-experts policies (learner/internal/routing_replay.h): the
   // load-balancing loss (unweighted) and, with grpo.routing_replay, the
-  // (position, layer) routings whose own experts differ from the record's
+  // positions whose own experts differ from the record's in some layer
   // and those compared, the records' bytes, and the sums over trained
   // tokens of |behaviour - logp| with the replayed and with the own routing.
   double router_aux_loss_sum = 0;
