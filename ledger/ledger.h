@@ -124,6 +124,9 @@ struct StepCounts {
   std::vector<int64_t> staleness;
   double logprob_gap = 0;
   double importance_weight_truncated = 0;
+  // Distill: the mean over trained tokens of the divergence estimate to
+  // the teacher before the update (TrainStats.teacher_divergence).
+  double teacher_divergence = 0;
   // The ids of the prompts the step trained (PromptAccount::trained), in
   // order, and the RL prompt stream's account at the step's end.
   std::vector<uint64_t> prompt_ids;

@@ -118,6 +118,7 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"staleness", c.staleness},
       {"logprob_gap", c.logprob_gap},
       {"importance_weight_truncated", c.importance_weight_truncated},
+      {"teacher_divergence", c.teacher_divergence},
       {"prompt_ids", c.prompt_ids},
       {"prompt_account", PromptAccountJson(c.prompt_account)},
   };
