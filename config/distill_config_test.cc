@@ -14,13 +14,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A distill job whose teacher comes from teacher.safetensors, with `extra`
-// YAML appended under distill:.
-absl::Status ValidateDistill(const std::string& extra) {
+// A distill job whose teacher, of `teacher`'s fields, comes from
+// teacher.safetensors, with `extra` YAML appended under distill:.
+absl::Status ValidateDistill(const std::string& extra,
+                             const std::string& teacher = "n_layers: 4, d_model: 192") {
   absl::StatusOr<v1::JobConfig> job = ParseJobYaml(
-      absl::StrCat("algorithm: distill\ndistill:\n  teacher: {init_checkpoint: teacher.safetensors,"
-                   " n_layers: 4, d_model: 192}\n",
-                   extra),
+      absl::StrCat(
+          "algorithm: distill\ndistill:\n  teacher: {init_checkpoint: teacher.safetensors, ",
+          teacher, "}\n", extra),
       "job.yaml");
   return job.ok() ? ValidateJob(*job) : job.status();
 }
@@ -57,9 +58,9 @@ TEST(DistillConfig, WeightsMustBeNonNegativeAndNotBothZero) {
 }
 
 TEST(DistillConfig, TheTeachersShapeIsCheckedUnderItsOwnName) {
-  ExpectRefused(ValidateDistill("  teacher: {init_checkpoint: t.safetensors, n_heads: 3}\n"),
+  ExpectRefused(ValidateDistill("", "n_heads: 3"),
                 "distill.teacher.d_model: must be divisible by distill.teacher.n_heads (3)");
-  ExpectRefused(ValidateDistill("  teacher: {init_checkpoint: t.safetensors, max_seq_len: 8}\n"),
+  ExpectRefused(ValidateDistill("", "max_seq_len: 8"),
                 "distill.teacher.max_seq_len: must be >= model.max_seq_len");
 }
 
