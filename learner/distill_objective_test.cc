@@ -73,16 +73,22 @@ TEST(TeacherDivergenceTest, TheEstimatesAreUnbiasedUnderTheStudent) {
   EXPECT_NEAR(mean_jsd, jsd, 1e-12);
 }
 
-TEST(TeacherDivergenceTest, JsdIsFiniteForVeryUnlikelyTokens) {
+// A sampled token the teacher all but rules out, or one the student all
+// but never samples: finite estimates, as the same formula in float64 gives.
+TEST(TeacherDivergenceTest, JsdIsFiniteAtTheExtremes) {
+  const std::vector<float> s = {-30.0f, -0.01f, -25.0f}, t = {-0.01f, -300.0f, -29.0f};
   const torch::Tensor d =
-      TeacherDivergence(torch::tensor({-300.0f, -0.01f, -90.0f}),
-                        torch::tensor({-0.01f, -300.0f, -95.0f}), v1::DistillConfig::JSD, 0.5);
-  EXPECT_TRUE(torch::isfinite(d).all().item<bool>()) << d;
+      TeacherDivergence(torch::tensor(s), torch::tensor(t), v1::DistillConfig::JSD, 0.5);
+  ASSERT_TRUE(torch::isfinite(d).all().item<bool>()) << d;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const double want = Estimate(s[i], t[i], v1::DistillConfig::JSD, 0.5);
+    EXPECT_NEAR(d[i].item<double>() / want, 1.0, 1e-4) << i;
+  }
 }
 
-constexpr int kVocab = 20;
+constexpr int kStudentVocab = 20;
 
-v1::JobConfig Job(const std::string& algorithm) {
+v1::JobConfig PolicyJob(const std::string& algorithm) {
   v1::JobConfig job;
   *job.mutable_model() = model::testing::SmallConfig();
   job.set_algorithm(algorithm);
@@ -91,9 +97,10 @@ v1::JobConfig Job(const std::string& algorithm) {
   return job;
 }
 
-// Three samples, their teacher log-probs `gap` below the sampled ones on
-// every token (a reverse KL estimate of `gap` per token).
-v1::TrainBatch Batch(float gap) {
+// Three samples of 4, 5 and 6 tokens, the teacher's log-probs gaps[i]
+// below the sampled ones on every token of sample i (a reverse KL estimate
+// of gaps[i] per token).
+v1::TrainBatch DivergenceBatch(const std::vector<float>& gaps) {
   v1::TrainBatch batch;
   for (int i = 0; i < 3; ++i) {
     v1::TrainSample* s = batch.add_samples();
@@ -101,16 +108,21 @@ v1::TrainBatch Batch(float gap) {
     for (int k = 0; k < 4 + i; ++k) {
       s->add_response_tokens(5 + (k * 3 + i) % 14);
       s->add_old_logprobs(-2.5f + 0.1f * k);
-      s->add_teacher_logprobs(-2.5f + 0.1f * k - gap);
+      s->add_teacher_logprobs(-2.5f + 0.1f * k - gaps[i]);
     }
     s->set_advantage(0.5f - 0.5f * i);
   }
   return batch;
 }
 
-absl::StatusOr<v1::TrainStats> Step(const v1::JobConfig& job, const v1::TrainBatch& batch) {
+// Gaps whose mean over the batch's 15 tokens is (4 x 0.1 + 5 x 0.25 + 6 x
+// 0.4) / 15 = 0.27.
+const std::vector<float> kGaps = {0.1f, 0.25f, 0.4f};
+constexpr double kMeanGap = 0.27;
+
+absl::StatusOr<v1::TrainStats> LearnerStep(const v1::JobConfig& job, const v1::TrainBatch& batch) {
   LocalLearnerOptions options;
-  options.vocab_size = kVocab;
+  options.vocab_size = kStudentVocab;
   options.seed = 7;
   auto learner = NewLocalLearner(job, options, nullptr, nullptr);
   if (!learner.ok()) return learner.status();
@@ -118,43 +130,56 @@ absl::StatusOr<v1::TrainStats> Step(const v1::JobConfig& job, const v1::TrainBat
 }
 
 TEST(DistillObjectiveTest, ReportsTheMeanDivergenceAndNoKl) {
-  absl::StatusOr<v1::TrainStats> stats = Step(Job("distill"), Batch(0.25f));
+  absl::StatusOr<v1::TrainStats> stats = LearnerStep(PolicyJob("distill"), DivergenceBatch(kGaps));
   ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_NEAR(stats->teacher_divergence(), 0.25, 1e-6);
+  EXPECT_NEAR(stats->teacher_divergence(), kMeanGap, 1e-6);
   EXPECT_EQ(stats->trained_tokens(), 4 + 5 + 6);
   EXPECT_EQ(stats->kl(), 0);
 }
 
-// A constant divergence c per token is an advantage of -c on every token:
-// the same update as GRPO's with that advantage on every sample.
-TEST(DistillObjectiveTest, TheDivergenceIsANegativeAdvantage) {
-  v1::JobConfig distill = Job("distill");
+// Each token's advantage is -divergence_weight x (its divergence - the
+// batch's mean): here -2 x (gaps[i] - 0.27) on every token of sample i, the
+// same update as GRPO's with those advantages per sample.
+TEST(DistillObjectiveTest, TheDivergenceAboveTheMeanIsANegativeAdvantage) {
+  v1::JobConfig distill = PolicyJob("distill");
   distill.mutable_distill()->set_divergence_weight(2);
-  absl::StatusOr<v1::TrainStats> ours = Step(distill, Batch(0.25f));
-  v1::TrainBatch grpo_batch = Batch(0.25f);
-  for (v1::TrainSample& s : *grpo_batch.mutable_samples()) s.set_advantage(-2 * 0.25f);
-  absl::StatusOr<v1::TrainStats> grpo = Step(Job("grpo"), grpo_batch);
+  absl::StatusOr<v1::TrainStats> ours = LearnerStep(distill, DivergenceBatch(kGaps));
+  v1::TrainBatch grpo_batch = DivergenceBatch(kGaps);
+  for (int i = 0; i < 3; ++i) {
+    grpo_batch.mutable_samples(i)->set_advantage(static_cast<float>(-2 * (kGaps[i] - kMeanGap)));
+  }
+  absl::StatusOr<v1::TrainStats> grpo = LearnerStep(PolicyJob("grpo"), grpo_batch);
   ASSERT_TRUE(ours.ok() && grpo.ok()) << ours.status() << grpo.status();
   EXPECT_NEAR(ours->loss(), grpo->loss(), 1e-6);
-  EXPECT_NEAR(ours->grad_norm(), grpo->grad_norm(), 1e-6);
+  EXPECT_NEAR(ours->grad_norm(), grpo->grad_norm(), 1e-5);
+  EXPECT_GT(ours->grad_norm(), 0);
+}
+
+// The same divergence on every token is all baseline: no gradient.
+TEST(DistillObjectiveTest, AUniformDivergenceTrainsNothing) {
+  absl::StatusOr<v1::TrainStats> stats =
+      LearnerStep(PolicyJob("distill"), DivergenceBatch({0.3f, 0.3f, 0.3f}));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_NEAR(stats->teacher_divergence(), 0.3, 1e-6);
+  EXPECT_NEAR(stats->grad_norm(), 0, 1e-6);
 }
 
 // reward_weight alone: the samples' own advantages, as GRPO trains them.
 TEST(DistillObjectiveTest, TheRewardWeightScalesTheSamplesAdvantages) {
-  v1::JobConfig distill = Job("distill");
+  v1::JobConfig distill = PolicyJob("distill");
   distill.mutable_distill()->set_divergence_weight(0);
   distill.mutable_distill()->set_reward_weight(1);
-  absl::StatusOr<v1::TrainStats> ours = Step(distill, Batch(0.25f));
-  absl::StatusOr<v1::TrainStats> grpo = Step(Job("grpo"), Batch(0.25f));
+  absl::StatusOr<v1::TrainStats> ours = LearnerStep(distill, DivergenceBatch(kGaps));
+  absl::StatusOr<v1::TrainStats> grpo = LearnerStep(PolicyJob("grpo"), DivergenceBatch(kGaps));
   ASSERT_TRUE(ours.ok() && grpo.ok()) << ours.status() << grpo.status();
   EXPECT_NEAR(ours->loss(), grpo->loss(), 1e-6);
   EXPECT_NEAR(ours->grad_norm(), grpo->grad_norm(), 1e-6);
 }
 
 TEST(DistillObjectiveTest, ASampleWithoutTeacherLogProbsIsRefused) {
-  v1::TrainBatch batch = Batch(0.25f);
+  v1::TrainBatch batch = DivergenceBatch(kGaps);
   batch.mutable_samples(1)->clear_teacher_logprobs();
-  absl::StatusOr<v1::TrainStats> stats = Step(Job("distill"), batch);
+  absl::StatusOr<v1::TrainStats> stats = LearnerStep(PolicyJob("distill"), batch);
   EXPECT_EQ(stats.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(stats.status().message(),
               HasSubstr("train sample 1 has 5 response tokens and 0 teacher log-probs"));

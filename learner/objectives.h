@@ -76,7 +76,10 @@ DecoupledTerms DecoupledWeights(const torch::Tensor& logp, const torch::Tensor& 
 //   JSD         d = (1 - b) (s - m) + b e^(t - s) (t - m),
 //               m = log(b e^t + (1 - b) e^s)       (b KL(T || M) + (1 - b) KL(S || M))
 // with b = jsd_beta in (0, 1) and M the mixture b T + (1 - b) S; m is taken
-// with logaddexp, so no probability is formed. Elementwise, no gradient.
+// with logaddexp, so no probability is formed. The importance weight
+// e^(t - s) is exact: finite while t - s stays within the dtype's exponent
+// range (88 in float32; a sampled token has s well above that). Elementwise,
+// no gradient.
 torch::Tensor TeacherDivergence(const torch::Tensor& student_logp,
                                 const torch::Tensor& teacher_logp,
                                 v1::DistillConfig::Divergence divergence, double jsd_beta);
