@@ -381,7 +381,7 @@ TEST(LoadJobFile, ErrorsNameTheFile) {
 
 }  // namespace
 TEST(RecipeTest, NamesRoundTrip) {
-  for (const char* name : {"grpo", "ppo", "sft", "dpo", "online_dpo", "reward_model"}) {
+  for (const char* name : {"grpo", "ppo", "sft", "dpo", "online_dpo", "reward_model", "distill"}) {
     const std::optional<Recipe> recipe = RecipeFromName(name);
     ASSERT_TRUE(recipe.has_value()) << name;
     EXPECT_EQ(RecipeName(*recipe), name);

@@ -29,7 +29,7 @@ double StepSamples(const v1::JobConfig& job, std::optional<Recipe> recipe) {
   if (recipe == Recipe::kOnlineDpo) {
     return static_cast<double>(job.dpo().batch_size()) * job.dpo().responses_per_prompt();
   }
-  if (recipe == Recipe::kGrpo || recipe == Recipe::kPpo) {
+  if (recipe == Recipe::kGrpo || recipe == Recipe::kPpo || recipe == Recipe::kDistill) {
     return static_cast<double>(job.grpo().prompts_per_step()) * job.grpo().responses_per_prompt();
   }
   return 0;
@@ -52,7 +52,7 @@ Update UpdateOf(const v1::JobConfig& job, std::optional<Recipe> recipe) {
               2 * std::min<double>(micro, job.reward_model().batch_size()), 2};
     case Recipe::kGrpo:
     case Recipe::kPpo:
-      break;
+    case Recipe::kDistill: break;
   }
   return {&job.grpo().optimizer(), std::min(micro, StepSamples(job, recipe)), rl_seq};
 }

@@ -34,56 +34,54 @@ void CheckExperts(const v1::ModelConfig& m, Checker& c) {
             absl::StrCat("in [1, num_experts (", m.num_experts(), ")]"), m.experts_per_token());
 }
 
-void CheckModel(const v1::ModelConfig& m, Checker& c) {
-  c.NonNegative("model.vocab_size", m.vocab_size());
-  c.Positive("model.d_model", m.d_model());
-  c.Positive("model.n_layers", m.n_layers());
-  c.Positive("model.n_heads", m.n_heads());
-  c.Positive("model.n_kv_heads", m.n_kv_heads());
-  c.Positive("model.d_ff", m.d_ff());
-  c.AtLeast("model.max_seq_len", m.max_seq_len(), 2);
-  c.Positive("model.rope_theta", m.rope_theta());
-  c.PositiveAtMost("model.rms_norm_eps", m.rms_norm_eps(), 1.0f);
-  c.Within("model.init_std", m.init_std(), 0.0f, 1.0f);
-  c.NonNegative("model.head_dim", m.head_dim());
-  c.NonNegative("model.max_position_embeddings", m.max_position_embeddings());
+// `m` as the job names it at `p` (p + "", "distill.teacher.").
+void CheckModel(const std::string& p, const v1::ModelConfig& m, Checker& c) {
+  c.NonNegative(p + "vocab_size", m.vocab_size());
+  c.Positive(p + "d_model", m.d_model());
+  c.Positive(p + "n_layers", m.n_layers());
+  c.Positive(p + "n_heads", m.n_heads());
+  c.Positive(p + "n_kv_heads", m.n_kv_heads());
+  c.Positive(p + "d_ff", m.d_ff());
+  c.AtLeast(p + "max_seq_len", m.max_seq_len(), 2);
+  c.Positive(p + "rope_theta", m.rope_theta());
+  c.PositiveAtMost(p + "rms_norm_eps", m.rms_norm_eps(), 1.0f);
+  c.Within(p + "init_std", m.init_std(), 0.0f, 1.0f);
+  c.NonNegative(p + "head_dim", m.head_dim());
+  c.NonNegative(p + "max_position_embeddings", m.max_position_embeddings());
   if (m.max_position_embeddings() > 0) {
-    c.Require(m.max_seq_len() <= m.max_position_embeddings(), "model.max_seq_len",
-              absl::StrCat("<= model.max_position_embeddings (", m.max_position_embeddings(),
-                           ")"),
+    c.Require(m.max_seq_len() <= m.max_position_embeddings(), p + "max_seq_len",
+              absl::StrCat("<= ", p, "max_position_embeddings (", m.max_position_embeddings(), ")"),
               m.max_seq_len());
   }
   if (m.rope_scaling().type() == v1::ModelConfig::RopeScaling::LLAMA3) {
     const v1::ModelConfig::RopeScaling& r = m.rope_scaling();
-    c.Positive("model.rope_scaling.factor", r.factor());
-    c.Positive("model.rope_scaling.low_freq_factor", r.low_freq_factor());
-    c.Finite("model.rope_scaling.high_freq_factor", r.high_freq_factor());
-    c.Require(r.high_freq_factor() > r.low_freq_factor(), "model.rope_scaling.high_freq_factor",
-              absl::StrCat("> low_freq_factor (", r.low_freq_factor(), ")"),
-              r.high_freq_factor());
-    c.Positive("model.rope_scaling.original_max_position_embeddings",
+    c.Positive(p + "rope_scaling.factor", r.factor());
+    c.Positive(p + "rope_scaling.low_freq_factor", r.low_freq_factor());
+    c.Finite(p + "rope_scaling.high_freq_factor", r.high_freq_factor());
+    c.Require(r.high_freq_factor() > r.low_freq_factor(), p + "rope_scaling.high_freq_factor",
+              absl::StrCat("> low_freq_factor (", r.low_freq_factor(), ")"), r.high_freq_factor());
+    c.Positive(p + "rope_scaling.original_max_position_embeddings",
                r.original_max_position_embeddings());
   }
   if (m.head_dim() > 0) {
-    c.Require(m.head_dim() % 2 == 0, "model.head_dim", "even for rotary embeddings",
-              m.head_dim());
+    c.Require(m.head_dim() % 2 == 0, p + "head_dim", "even for rotary embeddings", m.head_dim());
   }
   CheckExperts(m, c);
   if (m.n_heads() <= 0 || m.d_model() <= 0 || m.head_dim() != 0) return;
-  c.Require(m.d_model() % m.n_heads() == 0, "model.d_model",
-            absl::StrCat("divisible by model.n_heads (", m.n_heads(),
-                         ") unless model.head_dim is set"),
-            m.d_model());
+  c.Require(
+      m.d_model() % m.n_heads() == 0, p + "d_model",
+      absl::StrCat("divisible by ", p, "n_heads (", m.n_heads(), ") unless ", p, "head_dim is set"),
+      m.d_model());
   if (m.d_model() % m.n_heads() == 0) {
     const int head_dim = m.d_model() / m.n_heads();
-    c.Require(head_dim % 2 == 0, "model.d_model",
+    c.Require(head_dim % 2 == 0, p + "d_model",
               absl::StrCat("such that d_model / n_heads (the head size, ", head_dim,
                            ") is even for rotary embeddings"),
               m.d_model());
   }
   if (m.n_kv_heads() > 0) {
-    c.Require(m.n_heads() % m.n_kv_heads() == 0, "model.n_kv_heads",
-              absl::StrCat("a divisor of model.n_heads (", m.n_heads(), ")"), m.n_kv_heads());
+    c.Require(m.n_heads() % m.n_kv_heads() == 0, p + "n_kv_heads",
+              absl::StrCat("a divisor of ", p, "n_heads (", m.n_heads(), ")"), m.n_kv_heads());
   }
 }
 
@@ -332,6 +330,28 @@ void CheckEnvironment(const v1::JobConfig& job, Checker& c) {
             e.failure_reward());
 }
 
+// algorithm distill: a teacher with weights that holds the student's
+// sequences, and a loss that trains.
+void CheckDistill(const v1::JobConfig& job, Checker& c) {
+  if (RecipeOf(job) != Recipe::kDistill) return;
+  const v1::DistillConfig& d = job.distill();
+  const v1::ModelConfig& t = d.teacher();
+  c.Require(!t.path().empty() || !t.init_checkpoint().empty(), "distill.teacher",
+            "given path (a Hugging Face directory) or init_checkpoint (a Trellis safetensors file)",
+            "neither");
+  CheckModel("distill.teacher.", t, c);
+  c.Require(t.max_seq_len() >= job.model().max_seq_len(), "distill.teacher.max_seq_len",
+            absl::StrCat(">= model.max_seq_len (", job.model().max_seq_len(),
+                         "): the teacher scores the student's sequences"),
+            t.max_seq_len());
+  c.OpenUnit("distill.jsd_beta", d.jsd_beta());
+  c.NonNegative("distill.divergence_weight", d.divergence_weight());
+  c.NonNegative("distill.reward_weight", d.reward_weight());
+  c.Require(d.divergence_weight() > 0 || d.reward_weight() > 0, "distill.divergence_weight",
+            "> 0 or distill.reward_weight > 0 (with both 0 the loss trains nothing)",
+            d.divergence_weight());
+}
+
 // observe.mlflow (docs/observe.md): a server's address and an experiment.
 void CheckObserve(const v1::MlflowConfig& m, Checker& c) {
   if (m.uri().empty()) return;
@@ -344,7 +364,8 @@ void CheckObserve(const v1::MlflowConfig& m, Checker& c) {
 
 absl::Status ValidateJob(const v1::JobConfig& job) {
   Checker c;
-  CheckModel(job.model(), c);
+  CheckModel("model.", job.model(), c);
+  CheckDistill(job, c);
   CheckArithmetic(job.data().arithmetic(), c);
   CheckRl(job, c);
   CheckPreference(job, c);

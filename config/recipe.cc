@@ -2,8 +2,9 @@
 
 namespace trellis::config {
 
-constexpr Recipe kRecipes[] = {Recipe::kGrpo, Recipe::kPpo,       Recipe::kSft,
-                               Recipe::kDpo,  Recipe::kOnlineDpo, Recipe::kRewardModel};
+constexpr Recipe kRecipes[] = {Recipe::kGrpo,   Recipe::kPpo,       Recipe::kSft,
+                               Recipe::kDpo,    Recipe::kOnlineDpo, Recipe::kRewardModel,
+                               Recipe::kDistill};
 
 std::string_view RecipeName(Recipe recipe) {
   switch (recipe) {
@@ -13,6 +14,7 @@ std::string_view RecipeName(Recipe recipe) {
     case Recipe::kDpo: return "dpo";
     case Recipe::kSft: return "sft";
     case Recipe::kRewardModel: return "reward_model";
+    case Recipe::kDistill: return "distill";
   }
   return "unknown";
 }
@@ -25,5 +27,11 @@ std::optional<Recipe> RecipeFromName(std::string_view name) {
 }
 
 std::optional<Recipe> RecipeOf(const v1::JobConfig& job) { return RecipeFromName(job.algorithm()); }
+
+bool ReferenceIsTeacher(const v1::JobConfig& job) { return RecipeOf(job) == Recipe::kDistill; }
+
+const v1::ModelConfig& ReferenceModel(const v1::JobConfig& job) {
+  return ReferenceIsTeacher(job) ? job.distill().teacher() : job.model();
+}
 
 }  // namespace trellis::config

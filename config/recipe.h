@@ -16,15 +16,23 @@
 namespace trellis::config {
 
 // The recipes a lower layer asks about by name.
-enum class Recipe { kGrpo, kPpo, kSft, kDpo, kOnlineDpo, kRewardModel };
+enum class Recipe { kGrpo, kPpo, kSft, kDpo, kOnlineDpo, kRewardModel, kDistill };
 
-// "grpo", "ppo", "sft", "dpo", "online_dpo", "reward_model".
+// "grpo", "ppo", "sft", "dpo", "online_dpo", "reward_model", "distill".
 std::string_view RecipeName(Recipe recipe);
 // RecipeName's inverse; nullopt for any other name.
 std::optional<Recipe> RecipeFromName(std::string_view name);
 // The recipe `job.algorithm` names; nullopt for a recipe without an entry
 // here (or a name that is no recipe: loop::CheckRecipe refuses it).
 std::optional<Recipe> RecipeOf(const v1::JobConfig& job);
+
+// The model the job's reference role serves: distill.teacher under
+// algorithm distill (a frozen teacher of its own shape, loaded from its own
+// weights), else model (a frozen copy of the policy the run takes).
+const v1::ModelConfig& ReferenceModel(const v1::JobConfig& job);
+// Whether the reference role serves the distill teacher (then the run
+// never loads the policy's weights into it).
+bool ReferenceIsTeacher(const v1::JobConfig& job);
 
 }  // namespace trellis::config
 

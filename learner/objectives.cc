@@ -1,5 +1,7 @@
 #include "learner/objectives.h"
 
+#include <cmath>
+
 namespace trellis::learner {
 
 double LossNormalizer(v1::LossAggregation aggregation, double total_tokens,
@@ -58,6 +60,18 @@ DecoupledTerms DecoupledWeights(const torch::Tensor& logp, const torch::Tensor& 
   out.truncated_tokens =
       ((torch::exp(delta) > cap).to(torch::kFloat32) * mask).sum().item<double>();
   return out;
+}
+
+torch::Tensor TeacherDivergence(const torch::Tensor& student_logp,
+                                const torch::Tensor& teacher_logp,
+                                v1::DistillConfig::Divergence divergence, double jsd_beta) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor s = student_logp.detach();
+  const torch::Tensor t = teacher_logp.detach();
+  if (divergence == v1::DistillConfig::REVERSE_KL) return s - t;
+  const torch::Tensor m =
+      torch::logaddexp(t + std::log(jsd_beta), s + std::log1p(-jsd_beta));
+  return (1.0 - jsd_beta) * (s - m) + jsd_beta * torch::exp(t - s) * (t - m);
 }
 
 torch::Tensor SftLoss(const torch::Tensor& logp, const torch::Tensor& mask,

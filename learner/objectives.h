@@ -69,6 +69,21 @@ struct DecoupledTerms {
 DecoupledTerms DecoupledWeights(const torch::Tensor& logp, const torch::Tensor& behaviour_logp,
                                 const torch::Tensor& mask, double cap);
 
+// On-policy distillation (algorithm distill): each token's divergence from
+// the teacher, estimated on the sampled token x from the student's log-prob
+// s = log p_S(x) (the sampling policy's) and the teacher's t = log p_T(x):
+//   REVERSE_KL  d = s - t                          (KL(S || T))
+//   JSD         d = (1 - b) (s - m) + b e^(t - s) (t - m),
+//               m = log(b e^t + (1 - b) e^s)       (b KL(T || M) + (1 - b) KL(S || M))
+// with b = jsd_beta in (0, 1) and M the mixture b T + (1 - b) S; m is taken
+// with logaddexp, so no probability is formed. The importance weight
+// e^(t - s) is exact: finite while t - s stays within the dtype's exponent
+// range (88 in float32; a sampled token has s well above that). Elementwise,
+// no gradient.
+torch::Tensor TeacherDivergence(const torch::Tensor& student_logp,
+                                const torch::Tensor& teacher_logp,
+                                v1::DistillConfig::Divergence divergence, double jsd_beta);
+
 // Cross-entropy on the masked targets: -sum(logp * mask) / normalizer.
 torch::Tensor SftLoss(const torch::Tensor& logp, const torch::Tensor& mask,
                       double normalizer);

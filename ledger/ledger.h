@@ -134,6 +134,9 @@ struct StepCounts {
   int64_t routing_record_bytes = 0;
   double logprob_gap_replayed = 0;
   double logprob_gap_own_routing = 0;
+  // Distill: the mean over trained tokens of the divergence estimate to
+  // the teacher before the update (TrainStats.teacher_divergence).
+  double teacher_divergence = 0;
   // The ids of the prompts the step trained (PromptAccount::trained), in
   // order, and the RL prompt stream's account at the step's end.
   std::vector<uint64_t> prompt_ids;

@@ -82,10 +82,11 @@ v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts) {
       ++counts->samples_overlong;
       continue;
     }
-    // Without the estimator's advantages every response trains (the
-    // learner gives each token an advantage).
-    const bool carries_gradient = in.advantages == nullptr ? !s.response_tokens().empty()
-                                                           : in.advantages->advantages[i] != 0.0f;
+    // Without the estimator's advantages, or with a teacher, every
+    // response trains (the learner gives each token an advantage).
+    const bool carries_gradient = in.advantages == nullptr || in.teacher != nullptr
+                                      ? !s.response_tokens().empty()
+                                      : in.advantages->advantages[i] != 0.0f;
     counts->samples_effective += carries_gradient;
     if (s.response_tokens().empty()) continue;
     CountStaleness(in.learner_version, s, counts);
@@ -99,6 +100,7 @@ v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts) {
     *t->mutable_trained() = s.trained();
     if (s.has_routing()) *t->mutable_routing() = s.routing();
     if (in.reference != nullptr) *t->mutable_ref_logprobs() = in.reference->sequences(i).logprobs();
+    if (in.teacher != nullptr) *t->mutable_teacher_logprobs() = in.teacher->sequences(i).logprobs();
     t->set_reward(in.rewards[i]);
     if (in.advantages != nullptr) t->set_advantage(in.advantages->advantages[i]);
   }

@@ -39,6 +39,10 @@ struct BatchInput {
   const learner::GroupAdvantages* advantages = nullptr;
   // Per-sample reference log-probs (the KL term); null without one.
   const v1::LogProbResponse* reference = nullptr;
+  // Per-sample distill teacher log-probs (TrainSample.teacher_logprobs);
+  // null without a teacher. With a teacher every non-empty response
+  // carries gradient, whatever its advantage.
+  const v1::LogProbResponse* teacher = nullptr;
   // DAPO: a response cut off at the token budget trains no loss.
   bool overlong_filtering = false;
   // The learner's policy version the batch trains at (each sample's
@@ -58,8 +62,8 @@ void CountStaleness(int64_t learner_version, const v1::Sample& sample,
                     ledger::StepCounts* counts);
 
 // The batch: one TrainSample per kept, non-empty sample, in order, with its
-// tokens, sampling log-probs, reward, reference log-probs (when given) and
-// advantage (when given). Into *counts: mean_reward and accuracy over the
+// tokens, sampling log-probs, reward, reference and teacher log-probs (when
+// given) and advantage (when given). Into *counts: mean_reward and accuracy over the
 // kept samples, and added to its counters: samples_dropped, each kept
 // sample's first loss (error, timeout, zero_variance, truncated,
 // unparseable), samples_overlong and samples_effective; the batch's

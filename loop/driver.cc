@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "config/recipe.h"
 #include "config/worker_id.h"
 #include "env/run_dir.h"
 #include "loop/loop_util.h"
@@ -136,7 +137,8 @@ absl::Status Driver::PrepareRollouts() {
   if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "initial weight sync");
   if (absl::Status s = WarmUp(); !s.ok()) return s;
   if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "post-warm-up weight sync");
-  if (roles_.reference == nullptr) return absl::OkStatus();
+  // A distill teacher is no copy of the policy: it loaded its own weights.
+  if (roles_.reference == nullptr || config::ReferenceIsTeacher(job_)) return absl::OkStatus();
   return TakeReference();
 }
 
@@ -177,7 +179,7 @@ absl::Status Driver::Resume() {
   }
   eval_before_ = resume_->eval_before;
   if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "resumed weight sync");
-  if (roles_.reference == nullptr) return absl::OkStatus();
+  if (roles_.reference == nullptr || config::ReferenceIsTeacher(job_)) return absl::OkStatus();
   auto span = ledger_->Begin(Stage::kCheckpoint, config::WorkerId(v1::REFERENCE).ToString());
   return At(roles_.reference->Load(env::RunDir(out_dir_).Reference()),
             "resume: loading the reference");

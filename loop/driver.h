@@ -99,7 +99,8 @@ class Driver {
   double Eta(int64_t step, int64_t steps) const;
 
   // A rolling-out recipe's Prepare: weights synced, the SFT warm-up
-  // (job.sft), weights synced again, the reference taken when there is one.
+  // (job.sft), weights synced again, the reference taken when there is one
+  // (not a distill teacher, which loads its own weights).
   [[nodiscard]] absl::Status PrepareRollouts();
   // Greedy decoding of the held-out prompts, scored by the verifier. An
   // item whose verification failed (ERROR or TIMEOUT) is verified again, up

@@ -34,6 +34,7 @@ void RecordUpdate(const v1::TrainStats& stats, ledger::StepCounts* counts) {
   counts->recompute_seconds = stats.recompute_seconds();
   counts->communication_bytes = stats.communication_bytes();
   counts->communication_seconds = stats.communication_seconds();
+  counts->teacher_divergence = stats.teacher_divergence();
 }
 
 double SumLogProbs(const google::protobuf::RepeatedField<float>& logprobs) {

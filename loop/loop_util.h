@@ -25,8 +25,9 @@ absl::Status At(const absl::Status& status, absl::string_view where);
 uint64_t MixSeed(uint64_t seed, uint64_t salt);
 
 // What a learner update reports that every loop records: tokens, loss, KL,
-// clipping, gradient norm, value and preference stats, and the memory
-// strategies' costs (recompute, communication). The loop sets accuracy.
+// clipping, gradient norm, value and preference stats, the divergence to
+// a distill teacher, and the memory strategies' costs (recompute,
+// communication). The loop sets accuracy.
 void RecordUpdate(const v1::TrainStats& stats, ledger::StepCounts* counts);
 
 // The job's sampling settings (temperature, top_p, max_new_tokens) for a

@@ -1,5 +1,6 @@
 #include "loop/policy_gradient.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <string>
@@ -29,6 +30,28 @@ void RecordVerifiers(const google::protobuf::RepeatedPtrField<v1::VerifierStats>
 }
 
 }  // namespace
+
+PolicyGradientRecipe::ReferenceUse PolicyGradientRecipe::reference_use() const {
+  const bool kl = driver_.job().grpo().kl_coef() > 0 && driver_.roles().reference != nullptr;
+  return kl ? ReferenceUse::kKlPenalty : ReferenceUse::kNone;
+}
+
+absl::StatusOr<std::optional<learner::GroupAdvantages>> PolicyGradientRecipe::Advantages(
+    const std::vector<float>& rewards, std::vector<bool>& dropped) const {
+  const v1::GrpoConfig& grpo = driver_.job().grpo();
+  const int64_t group = grpo.responses_per_prompt();
+  absl::StatusOr<learner::GroupAdvantages> adv;
+  if (std::find(dropped.begin(), dropped.end(), true) != dropped.end()) {
+    adv = learner::AdvantagesWithout(grpo.advantage_estimator(), rewards, dropped, group,
+                                     grpo.scale_rewards());
+  } else {
+    const std::vector<int64_t> sizes(rewards.size() / group, group);
+    adv = learner::ComputeAdvantages(grpo.advantage_estimator(), rewards, sizes,
+                                     grpo.scale_rewards());
+  }
+  if (!adv.ok()) return adv.status();
+  return std::make_optional(*std::move(adv));
+}
 
 absl::StatusOr<std::vector<float>> PolicyGradientRecipe::Rewards(const StepSamples& drawn) {
   std::vector<float> rewards;
@@ -71,8 +94,8 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
   // The reference needs the samples, not their verdicts: under async it
   // scores them while their verification (pending) finishes.
   absl::StatusOr<v1::LogProbResponse> ref;
-  const bool use_kl = grpo.kl_coef() > 0 && roles.reference != nullptr;
-  if (use_kl) {
+  const ReferenceUse use = reference_use();
+  if (use != ReferenceUse::kNone) {
     v1::LogProbRequest scored;
     *scored.mutable_samples() = sampled->pending != nullptr ? sampled->pending->rollout.samples()
                                                             : sampled->drawn.rollout.samples();
@@ -102,7 +125,8 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
         Advantages(in.rewards, in.dropped);
     if (!adv.ok()) return At(adv.status(), "advantages");
     if (adv->has_value()) in.advantages = &**adv;
-    if (use_kl) in.reference = &*ref;
+    if (use == ReferenceUse::kKlPenalty) in.reference = &*ref;
+    if (use == ReferenceUse::kTeacher) in.teacher = &*ref;
     in.overlong_filtering = grpo.dapo().overlong_filtering();
     in.learner_version = counts.policy_version;
     const ledger::StepCounts sampling = counts;
@@ -143,10 +167,12 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
 std::string PolicyGradientRecipe::Progress(int64_t step, const ledger::StepCounts& counts,
                                            const ledger::StepMetrics& metrics) const {
   const v1::GrpoConfig& grpo = driver_.job().grpo();
+  const bool teacher = reference_use() == ReferenceUse::kTeacher;
   return absl::StrFormat(
-      "step %4d/%d  reward %.3f  acc %.3f  effective %.2f  kl %.4f  step %.2fs  eta %.0fs%s\n",
+      "step %4d/%d  reward %.3f  acc %.3f  effective %.2f  %s %.4f  step %.2fs  eta %.0fs%s\n",
       step + 1, grpo.steps(), counts.mean_reward, counts.accuracy, metrics.effective_sample_rate,
-      counts.kl, metrics.step_seconds, driver_.Eta(step, grpo.steps()),
+      teacher ? "divergence" : "kl", teacher ? counts.teacher_divergence : counts.kl,
+      metrics.step_seconds, driver_.Eta(step, grpo.steps()),
       grpo.dapo().dynamic_sampling()
           ? absl::StrFormat("  rounds %d", 1 + counts.sampling_rounds_extra)
           : "");

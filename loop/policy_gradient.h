@@ -6,8 +6,8 @@
 // grpo.dapo):
 //
 //   rollout round(s) with streaming verification -> reference log-probs
-//   (grpo.kl_coef > 0) -> Rewards -> drop policy -> Advantages ->
-//   AssembleBatch (loop/batch.h) -> update
+//   (reference_use: the KL penalty, a distill teacher) -> Rewards -> drop
+//   policy -> Advantages -> AssembleBatch (loop/batch.h) -> update
 //
 // A recipe brings its rewards and its advantages. Under job.async the
 // sampling runs ahead of the update (Driver::TakeSamples).
@@ -34,13 +34,23 @@ class PolicyGradientRecipe : public RolloutRecipe {
                        const ledger::StepMetrics& metrics) const final;
 
  protected:
+  // What the reference's log-probs of a step's samples are for.
+  enum class ReferenceUse {
+    kNone,       // the step asks the reference nothing
+    kKlPenalty,  // TrainSample.ref_logprobs: the KL penalty (grpo.kl_coef)
+    kTeacher,    // TrainSample.teacher_logprobs: a distill teacher's
+  };
+  // kKlPenalty when grpo.kl_coef > 0 and the run has a reference, else
+  // kNone.
+  virtual ReferenceUse reference_use() const;
   // The reward each sample of `drawn` trains on: the verifier's.
   [[nodiscard]] virtual absl::StatusOr<std::vector<float>> Rewards(const StepSamples& drawn);
   // Per-sample advantages of `rewards` without the `dropped` samples (the
   // recipe may widen `dropped` to whole groups); nullopt when the learner
-  // computes its own from the rewards.
+  // computes its own from the rewards. Those of grpo.advantage_estimator
+  // (GRPO's group-normalized rewards, RLOO, REINFORCE++) by default.
   [[nodiscard]] virtual absl::StatusOr<std::optional<learner::GroupAdvantages>> Advantages(
-      const std::vector<float>& rewards, std::vector<bool>& dropped) const = 0;
+      const std::vector<float>& rewards, std::vector<bool>& dropped) const;
 };
 
 }  // namespace trellis::loop

@@ -93,13 +93,15 @@ const RecipeRegistry& BuiltinRecipes();
 
 // Makes a job ready to run, plan, place or serve, the same way everywhere
 // (`trellis resolve`, `plan`, `place`, `run`, `launch` and the scheduler):
-// its model's shape from model.path (model::ResolveHfModel), then
+// its model's shape from model.path (model::ResolveHfModel; a distill
+// teacher's from distill.teacher.path), then
 // config::ValidateJob, then CheckRecipe, then the verifier's kind and what
 // it requires (verifier::ProcessVerifiers, VerifierRegistry::Check: a
 // known name, a remote verifier's address, ...; nothing started), then
-// model.vocab_size against the tokenizer's vocabulary (PromptFormat::ForJob),
-// then config::CheckJobFitsMemory against this machine's memory. Reads no
-// data and allocates nothing of the job's size.
+// model.vocab_size and a distill teacher's against the tokenizer's
+// vocabulary (PromptFormat::ForJob), then config::CheckJobFitsMemory
+// against this machine's memory. Reads no data and allocates nothing of
+// the job's size.
 [[nodiscard]] absl::Status PrepareJob(v1::JobConfig* job);
 // Whether the job's recipe calls the reference role.
 bool NeedsReference(const v1::JobConfig& job);

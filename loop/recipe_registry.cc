@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "config/job_config.h"
 #include "config/job_size.h"
+#include "config/recipe.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
 #include "model/hf_config.h"
@@ -70,24 +71,38 @@ absl::Status CheckRecipe(const v1::JobConfig& job) {
 namespace {
 
 // Every id the job's tokenizer makes indexes the models' embeddings
-// (model.vocab_size, 0: the tokenizer's size).
+// (model.vocab_size, 0: the tokenizer's size); a distill teacher has the
+// student's vocabulary (distill.teacher.vocab_size, 0: the tokenizer's
+// size), so that their log-probs are of the same tokens.
 absl::Status CheckVocabulary(const v1::JobConfig& job) {
   absl::StatusOr<std::unique_ptr<PromptFormat>> format = PromptFormat::ForJob(job);
   if (!format.ok()) return format.status();
   const int64_t tokenizer = (*format)->tokenizer().vocab_size();
   const int64_t vocab = job.model().vocab_size();
-  if (vocab == 0 || vocab >= tokenizer) return absl::OkStatus();
+  if (vocab != 0 && vocab < tokenizer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.vocab_size: must be >= the size of the tokenizer's vocabulary (", tokenizer, ", ",
+        job.model().path().empty() ? "the built-in character tokenizer"
+                                   : "the tokenizer of model.path",
+        "; 0 takes it), found ", vocab));
+  }
+  if (!config::ReferenceIsTeacher(job)) return absl::OkStatus();
+  const int64_t student = vocab != 0 ? vocab : tokenizer;
+  const int64_t teacher = job.distill().teacher().vocab_size();
+  if (teacher == 0 || teacher == student) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "model.vocab_size: must be >= the size of the tokenizer's vocabulary (", tokenizer, ", ",
-      job.model().path().empty() ? "the built-in character tokenizer"
-                                 : "the tokenizer of model.path",
-      "; 0 takes it), found ", vocab));
+      "distill.teacher.vocab_size: must equal the student's vocabulary (", student,
+      ": the teacher shares the student's tokenizer; 0 takes it), found ", teacher));
 }
 
 }  // namespace
 
 absl::Status PrepareJob(v1::JobConfig* job) {
   if (absl::Status s = model::ResolveHfModel(job->mutable_model()); !s.ok()) return s;
+  if (config::ReferenceIsTeacher(*job)) {
+    absl::Status s = model::ResolveHfModel(job->mutable_distill()->mutable_teacher());
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("distill.teacher: ", s.message()));
+  }
   if (absl::Status s = config::ValidateJob(*job); !s.ok()) return s;
   if (absl::Status s = CheckRecipe(*job); !s.ok()) return s;
   absl::StatusOr<verifier::VerifierRegistry> verifiers = verifier::ProcessVerifiers();

@@ -9,8 +9,10 @@
 #include "config/flops.h"
 #include "config/recipe.h"
 #include "config/worker_id.h"
+#include "env/env.h"
 #include "env/regular_file.h"
 #include "ledger/memory_tracker.h"
+#include "model/hf_model.h"
 #include "model/offload.h"
 #include "model/safetensors.h"
 #include "model/shared_base.h"
@@ -31,11 +33,15 @@ int64_t ParameterBytes(model::Transformer& model) {
 }
 
 // A frozen model of `config` with `head` on `device`, its weights copied
-// there from `path`; `what` names it in errors.
+// there from `path`: a safetensors file of Trellis's names, or a Hugging
+// Face directory (one with config.json; a language-model head only);
+// `what` names it in errors.
 absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config, int64_t vocab_size,
                                               model::Head head, const torch::Device& device,
                                               const std::string& path, const std::string& what) {
-  absl::StatusOr<model::NamedTensors> weights = model::LoadSafetensors(path);
+  const bool hf_dir = env::Env::Default()->Exists(absl::StrCat(path, "/config.json"));
+  absl::StatusOr<model::NamedTensors> weights =
+      hf_dir ? model::NamedTensors() : model::LoadSafetensors(path);
   if (!weights.ok()) return weights.status();
   // Built without drawing values (they are overwritten), so loading never
   // moves the global generator: a resumed run loads the reference after
@@ -45,9 +51,8 @@ absl::StatusOr<model::Transformer> LoadFrozen(const v1::ModelConfig& config, int
   model->to(device);
   model->eval();
   for (auto& p : model->parameters()) p.set_requires_grad(false);
-  if (absl::Status s = model->LoadWeights(*weights); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(what, " ", path, ": ", s.message()));
-  }
+  absl::Status s = hf_dir ? model::FillFromHfDir(path, model) : model->LoadWeights(*weights);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(what, " ", path, ": ", s.message()));
   return model;
 }
 
@@ -58,7 +63,8 @@ class LocalReference : public ReferenceWorker {
                  std::shared_ptr<const model::SharedBase> shared_base)
       : id_(std::move(id)),
         device_(model::TorchDevice(device)),
-        config_(job.model()),
+        teacher_(config::ReferenceIsTeacher(job)),
+        config_(config::ReferenceModel(job)),
         tokenizer_(tokenizer),
         temperature_(job.sampling().temperature()),
         offload_(job.memory().offload_frozen() ||
@@ -66,8 +72,9 @@ class LocalReference : public ReferenceWorker {
         ledger_(ledger),
         shared_base_(offload_ ? nullptr : std::move(shared_base)) {}
 
-  // Loads the job's reward model, if it has one.
+  // Loads the distill teacher or the job's reward model, if it has one.
   absl::Status Init(const v1::JobConfig& job) {
+    if (teacher_) return LoadTeacher();
     if (config::RecipeOf(job) != config::Recipe::kPpo ||
         job.ppo().reward() != v1::PpoConfig::REWARD_MODEL) {
       return absl::OkStatus();
@@ -87,6 +94,11 @@ class LocalReference : public ReferenceWorker {
   }
 
   absl::Status Load(const std::string& weights_path) override {
+    if (teacher_) {
+      return absl::FailedPreconditionError(
+          "reference: Load in a distill job, whose reference is the teacher loaded from "
+          "distill.teacher");
+    }
     // The reference's weights are a file the run wrote in its run
     // directory (Driver::TakeReference; over gRPC a path confined to it):
     // neither a symbolic link nor a second hard link to a file elsewhere.
@@ -106,17 +118,7 @@ class LocalReference : public ReferenceWorker {
       if (!attached.ok()) return attached.status();
       shared = *attached;
     }
-    if (ledger_ != nullptr) {
-      ledger_->RecordObject(id_, ledger::Object::kReferenceModel,
-                            ParameterBytes(*model) - shared, ledger::Stage::kLoad);
-      // The file's tensors, copied into the model and freed.
-      RecordWorkspace(window, ParameterBytes(*model), ledger::Stage::kLoad);
-    }
-    model_ = *std::move(model);
-    // A new model: the old one's host copies go with it.
-    model_offload_ = model::HostOffload();
-    Move(model_, model_offload_, ledger::Object::kReferenceModel, ledger::MoveDirection::kOut,
-         ledger::Stage::kLoad);
+    Install(*std::move(model), shared, window);
     return absl::OkStatus();
   }
 
@@ -188,6 +190,37 @@ class LocalReference : public ReferenceWorker {
   }
 
  private:
+  // The distill teacher from distill.teacher's init_checkpoint, else its
+  // path, once at build.
+  absl::Status LoadTeacher() {
+    const bool from_init = !config_.init_checkpoint().empty();
+    const ledger::PeakWindow window;
+    absl::StatusOr<model::Transformer> model =
+        LoadFrozen(config_, tokenizer_->vocab_size(), model::Head::kLanguageModel, device_,
+                   from_init ? config_.init_checkpoint() : config_.path(),
+                   from_init ? "distill.teacher.init_checkpoint" : "distill.teacher.path");
+    if (!model.ok()) return model.status();
+    Install(*std::move(model), 0, window);
+    return absl::OkStatus();
+  }
+
+  // `model` as the reference from now on, `shared` of its bytes read from
+  // the learner's base; its bytes and the load's scratch (seen by `window`)
+  // in the ledger, then out to the host under offload_.
+  void Install(model::Transformer model, int64_t shared, const ledger::PeakWindow& window) {
+    if (ledger_ != nullptr) {
+      ledger_->RecordObject(id_, ledger::Object::kReferenceModel, ParameterBytes(model) - shared,
+                            ledger::Stage::kLoad);
+      // The file's tensors, copied into the model and freed.
+      RecordWorkspace(window, ParameterBytes(model), ledger::Stage::kLoad);
+    }
+    model_ = std::move(model);
+    // A new model: the old one's host copies go with it.
+    model_offload_ = model::HostOffload();
+    Move(model_, model_offload_, ledger::Object::kReferenceModel, ledger::MoveDirection::kOut,
+         ledger::Stage::kLoad);
+  }
+
   // memory.offload_frozen or the colocated placement: `model`'s weights in
   // from host memory for one use, or out after it (otherwise nothing); the
   // move and the object's device bytes (0 while out) in the ledger.
@@ -251,6 +284,9 @@ class LocalReference : public ReferenceWorker {
 
   const std::string id_;
   const torch::Device device_;
+  // The reference is the distill teacher (config::ReferenceIsTeacher).
+  const bool teacher_;
+  // The reference's shape (config::ReferenceModel).
   const v1::ModelConfig config_;
   const text::Tokenizer* tokenizer_;
   const double temperature_;

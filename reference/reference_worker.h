@@ -2,7 +2,8 @@
 #define TRELLIS_REFERENCE_REFERENCE_WORKER_H_
 
 // The reference role as the scheduler sees it: per-token log-probs of
-// responses under the frozen starting policy (for the KL penalty).
+// responses under a frozen model: the starting policy (for the KL
+// penalty), or in a distill job the teacher (config::ReferenceModel).
 
 #include <memory>
 #include <string>
@@ -32,7 +33,8 @@ class ReferenceWorker {
 
   // Takes the frozen weights from a safetensors file (the policy at the
   // moment the reference is taken). Until then LogProbs fails with
-  // FailedPrecondition.
+  // FailedPrecondition. A distill teacher loads its own weights when it is
+  // built: Load is then FailedPrecondition.
   [[nodiscard]] virtual absl::Status Load(const std::string& weights_path) = 0;
 
   // A reward model's score of each whole sample (prompt + response), in
@@ -43,7 +45,9 @@ class ReferenceWorker {
 };
 
 // An in-process frozen policy, and the job's reward model when ppo.reward
-// is reward_model (loaded here, from ppo.reward_model_path). Log-probs use
+// is reward_model (loaded here, from ppo.reward_model_path); in a distill
+// job the teacher of distill.teacher, loaded here from its init_checkpoint
+// (a safetensors file or a Hugging Face directory), else its path. Log-probs use
 // softmax(logits / temperature) with sampling.temperature, as the actor
 // samples. Records the reference model's and the reward model's bytes in
 // `ledger` (may be null) when they load. The tokenizer and ledger must

@@ -8,16 +8,12 @@
 //    embedded run's per-step numbers and final weights.
 // One thread, fixed seeds: the runs are deterministic.
 
-#include <sys/wait.h>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "config/job_config.h"
 #include "gtest/gtest.h"
 #include "run/embedded_job.h"
 #include "tests/tiny_job.h"
@@ -184,35 +180,12 @@ TEST(PreferenceTest, OnlineDpoRaisesTheReward) {
 
 #ifdef TRELLIS_BINARY
 TEST(PreferenceTest, LaunchedDpoMatchesEmbedded) {
-  const fs::path root = fs::path(testing::TempDir()) / "preference_launch";
-  fs::remove_all(root);
-  fs::create_directories(root);
   v1::JobConfig job = DpoJob(v1::DpoConfig::ON_THE_FLY);
   job.mutable_dpo()->set_steps(10);
   job.mutable_deployment()->mutable_actor()->set_count(1);
-  testing_util::WriteText(root / "job.yaml", config::ResolvedJobYaml(job));
-  for (const char* mode : {"run", "launch"}) {
-    const int status = testing_util::Wait(testing_util::StartTrellis(
-        {mode, (root / "job.yaml").string(), "--out", (root / mode).string()},
-        root / (std::string(mode) + ".log")));
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << testing_util::Slurp(root / (std::string(mode) + ".log"));
-  }
-  const auto embedded = testing_util::StepRecords(root / "run");
-  const auto launched = testing_util::StepRecords(root / "launch");
-  ASSERT_EQ(embedded.size(), 10u);
-  ASSERT_EQ(launched.size(), embedded.size());
-  for (const auto& [step, record] : embedded) {
-    EXPECT_EQ(launched.at(step)["loss"], record["loss"]) << "step " << step;
-    EXPECT_EQ(launched.at(step)["reward_margin"], record["reward_margin"]) << "step " << step;
-  }
-  EXPECT_TRUE(testing_util::Slurp(root / "run" / "policy.safetensors") ==
-              testing_util::Slurp(root / "launch" / "policy.safetensors"))
-      << "final weights differ";
   // The reference worker's object reaches the run's one ledger.
-  EXPECT_NE(testing_util::Slurp(root / "launch" / "ledger.jsonl")
-                .find(R"("object":"reference_model","role":"reference-0")"),
-            std::string::npos);
+  testing_util::ExpectLaunchedMatchesEmbedded(fs::path(testing::TempDir()) / "preference_launch",
+                                              job, {"loss", "reward_margin"}, 10);
 }
 #endif
 

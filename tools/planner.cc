@@ -157,15 +157,22 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   plan.matmul_parameters = MatmulParameters(s);
   plan.expert_parameters = s.L * s.E * (s.d + 3 * s.d * s.ef);
   plan.rates = rates;
-  const auto flops_of = [&](const DepthFlops& f, double tokens) {
-    return tokens * (f.outside + s.L * f.per_layer);
+  // FLOP of `tokens` through a model of `layers` layers (the policy's by
+  // default).
+  const auto flops_of = [&](const DepthFlops& f, double tokens, int64_t layers = -1) {
+    return tokens * (f.outside + (layers < 0 ? s.L : layers) * f.per_layer);
   };
   const double optimizer_seconds =
       rates.optimizer_outside_seconds + s.L * rates.optimizer_per_layer_seconds;
   const int64_t N = plan.parameters;
   const bool has_sft = job.sft().steps() > 0;
   const bool has_rl = job.grpo().steps() > 0;
-  const bool has_reference = job.grpo().kl_coef() > 0;
+  // The reference's own shape: a distill teacher's, else the policy's.
+  const bool teacher = config::ReferenceIsTeacher(job);
+  const bool has_reference = teacher || job.grpo().kl_coef() > 0;
+  const v1::ModelConfig& reference_model = config::ReferenceModel(job);
+  const Shape rs = ShapeOf(reference_model, w.vocab_size);
+  const int64_t R = config::ParameterCount(rs);
   const std::string n_formula =
       absl::StrCat("N = V·d + L(2d + 2d² + 2d·kvd + ", s.E > 0 ? "E(d + 3d·ef)" : "3d·d_ff",
                    ") + d", s.tied ? "" : " + V·d", " = ", N);
@@ -180,7 +187,7 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   // taken (then it is not the base).
   const bool actor_shares =
       A > 0 && job.deployment().placement() != v1::DeploymentConfig::COLOCATED;
-  const bool reference_shares = A > 0 && !job.memory().offload_frozen() && !has_sft;
+  const bool reference_shares = A > 0 && !job.memory().offload_frozen() && !has_sft && !teacher;
 
   // Resident objects, every role in this process.
   const std::string learner = config::WorkerId(v1::LEARNER).ToString();
@@ -231,8 +238,9 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
     }
   }
   if (has_rl && has_reference) {
-    plan.resident.push_back({reference, "reference_model", reference_shares ? 0 : kFloat * N,
+    plan.resident.push_back({reference, "reference_model", reference_shares ? 0 : kFloat * R,
                              reference_shares ? "0 (the learner's base, adapters off)"
+                             : teacher        ? absl::StrCat("4 B x ", R, " (the distill teacher)")
                                               : "4 B x N"});
   }
   for (const PlanLine& l : plan.resident) plan.resident_bytes += l.bytes;
@@ -269,7 +277,7 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
     if (has_reference) {
       plan.stages.push_back(StagePlan(
           plan, reference, "reference",
-          {{reference, "workspace", kFloat * rows * seq * NoGradPerToken(s),
+          {{reference, "workspace", kFloat * rows * seq * NoGradPerToken(rs),
             absl::StrCat(kNoGradFormula, ", rows ", rows, " (one pass), seq ", seq)}}));
     }
     std::vector<PlanLine> update = TrainTransients(s, job.grpo().optimizer(), st, rows, seq);
@@ -318,11 +326,11 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
                          prompts, P, samples, max_new, kForwardFormula)});
     const double tokens = static_cast<double>(samples) * seq;
     if (has_reference) {
-      const DepthFlops scored = ForwardDepthFlops(job.model(), w.vocab_size, seq);
-      plan.step_time.push_back(
-          {"reference", flops_of(scored, tokens), PassSeconds(rates.forward, scored, s.L, tokens),
-           absl::StrFormat("%d samples x seq %d x (%s) at the forward rates", samples, seq,
-                           kForwardFormula)});
+      const DepthFlops scored = ForwardDepthFlops(reference_model, w.vocab_size, seq);
+      plan.step_time.push_back({"reference", flops_of(scored, tokens, rs.L),
+                                PassSeconds(rates.forward, scored, rs.L, tokens),
+                                absl::StrFormat("%d samples x seq %d x (%s) at the forward rates",
+                                                samples, seq, kForwardFormula)});
     }
     const DepthFlops train = TrainDepthFlops(job.model(), w.vocab_size, seq, st.checkpointing);
     plan.step_time.push_back(

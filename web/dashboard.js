@@ -298,11 +298,11 @@
               num(r.verifier_wait_seconds, 3), num((r.stage_seconds || {}).environment, 3),
               num(r.generated_tokens_per_second, 0),
               num(r.handoff_seconds, 3), bytes(r.move_bytes || 0) + " / " + num(r.move_seconds || 0, 3),
-              bytes(r.peak_bytes || 0), num(r.kl, 4),
+              bytes(r.peak_bytes || 0), num(r.kl, 4), num(r.teacher_divergence || 0, 4),
               num(r.bubble_fraction, 2)];
     });
     box.appendChild(table(["step", "seconds", "reward", "accuracy", "effective", "rollout/update",
-                           "verifier wait s", "environment wait s", "gen tok/s", "handoff s", "moves (bytes / s)", "peak", "kl", "bubble"],
+                           "verifier wait s", "environment wait s", "gen tok/s", "handoff s", "moves (bytes / s)", "peak", "kl", "teacher divergence", "bubble"],
                           rows, 0));
   }
 

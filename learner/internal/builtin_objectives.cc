@@ -12,6 +12,7 @@
   X(NewPpoObjective, kTrain, Recipe::kPpo)                       \
   X(NewPreferenceObjective, kPreference, std::nullopt)           \
   X(NewRewardModelObjective, kPreference, Recipe::kRewardModel)  \
+  X(NewDistillObjective, kTrain, Recipe::kDistill)               \
   /* an objective's line goes above */
 
 namespace trellis::learner::internal {

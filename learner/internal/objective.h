@@ -9,6 +9,8 @@
 //   sft_objective.cc              SFT cross-entropy
 //   policy_gradient_objective.cc  the GRPO family's clipped surrogate, KL
 //   ppo_objective.cc              PPO: GAE from rewards, critic value loss
+//   distill_objective.cc          distill: per-token advantages from the
+//                                 divergence to a teacher
 //   preference_objective.cc       DPO / IPO on preference pairs
 //   reward_model_objective.cc     a reward model's Bradley-Terry loss
 // A new recipe adds its objective's file and one registration line there.
@@ -61,6 +63,8 @@ struct MicroResult {
   // critic's whole loss) and the tokens whose value was clipped.
   double value_loss = 0;
   double value_clipped = 0;
+  // Distill: the teacher divergence's sum over the trained tokens.
+  double teacher_divergence_sum = 0;
   // Decoupled PPO (job.async): DecoupledTerms' sums.
   double logprob_gap_sum = 0;
   double weights_truncated = 0;

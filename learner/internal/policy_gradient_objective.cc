@@ -12,20 +12,23 @@
 
 namespace trellis::learner::internal {
 
-PolicyGradientObjective::PolicyGradientObjective(const ObjectiveInput& in, bool kl_in_loss)
-    : in_(in), batch_(*std::get<const v1::TrainBatch*>(in.batch)), kl_in_loss_(kl_in_loss) {}
+PolicyGradientObjective::PolicyGradientObjective(const ObjectiveInput& in, bool kl_in_loss,
+                                                 bool reads_reference)
+    : in_(in),
+      batch_(*std::get<const v1::TrainBatch*>(in.batch)),
+      kl_in_loss_(kl_in_loss),
+      reads_reference_(reads_reference) {}
 
 absl::Status PolicyGradientObjective::Check() {
-  const bool use_ref = in_.job->grpo().kl_coef() > 0;
   for (int i = 0; i < batch_.samples_size(); ++i) {
     const v1::TrainSample& s = batch_.samples(i);
     const int n = s.response_tokens_size();
-    if (n == 0 || s.old_logprobs_size() != n || (use_ref && s.ref_logprobs_size() != n)) {
+    if (n == 0 || s.old_logprobs_size() != n || (reads_reference_ && s.ref_logprobs_size() != n)) {
       return absl::InvalidArgumentError(
           absl::StrCat(in_.worker_id, ": train sample ", i, " has ", n, " response tokens, ",
                        s.old_logprobs_size(), " old log-probs and ", s.ref_logprobs_size(),
                        " reference log-probs; expected equal, non-zero",
-                       use_ref ? "" : " (reference log-probs may be empty: kl_coef is 0)"));
+                       reads_reference_ ? "" : " (reference log-probs may be empty here)"));
     }
     if (!s.trained().empty() && s.trained_size() != n) {
       return absl::InvalidArgumentError(absl::StrCat(in_.worker_id, ": train sample ", i, " has ",
@@ -115,7 +118,8 @@ MicroResult PolicyGradientObjective::PolicyTerm(const model::TokenBatch& tb,
 }
 
 absl::StatusOr<std::unique_ptr<Objective>> NewPolicyGradientObjective(const ObjectiveInput& in) {
-  auto objective = std::make_unique<PolicyGradientObjective>(in, in.job->grpo().kl_coef() > 0);
+  const bool kl = in.job->grpo().kl_coef() > 0;
+  auto objective = std::make_unique<PolicyGradientObjective>(in, kl, kl);
   if (absl::Status s = objective->Check(); !s.ok()) return s;
   return objective;
 }

@@ -20,11 +20,13 @@ namespace trellis::learner::internal {
 class PolicyGradientObjective : public Objective {
  public:
   // `kl_in_loss`: the KL penalty is in the loss (grpo.kl_coef > 0 and,
-  // under PPO, ppo.kl_mode loss). REQUIRES: input.batch is a TrainBatch.
-  PolicyGradientObjective(const ObjectiveInput& in, bool kl_in_loss);
+  // under PPO, ppo.kl_mode loss); `reads_reference`: the samples carry
+  // reference log-probs (grpo.kl_coef > 0; never under distill).
+  // REQUIRES: input.batch is a TrainBatch.
+  PolicyGradientObjective(const ObjectiveInput& in, bool kl_in_loss, bool reads_reference);
 
   // InvalidArgument naming the first sample without response tokens or
-  // whose old (and, with grpo.kl_coef > 0, reference) log-probs or trained
+  // whose old (and, with reads_reference, reference) log-probs or trained
   // flags do not match its response. Untrained tokens (TrainSample.trained)
   // are out of the mask, the loss and the token counts.
   [[nodiscard]] absl::Status Check();
@@ -55,6 +57,7 @@ class PolicyGradientObjective : public Objective {
 
  private:
   const bool kl_in_loss_;
+  const bool reads_reference_;
 };
 
 }  // namespace trellis::learner::internal

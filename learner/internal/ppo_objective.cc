@@ -33,7 +33,8 @@ std::vector<absl::Span<const float>> Rows(const std::vector<std::vector<float>>&
 class PpoObjective : public PolicyGradientObjective {
  public:
   explicit PpoObjective(const ObjectiveInput& in)
-      : PolicyGradientObjective(in, in.job->grpo().kl_coef() > 0 && !KlInReward(*in.job)) {}
+      : PolicyGradientObjective(in, in.job->grpo().kl_coef() > 0 && !KlInReward(*in.job),
+                                in.job->grpo().kl_coef() > 0) {}
 
   // The critic's values, each token's reward, GAE, and the batch-whitened
   // advantages.

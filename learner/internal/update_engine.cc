@@ -20,7 +20,7 @@ using ledger::Stage;
 // A step's sums over its micro-batches, and the stats they give.
 struct MicroSums {
   double loss = 0, kl = 0, clipped = 0, tokens = 0, exact_rows = 0;
-  double value_loss = 0, value_clipped = 0, gap = 0, truncated = 0;
+  double value_loss = 0, value_clipped = 0, gap = 0, truncated = 0, divergence = 0;
   double margin = 0, ranked_right = 0, chosen_reward = 0, rejected_reward = 0;
   double aux = 0, differing = 0, compared = 0, record_bytes = 0, gap_replayed = 0, gap_own = 0;
   int32_t micro_batches = 0;
@@ -35,6 +35,7 @@ struct MicroSums {
     value_clipped += r.value_clipped;
     gap += r.logprob_gap_sum;
     truncated += r.weights_truncated;
+    divergence += r.teacher_divergence_sum;
     margin += r.margin_sum;
     ranked_right += r.ranked_right;
     chosen_reward += r.chosen_reward_sum;
@@ -53,7 +54,7 @@ struct MicroSums {
     double* const fields[] = {
         &loss, &kl,        &clipped, &tokens,       &exact_rows,    &value_loss,     &value_clipped,
         &gap,  &truncated, &margin,  &ranked_right, &chosen_reward, &rejected_reward,
-        &aux,  &differing, &compared, &record_bytes, &gap_replayed, &gap_own};
+        &aux,  &differing, &compared, &record_bytes, &gap_replayed, &gap_own, &divergence};
     std::vector<double> values;
     for (double* f : fields) values.push_back(*f);
     values.push_back(micro_batches);
@@ -75,6 +76,7 @@ struct MicroSums {
     stats->set_value_clip_fraction(tokens > 0 ? value_clipped / tokens : 0);
     stats->set_logprob_gap(tokens > 0 ? gap / tokens : 0);
     stats->set_importance_weight_truncated(tokens > 0 ? truncated / tokens : 0);
+    stats->set_teacher_divergence(tokens > 0 ? divergence / tokens : 0);
     stats->set_reward_margin(margin / rows);
     stats->set_preference_accuracy(ranked_right / rows);
     stats->set_chosen_reward(chosen_reward / rows);

@@ -123,6 +123,7 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"routing_record_bytes", c.routing_record_bytes},
       {"logprob_gap_replayed", c.logprob_gap_replayed},
       {"logprob_gap_own_routing", c.logprob_gap_own_routing},
+      {"teacher_divergence", c.teacher_divergence},
       {"prompt_ids", c.prompt_ids},
       {"prompt_account", PromptAccountJson(c.prompt_account)},
   };

@@ -18,6 +18,7 @@
   X(OnlineDpo) \
   X(RewardModel) \
   X(Reinforce) \
+  X(Distill) \
   /* a recipe's line goes above */
 
 namespace trellis::loop {
