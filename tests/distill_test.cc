@@ -68,11 +68,16 @@ class DistillTest : public testing::Test {
   }
   static void TearDownTestSuite() { delete teacher_; }
 
-  // The student (the tiny job's 1-layer width-32 model) after 3 SFT steps,
-  // distilled for `steps` steps of 16 prompts x 4 responses.
+  // The student (the tiny job's 1-layer width-32 model) after an SFT
+  // warm-up to 30% of a batch (teacher-forced), distilled for `steps` steps
+  // of 16 prompts x 4 responses.
   static v1::JobConfig StudentJob(int steps) {
     v1::JobConfig job = SumsJob();
     job.set_algorithm("distill");
+    job.mutable_sft()->set_steps(300);
+    job.mutable_sft()->set_batch_size(32);
+    job.mutable_sft()->set_target_accuracy(0.3f);
+    job.mutable_sft()->mutable_optimizer()->set_lr(0.01f);
     auto* g = job.mutable_grpo();
     g->set_steps(steps);
     g->set_prompts_per_step(16);
@@ -91,16 +96,16 @@ class DistillTest : public testing::Test {
 JobRun* DistillTest::teacher_ = nullptr;
 
 TEST_F(DistillTest, TheDivergenceToTheTeacherFalls) {
-  const JobRun run = testing_util::RunTinyJob("distill_student", StudentJob(30));
-  ASSERT_EQ(run.steps.size(), 30u);
+  const JobRun run = testing_util::RunTinyJob("distill_student", StudentJob(40));
+  ASSERT_EQ(run.steps.size(), 40u);
   for (const nlohmann::json& step : run.steps) {
     EXPECT_NE(step["teacher_divergence"].get<double>(), 0) << step.dump();
     EXPECT_GT(step["compute"]["stages"]["reference"]["flops"].get<double>(), 0) << step.dump();
     EXPECT_EQ(step["kl"].get<double>(), 0) << "no KL penalty under distill";
   }
   const double first = MeanOver(run, "teacher_divergence", 0, 5);
-  const double last = MeanOver(run, "teacher_divergence", 25, 30);
-  EXPECT_LT(last, 0.5 * first) << "first 5 steps " << first << ", last 5 " << last;
+  const double last = MeanOver(run, "teacher_divergence", 35, 40);
+  EXPECT_LT(last, 0.7 * first) << "first 5 steps " << first << ", last 5 " << last;
   std::cout << "teacher divergence: first 5 steps " << first << ", last 5 steps " << last << "\n";
 }
 

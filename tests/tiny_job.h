@@ -105,36 +105,6 @@ inline void RunTrellis(const std::filesystem::path& root, const std::string& com
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(root / (name + ".log"));
 }
 
-// Runs `job` with `trellis run` and `trellis launch` into ROOT/run and
-// ROOT/launch (ROOT emptied first) and expects `steps` step records of each
-// with the same `keys`, and the same final weights; the reference worker's
-// model in the launched run's one ledger.
-inline void ExpectLaunchedMatchesEmbedded(const std::filesystem::path& root,
-                                          const v1::JobConfig& job,
-                                          const std::vector<std::string>& keys, size_t steps) {
-  std::filesystem::remove_all(root);
-  std::filesystem::create_directories(root);
-  for (const char* mode : {"run", "launch"}) {
-    RunTrellis(root, mode, mode, job);
-    if (::testing::Test::HasFatalFailure()) return;
-  }
-  const auto embedded = StepRecords(root / "run");
-  const auto launched = StepRecords(root / "launch");
-  ASSERT_EQ(embedded.size(), steps);
-  ASSERT_EQ(launched.size(), embedded.size());
-  for (const auto& [step, record] : embedded) {
-    for (const std::string& key : keys) {
-      EXPECT_EQ(launched.at(step)[key], record[key]) << key << " of step " << step;
-    }
-  }
-  EXPECT_TRUE(Slurp(root / "run" / "policy.safetensors") ==
-              Slurp(root / "launch" / "policy.safetensors"))
-      << "final weights differ";
-  EXPECT_NE(Slurp(root / "launch" / "ledger.jsonl")
-                .find(R"("object":"reference_model","role":"reference-0")"),
-            std::string::npos);
-}
-
 // Runs `trellis COMMAND job.yaml --out ROOT/run` for `job`, SIGKILLs it as
 // soon as its step-`kill_after` checkpoint is in place, and resumes it to the
 // end; returns the run directory (the test fails when a stage does).
@@ -197,6 +167,38 @@ inline std::map<int64_t, double> StepRewards(const std::filesystem::path& dir) {
   }
   return rewards;
 }
+
+#ifdef TRELLIS_BINARY
+// Runs `job` with `trellis run` and `trellis launch` into ROOT/run and
+// ROOT/launch (ROOT emptied first) and expects `steps` step records of each
+// with the same `keys`, and the same final weights; the reference worker's
+// model in the launched run's one ledger.
+inline void ExpectLaunchedMatchesEmbedded(const std::filesystem::path& root,
+                                          const v1::JobConfig& job,
+                                          const std::vector<std::string>& keys, size_t steps) {
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  for (const char* mode : {"run", "launch"}) {
+    RunTrellis(root, mode, mode, job);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  const auto embedded = StepRecords(root / "run");
+  const auto launched = StepRecords(root / "launch");
+  ASSERT_EQ(embedded.size(), steps);
+  ASSERT_EQ(launched.size(), embedded.size());
+  for (const auto& [step, record] : embedded) {
+    for (const std::string& key : keys) {
+      EXPECT_EQ(launched.at(step)[key], record[key]) << key << " of step " << step;
+    }
+  }
+  EXPECT_TRUE(Slurp(root / "run" / "policy.safetensors") ==
+              Slurp(root / "launch" / "policy.safetensors"))
+      << "final weights differ";
+  EXPECT_NE(Slurp(root / "launch" / "ledger.jsonl")
+                .find(R"("object":"reference_model","role":"reference-0")"),
+            std::string::npos);
+}
+#endif
 
 // An embedded run's step records, in step order, and its summary.
 struct JobRun {
