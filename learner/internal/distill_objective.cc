@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "learner/internal/policy_gradient_objective.h"
+#include "learner/internal/routing_replay.h"
 #include "learner/objectives.h"
 
 namespace trellis::learner::internal {
@@ -70,8 +71,11 @@ class DistillObjective : public PolicyGradientObjective {
     const torch::Tensor advantages =
         -distill.divergence_weight() * (divergence - baseline_) * tb->response_mask +
         distill.reward_weight() * torch::tensor(sample_advantages, torch::kFloat32).unsqueeze(1);
-    const torch::Tensor logp = model::TargetLogProbs(in_.models->policy(), *tb, temperature());
-    MicroResult r = PolicyTerm(*tb, logp, advantages, begin, end);
+    MicroResult routed;
+    absl::StatusOr<torch::Tensor> logp = PolicyLogProbs(*tb, begin, end, &routed);
+    if (!logp.ok()) return logp.status();
+    MicroResult r = PolicyTerm(*tb, *logp, advantages, begin, end);
+    AddRouting(routed, &r);
     r.teacher_divergence_sum = divergence.sum().item<double>();
     return r;
   }

@@ -62,21 +62,27 @@ absl::StatusOr<MicroResult> PolicyGradientObjective::Loss(int64_t begin, int64_t
   absl::StatusOr<model::TokenBatch> tb = Tokens(begin, end);
   if (!tb.ok()) return tb.status();
   std::vector<float> advantages;
-  std::vector<const v1::TrainSample*> rows;
-  std::vector<int64_t> ids;
-  for (int64_t i = begin; i < end; ++i) {
-    advantages.push_back(sample(i).advantage());
-    rows.push_back(&sample(i));
-    ids.push_back(order_[i]);
-  }
+  for (int64_t i = begin; i < end; ++i) advantages.push_back(sample(i).advantage());
   MicroResult routed;
-  absl::StatusOr<torch::Tensor> logp = RoutedLogProbs(in_, *tb, rows, ids, temperature(),
-                     static_cast<double>(end - begin) / static_cast<double>(this->rows()), &routed);
+  absl::StatusOr<torch::Tensor> logp = PolicyLogProbs(*tb, begin, end, &routed);
   if (!logp.ok()) return logp.status();
   MicroResult out =
       PolicyTerm(*tb, *logp, torch::tensor(advantages, torch::kFloat32), begin, end);
   AddRouting(routed, &out);
   return out;
+}
+
+absl::StatusOr<torch::Tensor> PolicyGradientObjective::PolicyLogProbs(const model::TokenBatch& tb,
+                                                                      int64_t begin, int64_t end,
+                                                                      MicroResult* routed) const {
+  std::vector<const v1::TrainSample*> samples;
+  std::vector<int64_t> ids;
+  for (int64_t i = begin; i < end; ++i) {
+    samples.push_back(&sample(i));
+    ids.push_back(order_[i]);
+  }
+  return RoutedLogProbs(in_, tb, samples, ids, temperature(),
+                        static_cast<double>(end - begin) / static_cast<double>(rows()), routed);
 }
 
 MicroResult PolicyGradientObjective::PolicyTerm(const model::TokenBatch& tb,

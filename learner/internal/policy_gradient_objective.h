@@ -47,6 +47,11 @@ class PolicyGradientObjective : public Objective {
   MicroResult PolicyTerm(const model::TokenBatch& tb, const torch::Tensor& logp,
                          const torch::Tensor& advantages, int64_t begin, int64_t end) const;
   double temperature() const { return in_.job->sampling().temperature(); }
+  // The policy's log-probs of samples [begin, end) in `tb`, routed as the
+  // job says (learner/internal/routing_replay.h); `routed` receives the
+  // routing's part of the micro-batch, for AddRouting.
+  absl::StatusOr<torch::Tensor> PolicyLogProbs(const model::TokenBatch& tb, int64_t begin,
+                                               int64_t end, MicroResult* routed) const;
 
   const ObjectiveInput in_;
   const v1::TrainBatch& batch_;
