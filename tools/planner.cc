@@ -362,10 +362,11 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
                                        : ", every learner holds the whole optimizer state"));
   }
   if (const std::optional<config::Recipe> recipe = config::RecipeOf(job);
-      recipe != config::Recipe::kGrpo && recipe != config::Recipe::kSft) {
+      recipe != config::Recipe::kGrpo && recipe != config::Recipe::kSft &&
+      recipe != config::Recipe::kDistill) {
     plan.notes.push_back(absl::StrCat("algorithm ", job.algorithm(),
                                       ": its extra objects (critic, reward model, pairs) are "
-                                      "not in this plan; it covers grpo and sft jobs"));
+                                      "not in this plan; it covers grpo, distill and sft jobs"));
   }
   plan.offload = PriceOffload(job, plan);
   plan.notes.push_back("source of the sequence lengths: " + w.source);
