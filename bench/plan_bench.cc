@@ -1,7 +1,8 @@
 // How close `trellis plan` comes to a run: for three small GRPO jobs that
-// differ in micro-batch, sequence length and model size, the plan's peak
-// and step time (per stage) next to what an embedded run of the same job
-// measured. Step times are medians over the steps after the first (the
+// differ in micro-batch, sequence length and model size, a mixture of
+// experts with routing replay, and a distill job whose teacher is the third
+// job's trained policy, the plan's peak and step time (per stage) next to
+// what an embedded run of the same job measured. Step times are medians over the steps after the first (the
 // first pays for thread pools and first-touch allocations); the process
 // runs the first configuration once before measuring anything, for the same
 // reason.
@@ -42,8 +43,10 @@ struct Config {
   v1::JobConfig job;
 };
 
-// tests/measure_test.cc's three configurations, with `steps` GRPO steps.
-std::vector<Config> Configs(int steps) {
+// tests/measure_test.cc's three configurations, the third with 4 experts
+// of which 2 per token and routing replay, and the first distilled from the
+// third's policy (written by its run into `out`/2), with `steps` GRPO steps.
+std::vector<Config> Configs(int steps, const std::filesystem::path& out) {
   absl::StatusOr<v1::JobConfig> tiny = testing_util::TinyJobConfig();
   if (!tiny.ok()) {
     std::cerr << tiny.status() << "\n";
@@ -51,9 +54,20 @@ std::vector<Config> Configs(int steps) {
   }
   std::vector<v1::JobConfig> jobs = testing_util::PlannerJobs(*tiny);
   for (v1::JobConfig& job : jobs) job.mutable_grpo()->set_steps(steps);
+  v1::JobConfig moe = jobs[2];
+  moe.mutable_model()->set_num_experts(4);
+  moe.mutable_model()->set_experts_per_token(2);
+  moe.mutable_grpo()->set_routing_replay(true);
+  v1::JobConfig distill = jobs[0];
+  distill.set_algorithm("distill");
+  *distill.mutable_distill()->mutable_teacher() = jobs[2].model();
+  distill.mutable_distill()->mutable_teacher()->set_init_checkpoint(
+      (out / "2" / "policy.safetensors").string());
   return {{"d64 L2 micro 8", jobs[0]},
           {"d64 L2 micro 16, max_new 10", jobs[1]},
-          {"d128 L3 micro 8", jobs[2]}};
+          {"d128 L3 micro 8", jobs[2]},
+          {"d128 L3 4 experts, 2 a token", moe},
+          {"d64 L2 from d128 L3 teacher", distill}};
 }
 
 double Median(std::vector<double> v) {
@@ -66,7 +80,7 @@ int Main() {
   const std::filesystem::path out = absl::GetFlag(FLAGS_out);
   std::cout << absl::StrFormat("%-30s %-10s %10s %10s %7s\n", "configuration", "stage",
                                "plan s", "measured s", "ratio");
-  const std::vector<Config> configs = Configs(absl::GetFlag(FLAGS_steps));
+  const std::vector<Config> configs = Configs(absl::GetFlag(FLAGS_steps), out);
   {
     std::ostringstream progress;
     const absl::Status warm =
