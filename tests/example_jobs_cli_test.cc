@@ -111,6 +111,11 @@ std::string Inputs(const std::string& name) {
     const fs::path sft = Shortened("sft", "run");
     return absl::StrCat("model: {init_checkpoint: ", (sft / "policy.safetensors").string(), "}\n");
   }
+  if (name == "distill") {
+    const fs::path teacher = Shortened("distill_teacher", "run");
+    return absl::StrCat("distill: {teacher: {init_checkpoint: ",
+                        (teacher / "policy.safetensors").string(), "}}\n");
+  }
   if (name == "ppo_reward_model") {
     const fs::path rm = Shortened("reward_model", "run");
     return absl::StrCat("ppo: {reward_model_path: ", (rm / "reward_model.safetensors").string(),
