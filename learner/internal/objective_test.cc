@@ -190,6 +190,31 @@ TEST(ObjectiveTest, RegistryRefusesATakenKeyAndNamesAMissingOne) {
       << missing.status();
 }
 
+// The SFT warm-up of a mixture of experts trains its routers' balance too:
+// the loss grows by router_aux_loss_coef times the load-balancing loss.
+TEST(ObjectiveTest, SftOfAMixtureAddsTheLoadBalancingLoss) {
+  ObjectiveRegistry registry;
+  ASSERT_TRUE(RegisterBuiltinObjectives(registry).ok());
+  const v1::SftBatch batch = Batch();
+  std::vector<MicroResult> results;
+  for (float coef : {0.0f, 0.5f}) {
+    v1::JobConfig job = TinyJob(8);
+    job.mutable_model()->set_num_experts(4);
+    job.mutable_model()->set_experts_per_token(2);
+    job.mutable_model()->set_router_aux_loss_coef(coef);
+    Rig rig(job);
+    auto objective = registry.New(Recipe::kSft, rig.Input(batch));
+    ASSERT_TRUE(objective.ok()) << objective.status();
+    absl::StatusOr<MicroResult> r = (*objective)->Loss(0, batch.pairs_size());
+    ASSERT_TRUE(r.ok()) << r.status();
+    results.push_back(*r);
+  }
+  const double aux = results[0].router_aux_loss_sum;
+  EXPECT_GT(aux, 0);
+  EXPECT_DOUBLE_EQ(results[1].router_aux_loss_sum, aux);
+  EXPECT_NEAR(results[1].loss.item<double>() - results[0].loss.item<double>(), 0.5 * aux, 1e-5);
+}
+
 TEST(ObjectiveTest, BuiltinsRegisterOnce) {
   ObjectiveRegistry registry;
   ASSERT_TRUE(RegisterBuiltinObjectives(registry).ok());

@@ -44,9 +44,7 @@ absl::StatusOr<torch::Tensor> RoutedLogProbs(const ObjectiveInput& in, const mod
     routing.replay = model::PlaceRouting(records, tb, shape);
   }
   torch::Tensor logp = model::TargetLogProbs(policy, tb, temperature, nullptr, &routing);
-  const double coef = config.router_aux_loss_coef();
-  out->router_aux_loss_sum += routing.aux_loss.item<double>();
-  if (coef > 0) out->loss = (coef * share) * routing.aux_loss.to(torch::kCPU);
+  AddLoadBalancing(routing, config, share, out);
   if (replay) {
     const model::RoutingAgreement agreement =
         model::CompareRouting(routing.chosen, routing.replay, tb);
@@ -57,6 +55,16 @@ absl::StatusOr<torch::Tensor> RoutedLogProbs(const ObjectiveInput& in, const mod
     out->logprob_gap_own_sum += GapSum(tb, samples, model::TargetLogProbs(policy, tb, temperature));
   }
   return logp;
+}
+
+void AddLoadBalancing(const model::ExpertRouting& routing, const v1::ModelConfig& config,
+                      double share, MicroResult* out) {
+  if (!routing.aux_loss.defined()) return;
+  out->router_aux_loss_sum += routing.aux_loss.item<double>();
+  if (config.router_aux_loss_coef() <= 0) return;
+  const torch::Tensor term =
+      (config.router_aux_loss_coef() * share) * routing.aux_loss.to(torch::kCPU);
+  out->loss = out->loss.defined() ? out->loss + term : term;
 }
 
 void AddRouting(const MicroResult& routed, MicroResult* out) {

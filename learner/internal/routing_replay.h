@@ -34,6 +34,13 @@ absl::StatusOr<torch::Tensor> RoutedLogProbs(const ObjectiveInput& in, const mod
                                              double temperature, double share,
                                              MicroResult* routed);
 
+// Adds to `out` the load-balancing loss of a forward with `routing` (a
+// mixture of experts'; nothing for a dense model's): its value to the sums
+// and, with config.router_aux_loss_coef > 0, coefficient times `share` (the
+// micro-batch's share of the batch's rows) times it to out->loss.
+void AddLoadBalancing(const model::ExpertRouting& routing, const v1::ModelConfig& config,
+                      double share, MicroResult* out);
+
 // Adds RoutedLogProbs' part to a micro-batch's result.
 void AddRouting(const MicroResult& routed, MicroResult* out);
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "learner/internal/objective.h"
+#include "learner/internal/routing_replay.h"
 #include "learner/objectives.h"
 #include "model/token_batch.h"
 
@@ -39,8 +40,11 @@ class SftObjective : public Objective {
     if (!tb.ok()) return At(tb.status(), begin);
     MicroResult r;
     torch::Tensor hits;
-    r.loss = SftLoss(model::TargetLogProbs(in_.models->policy(), *tb, 1.0, &hits),
+    model::ExpertRouting routing;
+    r.loss = SftLoss(model::TargetLogProbs(in_.models->policy(), *tb, 1.0, &hits, &routing),
                      tb->response_mask, normalizer_);
+    AddLoadBalancing(routing, in_.models->policy()->config(),
+                     static_cast<double>(end - begin) / static_cast<double>(rows()), &r);
     r.tokens = tb->response_mask.sum().item<double>();
     // A row is exact when every target token is the argmax.
     r.exact_rows = (hits.logical_or(tb->response_mask == 0)).all(1).sum().item<double>();
