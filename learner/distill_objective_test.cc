@@ -73,6 +73,54 @@ TEST(TeacherDivergenceTest, TheEstimatesAreUnbiasedUnderTheStudent) {
   EXPECT_NEAR(mean_jsd, jsd, 1e-12);
 }
 
+// The score-function gradient with TeacherCost, sum over x of
+// S(x) cost(x) d log S(x) / dz, is the gradient of the exact divergence in
+// the student's logits z (finite differences), for both divergences.
+TEST(TeacherDivergenceTest, TheCostsScoreGradientIsTheDivergencesGradient) {
+  const std::vector<double> logits = {0.4, -0.2, 1.1, 0.3};
+  const std::vector<double> teacher = {0.1, 0.2, 0.3, 0.4};
+  const double beta = 0.3;
+  const auto student_of = [](std::vector<double> z) {
+    double total = 0;
+    for (double& v : z) total += (v = std::exp(v));
+    for (double& v : z) v /= total;
+    return z;
+  };
+  for (auto divergence : {v1::DistillConfig::REVERSE_KL, v1::DistillConfig::JSD}) {
+    const auto exact = [&](const std::vector<double>& z) {
+      const std::vector<double> ps = student_of(z);
+      double value = 0;
+      for (size_t x = 0; x < ps.size(); ++x) {
+        const double pt = teacher[x], pm = beta * pt + (1 - beta) * ps[x];
+        value += divergence == v1::DistillConfig::REVERSE_KL
+                     ? ps[x] * std::log(ps[x] / pt)
+                     : beta * pt * std::log(pt / pm) + (1 - beta) * ps[x] * std::log(ps[x] / pm);
+      }
+      return value;
+    };
+    const std::vector<double> ps = student_of(logits);
+    std::vector<double> log_s, log_t;
+    for (size_t x = 0; x < ps.size(); ++x) {
+      log_s.push_back(std::log(ps[x]));
+      log_t.push_back(std::log(teacher[x]));
+    }
+    const torch::Tensor cost =
+        TeacherCost(torch::tensor(log_s, torch::kFloat64), torch::tensor(log_t, torch::kFloat64),
+                    divergence, beta);
+    for (size_t i = 0; i < logits.size(); ++i) {
+      double score_gradient = 0;  // d log S(x) / dz_i = [x == i] - S(i)
+      for (size_t x = 0; x < ps.size(); ++x) {
+        score_gradient += ps[x] * cost[x].item<double>() * ((x == i ? 1.0 : 0.0) - ps[i]);
+      }
+      std::vector<double> up = logits, down = logits;
+      up[i] += 1e-6;
+      down[i] -= 1e-6;
+      EXPECT_NEAR(score_gradient, (exact(up) - exact(down)) / 2e-6, 1e-6)
+          << "logit " << i << ", divergence " << divergence;
+    }
+  }
+}
+
 // A sampled token the teacher all but rules out, or one the student all
 // but never samples: finite estimates, as the same formula in float64 gives.
 TEST(TeacherDivergenceTest, JsdIsFiniteAtTheExtremes) {

@@ -74,6 +74,16 @@ torch::Tensor TeacherDivergence(const torch::Tensor& student_logp,
   return (1.0 - jsd_beta) * (s - m) + jsd_beta * torch::exp(t - s) * (t - m);
 }
 
+torch::Tensor TeacherCost(const torch::Tensor& student_logp, const torch::Tensor& teacher_logp,
+                          v1::DistillConfig::Divergence divergence, double jsd_beta) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor s = student_logp.detach();
+  const torch::Tensor t = teacher_logp.detach();
+  if (divergence == v1::DistillConfig::REVERSE_KL) return s - t;
+  return (1.0 - jsd_beta) *
+         (s - torch::logaddexp(t + std::log(jsd_beta), s + std::log1p(-jsd_beta)));
+}
+
 torch::Tensor SftLoss(const torch::Tensor& logp, const torch::Tensor& mask,
                       double normalizer) {
   return -(logp * mask).sum() / normalizer;

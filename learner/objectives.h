@@ -84,6 +84,15 @@ torch::Tensor TeacherDivergence(const torch::Tensor& student_logp,
                                 const torch::Tensor& teacher_logp,
                                 v1::DistillConfig::Divergence divergence, double jsd_beta);
 
+// The per-token cost whose score-function gradient, E_S[cost ∇ log p_S],
+// is the gradient of TeacherDivergence's mean over the student's samples:
+// the estimate d itself depends on the student through s, and differentiating
+// it adds s ∂d/∂s. For REVERSE_KL that adds 1, which changes no expectation,
+// so the cost is d = s - t; for JSD it cancels the teacher's term, leaving
+// (1 - b)(s - m). Elementwise, no gradient.
+torch::Tensor TeacherCost(const torch::Tensor& student_logp, const torch::Tensor& teacher_logp,
+                          v1::DistillConfig::Divergence divergence, double jsd_beta);
+
 // Cross-entropy on the masked targets: -sum(logp * mask) / normalizer.
 torch::Tensor SftLoss(const torch::Tensor& logp, const torch::Tensor& mask,
                       double normalizer);

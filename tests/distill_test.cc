@@ -4,7 +4,7 @@
 // from the teacher's per-token log-probs, served by the reference role:
 //  - embedded: every step's record carries the teacher divergence (only
 //    the teacher's log-probs give one), which falls over the run, and the
-//    reference ran the teacher's forward;
+//    reference ran the teacher's forward; under the JSD estimate too;
 //  - a job without a teacher, or with a teacher of another vocabulary, is
 //    refused naming the field;
 //  - launched (`trellis launch`, the teacher on its own reference worker):
@@ -107,6 +107,21 @@ TEST_F(DistillTest, TheDivergenceToTheTeacherFalls) {
   const double last = MeanOver(run, "teacher_divergence", 35, 40);
   EXPECT_LT(last, 0.7 * first) << "first 5 steps " << first << ", last 5 " << last;
   std::cout << "teacher divergence: first 5 steps " << first << ", last 5 steps " << last << "\n";
+}
+
+// The generalized Jensen-Shannon estimate (distill.divergence jsd) trains
+// the same student too: its divergence to the teacher falls.
+TEST_F(DistillTest, TheJensenShannonDivergenceFalls) {
+  v1::JobConfig job = StudentJob(40);
+  job.mutable_distill()->set_divergence(v1::DistillConfig::JSD);
+  job.mutable_distill()->set_jsd_beta(0.5f);
+  const JobRun run = testing_util::RunTinyJob("distill_student_jsd", job);
+  ASSERT_EQ(run.steps.size(), 40u);
+  const double first = MeanOver(run, "teacher_divergence", 0, 5);
+  const double last = MeanOver(run, "teacher_divergence", 35, 40);
+  EXPECT_GT(first, 0);
+  EXPECT_LT(last, 0.7 * first) << "first 5 steps " << first << ", last 5 " << last;
+  std::cout << "JSD to the teacher: first 5 steps " << first << ", last 5 steps " << last << "\n";
 }
 
 TEST_F(DistillTest, AJobWithoutATeachersWeightsIsRefused) {

@@ -1,8 +1,9 @@
 // On-policy distillation (algorithm distill) on a TrainBatch whose samples
 // carry the teacher's log-probs: each token's advantage is
-//   A_t = -divergence_weight * (d_t - b) + reward_weight * A_sample
-// with d_t the token's divergence estimate to the teacher (TeacherDivergence,
-// objectives.h), b the batch's mean d_t over its trained tokens and
+//   A_t = -divergence_weight * (c_t - b) + reward_weight * A_sample
+// with c_t the token's cost (TeacherCost, objectives.h: the divergence
+// estimate d_t of TeacherDivergence for reverse KL, its gradient's cost for
+// JSD), b the batch's mean c_t over its trained tokens and
 // A_sample the sample's advantage from the verifier's rewards; the
 // policy's clipped surrogate then trains on it, the score-function
 // gradient of the per-token divergence. The baseline b leaves that
@@ -32,7 +33,7 @@ class DistillObjective : public PolicyGradientObjective {
   // baseline.
   absl::Status CheckTeacher() {
     if (absl::Status s = Check(); !s.ok()) return s;
-    double divergence_sum = 0;
+    double cost_sum = 0;
     for (int i = 0; i < batch_.samples_size(); ++i) {
       const v1::TrainSample& s = batch_.samples(i);
       if (s.teacher_logprobs_size() != s.response_tokens_size()) {
@@ -41,14 +42,14 @@ class DistillObjective : public PolicyGradientObjective {
             " response tokens and ", s.teacher_logprobs_size(),
             " teacher log-probs; expected equal (algorithm distill)"));
       }
-      const torch::Tensor d = Divergence(s.old_logprobs(), s.teacher_logprobs());
+      const torch::Tensor c = Cost(s.old_logprobs(), s.teacher_logprobs());
       const torch::Tensor trained =
           s.trained().empty()
-              ? torch::ones_like(d)
+              ? torch::ones_like(c)
               : torch::tensor(std::vector<float>(s.trained().begin(), s.trained().end()));
-      divergence_sum += (d * trained).sum().item<double>();
+      cost_sum += (c * trained).sum().item<double>();
     }
-    baseline_ = total_tokens_ > 0 ? divergence_sum / total_tokens_ : 0;
+    baseline_ = total_tokens_ > 0 ? cost_sum / total_tokens_ : 0;
     return absl::OkStatus();
   }
 
@@ -63,13 +64,15 @@ class DistillObjective : public PolicyGradientObjective {
       teacher_rows.emplace_back(sample(i).teacher_logprobs());
       sample_advantages.push_back(sample(i).advantage());
     }
+    const torch::Tensor student = model::PlaceResponseValues(old_rows, *tb);
+    const torch::Tensor teacher = model::PlaceResponseValues(teacher_rows, *tb);
     const torch::Tensor divergence =
-        TeacherDivergence(model::PlaceResponseValues(old_rows, *tb),
-                          model::PlaceResponseValues(teacher_rows, *tb), distill.divergence(),
-                          distill.jsd_beta()) *
+        TeacherDivergence(student, teacher, distill.divergence(), distill.jsd_beta()) *
         tb->response_mask;
+    const torch::Tensor cost =
+        TeacherCost(student, teacher, distill.divergence(), distill.jsd_beta());
     const torch::Tensor advantages =
-        -distill.divergence_weight() * (divergence - baseline_) * tb->response_mask +
+        -distill.divergence_weight() * (cost - baseline_) * tb->response_mask +
         distill.reward_weight() * torch::tensor(sample_advantages, torch::kFloat32).unsqueeze(1);
     MicroResult routed;
     absl::StatusOr<torch::Tensor> logp = PolicyLogProbs(*tb, begin, end, &routed);
@@ -81,16 +84,16 @@ class DistillObjective : public PolicyGradientObjective {
   }
 
  private:
-  // The per-token divergence estimates of one sample's log-probs.
-  torch::Tensor Divergence(const google::protobuf::RepeatedField<float>& student,
-                           const google::protobuf::RepeatedField<float>& teacher) const {
+  // The per-token costs (TeacherCost) of one sample's log-probs.
+  torch::Tensor Cost(const google::protobuf::RepeatedField<float>& student,
+                     const google::protobuf::RepeatedField<float>& teacher) const {
     const v1::DistillConfig& distill = in_.job->distill();
-    return TeacherDivergence(torch::tensor(std::vector<float>(student.begin(), student.end())),
-                             torch::tensor(std::vector<float>(teacher.begin(), teacher.end())),
-                             distill.divergence(), distill.jsd_beta());
+    return TeacherCost(torch::tensor(std::vector<float>(student.begin(), student.end())),
+                       torch::tensor(std::vector<float>(teacher.begin(), teacher.end())),
+                       distill.divergence(), distill.jsd_beta());
   }
 
-  // The batch's mean divergence over its trained tokens.
+  // The batch's mean cost over its trained tokens.
   double baseline_ = 0;
 };
 
