@@ -8,12 +8,9 @@ namespace trellis::learner::internal {
 namespace {
 
 // Sum over the trained tokens of |behaviour - logp|.
-double GapSum(const model::TokenBatch& tb, const std::vector<const v1::TrainSample*>& samples,
+double GapSum(const model::TokenBatch& tb, const torch::Tensor& behaviour,
               const torch::Tensor& logp) {
-  std::vector<absl::Span<const float>> behaviour;
-  for (const v1::TrainSample* s : samples) behaviour.emplace_back(s->old_logprobs());
-  const torch::Tensor old_logp = model::PlaceResponseValues(behaviour, tb);
-  return ((logp.detach() - old_logp).abs() * tb.response_mask).sum().item<double>();
+  return ((logp.detach() - behaviour).abs() * tb.response_mask).sum().item<double>();
 }
 
 }  // namespace
@@ -50,9 +47,13 @@ absl::StatusOr<torch::Tensor> RoutedLogProbs(const ObjectiveInput& in, const mod
         model::CompareRouting(routing.chosen, routing.replay, tb);
     out->routing_differing += static_cast<double>(agreement.differing);
     out->routing_compared += static_cast<double>(agreement.compared);
-    out->logprob_gap_replayed_sum += GapSum(tb, samples, logp);
+    std::vector<absl::Span<const float>> rows;
+    for (const v1::TrainSample* s : samples) rows.emplace_back(s->old_logprobs());
+    const torch::Tensor behaviour = model::PlaceResponseValues(rows, tb);
+    out->logprob_gap_replayed_sum += GapSum(tb, behaviour, logp);
     torch::NoGradGuard no_grad;
-    out->logprob_gap_own_sum += GapSum(tb, samples, model::TargetLogProbs(policy, tb, temperature));
+    out->logprob_gap_own_sum +=
+        GapSum(tb, behaviour, model::TargetLogProbs(policy, tb, temperature));
   }
   return logp;
 }
