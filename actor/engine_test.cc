@@ -255,6 +255,67 @@ TEST_F(EngineTest, ReportsEachGroupWhenItsRowsHaveEnded) {
   }
 }
 
+// A row as an actor returns it (LocalActor's sample), to resume from.
+v1::Sample AsSample(const EngineRow& row) {
+  v1::Sample sample;
+  sample.mutable_response_tokens()->Add(row.tokens.begin(), row.tokens.end());
+  sample.mutable_logprobs()->Add(row.logprobs.begin(), row.logprobs.end());
+  sample.set_stop_index(row.stop_index);
+  sample.set_unfinished(row.unfinished);
+  sample.set_truncated(!row.ended && !row.unfinished);
+  return sample;
+}
+
+// Partial rollout: a request stopped once 2 of its 6 prompts are done,
+// then resumed (on the same weights, under another request seed) samples
+// exactly the rows one uninterrupted request does.
+TEST_F(EngineTest, PausedRowsResumeToTheRowsOfAnUnpausedRun) {
+  for (const auto& [name, options] : std::vector<std::pair<std::string, EngineOptions>>{
+           {"shared, continuous", Options(true, true)},
+           {"budget 4", Options(true, true, 4)},
+           {"padded batch", Options(false, false)}}) {
+    const EngineResult whole = Run(Request(6, 3, 5), options);
+    v1::GenerateRequest paused_request = Request(6, 3, 5);
+    paused_request.set_finish_prompts(2);
+    const EngineResult paused = Run(paused_request, options);
+    int64_t done = 0, unfinished = 0;
+    for (int p = 0; p < 6; ++p) {
+      bool all = true;
+      for (int r = p * 3; r < p * 3 + 3; ++r) {
+        all = all && !paused.rows[r].unfinished;
+        unfinished += paused.rows[r].unfinished;
+      }
+      done += all;
+    }
+    EXPECT_GE(done, 2) << name;
+    EXPECT_GT(unfinished, 0) << name;
+    v1::GenerateRequest resumed = Request(6, 3, 99);
+    for (int p = 0; p < 6; ++p) {
+      v1::Prompt* prompt = resumed.mutable_prompts(p);
+      prompt->set_resume_seed(5);
+      for (int r = p * 3; r < p * 3 + 3; ++r) *prompt->add_resume() = AsSample(paused.rows[r]);
+    }
+    const EngineResult rest = Run(resumed, options);
+    ExpectSameRows(whole.rows, rest.rows, name);
+    for (const EngineRow& row : rest.rows) EXPECT_FALSE(row.unfinished) << name;
+    EXPECT_EQ(paused.generated_tokens + rest.generated_tokens, whole.generated_tokens) << name;
+  }
+}
+
+// A prompt's min_new_tokens keeps its rows going past their ends; the
+// other prompts' rows are those of a request without it.
+TEST_F(EngineTest, MinNewTokensLengthensOnlyItsPromptsRows) {
+  const EngineResult plain = Run(Request(4, 2, 3));
+  v1::GenerateRequest request = Request(4, 2, 3);
+  request.mutable_prompts(1)->set_min_new_tokens(7);
+  const EngineResult longer = Run(request);
+  for (int r = 2; r < 4; ++r) EXPECT_EQ(longer.rows[r].tokens.size(), 7u) << "row " << r;
+  std::vector<EngineRow> others = longer.rows, expected = plain.rows;
+  others.erase(others.begin() + 2, others.begin() + 4);
+  expected.erase(expected.begin() + 2, expected.begin() + 4);
+  ExpectSameRows(expected, others, "other prompts");
+}
+
 TEST(RowKeyTest, UniformsAreKeyedByEveryField) {
   const RowKey key{1, 2, 0, 3};
   const double u = RowUniform(key, 4);

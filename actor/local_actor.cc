@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/internal/engine.h"
+#include "actor/internal/request_checks.h"
 #include "actor/torch_guard.h"
 #include "config/flops.h"
 #include "ledger/memory_tracker.h"
@@ -130,31 +131,12 @@ class LocalActor : public RolloutWorker {
       return absl::FailedPreconditionError(
           absl::StrCat(options_.worker_id, ": Generate before any weights were received"));
     }
+    if (absl::Status s =
+            internal::CheckRequest(request, model_->config().max_seq_len(), options_.worker_id);
+        !s.ok()) {
+      return s;
+    }
     const int64_t n = std::max(1, request.responses_per_prompt());
-    const int64_t max_new = request.sampling().max_new_tokens();
-    if (max_new < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          options_.worker_id, ": sampling.max_new_tokens must be >= 1, found ", max_new));
-    }
-    for (int i = 0; i < request.sampling().stop_size(); ++i) {
-      if (request.sampling().stop(i).token_ids().empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(options_.worker_id, ": sampling.stop[", i,
-                                                       "] is empty (a stop needs a token)"));
-      }
-    }
-    for (const auto& prompt : request.prompts()) {
-      if (prompt.token_ids().empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(options_.worker_id, ": prompt ", prompt.id(), " has no token_ids"));
-      }
-      const int64_t len = prompt.token_ids_size();
-      if (len + max_new > model_->config().max_seq_len()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(options_.worker_id, ": prompt ", prompt.id(), " has ", len,
-                         " tokens; with max_new_tokens ", max_new, " it exceeds max_seq_len ",
-                         model_->config().max_seq_len()));
-      }
-    }
     v1::GenerateResponse response;
     if (request.prompts_size() == 0) return response;
 
@@ -222,8 +204,9 @@ class LocalActor : public RolloutWorker {
     sample->mutable_response_tokens()->Add(row.tokens.begin(), row.tokens.end());
     sample->mutable_logprobs()->Add(row.logprobs.begin(), row.logprobs.end());
     sample->set_response_text(tokenizer_->Decode(row.tokens));
-    sample->set_policy_version(version_);
-    sample->set_truncated(!row.ended);
+    internal::TagVersions(prompt, index, version_, sample);
+    sample->set_truncated(!row.ended && !row.unfinished);
+    sample->set_unfinished(row.unfinished);
     sample->set_stop_index(row.stop_index);
     if (options_.record_routing) {
       *sample->mutable_routing() =

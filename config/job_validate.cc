@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "config/choice.h"
@@ -239,8 +240,27 @@ void CheckAsync(const v1::JobConfig& job, Checker& c) {
   const v1::AsyncConfig& a = job.async();
   c.Within("async.max_staleness", a.max_staleness(), 0, 8);
   c.Within("async.importance_weight_cap", a.importance_weight_cap(), 1.0, 100.0);
-  if (!a.enabled()) return;
+  c.Within("async.rollout_overdraw", a.rollout_overdraw(), 0.0, 4.0);
   const std::optional<Recipe> recipe = RecipeOf(job);
+  if (a.partial_rollout() != v1::AsyncConfig::FINISH) {
+    const std::string mode =
+        absl::AsciiStrToLower(v1::AsyncConfig::PartialRollout_Name(a.partial_rollout()));
+    const auto refuse = [&](bool bad, absl::string_view why) {
+      c.Require(!bad, "async.partial_rollout", absl::StrCat("finish ", why), mode);
+    };
+    refuse(!a.enabled(), "unless async.enabled (partial rollout carries groups between the "
+                         "asynchronous pipeline's rollouts)");
+    refuse(a.partial_rollout() == v1::AsyncConfig::CONTINUE && a.max_staleness() < 2,
+           "or requeue when async.max_staleness < 2 (continue runs the actors one step ahead "
+           "and carries a response at most max_staleness - 1 steps)");
+    refuse(recipe != Recipe::kGrpo && recipe != Recipe::kPpo, "unless the algorithm is grpo or ppo");
+    refuse(!job.environment().name().empty(),
+           "with an environment (an episode's turns are not paused between steps)");
+    refuse(job.grpo().dapo().dynamic_sampling(), "with grpo.dapo.dynamic_sampling");
+    refuse(job.grpo().routing_replay(),
+           "with grpo.routing_replay (a resumed response's routing is recomputed)");
+  }
+  if (!a.enabled()) return;
   c.Require(recipe == Recipe::kGrpo || recipe == Recipe::kPpo || recipe == Recipe::kOnlineDpo,
             "async.enabled",
             "false unless the algorithm samples (grpo, ppo or online_dpo: the asynchronous "

@@ -111,6 +111,9 @@ class PromptStream {
   // REQUIRES: the dataset is not empty.
   const Example& Next();
   uint64_t position() const { return position_; }
+  // The example at `position` (what Next() returned or will return there);
+  // position() is unchanged.
+  const Example& At(uint64_t position);
   // Resumes at a saved position(): the following Next() calls return what
   // they returned the first time from there.
   void Seek(uint64_t position);

@@ -225,6 +225,16 @@ TEST(PromptStream, SeekResumesTheSameSequence) {
   }
 }
 
+TEST(PromptStream, AtNamesAPositionsExampleWithoutMoving) {
+  PromptStream a(Numbered(7), 3);
+  const std::vector<uint64_t> ids = Take(a, 30);
+  PromptStream b(Numbered(7), 3);
+  b.Seek(9);
+  for (uint64_t at : {0, 5, 13, 29, 8}) EXPECT_EQ(b.At(at).id, ids[at]) << "at " << at;
+  EXPECT_EQ(b.position(), 9u);
+  EXPECT_EQ(Take(b, 21), std::vector<uint64_t>(ids.begin() + 9, ids.end()));
+}
+
 TEST(Jsonl, SftLinesTakeResponseOrAnswer) {
   absl::StatusOr<std::vector<Example>> out = ReadSftJsonl(WriteFile("sft.jsonl",
       "{\"prompt\": \"a\", \"response\": \"x y\", \"k\": 1}\n"

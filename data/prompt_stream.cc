@@ -25,6 +25,14 @@ void PromptStream::Shuffle() {
 
 void PromptStream::Seek(uint64_t position) { position_ = position; }
 
+const Example& PromptStream::At(uint64_t position) {
+  const uint64_t now = position_;
+  position_ = position;
+  const Example& example = Next();
+  position_ = now;
+  return example;
+}
+
 const Example& PromptStream::Next() {
   if (examples_.empty()) {
     std::fprintf(stderr, "trellis::data::PromptStream::Next on an empty dataset\n");

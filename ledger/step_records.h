@@ -104,6 +104,16 @@ struct StepCounts {
   std::vector<int64_t> staleness;
   double logprob_gap = 0;
   double importance_weight_truncated = 0;
+  // Partial rollout (job.async.partial_rollout): token_staleness[k]
+  // trained tokens produced k policy versions before the update (a
+  // continued response's tokens are of several versions); groups this
+  // step's rollout carried to the next one (unfinished, or finished beyond
+  // the batch), groups it started afresh (REQUEUE, or a token too stale to
+  // go on) and the tokens they threw away.
+  std::vector<int64_t> token_staleness;
+  int64_t rollout_groups_carried = 0;
+  int64_t rollout_groups_restarted = 0;
+  int64_t rollout_tokens_discarded = 0;
   // Mixture-of-experts policies (TrainStats): the load-balancing loss;
   // with grpo.routing_replay the share of positions the learner's own
   // router would have sent to other experts in some layer, the routing records'

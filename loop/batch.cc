@@ -51,6 +51,14 @@ void CountStaleness(int64_t learner_version, const v1::Sample& sample,
       static_cast<size_t>(std::max<int64_t>(0, learner_version - sample.policy_version()));
   if (counts->staleness.size() <= staleness) counts->staleness.resize(staleness + 1);
   ++counts->staleness[staleness];
+  std::vector<int64_t>& tokens = counts->token_staleness;
+  for (int i = 0; i < sample.response_tokens_size(); ++i) {
+    const int64_t version =
+        sample.token_versions_size() > 0 ? sample.token_versions(i) : sample.policy_version();
+    const auto lag = static_cast<size_t>(std::max<int64_t>(0, learner_version - version));
+    if (tokens.size() <= lag) tokens.resize(lag + 1);
+    ++tokens[lag];
+  }
 }
 
 v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts) {

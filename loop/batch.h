@@ -57,7 +57,9 @@ struct BatchInput {
 void CountNoGradient(v1::Verdict verdict, ledger::StepCounts* counts);
 
 // Adds `sample`, trained at the learner's `learner_version`, to the
-// staleness histogram (counts->staleness[learner_version - its version]).
+// staleness histogram (counts->staleness[learner_version - its version])
+// and each of its tokens to counts->token_staleness (by the token's
+// version, Sample.token_versions).
 void CountStaleness(int64_t learner_version, const v1::Sample& sample,
                     ledger::StepCounts* counts);
 

@@ -42,7 +42,13 @@ Driver::Driver(const v1::JobConfig& job, Roles roles, const PromptFormat* format
       train_stream_(data_.train, MixSeed(job.runtime().seed(), kRlStreamSalt)),
       ledger_(ledger),
       out_dir_(std::move(out_dir)),
-      progress_(progress) {}
+      progress_(progress) {
+  if (job.async().enabled() && job.async().partial_rollout() != v1::AsyncConfig::FINISH) {
+    partial_ = std::make_unique<PartialRollouts>(job.async().partial_rollout(),
+                                                 job.grpo().prompts_per_step(),
+                                                 job.async().rollout_overdraw());
+  }
+}
 
 Driver::~Driver() = default;
 
@@ -151,15 +157,19 @@ absl::Status Driver::CheckpointAfter(int64_t steps_done) {
   state.sft_position = sft_stream_.position();
   // The prompts drawn ahead for later steps are not in the checkpoint: the
   // resumed run draws them again (replays them) from the stream.
-  const std::optional<uint64_t> ahead =
+  // Partial rollout's groups in flight before that draw stay in it.
+  const std::optional<StreamMark> ahead =
       pipeline_ != nullptr ? pipeline_->PositionBefore(steps_done) : std::nullopt;
+  const StreamMark mark = ahead.has_value() ? *ahead : Mark();
+  state.train_position = mark.position;
+  state.train_in_flight = mark.in_flight;
   {
     absl::MutexLock lock(&account_mu_);
-    state.train_position = ahead.value_or(train_stream_.position());
     state.prompt_account = account_;
   }
-  state.prompt_account.drawn -= state.prompt_account.in_flight;
-  state.prompt_account.in_flight = 0;
+  const auto kept = static_cast<int64_t>(mark.in_flight.size());
+  state.prompt_account.drawn -= state.prompt_account.in_flight - kept;
+  state.prompt_account.in_flight = kept;
   state.eval_before = eval_before_;
   state.ledger_state = ledger_->ExportState();
   if (!write_checkpoint_) {
@@ -176,6 +186,22 @@ absl::Status Driver::Resume() {
   {
     absl::MutexLock lock(&account_mu_);
     account_ = resume_->prompt_account;
+    if (!resume_->train_in_flight.empty() && partial_ == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "resume: the checkpoint has ", resume_->train_in_flight.size(),
+          " prompts in flight (async.partial_rollout), but this job's async.partial_rollout is "
+          "FINISH: resume with the checkpoint's job"));
+    }
+    // The groups partial rollout had in flight start afresh.
+    for (uint64_t position : resume_->train_in_flight) {
+      CarriedGroup group;
+      group.position = position;
+      group.example = &train_stream_.At(position);
+      absl::StatusOr<v1::Prompt> prompt = format_->MakePrompt(*group.example);
+      if (!prompt.ok()) return At(prompt.status(), "resume: a prompt in flight");
+      group.prompt = *std::move(prompt);
+      partial_->Add(std::move(group));
+    }
   }
   eval_before_ = resume_->eval_before;
   if (absl::Status s = SyncWeights(); !s.ok()) return At(s, "resumed weight sync");

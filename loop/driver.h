@@ -36,6 +36,7 @@
 #include "loop/episode_runner.h"
 #include "loop/loop_state.h"
 #include "loop/metered_roles.h"
+#include "loop/partial_rollout.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
 #include "loop/roles.h"
@@ -121,6 +122,9 @@ class Driver {
   [[nodiscard]] absl::StatusOr<std::unique_ptr<PendingRound>> StartRound(int64_t step, int round,
                                                                          int64_t prompts,
                                                                          int64_t group);
+  // A round's request without its prompts: the job's sampling, `group`
+  // responses per prompt, the round's seed.
+  v1::GenerateRequest RoundRequest(int64_t step, int round, int64_t group) const;
   [[nodiscard]] absl::Status FinishRound(PendingRound& round, StepSamples* out, double* seconds);
   // A step's first rollout round (SampleRound, round 0), counted in
   // `counts`: prompts, responses per prompt, samples, generated tokens and
@@ -147,6 +151,13 @@ class Driver {
   [[nodiscard]] absl::Status TakeReference();
 
  private:
+  // StartRound's first round under partial rollout (loop/partial_rollout.h):
+  // the groups carried from the last round and new draws, stopped once the
+  // step's batch has finished.
+  absl::StatusOr<std::unique_ptr<PendingRound>> StartPartialRound(int64_t step, int64_t group);
+  // The RL stream's mark now (its position, partial rollout's groups in
+  // flight).
+  StreamMark Mark();
   absl::Status WarmUp();
   // Publish (the learner's newest version, on the driver's thread) and
   // LoadWeights (into the actors, between rollouts); SyncWeights is both.
@@ -217,6 +228,13 @@ class Driver {
   // thread, Account closes steps on the driver's).
   absl::Mutex account_mu_;
   ledger::PromptAccount account_ ABSL_GUARDED_BY(account_mu_);
+  // Partial rollout's groups between rounds (null without it).
+  std::unique_ptr<PartialRollouts> partial_ ABSL_GUARDED_BY(account_mu_);
+  // The pipeline's first step and the learner's version then: step t
+  // trains at about first_version_ + t - first_step_ (partial rollout's
+  // staleness bound). Set before the pipeline's thread starts.
+  int64_t first_step_ = 0;
+  int64_t first_version_ = 0;
   std::optional<LoopState> resume_;
   std::function<bool()> stop_requested_;
   CheckpointWriter write_checkpoint_;

@@ -25,6 +25,9 @@ void CountFirstRound(const StepSamples& drawn, ledger::StepCounts& counts) {
   counts.generated_tokens = drawn.rollout.generated_tokens();
   counts.verify_overlap_seconds = drawn.verify_overlap_seconds;
   counts.samples_reward_clipped = drawn.rewards_clipped;
+  counts.rollout_groups_carried = drawn.partial.groups_carried;
+  counts.rollout_groups_restarted = drawn.partial.groups_restarted;
+  counts.rollout_tokens_discarded = drawn.partial.tokens_discarded;
 }
 
 }  // namespace
@@ -36,14 +39,20 @@ absl::Status Driver::SampleRound(int64_t step, int round, int64_t prompts, int64
   return FinishRound(**started, out, seconds);
 }
 
-absl::StatusOr<std::unique_ptr<PendingRound>> Driver::StartRound(int64_t step, int round,
-                                                                 int64_t prompts, int64_t group) {
+v1::GenerateRequest Driver::RoundRequest(int64_t step, int round, int64_t group) const {
   v1::GenerateRequest request;
   request.set_responses_per_prompt(static_cast<int32_t>(group));
   *request.mutable_sampling() = TrainSampling(job_);
   // Round 0 keeps the seed a step had before dynamic sampling existed.
   const uint64_t salt = static_cast<uint64_t>(step) | (static_cast<uint64_t>(round) << 48);
   request.set_seed(MixSeed(job_.runtime().seed(), salt));
+  return request;
+}
+
+absl::StatusOr<std::unique_ptr<PendingRound>> Driver::StartRound(int64_t step, int round,
+                                                                 int64_t prompts, int64_t group) {
+  if (partial_ != nullptr && round == 0) return StartPartialRound(step, group);
+  v1::GenerateRequest request = RoundRequest(step, round, group);
   auto out = std::make_unique<PendingRound>();
   std::vector<const data::Example*>& examples = out->examples;
   {
@@ -112,6 +121,9 @@ absl::Status Driver::FinishRound(PendingRound& round, StepSamples* out, double* 
   out->rewards_clipped += ApplyRewardRule(job_.verifier(), &verified->verdicts).clipped;
   if (seconds != nullptr) *seconds += absl::ToDoubleSeconds(absl::Now() - round.start);
   out->verify_overlap_seconds += verified->overlap_seconds;
+  out->partial.groups_carried += round.partial.groups_carried;
+  out->partial.groups_restarted += round.partial.groups_restarted;
+  out->partial.tokens_discarded += round.partial.tokens_discarded;
   out->examples.insert(out->examples.end(), round.examples.begin(), round.examples.end());
   // The rounds' counts are summed (MergeFrom keeps the newest scalars).
   const int64_t generated = out->rollout.generated_tokens() + round.rollout.generated_tokens();
@@ -170,18 +182,17 @@ absl::Status Driver::FinishSampling(SampledStep& sampled) {
 absl::StatusOr<SampledStep> Driver::TakeSamples(int64_t step, const SampleFn& sample) {
   if (!job_.async().enabled()) return sample(step);
   if (pipeline_ == nullptr) {
+    first_step_ = step;
+    first_version_ = roles_.learner->policy_version();
     pipeline_ = std::make_unique<RolloutPipeline>(
-        step, spec_->steps(job_), job_.async().max_staleness(),
+        step, spec_->steps(job_), PipelineLead(job_.async()),
         [this, sample](int64_t t) -> absl::StatusOr<SampledStep> {
           // The newest weights published, loaded between two rollouts.
           absl::MutexLock lock(&actor_mu_);
           if (absl::Status s = LoadWeights(); !s.ok()) return At(s, "weight sync");
           return sample(t);
         },
-        [this] {
-          absl::MutexLock lock(&account_mu_);
-          return train_stream_.position();
-        });
+        [this] { return Mark(); });
   }
   return pipeline_->Take(step);
 }
@@ -189,6 +200,12 @@ absl::StatusOr<SampledStep> Driver::TakeSamples(int64_t step, const SampleFn& sa
 absl::Status Driver::Account(ledger::StepCounts& counts) {
   absl::MutexLock lock(&account_mu_);
   account_.in_flight -= counts.prompts;
+  if (partial_ != nullptr && counts.step + 1 == spec_->steps(job_)) {
+    // The groups partial rollout still had going when the last step ended.
+    const int64_t left = partial_->DropAll();
+    account_.in_flight -= left;
+    if (left > 0) counts.prompt_account.dropped["in_flight_at_end"] += left;
+  }
   account_.trained += static_cast<int64_t>(counts.prompt_ids.size());
   for (const auto& [reason, n] : counts.prompt_account.dropped) account_.dropped[reason] += n;
   counts.prompt_account = account_;

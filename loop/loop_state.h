@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ledger/ledger.h"
 
@@ -21,9 +22,14 @@ struct LoopState {
   // data::PromptStream positions: SFT examples and RL prompts.
   uint64_t sft_position = 0;
   uint64_t train_position = 0;
+  // Partial rollout: the RL stream positions of the groups in flight at
+  // the checkpoint (drawn before train_position, not yet trained); the
+  // resumed run starts them afresh. In the prompt account's in_flight.
+  std::vector<uint64_t> train_in_flight;
   ledger::EvalMetrics eval_before;
   // The RL prompt stream's account after the steps completed (prompts the
-  // asynchronous pipeline drew ahead are replayed: not in it).
+  // asynchronous pipeline drew ahead are replayed: not in it; those of
+  // train_in_flight are).
   ledger::PromptAccount prompt_account;
   // Ledger::ExportState() at the checkpoint.
   std::string ledger_state;

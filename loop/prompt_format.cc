@@ -4,10 +4,28 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 #include "loop/loop_util.h"
 #include "text/hf_tokenizer.h"
 
 namespace trellis::loop {
+namespace {
+
+// The example's "min_new_tokens" field (data/README: a response that may
+// not end sooner), 0 when it has none.
+absl::StatusOr<int32_t> MinNewTokens(const data::Example& example) {
+  const nlohmann::json fields = nlohmann::json::parse(example.metadata_json, nullptr, false);
+  if (!fields.is_object() || !fields.contains("min_new_tokens")) return 0;
+  const nlohmann::json& value = fields.at("min_new_tokens");
+  if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+      value.get<int64_t>() > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_new_tokens must be an integer >= 0, found ", value.dump()));
+  }
+  return static_cast<int32_t>(value.get<int64_t>());
+}
+
+}  // namespace
 absl::StatusOr<std::unique_ptr<PromptFormat>> PromptFormat::ForJob(const v1::JobConfig& job) {
   const std::string& dir = job.model().path();
   if (dir.empty()) {
@@ -65,6 +83,9 @@ absl::StatusOr<v1::Prompt> PromptFormat::MakePrompt(const data::Example& example
   if (!ids.ok()) return At(ids.status(), where);
   prompt.mutable_token_ids()->Add(ids->begin(), ids->end());
   prompt.set_text(std::move(text));
+  absl::StatusOr<int32_t> min_new = MinNewTokens(example);
+  if (!min_new.ok()) return At(min_new.status(), where);
+  prompt.set_min_new_tokens(*min_new);
   return prompt;
 }
 

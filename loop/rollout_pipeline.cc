@@ -65,7 +65,7 @@ void RolloutPipeline::Trained(int64_t step) {
   untrained_ = step + 1;
 }
 
-std::optional<uint64_t> RolloutPipeline::PositionBefore(int64_t step) {
+std::optional<StreamMark> RolloutPipeline::PositionBefore(int64_t step) {
   absl::MutexLock lock(&mu_);
   auto known = [this, step]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return started_.count(step) > 0 || done_ || step >= end_step_;

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -21,13 +22,21 @@
 
 namespace trellis::loop {
 
+// Where the RL prompt stream stands between two steps' draws: its position,
+// and the stream positions of the groups partial rollout has in flight
+// (loop/partial_rollout.h; empty without it).
+struct StreamMark {
+  uint64_t position = 0;
+  std::vector<uint64_t> in_flight;
+};
+
 class RolloutPipeline {
  public:
   // Samples one step (on the pipeline's thread).
   using SampleFn = std::function<absl::StatusOr<SampledStep>(int64_t step)>;
-  // The RL stream's position (read on the pipeline's thread before each
-  // step draws, for PositionBefore).
-  using PositionFn = std::function<uint64_t()>;
+  // The RL stream's mark (read on the pipeline's thread before each step
+  // draws, for PositionBefore).
+  using PositionFn = std::function<StreamMark()>;
 
   // Starts the thread on steps [first_step, end_step).
   RolloutPipeline(int64_t first_step, int64_t end_step, int max_staleness, SampleFn sample,
@@ -43,11 +52,11 @@ class RolloutPipeline {
   // The learner trained `step`: steps up to step + 1 + max_staleness may
   // be sampled.
   void Trained(int64_t step);
-  // The RL stream's position before `step` drew its prompts (what a
+  // The RL stream's mark before `step` drew its prompts (what a
   // checkpoint taken before `step` replays from); nullopt when the
   // pipeline will not sample `step` (past its steps, or it failed), where
-  // the stream's position is the caller's to read.
-  std::optional<uint64_t> PositionBefore(int64_t step);
+  // the stream's mark is the caller's to read.
+  std::optional<StreamMark> PositionBefore(int64_t step);
 
  private:
   void Loop(int64_t first_step);
@@ -61,7 +70,7 @@ class RolloutPipeline {
   int64_t untrained_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
-  std::map<int64_t, uint64_t> started_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, StreamMark> started_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, absl::StatusOr<SampledStep>> ready_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

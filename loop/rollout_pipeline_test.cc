@@ -35,7 +35,7 @@ struct Trace {
 
 TEST(RolloutPipeline, StalenessZeroSamplesEachStepAfterThePreviousTrained) {
   Trace trace;
-  RolloutPipeline pipeline(0, 4, 0, trace.Sample(), [] { return uint64_t{0}; });
+  RolloutPipeline pipeline(0, 4, 0, trace.Sample(), [] { return StreamMark{}; });
   for (int64_t step = 0; step < 4; ++step) {
     absl::StatusOr<SampledStep> s = pipeline.Take(step);
     ASSERT_TRUE(s.ok()) << s.status();
@@ -49,7 +49,7 @@ TEST(RolloutPipeline, StalenessZeroSamplesEachStepAfterThePreviousTrained) {
 
 TEST(RolloutPipeline, RunsAheadAtMostMaxStalenessSteps) {
   Trace trace;
-  RolloutPipeline pipeline(0, 6, 2, trace.Sample(), [] { return uint64_t{0}; });
+  RolloutPipeline pipeline(0, 6, 2, trace.Sample(), [] { return StreamMark{}; });
   // Steps 0, 1 and 2 are sampled before anything trained.
   for (int64_t step = 0; step < 3; ++step) ASSERT_TRUE(pipeline.Take(step).ok());
   for (int64_t step = 0; step < 6; ++step) {
@@ -70,10 +70,14 @@ TEST(RolloutPipeline, ResumesAtItsFirstStepAndTellsWhereEachStepDrew) {
         position += 10;  // the step's draws
         return trace.Sample()(step);
       },
-      [&] { return position; });
-  EXPECT_EQ(pipeline.PositionBefore(3), 100u);
-  EXPECT_EQ(pipeline.PositionBefore(4), 110u);
-  EXPECT_EQ(pipeline.PositionBefore(5), std::nullopt);  // past its steps
+      [&] { return StreamMark{position, {position - 1}}; });
+  const std::optional<StreamMark> third = pipeline.PositionBefore(3);
+  const std::optional<StreamMark> fourth = pipeline.PositionBefore(4);
+  ASSERT_TRUE(third.has_value() && fourth.has_value());
+  EXPECT_EQ(third->position, 100u);
+  EXPECT_EQ(third->in_flight, std::vector<uint64_t>{99});
+  EXPECT_EQ(fourth->position, 110u);
+  EXPECT_FALSE(pipeline.PositionBefore(5).has_value());  // past its steps
   ASSERT_TRUE(pipeline.Take(3).ok());
   ASSERT_TRUE(pipeline.Take(4).ok());
 }
@@ -85,7 +89,7 @@ TEST(RolloutPipeline, ASamplingErrorReachesTheStepAndEndsThePipeline) {
         if (step == 1) return absl::UnavailableError("actor-0 died");
         return SampledStep();
       },
-      [] { return uint64_t{0}; });
+      [] { return StreamMark{}; });
   ASSERT_TRUE(pipeline.Take(0).ok());
   absl::StatusOr<SampledStep> failed = pipeline.Take(1);
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
@@ -95,7 +99,7 @@ TEST(RolloutPipeline, ASamplingErrorReachesTheStepAndEndsThePipeline) {
 TEST(RolloutPipeline, StopsWaitingWhenDestroyed) {
   Trace trace;
   {
-    RolloutPipeline pipeline(0, 10, 0, trace.Sample(), [] { return uint64_t{0}; });
+    RolloutPipeline pipeline(0, 10, 0, trace.Sample(), [] { return StreamMark{}; });
     ASSERT_TRUE(pipeline.Take(0).ok());
   }  // step 1 waits for step 0 to train: the destructor ends the wait
   absl::MutexLock lock(&trace.mu);

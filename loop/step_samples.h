@@ -19,6 +19,13 @@
 
 namespace trellis::loop {
 
+// What partial rollout (loop/partial_rollout.h) did in a round.
+struct PartialCounts {
+  int64_t groups_carried = 0;
+  int64_t groups_restarted = 0;
+  int64_t tokens_discarded = 0;
+};
+
 // A step's samples: the groups of every rollout round, in order.
 struct StepSamples {
   std::vector<const data::Example*> examples;  // one per group
@@ -30,6 +37,7 @@ struct StepSamples {
   // the rounds; unset otherwise.
   std::optional<v1::EnvironmentStats> environment;
   double rollout_seconds = 0;  // the rounds' rollouts, episodes included
+  PartialCounts partial;
 };
 
 // A rollout round generated, its verification still running on its
@@ -45,6 +53,7 @@ struct PendingRound {
   v1::GenerateResponse rollout;
   absl::Time start;
   absl::Time rollout_end;
+  PartialCounts partial;
 };
 
 // One step's sampling as a recipe runs it (its rounds, DAPO's extra ones).

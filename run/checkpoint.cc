@@ -125,6 +125,7 @@ absl::Status WriteCheckpoint(
   j["seed"] = state.seed;
   j["sft_position"] = state.sft_position;
   j["train_position"] = state.train_position;
+  j["train_in_flight"] = state.train_in_flight;
   j["eval_before"] = EvalJson(state.eval_before);
   const ledger::PromptAccount& account = state.prompt_account;
   j["prompt_account"] = {
@@ -212,6 +213,8 @@ absl::StatusOr<Checkpoint> ReadLatestCheckpoint(env::Env* env, const std::string
     s.sft_position = j.at(field).get<uint64_t>();
     field = "train_position";
     s.train_position = j.at(field).get<uint64_t>();
+    field = "train_in_flight";  // absent before partial rollout
+    if (j.contains(field)) s.train_in_flight = j.at(field).get<std::vector<uint64_t>>();
     field = "eval_before";
     const json& e = j.at(field);
     s.eval_before = {e.at("prompts").get<int64_t>(), e.at("accuracy").get<double>(),
@@ -223,6 +226,7 @@ absl::StatusOr<Checkpoint> ReadLatestCheckpoint(env::Env* env, const std::string
       s.prompt_account.drawn = a.at("drawn").get<int64_t>();
       s.prompt_account.trained = a.at("trained").get<int64_t>();
       s.prompt_account.dropped = a.at("dropped").get<std::map<std::string, int64_t>>();
+      s.prompt_account.in_flight = static_cast<int64_t>(s.train_in_flight.size());
     }
     field = "ledger";
     s.ledger_state = j.at(field).dump();

@@ -120,6 +120,13 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
     *r.mutable_sampling() = request.sampling();
     r.set_seed(request.seed());
     for (int i : shard.prompts) *r.add_prompts() = request.prompts(i);
+    if (request.finish_prompts() > 0) {
+      // Partial rollout: each shard stops at its share of the prompts to
+      // finish, rounded up (the pool finishes at least as many).
+      const int64_t share = static_cast<int64_t>(request.finish_prompts()) *
+                            static_cast<int64_t>(shard.prompts.size());
+      r.set_finish_prompts(static_cast<int32_t>((share + prompts - 1) / prompts));
+    }
     return r;
   };
   // Rounds: every pending shard goes to its member while that one is live,

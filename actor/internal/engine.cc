@@ -41,22 +41,49 @@ class Decoder {
     const std::vector<uint64_t> occurrences = Occurrences(request.prompts());
     const int64_t rows = request.prompts_size() * n_;
     result_->rows.resize(rows);
+    unfinished_.assign(request.prompts_size(), n_);
+    // A resumed row prefills its prompt and its tokens so far: its own
+    // sequence (deque: the pointers below stay valid as it grows).
+    std::deque<google::protobuf::RepeatedField<int32_t>> resumed;
     std::vector<const google::protobuf::RepeatedField<int32_t>*> sequences;
+    std::vector<int64_t> done_at_start;
     for (int64_t r = 0; r < rows; ++r) {
       const v1::Prompt& prompt = request.prompts(r / n_);
-      keys_.push_back(
-          {request.seed(), prompt.id(), occurrences[r / n_], static_cast<uint64_t>(r % n_)});
-      if (!options.share_prefix || r % n_ == 0) sequences.push_back(&prompt.token_ids());
-      source_.push_back(options.share_prefix ? r / n_ : r);
+      const bool resumes = prompt.resume_size() > 0;
+      keys_.push_back({resumes ? prompt.resume_seed() : request.seed(), prompt.id(),
+                       occurrences[r / n_], static_cast<uint64_t>(r % n_)});
+      source_.push_back(static_cast<int64_t>(sequences.size()));
+      if (resumes && Resume(prompt.resume(r % n_), r)) {
+        if (--unfinished_[r / n_] == 0) done_at_start.push_back(r / n_);
+        source_.back() = -1;
+        continue;
+      }
+      if (resumes && !result_->rows[r].tokens.empty()) {
+        resumed.emplace_back(prompt.token_ids());
+        resumed.back().Add(result_->rows[r].tokens.begin(), result_->rows[r].tokens.end());
+        sequences.push_back(&resumed.back());
+      } else if (!options.share_prefix || r % n_ == 0 || resumes) {
+        sequences.push_back(&prompt.token_ids());
+      } else {
+        source_.back() = source_[r - 1];  // the prompt's first row's sequence
+      }
       waiting_.push_back(r);
     }
-    unfinished_.assign(request.prompts_size(), n_);
     prefill_ = RunPrefill(model, sequences, pad_id, turns, options.record_routing, result_);
     result_->peak_cache_bytes = prefill_.cache.bytes() + TurnBytes();
+    finished_prompts_ = static_cast<int64_t>(done_at_start.size());
+    if (callbacks_.group_done) {
+      for (int64_t prompt : done_at_start) callbacks_.group_done(prompt, result_->rows);
+    }
   }
 
   absl::Status Run() {
+    const int64_t finish = request_.finish_prompts();
     while (true) {
+      if (finish > 0 && finished_prompts_ >= finish) {
+        for (EngineRow& row : result_->rows) row.unfinished = !row.ended && !Full(row);
+        return absl::OkStatus();
+      }
       Admit();
       if (batch_.empty()) return absl::OkStatus();
       if (callbacks_.stopped) {
@@ -103,9 +130,20 @@ class Decoder {
            static_cast<int64_t>(result_->rows[r].tokens.size()) - 1;
   }
 
-  bool Done(int64_t r) const {
-    const EngineRow& row = result_->rows[r];
-    return row.ended || static_cast<int64_t>(row.tokens.size()) == max_new_;
+  bool Full(const EngineRow& row) const {
+    return static_cast<int64_t>(row.tokens.size()) == max_new_;
+  }
+  bool Done(int64_t r) const { return result_->rows[r].ended || Full(result_->rows[r]); }
+
+  // Row r as `resumed` left it (its tokens, log-probs and end); true when
+  // it had already finished, so it takes no further part.
+  bool Resume(const v1::Sample& resumed, int64_t r) {
+    EngineRow& row = result_->rows[r];
+    row.tokens.assign(resumed.response_tokens().begin(), resumed.response_tokens().end());
+    row.logprobs.assign(resumed.logprobs().begin(), resumed.logprobs().end());
+    row.stop_index = resumed.stop_index();
+    row.ended = !resumed.unfinished() && !resumed.truncated();
+    return !resumed.unfinished();
   }
 
   // 1 + the index of the first stop sequence `tokens` end with; 0 if none.
@@ -141,14 +179,19 @@ class Decoder {
       if (Done(rows[i])) continue;
       row.tokens.push_back(static_cast<int32_t>(tok[i]));
       row.logprobs.push_back(lp[i]);
-      row.stop_index = StopIndex(row.tokens);
-      row.ended = row.stop_index > 0 || callbacks_.is_eos(row.tokens.back());
+      // Below the prompt's minimum length nothing ends the row (its
+      // end-of-sequence draws stay in its tokens, as sampled).
+      const bool may_end =
+          static_cast<int64_t>(row.tokens.size()) >= request_.prompts(rows[i] / n_).min_new_tokens();
+      row.stop_index = may_end ? StopIndex(row.tokens) : 0;
+      row.ended = may_end && (row.stop_index > 0 || callbacks_.is_eos(row.tokens.back()));
       ++result_->generated_tokens;
       if (turns_ != nullptr && row.stop_index > 0) {
         turns_->Put(Sequence(rows[i]), cache, cache_rows[i]);
       }
       if (Done(rows[i]) && --unfinished_[rows[i] / n_] == 0) done.push_back(rows[i] / n_);
     }
+    finished_prompts_ += static_cast<int64_t>(done.size());
     if (!callbacks_.group_done) return;
     std::sort(done.begin(), done.end());
     for (int64_t prompt : done) callbacks_.group_done(prompt, result_->rows);
@@ -270,9 +313,10 @@ class Decoder {
   const int64_t n_;
   const int64_t max_new_;
   std::vector<RowKey> keys_;
-  std::vector<int64_t> source_;  // the prefill row of each row
+  std::vector<int64_t> source_;  // the prefill row of each row (-1: resumed finished)
   std::deque<int64_t> waiting_;
   std::vector<int64_t> unfinished_;  // rows not yet done, per prompt
+  int64_t finished_prompts_ = 0;     // prompts whose every row is done
   Prefill prefill_;
   std::vector<int64_t> batch_;  // rows in the decode batch, in cache order
   model::KVCache cache_;

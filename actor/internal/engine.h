@@ -55,6 +55,9 @@ struct EngineRow {
   // this row (its prompt, then every token fed back), model/routing_record.h
   // layout.
   std::string routing;
+  // The request stopped (GenerateRequest.finish_prompts) before the row
+  // ended or filled max_new_tokens: its tokens so far.
+  bool unfinished = false;
 };
 
 // What one stage (the prefill, or decoding) computed. Padding and finished
@@ -100,8 +103,15 @@ struct EngineCallbacks {
 };
 
 // A row ends at an end-of-sequence token or once its tokens end with one of
-// sampling.stop's sequences (the first in request order that matches); a
-// row's end never changes another row's draws.
+// sampling.stop's sequences (the first in request order that matches), but
+// not before its prompt's min_new_tokens; a row's end never changes another
+// row's draws.
+// Partial rollout: a prompt with `resume` rows goes on from them (a
+// finished one is kept as it is, reported done at once), each drawing from
+// its stream under resume_seed at its next position, so a row paused and
+// resumed on the same weights samples the tokens it would have sampled
+// without the pause. With request.finish_prompts > 0 the run stops once
+// that many prompts are done; the rows left are marked unfinished.
 // REQUIRES: under torch::NoGradGuard; request validated (non-empty prompts
 // that fit the model with max_new_tokens >= 1, non-empty stop sequences);
 // options validated, record_routing only without `turns`. `turns`
