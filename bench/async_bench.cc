@@ -43,6 +43,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/job_runs.h"
 #include "config/job_config.h"
 #include "roles/local_roles.h"
 #include "rpc/server.h"
@@ -123,11 +124,7 @@ struct Result {
 Result Read(const fs::path& dir) {
   Result r;
   int64_t stale = 0;
-  std::ifstream in(dir / "ledger.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const json rec = json::parse(line, nullptr, false);
-    if (rec.is_discarded() || rec["type"] != "step") continue;
+  for (const json& rec : bench::StepRecords(dir)) {
     ++r.steps;
     r.rl_seconds += rec["step_seconds"].get<double>();
     r.rollout_seconds += rec["stage_seconds"]["rollout"].get<double>();
@@ -145,13 +142,7 @@ Result Read(const fs::path& dir) {
 }
 
 Result Run(const v1::JobConfig& job, const fs::path& dir) {
-  fs::remove_all(dir);
-  std::ostringstream progress;
-  absl::Status s = run::RunEmbeddedJob(job, dir.string(), progress);
-  if (!s.ok()) {
-    std::cerr << dir << ": " << s << "\n" << progress.str();
-    std::exit(1);
-  }
+  bench::RunEmbeddedOrExit(job, dir);
   return Read(dir);
 }
 

@@ -28,8 +28,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/ascii.h"
+#include "bench/job_runs.h"
 #include "config/job_config.h"
-#include "run/embedded_job.h"
 
 ABSL_FLAG(std::string, job, "examples/jobs/long_tail_grpo.yaml", "the long-tail job");
 ABSL_FLAG(int, steps, 0, "GRPO steps of each run (0: the job's)");
@@ -56,11 +56,7 @@ struct Result {
 
 Result Read(const fs::path& dir) {
   Result r;
-  std::ifstream in(dir / "ledger.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const json rec = json::parse(line, nullptr, false);
-    if (rec.is_discarded() || rec["type"] != "step") continue;
+  for (const json& rec : bench::StepRecords(dir)) {
     ++r.steps;
     r.rl_seconds += rec["step_seconds"].get<double>();
     r.rollout_seconds += rec["stage_seconds"]["rollout"].get<double>();
@@ -80,12 +76,7 @@ Result Read(const fs::path& dir) {
 }
 
 Result Run(const v1::JobConfig& job, const fs::path& dir) {
-  fs::remove_all(dir);
-  std::ostringstream progress;
-  if (absl::Status s = run::RunEmbeddedJob(job, dir.string(), progress); !s.ok()) {
-    std::cerr << dir << ": " << s << "\n" << progress.str();
-    std::exit(1);
-  }
+  bench::RunEmbeddedOrExit(job, dir);
   return Read(dir);
 }
 

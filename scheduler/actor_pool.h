@@ -13,7 +13,9 @@
 // change its samples (rows draw from keyed streams). A shard whose actor
 // fails (unavailable, deadline, cancelled) or is declared dead is given
 // whole to a live actor, so every prompt is answered exactly once and the
-// batch stays full. SyncWeights brings every live actor to the version.
+// batch stays full. A partial rollout's request (finish_prompts > 0) gives
+// each shard its share of the prompts to finish, rounded up. SyncWeights
+// brings every live actor to the version.
 
 #include <functional>
 #include <memory>
