@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -46,7 +47,14 @@ absl::StatusOr<std::unique_ptr<PendingRound>> Driver::StartPartialRound(int64_t 
   }
   out->start = absl::Now();
   absl::StatusOr<v1::GenerateResponse> rollout;
+  std::optional<v1::GenerateResponse> finished;
   {
+    absl::MutexLock lock(&account_mu_);
+    finished = partial_->Finished(request);
+  }
+  if (finished.has_value()) {
+    rollout = *std::move(finished);
+  } else {
     auto span = ledger_->Begin(ledger::Stage::kRollout, config::WorkerId(v1::ACTOR).ToString());
     rollout = roles_.actor->Generate(request);
     span.End();

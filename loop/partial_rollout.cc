@@ -60,6 +60,31 @@ v1::GenerateRequest PartialRollouts::Request(const v1::GenerateRequest& base) co
   return request;
 }
 
+std::optional<v1::GenerateResponse> PartialRollouts::Finished(
+    const v1::GenerateRequest& request) const {
+  const int n = std::max(1, request.responses_per_prompt());
+  const auto done = [](const CarriedGroup& g) {
+    return g.prompt.resume_size() > 0 &&
+           std::none_of(g.prompt.resume().begin(), g.prompt.resume().end(),
+                        [](const v1::Sample& s) { return s.unfinished(); });
+  };
+  if (std::count_if(carried_.begin(), carried_.end(), done) < batch_) return std::nullopt;
+  v1::GenerateResponse response;
+  for (const CarriedGroup& group : carried_) {
+    for (int i = 0; i < n; ++i) {
+      v1::Sample* sample = response.add_samples();
+      if (group.prompt.resume_size() > 0) {
+        *sample = group.prompt.resume(i);
+        continue;
+      }
+      sample->set_prompt_id(group.prompt.id());
+      sample->set_index(i);
+      sample->set_unfinished(true);
+    }
+  }
+  return response;
+}
+
 PartialSplit PartialRollouts::Split(const v1::GenerateRequest& request,
                                     const v1::GenerateResponse& response) {
   PartialSplit out;
@@ -75,6 +100,13 @@ PartialSplit PartialRollouts::Split(const v1::GenerateRequest& request,
     if (finished && static_cast<int64_t>(out.examples.size()) < batch_) {
       out.examples.push_back(group.example);
       for (auto s = begin; s != begin + n; ++s) *out.rollout.add_samples() = *s;
+      continue;
+    }
+    const bool begun = std::any_of(begin, begin + n, [](const v1::Sample& s) {
+      return !s.unfinished() || s.response_tokens_size() > 0;
+    });
+    if (!begun && group.prompt.resume_size() == 0) {
+      next.push_back(std::move(group));  // not started yet: still fresh
       continue;
     }
     const uint64_t seed =

@@ -14,6 +14,7 @@
 // stream positions go into checkpoints (a resumed run starts them afresh).
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "data/dataset.h"
@@ -63,6 +64,10 @@ class PartialRollouts {
   // `batch` of them. REQUIRES: `base` has the round's sampling, group size
   // and seed.
   v1::GenerateRequest Request(const v1::GenerateRequest& base) const;
+  // When `batch` carried groups have already finished, the response the
+  // actors would give `request` without generating (so none is asked):
+  // each group's responses as they stand; nullopt otherwise.
+  std::optional<v1::GenerateResponse> Finished(const v1::GenerateRequest& request) const;
   // Takes the step's groups from `response` (to `request`, from Request):
   // the first `batch` finished ones in request order; carries the rest.
   PartialSplit Split(const v1::GenerateRequest& request, const v1::GenerateResponse& response);

@@ -120,14 +120,16 @@ TEST(PartialRollout, LaunchedPoolOfTwoSplitsTheFinishCount) {
   EXPECT_GT(Check(steps, job).carried, 0);
 }
 
-// Killed right after its step-3 checkpoint, with groups in flight, and
-// resumed: the groups in flight at the checkpoint start afresh in the
-// resumed run, so every prompt is trained once or dropped with a reason.
-TEST(PartialRollout, KilledAndResumedRunTrainsEveryPromptOnce) {
+// `trellis COMMAND` killed right after its step-3 checkpoint, with groups
+// in flight, and resumed: the groups in flight at the checkpoint start
+// afresh in the resumed run, so every prompt is trained once or dropped
+// with a reason.
+void KillAndResume(const std::string& command, int actors) {
   v1::JobConfig job = Job(v1::AsyncConfig::CONTINUE);
   job.mutable_runtime()->set_checkpoint_every(3);
+  job.mutable_deployment()->mutable_actor()->set_count(actors);
   const fs::path dir = testing_util::KillAndResume(
-      "run", fs::path(testing::TempDir()) / "partial_killed", job, 3);
+      command, fs::path(testing::TempDir()) / ("partial_killed_" + command), job, 3);
   const json state =
       json::parse(testing_util::Slurp(dir / "checkpoints" / "step_3" / "state.json"));
   EXPECT_FALSE(state["train_in_flight"].empty()) << "nothing was in flight at the checkpoint";
@@ -135,6 +137,10 @@ TEST(PartialRollout, KilledAndResumedRunTrainsEveryPromptOnce) {
   for (const auto& [step, record] : testing_util::StepRecords(dir)) steps.push_back(record);
   Check(steps, job);
 }
+
+TEST(PartialRollout, KilledAndResumedRunTrainsEveryPromptOnce) { KillAndResume("run", 1); }
+
+TEST(PartialRollout, KilledAndResumedLaunchTrainsEveryPromptOnce) { KillAndResume("launch", 2); }
 
 }  // namespace
 }  // namespace trellis
