@@ -181,6 +181,24 @@ TEST_P(ActorConformanceTest, StreamingHandsOverWholeGroupsOfTheSameSamples) {
   EXPECT_TRUE(SameSamples(*all, *plain));
 }
 
+// GenerateRequest.decode_token_budget bounds the decode batch, not the
+// samples; the response says the bound used (a pool: the sum over the
+// actors it asked) and the seconds spent decoding.
+TEST_P(ActorConformanceTest, ARequestsDecodeBudgetChangesNoSampleAndComesBack) {
+  Publish(0);
+  ASSERT_TRUE(actor().SyncWeights(0).ok());
+  v1::GenerateRequest request = Request(4, 4, 9);
+  absl::StatusOr<v1::GenerateResponse> whole = actor().Generate(request);
+  request.set_decode_token_budget(3);
+  absl::StatusOr<v1::GenerateResponse> bounded = actor().Generate(request);
+  ASSERT_TRUE(whole.ok() && bounded.ok());
+  EXPECT_TRUE(SameSamples(*whole, *bounded));
+  EXPECT_EQ(whole->decode_token_budget(), 0);
+  EXPECT_GE(bounded->decode_token_budget(), 3);
+  EXPECT_EQ(bounded->decode_token_budget() % 3, 0);
+  EXPECT_GT(bounded->decode_seconds(), 0);
+}
+
 TEST_P(ActorConformanceTest, NoPromptsNoSamples) {
   Publish(0);
   ASSERT_TRUE(actor().SyncWeights(0).ok());
