@@ -24,6 +24,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "actor/local_actor.h"
+#include "bench/default_rollout.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
 #include "model/policy.h"
@@ -104,19 +105,11 @@ int Main() {
     return Fail(s.status());
   }
 
-  v1::GenerateRequest request;
-  request.set_responses_per_prompt(job->grpo().responses_per_prompt());
-  request.set_seed(1);
-  request.mutable_sampling()->set_temperature(job->sampling().temperature());
-  request.mutable_sampling()->set_top_p(job->sampling().top_p());
-  request.mutable_sampling()->set_max_new_tokens(job->sampling().max_new_tokens());
   const int prompts = absl::GetFlag(FLAGS_prompts) > 0 ? absl::GetFlag(FLAGS_prompts)
                                                        : job->grpo().prompts_per_step();
-  for (int i = 0; i < prompts; ++i) {
-    absl::StatusOr<v1::Prompt> prompt = (*format)->MakePrompt(split->train[i]);
-    if (!prompt.ok()) return Fail(prompt.status());
-    *request.add_prompts() = *std::move(prompt);
-  }
+  absl::StatusOr<v1::GenerateRequest> made = bench::RolloutRequest(*job, **format, *split, prompts);
+  if (!made.ok()) return Fail(made.status());
+  const v1::GenerateRequest request = *std::move(made);
   const int64_t rows = static_cast<int64_t>(prompts) * request.responses_per_prompt();
   const v1::ModelConfig& c = job->model();
   std::printf(
