@@ -67,6 +67,8 @@ grpc::Status ActorService::GenerateInto(
       part.set_generated_tokens(response->generated_tokens());
       part.set_prefill_tokens(response->prefill_tokens());
       part.set_forward_flops(response->forward_flops());
+      part.set_decode_seconds(response->decode_seconds());
+      part.set_decode_token_budget(response->decode_token_budget());
     }
     if (!writer->Write(part)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
     begin = end;
@@ -117,6 +119,9 @@ class GrpcActorClient final : public RolloutWorker {
       all.set_generated_tokens(all.generated_tokens() + part.generated_tokens());
       all.set_prefill_tokens(all.prefill_tokens() + part.prefill_tokens());
       all.set_forward_flops(all.forward_flops() + part.forward_flops());
+      // The totals come with the last message.
+      all.set_decode_seconds(all.decode_seconds() + part.decode_seconds());
+      all.set_decode_token_budget(std::max(all.decode_token_budget(), part.decode_token_budget()));
     }
     grpc::Status status = reader->Finish();
     if (!status.ok()) return rpc::FromGrpc(status, absl::StrCat(id_, " Generate"));

@@ -151,7 +151,9 @@ class LocalActor : public RolloutWorker {
     internal::EngineOptions engine;
     engine.share_prefix = options_.share_prefix;
     engine.continuous_batching = options_.continuous_batching;
-    engine.decode_token_budget = options_.decode_token_budget;
+    // An actor pool under sampling.concurrency AUTO sizes each request's.
+    engine.decode_token_budget = request.decode_token_budget() > 0 ? request.decode_token_budget()
+                                                                   : options_.decode_token_budget;
     engine.record_routing = options_.record_routing;
     internal::EngineCallbacks callbacks;
     callbacks.is_eos = [this](int32_t token) { return tokenizer_->IsEos(token); };
@@ -192,6 +194,11 @@ class LocalActor : public RolloutWorker {
         model_->config(), model_->vocab_size(),
         run->prefill.positions + run->decode.positions,
         run->prefill.attention_pairs + run->decode.attention_pairs));
+    response.set_decode_seconds(run->decode.seconds);
+    // The bound binds only a continuous batch.
+    if (engine.continuous_batching) {
+      response.set_decode_token_budget(static_cast<int32_t>(engine.decode_token_budget));
+    }
     return response;
   }
 

@@ -13,6 +13,12 @@
 namespace trellis::actor {
 namespace {
 
+// A response but for its decode seconds (wall time, different each call).
+std::string Content(v1::GenerateResponse response) {
+  response.clear_decode_seconds();
+  return response.SerializeAsString();
+}
+
 class LocalActorTest : public testing::Test {
  protected:
   void SetUp() override {
@@ -108,7 +114,30 @@ TEST_F(LocalActorTest, StreamsEachGroupOnceItsRowsHaveEnded) {
   }
   auto plain = actor_->Generate(request);
   ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_EQ(all->SerializeAsString(), plain->SerializeAsString());
+  EXPECT_EQ(Content(*all), Content(*plain));
+}
+
+// GenerateRequest.decode_token_budget bounds this request's decode batch
+// (its KV cache peaks lower) but not its samples; the response says the
+// bound it used and the seconds it decoded.
+TEST_F(LocalActorTest, TheRequestsDecodeBudgetBoundsTheBatchNotTheSamples) {
+  v1::GenerateRequest request = Request(4, 9);
+  auto whole = actor_->Generate(request);
+  request.set_decode_token_budget(2);
+  auto bounded = actor_->Generate(request);
+  ASSERT_TRUE(whole.ok() && bounded.ok());
+  EXPECT_EQ(whole->decode_token_budget(), 0);
+  EXPECT_EQ(bounded->decode_token_budget(), 2);
+  EXPECT_GT(bounded->decode_seconds(), 0);
+  EXPECT_LT(bounded->kv_cache_bytes(), whole->kv_cache_bytes());
+  ASSERT_EQ(bounded->samples_size(), whole->samples_size());
+  for (int i = 0; i < whole->samples_size(); ++i) {
+    const auto& want = whole->samples(i).response_tokens();
+    const auto& got = bounded->samples(i).response_tokens();
+    EXPECT_EQ(std::vector<int32_t>(got.begin(), got.end()),
+              std::vector<int32_t>(want.begin(), want.end()))
+        << "sample " << i;
+  }
 }
 
 TEST_F(LocalActorTest, SameSeedSameSamples) {
@@ -116,8 +145,8 @@ TEST_F(LocalActorTest, SameSeedSameSamples) {
   auto b = actor_->Generate(Request(4, 9));
   auto c = actor_->Generate(Request(4, 10));
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
-  EXPECT_EQ(a->SerializeAsString(), b->SerializeAsString());
-  EXPECT_NE(a->SerializeAsString(), c->SerializeAsString());
+  EXPECT_EQ(Content(*a), Content(*b));
+  EXPECT_NE(Content(*a), Content(*c));
 }
 
 // The actor's sampling log-probs (left-padded, KV cache) equal the log-probs
@@ -198,7 +227,7 @@ TEST_F(LocalActorTest, TakesNewWeightsOnlyThroughSync) {
   EXPECT_EQ(actor_->policy_version(), 1);
   auto after = actor_->Generate(Request(2, 5));
   ASSERT_TRUE(before.ok() && unchanged.ok() && after.ok());
-  EXPECT_EQ(before->SerializeAsString(), unchanged->SerializeAsString());
+  EXPECT_EQ(Content(*before), Content(*unchanged));
   EXPECT_EQ(after->samples(0).policy_version(), 1);
   EXPECT_NE(before->samples(0).logprobs(0), after->samples(0).logprobs(0));
 }
@@ -307,7 +336,7 @@ TEST_F(LocalActorTest, GenerateStopsOnceItsCallerHasGone) {
   auto stays = actor_->GenerateUntil(Request(4, 9), [] { return false; });
   auto plain = actor_->Generate(Request(4, 9));
   ASSERT_TRUE(stays.ok() && plain.ok());
-  EXPECT_EQ(stays->SerializeAsString(), plain->SerializeAsString());
+  EXPECT_EQ(Content(*stays), Content(*plain));
 }
 
 }  // namespace

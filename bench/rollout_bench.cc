@@ -34,6 +34,7 @@
 #include "absl/strings/str_format.h"
 #include "actor/internal/engine.h"
 #include "actor/internal/turn_cache.h"
+#include "bench/default_rollout.h"
 #include "config/flops.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
@@ -193,17 +194,10 @@ int Main() {
   torch::NoGradGuard no_grad;
   (*policy)->eval();
 
-  v1::GenerateRequest request;
-  request.set_responses_per_prompt(job->grpo().responses_per_prompt());
-  request.set_seed(1);
-  request.mutable_sampling()->set_temperature(job->sampling().temperature());
-  request.mutable_sampling()->set_top_p(job->sampling().top_p());
-  request.mutable_sampling()->set_max_new_tokens(job->sampling().max_new_tokens());
-  for (int i = 0; i < job->grpo().prompts_per_step(); ++i) {
-    absl::StatusOr<v1::Prompt> prompt = (*format)->MakePrompt(split->train[i]);
-    if (!prompt.ok()) return 1;
-    *request.add_prompts() = *std::move(prompt);
-  }
+  absl::StatusOr<v1::GenerateRequest> made =
+      bench::RolloutRequest(*job, **format, *split, job->grpo().prompts_per_step());
+  if (!made.ok()) return 1;
+  const v1::GenerateRequest request = *std::move(made);
 
   const v1::ModelConfig& c = job->model();
   const double peak = model::MeasureMatmulPeak() / 1e9;

@@ -44,6 +44,11 @@ namespace trellis::config {
 // loop::PrepareJob).
 [[nodiscard]] absl::Status ValidateJob(const v1::JobConfig& job);
 
+// The rules of a job run embedded (`trellis run`, in one process): no
+// sampling.concurrency auto, which sizes a launched job's actor pool
+// (scheduler/actor_pool.h). InvalidArgument naming the field.
+[[nodiscard]] absl::Status ValidateEmbeddedJob(const v1::JobConfig& job);
+
 // The device rules of a job launched as services (`trellis place`,
 // `trellis launch`; `trellis run` ignores deployment), for the computing
 // roles it launches (`roles`: of actor, learner, reference, those with

@@ -137,6 +137,20 @@ TEST(JobMemoryFloor, CountsWhatTheLearnerTrains) {
   EXPECT_GE(JobMemoryFloor(full).bytes, 16 * n);
 }
 
+// sampling.concurrency auto sizes a launched job's actor pool; an embedded
+// run has no pool and refuses it by name.
+TEST(ValidateEmbeddedJob, RefusesAutoConcurrencyNamingTheField) {
+  absl::StatusOr<v1::JobConfig> job = ParseJobYaml("sampling: {concurrency: auto}");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(ValidateJob(*job).ok()) << ValidateJob(*job);
+  const absl::Status s = ValidateEmbeddedJob(*job);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("sampling.concurrency: must be fixed in an embedded run"));
+  EXPECT_THAT(s.message(), HasSubstr("found auto"));
+  job->mutable_sampling()->set_concurrency(v1::SamplingConfig::FIXED);
+  EXPECT_TRUE(ValidateEmbeddedJob(*job).ok());
+}
+
 TEST(LoadJobFile, AnEmptyJobFileIsAnErrorNamingIt) {
   const std::string path = ::testing::TempDir() + "/empty_job.yaml";
   for (const char* text : {"", "# only a comment\n\n# and another\n", "---\n"}) {

@@ -345,6 +345,15 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   return c.status();
 }
 
+absl::Status ValidateEmbeddedJob(const v1::JobConfig& job) {
+  Checker c;
+  c.Require(job.sampling().concurrency() != v1::SamplingConfig::AUTO, "sampling.concurrency",
+            "fixed in an embedded run (`trellis run`: its one in-process actor decodes at "
+            "sampling.decode_token_budget; auto sizes the actor pool of `trellis launch`)",
+            ChoiceName(job.sampling().concurrency()));
+  return c.status();
+}
+
 absl::Status ValidateLaunchDevices(const v1::JobConfig& job, const std::vector<v1::Role>& roles) {
   Checker c;
   const v1::DeploymentConfig& d = job.deployment();

@@ -168,6 +168,11 @@ absl::Status CheckGenerateRequest(const v1::GenerateRequest& request, const Requ
   if (rows > limits.max_generated_samples) {
     return TooMany("prompts x responses_per_prompt", rows, "samples", limits.max_generated_samples);
   }
+  if (request.decode_token_budget() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("decode_token_budget: must be >= 0 (0: the actor's own), found ",
+                     request.decode_token_budget()));
+  }
   if (absl::Status s = CheckStops(request.sampling(), limits); !s.ok()) return s;
   const int64_t max_new = request.sampling().max_new_tokens();
   int64_t tokens = 0;

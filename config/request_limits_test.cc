@@ -59,6 +59,20 @@ TEST(RequestLimits, GenerateCountsAreCheckedAsProducts) {
             "8); model.max_seq_len is 8");
 }
 
+TEST(RequestLimits, ANegativeDecodeBudgetIsRefusedByName) {
+  RequestLimits limits;
+  limits.max_seq_len = 8;
+  v1::GenerateRequest request;
+  request.mutable_sampling()->set_max_new_tokens(4);
+  request.add_prompts()->add_token_ids(1);
+  request.set_decode_token_budget(2);
+  EXPECT_TRUE(CheckGenerateRequest(request, limits).ok());
+  request.set_decode_token_budget(-1);
+  const absl::Status s = CheckGenerateRequest(request, limits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "decode_token_budget: must be >= 0 (0: the actor's own), found -1");
+}
+
 TEST(RequestLimits, StopSequencesNeedTokensInTheVocabulary) {
   RequestLimits limits;
   limits.max_seq_len = 8;

@@ -34,7 +34,8 @@ constexpr const char* kStepFields[] = {
     "effective_sample_rate", "rollout_update_ratio", "verifier_wait_seconds",
     "generated_tokens_per_second", "trained_tokens_per_second", "handoff_seconds", "handoff_bytes",
     "move_bytes", "move_seconds", "peak_bytes", "device_memory", "samples_generated",
-    "samples_effective", "stage_seconds", "role_busy_seconds", "bubble_fraction"};
+    "samples_effective", "stage_seconds", "role_busy_seconds", "bubble_fraction",
+    "rollout_concurrency"};
 // clang-format on
 
 // samples_lost_total{reason}: the step record's loss counts (each sample
@@ -370,6 +371,9 @@ void RunView::WriteMetrics(PrometheusText& out, Scope scope) const {
   out.Sample("trellis_tokens_total", {{"kind", "generated"}},
              static_cast<double>(s.generated_tokens));
   out.Sample("trellis_tokens_total", {{"kind", "trained"}}, static_cast<double>(s.trained_tokens));
+  out.Family("trellis_rollout_concurrency", Type::kGauge,
+             "Last step's decode batch bound, summed over the actors (0: none).");
+  out.Sample("trellis_rollout_concurrency", {}, has_step ? Num(last, "rollout_concurrency") : 0);
   out.Family("trellis_mean_reward", Type::kGauge, "Mean reward of the last step's samples.");
   out.Sample("trellis_mean_reward", {}, has_step ? Num(last, "mean_reward") : 0);
   out.Family("trellis_eval_accuracy", Type::kGauge, "Held-out accuracy of each complete eval.");

@@ -66,6 +66,7 @@ class RunViewTest : public ::testing::Test {
     counts.generated_tokens = 300;
     counts.trained_tokens = 200;
     counts.mean_reward = 0.5;
+    counts.rollout_concurrency = 8 + step;
     ledger_.EndStep(counts);
   }
 
@@ -135,6 +136,7 @@ TEST_F(RunViewTest, MetricsCoverStagesSamplesHandoffsAndMemory) {
   EXPECT_THAT(text, HasSubstr("trellis_step_seconds_sum 12\n"));
   EXPECT_THAT(text, HasSubstr("trellis_rollout_update_ratio 1.5\n"));
   EXPECT_THAT(text, HasSubstr("trellis_effective_sample_rate 0.75\n"));
+  EXPECT_THAT(text, HasSubstr("trellis_rollout_concurrency 9\n"));
   // 3 s of the 6 s step on the actor; the roles' 18 s, 6 s busy.
   EXPECT_THAT(text, HasSubstr("trellis_role_busy_fraction{role=\"actor-0\"} 0.5\n"));
   EXPECT_THAT(text, HasSubstr("trellis_bubble_fraction 0.666"));

@@ -87,6 +87,11 @@ struct StepCounts {
   // Seconds of verification that ran while the rollout was still going
   // (streamed parts: scheduler/streaming_verify.h).
   double verify_overlap_seconds = 0;
+  // The rollout's decode batch bound (GenerateResponse.decode_token_budget):
+  // an actor pool's sum over its actors, each chosen by its controller
+  // under sampling.concurrency auto; 0 when an actor decoded every row at
+  // once (no bound).
+  int64_t rollout_concurrency = 0;
   // Preference steps (dpo, online_dpo): the batch's mean implicit reward
   // margin and the fraction of its pairs ranked right (TrainStats).
   double reward_margin = 0;

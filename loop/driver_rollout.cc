@@ -24,6 +24,7 @@ void CountFirstRound(const StepSamples& drawn, ledger::StepCounts& counts) {
   counts.samples_generated = drawn.rollout.samples_size();
   counts.generated_tokens = drawn.rollout.generated_tokens();
   counts.verify_overlap_seconds = drawn.verify_overlap_seconds;
+  counts.rollout_concurrency = drawn.rollout.decode_token_budget();
   counts.samples_reward_clipped = drawn.rewards_clipped;
   counts.rollout_groups_carried = drawn.partial.groups_carried;
   counts.rollout_groups_restarted = drawn.partial.groups_restarted;

@@ -101,6 +101,7 @@ class LocalRoleSet final : public RoleSet {
 absl::Status RunEmbeddedJob(const v1::JobConfig& job, const std::string& out_dir,
                             std::ostream& progress, LedgerObserver observe, env::Env* env) {
   if (absl::Status s = model::CheckDeviceVisible(job); !s.ok()) return s;
+  if (absl::Status s = config::ValidateEmbeddedJob(job); !s.ok()) return s;
   return RunJob(job, out_dir, nullptr, LocalRoleSet::Bind, progress, std::move(observe),
                 nullptr, env);
 }
@@ -113,6 +114,7 @@ absl::Status ResumeEmbeddedJob(const std::string& run_dir, std::ostream& progres
                         absl::StrCat("resume: ", job.status().message()));
   }
   if (absl::Status s = model::CheckDeviceVisible(*job); !s.ok()) return s;
+  if (absl::Status s = config::ValidateEmbeddedJob(*job); !s.ok()) return s;
   absl::StatusOr<Checkpoint> checkpoint = ReadLatestCheckpoint(env, run_dir);
   if (!checkpoint.ok()) return checkpoint.status();
   return RunJob(*job, run_dir, &*checkpoint, LocalRoleSet::Bind, progress, std::move(observe),

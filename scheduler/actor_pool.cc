@@ -75,11 +75,13 @@ std::vector<Shard> SplitPrompts(const v1::GenerateRequest& request, const std::v
 }  // namespace
 
 ActorPool::ActorPool(std::vector<Member> members, std::function<bool(const std::string&)> alive,
-                     std::function<void(const std::string&)> mark_dead, std::ostream* log)
+                     std::function<void(const std::string&)> mark_dead, std::ostream* log,
+                     std::optional<ConcurrencyOptions> concurrency)
     : members_(std::move(members)),
       alive_(std::move(alive)),
       mark_dead_(std::move(mark_dead)),
       log_(log),
+      concurrency_(std::move(concurrency)),
       failed_(members_.size(), false) {}
 
 std::vector<int> ActorPool::LiveMembers() const {
@@ -104,6 +106,23 @@ void ActorPool::GiveUp(int member, const absl::Status& why) {
   }
 }
 
+ConcurrencyController& ActorPool::Controller(int member) {
+  return controllers_.try_emplace(members_[member].id, *concurrency_).first->second;
+}
+
+int32_t ActorPool::DecodeBudget(int member, int64_t rows, int32_t asked) {
+  if (!concurrency_.has_value()) return asked;
+  absl::MutexLock lock(&mu_);
+  return static_cast<int32_t>(Controller(member).Budget(rows));
+}
+
+void ActorPool::ObserveDecode(int member, int64_t rows, const v1::GenerateResponse& response) {
+  if (!concurrency_.has_value()) return;
+  absl::MutexLock lock(&mu_);
+  Controller(member).Observe({response.decode_token_budget(), rows, response.generated_tokens(),
+                              response.decode_seconds()});
+}
+
 absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
     const v1::GenerateRequest& request, const PartSink& on_part) {
   const int prompts = request.prompts_size();
@@ -114,6 +133,10 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
     absl::MutexLock lock(&mu_);
     shards = SplitPrompts(request, live, previous_member_);
   }
+  const int64_t responses = std::max(1, request.responses_per_prompt());
+  auto shard_rows = [responses](const Shard& shard) {
+    return responses * static_cast<int64_t>(shard.prompts.size());
+  };
   auto shard_request = [&](const Shard& shard) {
     v1::GenerateRequest r;
     r.set_responses_per_prompt(request.responses_per_prompt());
@@ -127,6 +150,8 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
                             static_cast<int64_t>(shard.prompts.size());
       r.set_finish_prompts(static_cast<int32_t>((share + prompts - 1) / prompts));
     }
+    r.set_decode_token_budget(
+        DecodeBudget(shard.member, shard_rows(shard), request.decode_token_budget()));
     return r;
   };
   // Rounds: every pending shard goes to its member while that one is live,
@@ -161,6 +186,7 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
       absl::StatusOr<v1::GenerateResponse> result = calls[j].get();
       Shard& shard = shards[pending[j]];
       if (result.ok()) {
+        ObserveDecode(shard.member, shard_rows(shard), *result);
         shard.response = *std::move(result);
         shard.done = true;
       } else if (WorkerFailure(result.status())) {
@@ -182,6 +208,8 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
   // The samples back in request order: each prompt's group, in turn.
   std::vector<std::vector<v1::Sample>> groups(prompts);
   v1::GenerateResponse all;
+  bool bounded = true;  // every actor that decoded had a bound
+  int64_t budget = 0;
   for (Shard& shard : shards) {
     auto& samples = *shard.response.mutable_samples();
     const size_t group =
@@ -194,7 +222,12 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
     all.set_generated_tokens(all.generated_tokens() + shard.response.generated_tokens());
     all.set_prefill_tokens(all.prefill_tokens() + shard.response.prefill_tokens());
     all.set_forward_flops(all.forward_flops() + shard.response.forward_flops());
+    if (shard.prompts.empty()) continue;  // asked nothing, decoded nothing
+    all.set_decode_seconds(std::max(all.decode_seconds(), shard.response.decode_seconds()));
+    bounded = bounded && shard.response.decode_token_budget() > 0;
+    budget += shard.response.decode_token_budget();
   }
+  all.set_decode_token_budget(bounded ? static_cast<int32_t>(budget) : 0);
   for (auto& group : groups) {
     for (v1::Sample& s : group) *all.add_samples() = std::move(s);
   }

@@ -16,9 +16,14 @@
 // batch stays full. A partial rollout's request (finish_prompts > 0) gives
 // each shard its share of the prompts to finish, rounded up. SyncWeights
 // brings every live actor to the version.
+// Under sampling.concurrency AUTO each actor has a ConcurrencyController
+// (scheduler/concurrency_controller.h): its shard's request carries the
+// decode batch bound the controller chose, and what the shard measured
+// feeds the controller for the next call.
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -26,6 +31,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/rollout_worker.h"
+#include "scheduler/concurrency_controller.h"
 
 namespace trellis::scheduler {
 
@@ -38,8 +44,12 @@ class ActorPool final : public actor::RolloutWorker {
   // `alive(id)` tells whether the scheduler still counts the worker alive
   // (heartbeats); `mark_dead(id)` reports a worker the pool gave up on.
   // Notes on failures and re-dispatches go to `log` (may be null).
+  // `concurrency` (sampling.concurrency AUTO; must pass
+  // ValidateConcurrencyOptions) sizes each actor's decode batch; without
+  // it each shard keeps the request's decode_token_budget.
   ActorPool(std::vector<Member> members, std::function<bool(const std::string&)> alive,
-            std::function<void(const std::string&)> mark_dead, std::ostream* log);
+            std::function<void(const std::string&)> mark_dead, std::ostream* log,
+            std::optional<ConcurrencyOptions> concurrency = std::nullopt);
 
   // Every shard keeps request.seed: rows draw from streams keyed by the
   // sample (actor/internal/row_key.h), so the pool samples what one actor
@@ -49,7 +59,10 @@ class ActorPool final : public actor::RolloutWorker {
   }
   // Each shard is a part, handed over (from its actor's thread) as soon as
   // it is answered: verification of one actor's samples starts while the
-  // others still generate. A failed shard hands nothing over.
+  // others still generate. A failed shard hands nothing over. The
+  // response's decode_token_budget is the sum of the bounds the actors
+  // used (the most rows the pool decoded at once), 0 when one used none;
+  // its decode_seconds the longest actor's.
   absl::StatusOr<v1::GenerateResponse> GenerateStreaming(const v1::GenerateRequest& request,
                                                          const PartSink& on_part) override;
   absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override;
@@ -62,16 +75,24 @@ class ActorPool final : public actor::RolloutWorker {
  private:
   std::vector<int> LiveMembers() const;
   void GiveUp(int member, const absl::Status& why);
+  // AUTO: the bound `member`'s controller chose for a shard of `rows` rows;
+  // otherwise `asked`, the caller's (0: the actor's own).
+  int32_t DecodeBudget(int member, int64_t rows, int32_t asked);
+  void ObserveDecode(int member, int64_t rows, const v1::GenerateResponse& response);
+  ConcurrencyController& Controller(int member) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::vector<Member> members_;
   const std::function<bool(const std::string&)> alive_;
   const std::function<void(const std::string&)> mark_dead_;
   std::ostream* log_;
+  const std::optional<ConcurrencyOptions> concurrency_;
   mutable absl::Mutex mu_;
   std::vector<bool> failed_ ABSL_GUARDED_BY(mu_);
   int64_t redispatched_ ABSL_GUARDED_BY(mu_) = 0;
   // The member that answered each prompt id of the previous call.
   absl::flat_hash_map<uint64_t, int> previous_member_ ABSL_GUARDED_BY(mu_);
+  // AUTO: each member's controller by id, made on its first shard.
+  absl::flat_hash_map<std::string, ConcurrencyController> controllers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trellis::scheduler

@@ -1,5 +1,6 @@
 #include "scheduler/actor_pool.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -11,7 +12,8 @@ namespace trellis::scheduler {
 namespace {
 
 // Answers every prompt with responses_per_prompt samples whose text is
-// "<prompt id>/<seed>", or fails every call with `fail`.
+// "<prompt id>/<seed>", or fails every call with `fail`. Its decode takes
+// the seconds of 100 tokens/s per row in the batch up to `knee` rows.
 class FakeActor final : public actor::RolloutWorker {
  public:
   explicit FakeActor(absl::Status fail = absl::OkStatus()) : fail_(std::move(fail)) {}
@@ -30,6 +32,14 @@ class FakeActor final : public actor::RolloutWorker {
     }
     response.set_generated_tokens(response.samples_size());
     response.set_prefill_tokens(request.prompts_size());
+    budgets.push_back(request.decode_token_budget());
+    const int64_t rows = response.samples_size();
+    const int64_t batch = request.decode_token_budget() > 0
+                              ? std::min<int64_t>(request.decode_token_budget(), rows)
+                              : rows;
+    response.set_decode_token_budget(request.decode_token_budget());
+    response.set_decode_seconds(static_cast<double>(rows) /
+                                (100.0 * static_cast<double>(std::min(batch, knee))));
     return response;
   }
   absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override {
@@ -42,7 +52,9 @@ class FakeActor final : public actor::RolloutWorker {
   }
   int64_t policy_version() const override { return version_; }
   int calls = 0;
-  std::vector<uint64_t> asked;  // prompt ids, every call's in order
+  std::vector<uint64_t> asked;   // prompt ids, every call's in order
+  std::vector<int32_t> budgets;  // each call's decode_token_budget
+  int64_t knee = 1000;
 
  private:
   absl::Status fail_;
@@ -198,6 +210,34 @@ TEST(ActorPoolTest, NoLiveActorIsUnavailable) {
   std::vector<FakeActor*> actors;
   ActorPool pool(Members(actors, {absl::UnavailableError("gone")}), nullptr, nullptr, nullptr);
   EXPECT_EQ(pool.Generate(Request(2)).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// sampling.concurrency AUTO: each actor's bound follows its own throughput
+// (here 4 and 8 rows, where its tokens/s stop rising), and the response
+// carries their sum; without it the actors get no bound from the pool.
+TEST(ActorPoolTest, AutoConcurrencySizesEachActorsBatchOnItsOwnThroughput) {
+  std::vector<FakeActor*> actors;
+  ActorPool pool(Members(actors, {absl::OkStatus(), absl::OkStatus()}), nullptr, nullptr, nullptr,
+                 ConcurrencyOptions{});
+  actors[0]->knee = 4;
+  actors[1]->knee = 8;
+  std::vector<int32_t> sums;
+  for (int call = 0; call < 8; ++call) {
+    absl::StatusOr<v1::GenerateResponse> r = pool.Generate(Request(16));  // 16 rows an actor
+    ASSERT_TRUE(r.ok()) << r.status();
+    sums.push_back(r->decode_token_budget());
+  }
+  EXPECT_EQ(actors[0]->budgets, (std::vector<int32_t>{1, 2, 4, 8, 4, 4, 4, 4}));
+  EXPECT_EQ(actors[1]->budgets, (std::vector<int32_t>{1, 2, 4, 8, 16, 8, 8, 8}));
+  EXPECT_EQ(sums, (std::vector<int32_t>{2, 4, 8, 16, 20, 12, 12, 12}));
+
+  std::vector<FakeActor*> fixed_actors;
+  ActorPool fixed(Members(fixed_actors, {absl::OkStatus(), absl::OkStatus()}), nullptr, nullptr,
+                  nullptr);
+  absl::StatusOr<v1::GenerateResponse> r = fixed.Generate(Request(16));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->decode_token_budget(), 0);
+  EXPECT_EQ(fixed_actors[0]->budgets, std::vector<int32_t>{0});
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,14 @@
 namespace trellis::scheduler {
 namespace {
 
+// sampling.concurrency AUTO: the pool sizes each actor's decode batch,
+// starting from decode_token_budget when the job sets one.
+std::optional<ConcurrencyOptions> PoolConcurrency(const v1::SamplingConfig& sampling) {
+  if (sampling.concurrency() != v1::SamplingConfig::AUTO) return std::nullopt;
+  ConcurrencyOptions options;
+  if (sampling.decode_token_budget() > 0) options.initial = sampling.decode_token_budget();
+  return options;
+}
 
 // Every role a gRPC client of a registered worker; the actors behind a pool.
 class RemoteRoleSet final : public run::RoleSet {
@@ -58,7 +67,7 @@ class RemoteRoleSet final : public run::RoleSet {
             *log << "scheduler: " << id << " declared dead (its calls failed)" << std::endl;
           }
         },
-        log);
+        log, PoolConcurrency(job.sampling()));
     // A group of learners is one learner to the loop.
     std::vector<std::unique_ptr<learner::LearnerWorker>> learners;
     for (const WorkerInfo& w : registry->Workers(v1::LEARNER)) {

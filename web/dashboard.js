@@ -296,13 +296,13 @@
       return [String(r.step), num(r.step_seconds, 2), num(r.mean_reward), num(r.accuracy),
               num(r.effective_sample_rate), num(r.rollout_update_ratio, 2),
               num(r.verifier_wait_seconds, 3), num((r.stage_seconds || {}).environment, 3),
-              num(r.generated_tokens_per_second, 0),
+              num(r.generated_tokens_per_second, 0), String(r.rollout_concurrency || 0),
               num(r.handoff_seconds, 3), bytes(r.move_bytes || 0) + " / " + num(r.move_seconds || 0, 3),
               bytes(r.peak_bytes || 0), num(r.kl, 4), num(r.teacher_divergence || 0, 4),
               num(r.bubble_fraction, 2)];
     });
     box.appendChild(table(["step", "seconds", "reward", "accuracy", "effective", "rollout/update",
-                           "verifier wait s", "environment wait s", "gen tok/s", "handoff s", "moves (bytes / s)", "peak", "kl", "teacher divergence", "bubble"],
+                           "verifier wait s", "environment wait s", "gen tok/s", "decode batch", "handoff s", "moves (bytes / s)", "peak", "kl", "teacher divergence", "bubble"],
                           rows, 0));
   }
 

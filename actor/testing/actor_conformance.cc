@@ -181,6 +181,30 @@ TEST_P(ActorConformanceTest, StreamingHandsOverWholeGroupsOfTheSameSamples) {
   EXPECT_TRUE(SameSamples(*all, *plain));
 }
 
+// GenerateRequest.decode_token_budget bounds the decode batch, not the
+// sampled tokens; the response says the bound used (a pool: the sum over the
+// actors it asked) and the seconds spent decoding.
+TEST_P(ActorConformanceTest, ARequestsDecodeBudgetChangesNoSampleAndComesBack) {
+  Publish(0);
+  ASSERT_TRUE(actor().SyncWeights(0).ok());
+  v1::GenerateRequest request = Request(4, 4, 9);
+  absl::StatusOr<v1::GenerateResponse> whole = actor().Generate(request);
+  request.set_decode_token_budget(3);
+  absl::StatusOr<v1::GenerateResponse> bounded = actor().Generate(request);
+  ASSERT_TRUE(whole.ok() && bounded.ok());
+  // The tokens exactly; log-probs within float noise (other batch shapes).
+  ASSERT_EQ(bounded->samples_size(), whole->samples_size());
+  for (int i = 0; i < whole->samples_size(); ++i) {
+    const auto& want = whole->samples(i).response_tokens();
+    const auto& got = bounded->samples(i).response_tokens();
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end())) << "sample " << i;
+  }
+  EXPECT_EQ(whole->decode_token_budget(), 0);
+  EXPECT_GE(bounded->decode_token_budget(), 3);
+  EXPECT_EQ(bounded->decode_token_budget() % 3, 0);
+  EXPECT_GT(bounded->decode_seconds(), 0);
+}
+
 TEST_P(ActorConformanceTest, NoPromptsNoSamples) {
   Publish(0);
   ASSERT_TRUE(actor().SyncWeights(0).ok());

@@ -43,7 +43,7 @@ LAYERS = [
     # 9: the dashboard and its server.
     ["trellis_web_page", "trellis_web_server"],
     # 10: the control plane.
-    ["trellis_scheduler", "trellis_scheduler_service"],
+    ["trellis_concurrency_controller", "trellis_scheduler", "trellis_scheduler_service"],
     # 11: tools that measure and explain jobs.
     ["trellis_tools"],
     # 12: process bootstrap.
