@@ -142,7 +142,7 @@ Result Read(const fs::path& dir) {
 }
 
 Result Run(const v1::JobConfig& job, const fs::path& dir) {
-  bench::RunEmbeddedOrExit(job, dir);
+  bench::RunJobOrExit(job, dir);
   return Read(dir);
 }
 

@@ -17,12 +17,14 @@
 
 namespace trellis::bench {
 
-// Runs `job` embedded into `dir` (emptied first); on failure prints why and
-// the run's progress, and exits 1.
-inline void RunEmbeddedOrExit(const v1::JobConfig& job, const std::filesystem::path& dir) {
+// Runs `job` into `dir` (emptied first) with the roles `bind` makes (the
+// embedded run's by default); on failure prints why and the run's progress,
+// and exits 1.
+inline void RunJobOrExit(const v1::JobConfig& job, const std::filesystem::path& dir,
+                         const run::RoleBinder& bind = run::BindLocalRoles) {
   std::filesystem::remove_all(dir);
   std::ostringstream progress;
-  if (absl::Status s = run::RunEmbeddedJob(job, dir.string(), progress); !s.ok()) {
+  if (absl::Status s = run::RunJob(job, dir.string(), nullptr, bind, progress); !s.ok()) {
     std::cerr << dir << ": " << s << "\n" << progress.str();
     std::exit(1);
   }

@@ -12,17 +12,25 @@
 // the mean fraction of importance weights truncated, and the groups the
 // rollouts carried over and restarted.
 //
+// --decode_ms=D > 0 makes every decode step of the actor take at least D
+// milliseconds (it waits out the rest; the learner has the CPU meanwhile),
+// as on an accelerator, where decoding is bound by reading the weights and
+// a step of a few rows costs what a full one does: the regime the long
+// tail hurts. 0 (the default): the CPU's own steps, where a step of a few
+// rows costs a fraction of a full one.
+//
 //   build/bench/long_tail_bench [--job=examples/jobs/long_tail_grpo.yaml]
-//                               [--steps=40] [--out=/tmp/long_tail_bench]
+//                               [--steps=40] [--decode_ms=0] [--out=/tmp/long_tail_bench]
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -30,10 +38,12 @@
 #include "absl/strings/ascii.h"
 #include "bench/job_runs.h"
 #include "config/job_config.h"
+#include "run/embedded_job.h"
 
 ABSL_FLAG(std::string, job, "examples/jobs/long_tail_grpo.yaml", "the long-tail job");
 ABSL_FLAG(int, steps, 0, "GRPO steps of each run (0: the job's)");
 ABSL_FLAG(std::string, out, "/tmp/long_tail_bench", "directory for the runs");
+ABSL_FLAG(int, decode_ms, 0, "least milliseconds of an actor decode step (0: as computed)");
 
 namespace trellis {
 namespace {
@@ -75,8 +85,60 @@ Result Read(const fs::path& dir) {
   return r;
 }
 
+// The actor, each decode step taking at least `pace` (the step's stop
+// check, polled before each decode forward, waits out the rest).
+class PacedActor final : public actor::RolloutWorker {
+ public:
+  PacedActor(actor::RolloutWorker* inner, std::chrono::milliseconds pace)
+      : inner_(inner), pace_(pace) {}
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) override {
+    next_ = std::chrono::steady_clock::now();
+    return inner_->GenerateUntil(request, [this] {
+      std::this_thread::sleep_until(next_);
+      next_ = std::max(next_, std::chrono::steady_clock::now()) + pace_;
+      return false;
+    });
+  }
+  absl::StatusOr<v1::WeightSyncStats> SyncWeights(int64_t version) override {
+    return inner_->SyncWeights(version);
+  }
+  int64_t policy_version() const override { return inner_->policy_version(); }
+
+ private:
+  actor::RolloutWorker* inner_;
+  const std::chrono::milliseconds pace_;
+  std::chrono::steady_clock::time_point next_;
+};
+
+// The embedded roles with the actor paced.
+class PacedRoles final : public run::RoleSet {
+ public:
+  PacedRoles(std::unique_ptr<run::RoleSet> inner, std::chrono::milliseconds pace)
+      : inner_(std::move(inner)), actor_(inner_->roles().actor, pace) {}
+  loop::Roles roles() override {
+    loop::Roles roles = inner_->roles();
+    roles.actor = &actor_;
+    return roles;
+  }
+  absl::Status Restore(const run::Checkpoint& checkpoint) override {
+    return inner_->Restore(checkpoint);
+  }
+
+ private:
+  std::unique_ptr<run::RoleSet> inner_;
+  PacedActor actor_;
+};
+
 Result Run(const v1::JobConfig& job, const fs::path& dir) {
-  bench::RunEmbeddedOrExit(job, dir);
+  const std::chrono::milliseconds pace(absl::GetFlag(FLAGS_decode_ms));
+  const run::RoleBinder bind =
+      [pace](const v1::JobConfig& j, const text::Tokenizer* tokenizer,
+             ledger::Ledger* ledger) -> absl::StatusOr<std::unique_ptr<run::RoleSet>> {
+    absl::StatusOr<std::unique_ptr<run::RoleSet>> roles = run::BindLocalRoles(j, tokenizer, ledger);
+    if (!roles.ok()) return roles.status();
+    return std::make_unique<PacedRoles>(*std::move(roles), pace);
+  };
+  bench::RunJobOrExit(job, dir, bind);
   return Read(dir);
 }
 

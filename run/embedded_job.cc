@@ -36,7 +36,6 @@ absl::Status AddDeviceMemory(const v1::JobConfig& job, ledger::Ledger* ledger) {
   return absl::OkStatus();
 }
 
-// Every role in this process; weights over the in-process transport.
 class LocalRoleSet final : public RoleSet {
  public:
   static absl::StatusOr<std::unique_ptr<RoleSet>> Bind(const v1::JobConfig& job,
@@ -98,12 +97,18 @@ class LocalRoleSet final : public RoleSet {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<RoleSet>> BindLocalRoles(const v1::JobConfig& job,
+                                                        const text::Tokenizer* tokenizer,
+                                                        ledger::Ledger* ledger) {
+  return LocalRoleSet::Bind(job, tokenizer, ledger);
+}
+
 absl::Status RunEmbeddedJob(const v1::JobConfig& job, const std::string& out_dir,
                             std::ostream& progress, LedgerObserver observe, env::Env* env) {
   if (absl::Status s = model::CheckDeviceVisible(job); !s.ok()) return s;
   if (absl::Status s = config::ValidateEmbeddedJob(job); !s.ok()) return s;
-  return RunJob(job, out_dir, nullptr, LocalRoleSet::Bind, progress, std::move(observe),
-                nullptr, env);
+  return RunJob(job, out_dir, nullptr, BindLocalRoles, progress, std::move(observe), nullptr,
+                env);
 }
 
 absl::Status ResumeEmbeddedJob(const std::string& run_dir, std::ostream& progress,
@@ -117,7 +122,7 @@ absl::Status ResumeEmbeddedJob(const std::string& run_dir, std::ostream& progres
   if (absl::Status s = config::ValidateEmbeddedJob(*job); !s.ok()) return s;
   absl::StatusOr<Checkpoint> checkpoint = ReadLatestCheckpoint(env, run_dir);
   if (!checkpoint.ok()) return checkpoint.status();
-  return RunJob(*job, run_dir, &*checkpoint, LocalRoleSet::Bind, progress, std::move(observe),
+  return RunJob(*job, run_dir, &*checkpoint, BindLocalRoles, progress, std::move(observe),
                 nullptr, env);
 }
 

@@ -5,12 +5,14 @@
 // implementation, weights over the in-process transport.
 
 #include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "env/env.h"
+#include "run/job_runner.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::ledger {
@@ -26,6 +28,12 @@ using LedgerObserver = std::function<void(ledger::Ledger*)>;
 // The built-in default job: GRPO on 2-digit addition, sized for a CPU
 // (run/default_job.cc holds it as YAML).
 [[nodiscard]] absl::StatusOr<v1::JobConfig> DefaultJob();
+
+// Every role of `job` in this process, weights over the in-process
+// transport: RunEmbeddedJob's RoleBinder (run/job_runner.h), for a caller
+// that runs a job with some role wrapped (bench/long_tail_bench.cc).
+[[nodiscard]] absl::StatusOr<std::unique_ptr<RoleSet>> BindLocalRoles(
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger);
 
 // Validates `job`, then runs it, writing to `out_dir`:
 //   job.yaml          the job as resolved, every default filled in

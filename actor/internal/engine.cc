@@ -47,9 +47,11 @@ class Decoder {
     std::deque<google::protobuf::RepeatedField<int32_t>> resumed;
     std::vector<const google::protobuf::RepeatedField<int32_t>*> sequences;
     std::vector<int64_t> done_at_start;
+    int64_t shared = -1;  // the prefill row of the current prompt's own tokens
     for (int64_t r = 0; r < rows; ++r) {
       const v1::Prompt& prompt = request.prompts(r / n_);
       const bool resumes = prompt.resume_size() > 0;
+      if (r % n_ == 0) shared = -1;
       keys_.push_back({resumes ? prompt.resume_seed() : request.seed(), prompt.id(),
                        occurrences[r / n_], static_cast<uint64_t>(r % n_)});
       source_.push_back(static_cast<int64_t>(sequences.size()));
@@ -58,16 +60,17 @@ class Decoder {
         source_.back() = -1;
         continue;
       }
-      if (resumes && !result_->rows[r].tokens.empty()) {
+      waiting_.push_back(r);
+      if (!result_->rows[r].tokens.empty()) {
         resumed.emplace_back(prompt.token_ids());
         resumed.back().Add(result_->rows[r].tokens.begin(), result_->rows[r].tokens.end());
         sequences.push_back(&resumed.back());
-      } else if (!options.share_prefix || r % n_ == 0 || resumes) {
-        sequences.push_back(&prompt.token_ids());
+      } else if (options.share_prefix && shared >= 0) {
+        source_.back() = shared;  // the prompt's prefill, shared by its rows
       } else {
-        source_.back() = source_[r - 1];  // the prompt's first row's sequence
+        shared = source_.back();
+        sequences.push_back(&prompt.token_ids());
       }
-      waiting_.push_back(r);
     }
     prefill_ = RunPrefill(model, sequences, pad_id, turns, options.record_routing, result_);
     result_->peak_cache_bytes = prefill_.cache.bytes() + TurnBytes();
