@@ -87,6 +87,10 @@ struct StepCounts {
   // Seconds of verification that ran while the rollout was still going
   // (streamed parts: scheduler/streaming_verify.h).
   double verify_overlap_seconds = 0;
+  // The actors that answered the step's rollout: an actor pool's members
+  // that were given a shard (actors join and leave between steps); 1 for a
+  // single actor; 0 for a step that rolled nothing out.
+  int64_t rollout_actors = 0;
   // Preference steps (dpo, online_dpo): the batch's mean implicit reward
   // margin and the fraction of its pairs ranked right (TrainStats).
   double reward_margin = 0;

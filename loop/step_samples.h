@@ -32,6 +32,13 @@ struct StepSamples {
   double rollout_seconds = 0;  // the rounds' rollouts, episodes included
 };
 
+// The step record's rollout_actors: what the rollout says (an actor pool
+// counts the members that answered), else 1: a single actor does not count
+// itself.
+inline int64_t RolloutActors(const StepSamples& drawn) {
+  return drawn.rollout.actors() > 0 ? drawn.rollout.actors() : 1;
+}
+
 // A rollout round generated, its verification still running on its
 // StreamingVerify's thread (Driver::FinishRound completes it).
 struct PendingRound {

@@ -1,5 +1,6 @@
 #include "scheduler/distributed_job.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -59,6 +60,22 @@ class RemoteRoleSet final : public run::RoleSet {
           }
         },
         log);
+    // Actors join once they serve (their first heartbeat) and leave once
+    // drained; the pool asks at each step's calls.
+    set->actors_->SetChangeSource(
+        [registry, channel, timeout](const std::vector<std::string>& serving) {
+          ActorPool::Changes changes;
+          for (const WorkerInfo& w : registry->Workers(v1::ACTOR)) {
+            const bool member = std::find(serving.begin(), serving.end(), w.id) != serving.end();
+            if (member && w.draining) changes.leaving.push_back(w.id);
+            if (!member && w.ready && !w.dead && !w.draining && !w.released) {
+              changes.joining.push_back(
+                  {w.id, actor::NewGrpcActorClient(channel(w), w.id, timeout)});
+            }
+          }
+          return changes;
+        },
+        [registry](const std::string& id) { registry->Release(id); });
     // A group of learners is one learner to the loop.
     std::vector<std::unique_ptr<learner::LearnerWorker>> learners;
     for (const WorkerInfo& w : registry->Workers(v1::LEARNER)) {

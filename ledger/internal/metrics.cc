@@ -110,6 +110,7 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"samples_surplus", c.samples_surplus},
       {"samples_overlong", c.samples_overlong},
       {"verify_overlap_seconds", c.verify_overlap_seconds},
+      {"rollout_actors", c.rollout_actors},
       {"reward_margin", c.reward_margin},
       {"preference_accuracy", c.preference_accuracy},
       {"recompute_seconds", c.recompute_seconds},

@@ -1,0 +1,195 @@
+// Actors join and leave a launched job (docs/async.md#actors-that-join-and-leave):
+//  - A second actor started with `trellis serve actor --scheduler ADDR`
+//    while the job runs works from the next step on; the rewards and final
+//    weights equal the embedded one-actor run's (sampling is keyed by the
+//    sample, so the pool's size does not change the draws).
+//  - An actor sent SIGTERM drains: it finishes its work, leaves, exits 0,
+//    and no prompt is lost (the prompt account reconciles at every step).
+// Which step the pool changes at is read from the step records (their
+// `rollout_actors`), not from the clock. Each test prints the steps'
+// rollout seconds by pool size: a measurement, not an assertion.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "config/job_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/launch_util.h"
+#include "tests/tiny_job.h"
+
+namespace trellis {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing_util::ExitedOk;
+using testing_util::Processes;
+using testing_util::Slurp;
+using testing_util::StartTrellis;
+using testing_util::StepRecords;
+using testing_util::Wait;
+using testing_util::WaitFor;
+using testing_util::WriteText;
+
+constexpr int kSteps = 12;
+
+// Actors join over the grpc transport, which serves any number of them.
+v1::JobConfig Job(int actors) {
+  v1::JobConfig job = testing_util::VaryingRewardsJob(kSteps);
+  auto* d = job.mutable_deployment();
+  d->mutable_actor()->set_count(actors);
+  d->set_weight_transport("grpc");
+  d->set_heartbeat_interval_ms(200);
+  d->set_heartbeat_timeout_ms(2000);
+  d->set_stall_timeout_ms(40000);
+  return job;
+}
+
+// The step records that rolled out, by step: how many actors answered.
+std::map<int64_t, int64_t> PoolSizes(const fs::path& out) {
+  std::map<int64_t, int64_t> sizes;
+  for (const auto& [step, record] : StepRecords(out)) {
+    const int64_t actors = record.value("rollout_actors", int64_t{0});
+    if (actors > 0) sizes[step] = actors;
+  }
+  return sizes;
+}
+
+// The first step whose rollout `actors` actors answered; -1 if none.
+int64_t FirstStepWith(const std::map<int64_t, int64_t>& sizes, int64_t actors) {
+  for (const auto& [step, n] : sizes) {
+    if (n == actors) return step;
+  }
+  return -1;
+}
+
+// Mean rollout seconds of the steps by pool size, printed for the report.
+void PrintRolloutSeconds(const fs::path& out, const std::string& what) {
+  std::map<int64_t, std::pair<double, int>> by_size;
+  for (const auto& [step, record] : StepRecords(out)) {
+    const int64_t actors = record.value("rollout_actors", int64_t{0});
+    if (actors == 0) continue;
+    by_size[actors].first += record["stage_seconds"].value("rollout", 0.0);
+    ++by_size[actors].second;
+  }
+  for (const auto& [actors, total] : by_size) {
+    std::cout << what << ": " << actors << " actor(s): " << total.second
+              << " steps, mean rollout " << total.first / total.second << " s" << std::endl;
+  }
+}
+
+void ExpectEveryAccountReconciles(const fs::path& out) {
+  const std::map<int64_t, nlohmann::json> steps = StepRecords(out);
+  ASSERT_EQ(steps.size(), static_cast<size_t>(kSteps));
+  for (const auto& [step, record] : steps) {
+    EXPECT_TRUE(record["prompt_account"]["reconciles"].get<bool>())
+        << "step " << step << ": " << record["prompt_account"].dump();
+  }
+}
+
+// One embedded run of Job(1): the fixed pool that makes the same draws.
+class ElasticTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = fs::path(::testing::TempDir()) / ("elastic_test_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    WriteText(root_ / "one.yaml", config::ResolvedJobYaml(Job(1)));
+    WriteText(root_ / "two.yaml", config::ResolvedJobYaml(Job(2)));
+    embedded_ok_ = ExitedOk(Wait(StartTrellis(
+        {"run", (root_ / "one.yaml").string(), "--out", (root_ / "embedded").string()},
+        root_ / "embedded.log")));
+  }
+
+  void SetUp() override { ASSERT_TRUE(embedded_ok_) << Slurp(root_ / "embedded.log"); }
+
+  static pid_t Launch(const std::string& yaml, const std::string& name) {
+    return StartTrellis({"launch", (root_ / yaml).string(), "--out", (root_ / name).string()},
+                        root_ / (name + ".log"));
+  }
+
+  static inline fs::path root_;
+  static inline bool embedded_ok_ = false;
+};
+
+// The learner is stopped while the second actor starts, so that the step
+// it joins at is known from the records, whatever the machine's speed.
+TEST_F(ElasticTest, AnActorStartedMidRunWorksFromTheNextStep) {
+  const fs::path out = root_ / "joined";
+  const pid_t launcher = Launch("one.yaml", "joined");
+  ASSERT_TRUE(WaitFor([&] { return StepRecords(out).size() >= 3; }, 120))
+      << Slurp(root_ / "joined.log");
+  const pid_t learner = Processes(out).at("learner-0");
+  ASSERT_EQ(::kill(learner, SIGSTOP), 0);
+  const std::string scheduler = Slurp(out / "launch" / "scheduler.addr");
+  const pid_t joiner = StartTrellis({"serve", "actor", "--scheduler", scheduler, "--secret-file",
+                                     (out / "launch" / "secret").string()},
+                                    root_ / "joiner.log");
+  const bool ready = WaitFor(
+      [&] { return Slurp(root_ / "joiner.log").find("ready (heartbeat answered)") !=
+                   std::string::npos; },
+      120);
+  const int64_t recorded = static_cast<int64_t>(StepRecords(out).size());
+  ASSERT_EQ(::kill(learner, SIGCONT), 0);
+  ASSERT_TRUE(ready) << Slurp(root_ / "joiner.log");
+
+  const int status = Wait(launcher);
+  const std::string log = Slurp(root_ / "joined.log");
+  ASSERT_TRUE(ExitedOk(status)) << log;
+  EXPECT_TRUE(ExitedOk(Wait(joiner))) << Slurp(root_ / "joiner.log");
+  EXPECT_THAT(Slurp(root_ / "joiner.log"), HasSubstr("actor-1: job over, exiting"));
+  EXPECT_THAT(log, HasSubstr("actor pool: actor-1 joins"));
+
+  // One actor until the step after the join, both from then on.
+  const std::map<int64_t, int64_t> sizes = PoolSizes(out);
+  ASSERT_EQ(sizes.size(), static_cast<size_t>(kSteps));
+  const int64_t joined = FirstStepWith(sizes, 2);
+  ASSERT_GE(joined, 3) << "the second actor was started after step 3";
+  EXPECT_LE(joined, recorded + 1) << "it joins at the step boundary after it is ready";
+  for (const auto& [step, actors] : sizes) {
+    EXPECT_EQ(actors, step < joined ? 1 : 2) << "step " << step;
+  }
+  testing_util::ExpectSameRewardsAndWeights(root_ / "embedded", out, kSteps);
+  ExpectEveryAccountReconciles(out);
+  PrintRolloutSeconds(out, "joined");
+}
+
+TEST_F(ElasticTest, ADrainedActorFinishesLeavesAndLosesNoPrompt) {
+  const fs::path out = root_ / "drained";
+  const pid_t launcher = Launch("two.yaml", "drained");
+  ASSERT_TRUE(WaitFor([&] { return StepRecords(out).size() >= 3; }, 120))
+      << Slurp(root_ / "drained.log");
+  ASSERT_EQ(::kill(Processes(out).at("actor-1"), SIGTERM), 0);
+  const int status = Wait(launcher);
+  const std::string log = Slurp(root_ / "drained.log");
+  ASSERT_TRUE(ExitedOk(status)) << log;
+  EXPECT_THAT(log, HasSubstr("actor-1: draining (SIGTERM)"));
+  EXPECT_THAT(log, HasSubstr("actor pool: actor-1 drained; it leaves the pool"));
+  EXPECT_THAT(log, HasSubstr("actor-1: drained and released, exiting"));
+  EXPECT_THAT(log, Not(HasSubstr("declared dead")));
+  EXPECT_THAT(log, Not(HasSubstr("[launch] restart")));
+
+  // Both actors until the drain, then one; never back.
+  const std::map<int64_t, int64_t> sizes = PoolSizes(out);
+  ASSERT_EQ(sizes.size(), static_cast<size_t>(kSteps));
+  const int64_t left = FirstStepWith(sizes, 1);
+  ASSERT_GE(left, 3) << "actor-1 was drained after step 3";
+  for (const auto& [step, actors] : sizes) {
+    EXPECT_EQ(actors, step < left ? 2 : 1) << "step " << step;
+  }
+  testing_util::ExpectSameRewardsAndWeights(root_ / "embedded", out, kSteps);
+  ExpectEveryAccountReconciles(out);
+  PrintRolloutSeconds(out, "drained");
+}
+
+}  // namespace
+}  // namespace trellis
