@@ -31,20 +31,26 @@ absl::StatusOr<std::string> WorkerRegistry::Add(const v1::RegisterRequest& reque
   }
   const int expected = Expected(role);
   absl::MutexLock lock(&mu_);
+  // Actors past the expected count join the running job (slots beyond it).
+  const bool joins = role == v1::ACTOR && !joins_refused_.has_value();
+  const std::string why_not = role == v1::ACTOR && joins_refused_.has_value()
+                                  ? absl::StrCat("; another actor cannot join: ", *joins_refused_)
+                                  : "";
   int index = 0;
   if (request.has_index()) {
     index = request.index();
-    if (index < 0 || index >= expected) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "index: ", index, " is outside [0, ", expected, ") for ", config::RoleName(role)));
+    if (index < 0 || (index >= expected && !joins)) {
+      return absl::FailedPreconditionError(absl::StrCat("index: ", index, " is outside [0, ",
+                                                        expected, ") for ",
+                                                        config::RoleName(role), why_not));
     }
   } else {
     int taken = 0;
     for (const auto& [id, w] : workers_) taken += w.role == role;
-    if (taken >= expected && (role != v1::ACTOR || joins_refused_.has_value())) {
+    if (taken >= expected && !joins) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the job needs ", expected, " ", config::RoleName(role), " workers and has them",
-          role == v1::ACTOR ? absl::StrCat("; another cannot join: ", *joins_refused_) : ""));
+          why_not));
     }
     while (workers_.count(config::WorkerId(role, index).ToString())) ++index;
   }

@@ -41,6 +41,8 @@ TEST(WorkerRegistryTest, IdsFollowTheLauncherIndexOrTheNextFreeOne) {
   EXPECT_EQ(extra.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(extra.status().message(), HasSubstr("needs 3 actor"));
   EXPECT_THAT(extra.status().message(), HasSubstr("cannot join: receiver slots are fixed"));
+  EXPECT_THAT(registry.Add(Request(v1::ACTOR, 3)).status().message(),
+              HasSubstr("index: 3 is outside [0, 3) for actor; another actor cannot join"));
 }
 
 // An actor without an index joins a job that has its actors; asked to
@@ -56,6 +58,8 @@ TEST(WorkerRegistryTest, AnActorJoinsBeyondTheCountAndLeavesOnceReleased) {
             absl::StatusCode::kFailedPrecondition)
       << "only actors join";
   ASSERT_EQ(*registry.Add(Request(v1::ACTOR, std::nullopt, 103)), "actor-1");
+  // A StatefulSet scaled up names the slot: past the count, it joins too.
+  ASSERT_EQ(*registry.Add(Request(v1::ACTOR, 4, 104)), "actor-4");
   ASSERT_TRUE(registry.Heartbeat("actor-1").ok());
   EXPECT_TRUE(registry.Workers(v1::ACTOR)[1].ready);
 
@@ -77,6 +81,7 @@ TEST(WorkerRegistryTest, AnActorJoinsBeyondTheCountAndLeavesOnceReleased) {
 
 TEST(WorkerRegistryTest, BadRegistrationsAreRefusedWithTheField) {
   WorkerRegistry registry(Job(2));
+  registry.RefuseJoiners("receiver slots are fixed");
   v1::RegisterRequest no_address = Request(v1::ACTOR);
   no_address.clear_address();
   EXPECT_EQ(registry.Add(no_address).status().code(), absl::StatusCode::kInvalidArgument);

@@ -206,6 +206,11 @@ TEST_F(AuthTest, ALaunchedJobServesOnlyCallsCarryingItsSecret) {
   fake.clear_index();
   ExpectGuarded("scheduler", "Register without an index", Unary(&Scheduler::Register, fake),
                 absl::StatusCode::kFailedPrecondition);
+  // Drain: only actors drain (the learner is named, so the job goes on).
+  v1::DrainRequest drain;
+  drain.set_worker_id("learner-0");
+  ExpectGuarded("scheduler", "DrainWorker", Unary(&Scheduler::DrainWorker, drain),
+                absl::StatusCode::kInvalidArgument);
   v1::JobStatusRequest unknown;
   unknown.set_job_id("guess");
   const absl::Status guessed =
