@@ -275,14 +275,15 @@ TEST(ActorPoolTest, AJoinerThatCannotLoadTheWeightsDoesNotJoin) {
   Changes changes;
   Watch(pool, changes);
   ASSERT_TRUE(pool.SyncWeights(1).ok());
-  auto joiner = std::make_unique<FakeActor>(absl::UnavailableError("no route"));
-  FakeActor* late = joiner.get();
-  changes.joining.push_back({"actor-1", std::move(joiner)});
+  changes.joining.push_back(
+      {"actor-1", std::make_unique<FakeActor>(absl::UnavailableError("no route"))});
   absl::StatusOr<v1::GenerateResponse> r = pool.Generate(Request(4));
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(late->calls, 0);
   EXPECT_EQ(dead, std::vector<std::string>{"actor-1"});
   EXPECT_EQ(r->actors(), 1);
+  EXPECT_EQ(actors[0]->asked.size(), 4u);
+  ASSERT_TRUE(pool.Generate(Request(2)).ok());
+  EXPECT_EQ(changes.serving, std::vector<std::string>{"actor-0"});
 }
 
 // A drained member answered everything it was given; from the next call it

@@ -96,6 +96,7 @@ TEST(WorkerRegistryTest, BadRegistrationsAreRefusedWithTheField) {
 
 TEST(WorkerRegistryTest, ASlotIsGivenOnceUntilItsWorkerIsDeclaredDead) {
   WorkerRegistry registry(Job(1));
+  registry.RefuseJoiners("slots only");  // else another actor would join
   ASSERT_EQ(*registry.Add(Request(v1::ACTOR, 0, 100)), "actor-0");
   // The same process asking again gets its slot back.
   EXPECT_EQ(*registry.Add(Request(v1::ACTOR, 0, 100)), "actor-0");
