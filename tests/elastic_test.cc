@@ -1,8 +1,11 @@
 // Actors join and leave a launched job (docs/async.md#actors-that-join-and-leave):
 //  - A second actor started with `trellis serve actor --scheduler ADDR`
-//    while the job runs works from the next step on; the rewards and final
-//    weights equal the embedded one-actor run's (sampling is keyed by the
-//    sample, so the pool's size does not change the draws).
+//    while the job runs works from the next step on; the rewards equal the
+//    fixed one-actor run's (sampling is keyed by the sample, so the pool's
+//    size does not change the draws). The final weights are not compared:
+//    a fixed pool of two already ends with other weight bits than a pool of
+//    one (with the same rewards), so more than the draws depends on how the
+//    batch is split (the per-shard log-probs, presumably).
 //  - An actor sent SIGTERM drains: it finishes its work, leaves, exits 0,
 //    and no prompt is lost (the prompt account reconciles at every step).
 // Which step the pool changes at is read from the step records (their
@@ -36,6 +39,7 @@ using testing_util::Processes;
 using testing_util::Slurp;
 using testing_util::StartTrellis;
 using testing_util::StepRecords;
+using testing_util::StepRewards;
 using testing_util::Wait;
 using testing_util::WaitFor;
 using testing_util::WriteText;
@@ -96,7 +100,7 @@ void ExpectEveryAccountReconciles(const fs::path& out) {
   }
 }
 
-// One embedded run of Job(1): the fixed pool that makes the same draws.
+// One embedded run of Job(1): a fixed pool that makes the same draws.
 class ElasticTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -158,7 +162,7 @@ TEST_F(ElasticTest, AnActorStartedMidRunWorksFromTheNextStep) {
   for (const auto& [step, actors] : sizes) {
     EXPECT_EQ(actors, step < joined ? 1 : 2) << "step " << step;
   }
-  testing_util::ExpectSameRewardsAndWeights(root_ / "embedded", out, kSteps);
+  EXPECT_EQ(StepRewards(out), StepRewards(root_ / "embedded"));
   ExpectEveryAccountReconciles(out);
   PrintRolloutSeconds(out, "joined");
 }
@@ -186,7 +190,7 @@ TEST_F(ElasticTest, ADrainedActorFinishesLeavesAndLosesNoPrompt) {
   for (const auto& [step, actors] : sizes) {
     EXPECT_EQ(actors, step < left ? 2 : 1) << "step " << step;
   }
-  testing_util::ExpectSameRewardsAndWeights(root_ / "embedded", out, kSteps);
+  EXPECT_EQ(StepRewards(out), StepRewards(root_ / "embedded"));
   ExpectEveryAccountReconciles(out);
   PrintRolloutSeconds(out, "drained");
 }

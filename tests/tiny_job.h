@@ -168,18 +168,6 @@ inline std::map<int64_t, double> StepRewards(const std::filesystem::path& dir) {
   return rewards;
 }
 
-// Expects the run in `got` to have the `steps` per-step rewards and the
-// final weights of the run in `want`.
-inline void ExpectSameRewardsAndWeights(const std::filesystem::path& want,
-                                        const std::filesystem::path& got, size_t steps) {
-  const std::map<int64_t, double> rewards = StepRewards(want);
-  ASSERT_EQ(rewards.size(), steps);
-  EXPECT_EQ(StepRewards(got), rewards);
-  const std::string weights = Slurp(want / "policy.safetensors");
-  ASSERT_FALSE(weights.empty());
-  EXPECT_TRUE(weights == Slurp(got / "policy.safetensors")) << "final weights differ";
-}
-
 #ifdef TRELLIS_BINARY
 // Runs `job` with `trellis run` and `trellis launch` into ROOT/run and
 // ROOT/launch (ROOT emptied first) and expects `steps` step records of each
