@@ -320,22 +320,25 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   const absl::Duration warn_after = absl::Milliseconds(job.deployment().heartbeat_timeout_ms());
   const absl::Duration give_up_after = absl::Milliseconds(job.deployment().stall_timeout_ms());
   absl::Time last_ok = absl::Now();
-  bool warned = false, answered = false;
+  // answered: the scheduler has a heartbeat (counts it ready); drain_known:
+  // it has one saying draining (no new work from the next step on).
+  bool warned = false, answered = false, drain_known = false;
   absl::Status result;
   v1::HeartbeatRequest beat;
   beat.set_worker_id(id);
   while (true) {
-    if (DrainRequested() && !beat.draining()) {
-      log << id << ": draining (SIGTERM): no new work; leaving once released" << std::endl;
-      beat.set_draining(true);
-    }
+    beat.set_draining(DrainRequested());
     beat.set_ledger_step(forwarder.delivered_step());
     absl::StatusOr<v1::HeartbeatResponse> reply = rpc::Call(
         *scheduler, &v1::Scheduler::Stub::Heartbeat, beat, interval, "scheduler Heartbeat");
     if (reply.ok()) {
       if (warned) log << id << ": scheduler answers again" << std::endl;
-      // Now the scheduler counts it ready (a joining actor: work next step).
       if (!answered) log << id << ": ready (heartbeat answered)" << std::endl;
+      if (beat.draining() && !drain_known) {
+        log << id << ": draining (SIGTERM): no new work from the next step; leaving once released"
+            << std::endl;
+      }
+      drain_known = beat.draining();
       warned = false;
       answered = true;
       last_ok = absl::Now();

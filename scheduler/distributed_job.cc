@@ -167,7 +167,8 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
       std::vector<web::WorkerStatus> workers;
       for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {
         for (const WorkerInfo& w : registry->Workers(role)) {
-          workers.push_back({w.id, config::RoleName(role), w.request.address(), !w.dead});
+          workers.push_back(
+              {w.id, config::RoleName(role), w.request.address(), !w.dead && !w.released});
         }
       }
       return workers;

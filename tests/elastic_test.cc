@@ -125,8 +125,9 @@ class ElasticTest : public ::testing::Test {
   static inline bool embedded_ok_ = false;
 };
 
-// The learner is stopped while the second actor starts, so that the step
-// it joins at is known from the records, whatever the machine's speed.
+// The learner is stopped while the second actor starts (or the first
+// drains), so that the step the pool changes at is known from the records,
+// whatever the machine's speed.
 TEST_F(ElasticTest, AnActorStartedMidRunWorksFromTheNextStep) {
   const fs::path out = root_ / "joined";
   const pid_t launcher = Launch("one.yaml", "joined");
@@ -172,7 +173,17 @@ TEST_F(ElasticTest, ADrainedActorFinishesLeavesAndLosesNoPrompt) {
   const pid_t launcher = Launch("two.yaml", "drained");
   ASSERT_TRUE(WaitFor([&] { return StepRecords(out).size() >= 3; }, 120))
       << Slurp(root_ / "drained.log");
+  // As for the join: the learner waits until the scheduler knows.
+  const pid_t learner = Processes(out).at("learner-0");
+  ASSERT_EQ(::kill(learner, SIGSTOP), 0);
   ASSERT_EQ(::kill(Processes(out).at("actor-1"), SIGTERM), 0);
+  const bool known = WaitFor(
+      [&] { return Slurp(root_ / "drained.log").find("actor-1: draining (SIGTERM)") !=
+                   std::string::npos; },
+      120);
+  const int64_t recorded = static_cast<int64_t>(StepRecords(out).size());
+  ASSERT_EQ(::kill(learner, SIGCONT), 0);
+  ASSERT_TRUE(known) << Slurp(root_ / "drained.log");
   const int status = Wait(launcher);
   const std::string log = Slurp(root_ / "drained.log");
   ASSERT_TRUE(ExitedOk(status)) << log;
@@ -187,6 +198,7 @@ TEST_F(ElasticTest, ADrainedActorFinishesLeavesAndLosesNoPrompt) {
   ASSERT_EQ(sizes.size(), static_cast<size_t>(kSteps));
   const int64_t left = FirstStepWith(sizes, 1);
   ASSERT_GE(left, 3) << "actor-1 was drained after step 3";
+  EXPECT_LE(left, recorded + 1) << "it leaves at the step boundary after the scheduler knows";
   for (const auto& [step, actors] : sizes) {
     EXPECT_EQ(actors, step < left ? 2 : 1) << "step " << step;
   }
