@@ -146,6 +146,26 @@ class ElasticTest : public ::testing::Test {
     return seen ? recorded : -1;
   }
 
+  // The run in root/NAME rolled out every step with `before` actors up to
+  // the boundary after its first `recorded` steps (not before step 3, when
+  // the change was made) and with `after` from then on; its rewards are the
+  // fixed pool's and its prompt account reconciles at every step.
+  static void ExpectPoolChangedOnce(const std::string& name, int64_t before, int64_t after,
+                                    int64_t recorded) {
+    const fs::path out = root_ / name;
+    const std::map<int64_t, int64_t> sizes = PoolSizes(out);
+    ASSERT_EQ(sizes.size(), static_cast<size_t>(kSteps));
+    const int64_t changed = FirstStepWith(sizes, after);
+    EXPECT_GE(changed, 3) << "the pool changed after step 3";
+    EXPECT_LE(changed, recorded + 1) << "it changes at the step boundary after the scheduler knows";
+    for (const auto& [step, actors] : sizes) {
+      EXPECT_EQ(actors, step < changed ? before : after) << "step " << step;
+    }
+    EXPECT_EQ(StepRewards(out), StepRewards(root_ / "embedded"));
+    ExpectEveryAccountReconciles(out);
+    PrintRolloutSeconds(out, name);
+  }
+
   static inline fs::path root_;
   static inline bool embedded_ok_ = false;
 };
@@ -170,19 +190,7 @@ TEST_F(ElasticTest, AnActorStartedMidRunWorksFromTheNextStep) {
   EXPECT_TRUE(ExitedOk(Wait(joiner))) << Slurp(root_ / "joiner.log");
   EXPECT_THAT(Slurp(root_ / "joiner.log"), HasSubstr("actor-1: job over, exiting"));
   EXPECT_THAT(log, HasSubstr("actor pool: actor-1 joins"));
-
-  // One actor until the step after the join, both from then on.
-  const std::map<int64_t, int64_t> sizes = PoolSizes(out);
-  ASSERT_EQ(sizes.size(), static_cast<size_t>(kSteps));
-  const int64_t joined = FirstStepWith(sizes, 2);
-  ASSERT_GE(joined, 3) << "the second actor was started after step 3";
-  EXPECT_LE(joined, recorded + 1) << "it joins at the step boundary after it is ready";
-  for (const auto& [step, actors] : sizes) {
-    EXPECT_EQ(actors, step < joined ? 1 : 2) << "step " << step;
-  }
-  EXPECT_EQ(StepRewards(out), StepRewards(root_ / "embedded"));
-  ExpectEveryAccountReconciles(out);
-  PrintRolloutSeconds(out, "joined");
+  ExpectPoolChangedOnce("joined", 1, 2, recorded);
 }
 
 TEST_F(ElasticTest, ADrainedActorFinishesLeavesAndLosesNoPrompt) {
@@ -199,19 +207,7 @@ TEST_F(ElasticTest, ADrainedActorFinishesLeavesAndLosesNoPrompt) {
   EXPECT_THAT(log, HasSubstr("actor-1: drained and released, exiting"));
   EXPECT_THAT(log, Not(HasSubstr("declared dead")));
   EXPECT_THAT(log, Not(HasSubstr("[launch] restart")));
-
-  // Both actors until the drain, then one; never back.
-  const std::map<int64_t, int64_t> sizes = PoolSizes(out);
-  ASSERT_EQ(sizes.size(), static_cast<size_t>(kSteps));
-  const int64_t left = FirstStepWith(sizes, 1);
-  ASSERT_GE(left, 3) << "actor-1 was drained after step 3";
-  EXPECT_LE(left, recorded + 1) << "it leaves at the step boundary after the scheduler knows";
-  for (const auto& [step, actors] : sizes) {
-    EXPECT_EQ(actors, step < left ? 2 : 1) << "step " << step;
-  }
-  EXPECT_EQ(StepRewards(out), StepRewards(root_ / "embedded"));
-  ExpectEveryAccountReconciles(out);
-  PrintRolloutSeconds(out, "drained");
+  ExpectPoolChangedOnce("drained", 2, 1, recorded);
 }
 
 }  // namespace
