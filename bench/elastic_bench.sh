@@ -14,12 +14,12 @@ rm -rf "$out"
 mkdir -p "$out"
 cat >"$out/job.yaml" <<'YAML'
 name: elastic-bench
-model: {d_model: 256, n_layers: 4, n_heads: 8, n_kv_heads: 4, d_ff: 512, max_seq_len: 96}
+model: {d_model: 512, n_layers: 6, n_heads: 8, n_kv_heads: 4, d_ff: 1536, max_seq_len: 96}
 data:
   arithmetic: {min_digits: 1, max_digits: 2, operators: "+", num_problems: 400}
 sampling: {max_new_tokens: 48}
 sft: {steps: 2, batch_size: 16}
-grpo: {steps: 16, prompts_per_step: 16, responses_per_prompt: 4, micro_batch_size: 16}
+grpo: {steps: 12, prompts_per_step: 32, responses_per_prompt: 4, micro_batch_size: 32}
 eval: {num_prompts: 4}
 runtime: {num_threads: 1, seed: 3}
 deployment:
