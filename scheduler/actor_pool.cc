@@ -157,7 +157,7 @@ void ActorPool::ApplyChanges(bool sync_joiners) {
 
 void ActorPool::Leave(const std::vector<std::string>& leaving) {
   for (const std::string& drained : leaving) {
-    bool last = false;
+    bool last = false, said = false;
     {
       absl::MutexLock lock(&mu_);
       const int serving =
@@ -167,8 +167,10 @@ void ActorPool::Leave(const std::vector<std::string>& leaving) {
         last = serving == 1;
         if (!last) state_[i] = State::kLeft;
       }
+      said = last && kept_last_ == drained;
+      if (last) kept_last_ = drained;
     }
-    if (log_ != nullptr) {
+    if (log_ != nullptr && !said) {
       *log_ << "actor pool: " << drained
             << (last ? " is draining but is the last actor; it stays until another joins"
                      : " drained; it leaves the pool")

@@ -100,6 +100,8 @@ class ActorPool final : public actor::RolloutWorker {
   // Grows only; each worker lives as long as the pool.
   std::vector<Member> members_ ABSL_GUARDED_BY(mu_);
   std::vector<State> state_ ABSL_GUARDED_BY(mu_);
+  // The draining last member kept serving (said once, not at every call).
+  std::string kept_last_ ABSL_GUARDED_BY(mu_);
   // The version of the last SyncWeights: what a joiner loads.
   std::optional<int64_t> version_ ABSL_GUARDED_BY(mu_);
   int64_t redispatched_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,6 +1,7 @@
 #include "scheduler/actor_pool.h"
 
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -307,15 +308,21 @@ TEST(ActorPoolTest, ADrainedMemberLeavesAtTheNextCallAndNoPromptIsLost) {
   EXPECT_EQ(changes.serving, std::vector<std::string>{"actor-0"});
 }
 
-TEST(ActorPoolTest, TheLastMemberStaysWhenDrained) {
+TEST(ActorPoolTest, TheLastMemberStaysWhenDrainedAndIsToldOnce) {
   std::vector<FakeActor*> actors;
-  ActorPool pool(Members(actors, {absl::OkStatus()}), nullptr, nullptr, nullptr);
+  std::ostringstream log;
+  ActorPool pool(Members(actors, {absl::OkStatus()}), nullptr, nullptr, &log);
   Changes changes;
   Watch(pool, changes);
-  changes.leaving.push_back("actor-0");
-  ASSERT_TRUE(pool.Generate(Request(2)).ok());
+  for (int call = 0; call < 2; ++call) {
+    changes.leaving.push_back("actor-0");
+    ASSERT_TRUE(pool.Generate(Request(2)).ok());
+  }
   EXPECT_TRUE(changes.left.empty());
-  EXPECT_EQ(actors[0]->calls, 1);
+  EXPECT_EQ(actors[0]->calls, 2);
+  EXPECT_EQ(log.str(),
+            "actor pool: actor-0 is draining but is the last actor; it stays until another "
+            "joins\n");
 }
 
 }  // namespace
