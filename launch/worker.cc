@@ -4,15 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/actor_service.h"
 #include "comm/tcp_store.h"
@@ -20,6 +16,8 @@
 #include "config/job_config.h"
 #include "config/request_limits.h"
 #include "config/worker_id.h"
+#include "launch/capabilities.h"
+#include "launch/drain_signal.h"
 #include "launch/ledger_forwarder.h"
 #include "learner/learner_service.h"
 #include "ledger/ledger.h"
@@ -75,23 +73,6 @@ class DeferredVerifier final : public verifier::Verifier {
   mutable absl::Mutex mu_;
   std::unique_ptr<verifier::Verifier> verifier_ ABSL_GUARDED_BY(mu_);
 };
-
-v1::Capabilities Capabilities() {
-  v1::Capabilities caps;
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  caps.set_hostname(host);
-  caps.set_cpus(static_cast<int>(std::thread::hardware_concurrency()));
-  caps.set_memory_bytes(static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE));
-  // The devices the launcher pinned this worker to.
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
-    for (absl::string_view d : absl::StrSplit(visible, ',', absl::SkipEmpty())) {
-      int ordinal = 0;
-      if (absl::SimpleAtoi(d, &ordinal)) caps.add_gpus(ordinal);
-    }
-  }
-  return caps;
-}
 
 // What makes this worker's end of the weight transport from its
 // assignment. `publisher_port` is the port a publisher binds (gloo: its
@@ -329,31 +310,47 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   }
   (*server)->SetServing(true);
   log << id << ": serving on " << (*server)->address() << std::endl;
+  if (options.role == v1::ACTOR) DrainOnSigterm();
 
-  // Heartbeats until the scheduler says the job is over, or stays silent
-  // past the job's stall timeout (warned of at the heartbeat timeout: a
-  // stopped scheduler is waited for).
+  // Heartbeats until the scheduler says the job is over (or, to a draining
+  // actor, that it is released), or stays silent past the job's stall
+  // timeout (warned of at the heartbeat timeout: a stopped scheduler is
+  // waited for; a draining actor leaves at once, having no one to hand to).
   const absl::Duration interval = absl::Milliseconds(assignment->heartbeat_interval_ms());
   const absl::Duration warn_after = absl::Milliseconds(job.deployment().heartbeat_timeout_ms());
   const absl::Duration give_up_after = absl::Milliseconds(job.deployment().stall_timeout_ms());
   absl::Time last_ok = absl::Now();
-  bool warned = false;
+  // answered: the scheduler has a heartbeat (counts it ready); drain_known:
+  // it has one saying draining (no new work from the next step on).
+  bool warned = false, answered = false, drain_known = false;
   absl::Status result;
   v1::HeartbeatRequest beat;
   beat.set_worker_id(id);
   while (true) {
+    beat.set_draining(DrainRequested());
     beat.set_ledger_step(forwarder.delivered_step());
     absl::StatusOr<v1::HeartbeatResponse> reply = rpc::Call(
         *scheduler, &v1::Scheduler::Stub::Heartbeat, beat, interval, "scheduler Heartbeat");
     if (reply.ok()) {
       if (warned) log << id << ": scheduler answers again" << std::endl;
+      if (!answered) log << id << ": ready (heartbeat answered)" << std::endl;
+      if (beat.draining() && !drain_known) {
+        log << id << ": draining (SIGTERM): no new work from the next step; leaving once released"
+            << std::endl;
+      }
+      drain_known = beat.draining();
       warned = false;
+      answered = true;
       last_ok = absl::Now();
       forwarder.SetProcess(ledger::ProcessMemoryToProto(ledger.ProcessAccount()));
       forwarder.StepAdvanced(reply->step());
       if (reply->shutdown()) break;
     } else if (absl::IsFailedPrecondition(reply.status()) || absl::IsNotFound(reply.status())) {
       result = reply.status();  // Declared dead: our work went elsewhere.
+      break;
+    } else if (DrainRequested()) {
+      result = absl::UnavailableError(absl::StrCat(id, ": draining; scheduler gone: ",
+                                                   reply.status().message()));
       break;
     } else if (absl::Now() - last_ok > give_up_after) {
       result = absl::UnavailableError(absl::StrCat(id, ": scheduler ", options.scheduler,
@@ -368,7 +365,9 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
     }
     absl::SleepFor(interval);
   }
-  log << id << ": " << (result.ok() ? "job over, exiting" : std::string(result.message()))
+  log << id << ": " << (!result.ok() ? std::string(result.message())
+                        : beat.draining() ? "drained and released, exiting"
+                                          : "job over, exiting")
       << std::endl;
   std::move(stop_server).Invoke();
   actor_service.Bind(nullptr, config::RequestLimits());

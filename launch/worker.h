@@ -9,7 +9,9 @@
 // off the step's path (ledger_forwarder.h). Returns
 // when the scheduler says the job is over (OK), or when the scheduler has
 // been unreachable past the job's stall timeout (Unavailable; it warns at
-// the heartbeat timeout).
+// the heartbeat timeout). An actor drains on SIGTERM (drain_signal.h) and
+// returns OK once the scheduler releases it. Started without --index while
+// the job runs, an actor joins its pool (Scheduler.Register).
 
 #include <optional>
 #include <ostream>

@@ -31,7 +31,8 @@ json CountsJson(const StepCounts& c) {
         "mean_reward", "accuracy", "loss", "kl", "clip_fraction", "grad_norm",
         "value_loss", "value_clip_fraction",
         "sampling_rounds_extra", "prompts_extra", "sampling_seconds_extra", "samples_surplus",
-        "samples_overlong", "verify_overlap_seconds", "rollout_concurrency", "recompute_seconds",
+        "samples_overlong", "verify_overlap_seconds", "rollout_concurrency", "rollout_actors",
+        "recompute_seconds",
         "communication_bytes", "communication_seconds"}) {
     out[key] = j[key];
   }
@@ -86,6 +87,8 @@ StepCounts CountsFromJson(const json& j) {
   c.samples_overlong = j.value("samples_overlong", int64_t{0});
   c.verify_overlap_seconds = j.value("verify_overlap_seconds", 0.0);
   c.rollout_concurrency = j.value("rollout_concurrency", int64_t{0});
+  // Absent from checkpoints written before actors could join and leave.
+  c.rollout_actors = j.value("rollout_actors", int64_t{0});
   c.value_loss = j.value("value_loss", 0.0);
   c.value_clip_fraction = j.value("value_clip_fraction", 0.0);
   // Absent from checkpoints written before the memory strategies existed.

@@ -35,7 +35,7 @@ constexpr const char* kStepFields[] = {
     "generated_tokens_per_second", "trained_tokens_per_second", "handoff_seconds", "handoff_bytes",
     "move_bytes", "move_seconds", "peak_bytes", "device_memory", "samples_generated",
     "samples_effective", "stage_seconds", "role_busy_seconds", "bubble_fraction",
-    "rollout_concurrency"};
+    "rollout_concurrency", "rollout_actors"};
 // clang-format on
 
 // samples_lost_total{reason}: the step record's loss counts (each sample
@@ -307,6 +307,9 @@ void RunView::WriteMetrics(PrometheusText& out, Scope scope) const {
   out.Family("trellis_rollout_update_ratio", Type::kGauge,
              "Rollout seconds / update seconds of the last step.");
   out.Sample("trellis_rollout_update_ratio", {}, has_step ? Num(last, "rollout_update_ratio") : 0);
+  out.Family("trellis_rollout_actors", Type::kGauge,
+             "Actors that answered the last step's rollout (a pool's members change between steps).");
+  out.Sample("trellis_rollout_actors", {}, has_step ? Num(last, "rollout_actors") : 0);
   out.Family("trellis_bubble_fraction", Type::kGauge,
              "Share of the roles' time in the last step that none of their stages covered.");
   out.Sample("trellis_bubble_fraction", {}, has_step ? Num(last, "bubble_fraction") : 0);

@@ -92,6 +92,10 @@ struct StepCounts {
   // under sampling.concurrency auto; 0 when an actor decoded every row at
   // once (no bound).
   int64_t rollout_concurrency = 0;
+  // The actors that answered the step's rollout: an actor pool's members
+  // that were given a shard (actors join and leave between steps); 1 for a
+  // single actor; 0 for a step that rolled nothing out.
+  int64_t rollout_actors = 0;
   // Preference steps (dpo, online_dpo): the batch's mean implicit reward
   // margin and the fraction of its pairs ranked right (TrainStats).
   double reward_margin = 0;

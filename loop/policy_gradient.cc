@@ -109,6 +109,7 @@ absl::Status PolicyGradientRecipe::Step(int64_t step, ledger::StepCounts& counts
   counts = sampled->counts;
   counts.step = opened.step;
   counts.policy_version = opened.policy_version;
+  counts.rollout_actors = RolloutActors(drawn);
   absl::StatusOr<std::vector<float>> rewards = Rewards(drawn);
   if (!rewards.ok()) return rewards.status();
 

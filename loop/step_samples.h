@@ -40,6 +40,13 @@ struct StepSamples {
   PartialCounts partial;
 };
 
+// The step record's rollout_actors: what the rollout says (an actor pool
+// counts the members that answered), else 1: a single actor does not count
+// itself.
+inline int64_t RolloutActors(const StepSamples& drawn) {
+  return drawn.rollout.actors() > 0 ? drawn.rollout.actors() : 1;
+}
+
 // A rollout round generated, its verification still running on its
 // StreamingVerify's thread (Driver::FinishRound completes it).
 struct PendingRound {

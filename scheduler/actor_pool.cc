@@ -77,18 +77,34 @@ std::vector<Shard> SplitPrompts(const v1::GenerateRequest& request, const std::v
 ActorPool::ActorPool(std::vector<Member> members, std::function<bool(const std::string&)> alive,
                      std::function<void(const std::string&)> mark_dead, std::ostream* log,
                      std::optional<ConcurrencyOptions> concurrency)
-    : members_(std::move(members)),
-      alive_(std::move(alive)),
+    : alive_(std::move(alive)),
       mark_dead_(std::move(mark_dead)),
       log_(log),
       concurrency_(std::move(concurrency)),
-      failed_(members_.size(), false) {}
+      members_(std::move(members)),
+      state_(members_.size(), State::kServing) {}
+
+void ActorPool::SetChangeSource(ChangeSource source,
+                                std::function<void(const std::string&)> left) {
+  changes_ = std::move(source);
+  left_ = std::move(left);
+}
+
+actor::RolloutWorker* ActorPool::worker(int member) const {
+  absl::MutexLock lock(&mu_);
+  return members_[member].worker.get();
+}
+
+std::string ActorPool::id(int member) const {
+  absl::MutexLock lock(&mu_);
+  return members_[member].id;
+}
 
 std::vector<int> ActorPool::LiveMembers() const {
   std::vector<int> live;
   absl::MutexLock lock(&mu_);
   for (int i = 0; i < static_cast<int>(members_.size()); ++i) {
-    if (!failed_[i] && (!alive_ || alive_(members_[i].id))) live.push_back(i);
+    if (state_[i] == State::kServing && (!alive_ || alive_(members_[i].id))) live.push_back(i);
   }
   return live;
 }
@@ -96,13 +112,73 @@ std::vector<int> ActorPool::LiveMembers() const {
 void ActorPool::GiveUp(int member, const absl::Status& why) {
   {
     absl::MutexLock lock(&mu_);
-    if (failed_[member]) return;
-    failed_[member] = true;
+    if (state_[member] != State::kServing) return;
+    state_[member] = State::kFailed;
   }
-  if (mark_dead_) mark_dead_(members_[member].id);
+  const std::string failed = id(member);
+  if (mark_dead_) mark_dead_(failed);
   if (log_ != nullptr) {
-    *log_ << "actor pool: " << members_[member].id << " failed (" << why
+    *log_ << "actor pool: " << failed << " failed (" << why
           << "); its work goes to the live actors" << std::endl;
+  }
+}
+
+void ActorPool::ApplyChanges(bool sync_joiners) {
+  if (!changes_) return;
+  std::vector<std::string> serving;
+  std::optional<int64_t> version;
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (state_[i] == State::kServing) serving.push_back(members_[i].id);
+    }
+    version = version_;
+  }
+  Changes changes = changes_(serving);
+  for (Member& joiner : changes.joining) {
+    // A joiner holds the pool's weights before it is given work; at a
+    // SyncWeights boundary the pool-wide sync that follows loads them.
+    if (sync_joiners && version.has_value()) {
+      if (absl::StatusOr<v1::WeightSyncStats> synced = joiner.worker->SyncWeights(*version);
+          !synced.ok()) {
+        if (mark_dead_) mark_dead_(joiner.id);
+        if (log_ != nullptr) {
+          *log_ << "actor pool: " << joiner.id << " could not load version " << *version << " ("
+                << synced.status() << "); it does not join" << std::endl;
+        }
+        continue;
+      }
+    }
+    if (log_ != nullptr) *log_ << "actor pool: " << joiner.id << " joins" << std::endl;
+    absl::MutexLock lock(&mu_);
+    members_.push_back(std::move(joiner));
+    state_.push_back(State::kServing);
+  }
+  Leave(changes.leaving);
+}
+
+void ActorPool::Leave(const std::vector<std::string>& leaving) {
+  for (const std::string& drained : leaving) {
+    bool last = false, said = false;
+    {
+      absl::MutexLock lock(&mu_);
+      const int serving =
+          static_cast<int>(std::count(state_.begin(), state_.end(), State::kServing));
+      for (size_t i = 0; i < members_.size(); ++i) {
+        if (members_[i].id != drained || state_[i] != State::kServing) continue;
+        last = serving == 1;
+        if (!last) state_[i] = State::kLeft;
+      }
+      said = last && kept_last_ == drained;
+      if (last) kept_last_ = drained;
+    }
+    if (log_ != nullptr && !said) {
+      *log_ << "actor pool: " << drained
+            << (last ? " is draining but is the last actor; it stays until another joins"
+                     : " drained; it leaves the pool")
+            << std::endl;
+    }
+    if (!last && left_) left_(drained);
   }
 }
 
@@ -126,6 +202,7 @@ void ActorPool::ObserveDecode(int member, int64_t rows, const v1::GenerateRespon
 absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
     const v1::GenerateRequest& request, const PartSink& on_part) {
   const int prompts = request.prompts_size();
+  ApplyChanges(/*sync_joiners=*/true);
   std::vector<int> live = LiveMembers();
   if (live.empty()) return absl::UnavailableError("actor pool: no live actor");
   std::vector<Shard> shards;
@@ -174,10 +251,10 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
       if (std::find(live.begin(), live.end(), shard.member) == live.end()) {
         shard.member = live[j % live.size()];
       }
-      const int m = shard.member;
+      actor::RolloutWorker* const w = worker(shard.member);
       const v1::GenerateRequest r = shard_request(shard);
-      calls.push_back(std::async(std::launch::async, [this, m, r, &on_part]() {
-        absl::StatusOr<v1::GenerateResponse> response = members_[m].worker->Generate(r);
+      calls.push_back(std::async(std::launch::async, [w, r, &on_part]() {
+        absl::StatusOr<v1::GenerateResponse> response = w->Generate(r);
         if (response.ok() && on_part) on_part(*response);
         return response;
       }));
@@ -208,9 +285,14 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
   // The samples back in request order: each prompt's group, in turn.
   std::vector<std::vector<v1::Sample>> groups(prompts);
   v1::GenerateResponse all;
+  std::vector<int> answered;
   bool bounded = true;  // every actor that decoded had a bound
   int64_t budget = 0;
   for (Shard& shard : shards) {
+    if (!shard.prompts.empty() &&
+        std::find(answered.begin(), answered.end(), shard.member) == answered.end()) {
+      answered.push_back(shard.member);
+    }
     auto& samples = *shard.response.mutable_samples();
     const size_t group =
         std::max<size_t>(1, samples.size() / std::max<size_t>(1, shard.prompts.size()));
@@ -231,16 +313,18 @@ absl::StatusOr<v1::GenerateResponse> ActorPool::GenerateStreaming(
   for (auto& group : groups) {
     for (v1::Sample& s : group) *all.add_samples() = std::move(s);
   }
+  all.set_actors(static_cast<int32_t>(answered.size()));
   return all;
 }
 
 absl::StatusOr<v1::WeightSyncStats> ActorPool::SyncWeights(int64_t version) {
+  ApplyChanges(/*sync_joiners=*/false);
   const std::vector<int> live = LiveMembers();
   if (live.empty()) return absl::UnavailableError("actor pool: no live actor");
   std::vector<std::future<absl::StatusOr<v1::WeightSyncStats>>> calls;
   for (int m : live) {
-    calls.push_back(std::async(std::launch::async, [this, m, version]() {
-      return members_[m].worker->SyncWeights(version);
+    calls.push_back(std::async(std::launch::async, [w = worker(m), version]() {
+      return w->SyncWeights(version);
     }));
   }
   // Bytes add up over the actors; times are the slowest actor's.
@@ -265,6 +349,8 @@ absl::StatusOr<v1::WeightSyncStats> ActorPool::SyncWeights(int64_t version) {
     total.set_load_seconds(std::max(total.load_seconds(), s->load_seconds()));
   }
   if (synced == 0) return first_error;
+  absl::MutexLock lock(&mu_);
+  version_ = version;
   return total;
 }
 
@@ -272,7 +358,7 @@ int64_t ActorPool::policy_version() const {
   int64_t version = -1;
   bool first = true;
   for (int m : LiveMembers()) {
-    const int64_t v = members_[m].worker->policy_version();
+    const int64_t v = worker(m)->policy_version();
     version = first ? v : std::min(version, v);
     first = false;
   }

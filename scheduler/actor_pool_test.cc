@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -238,6 +239,130 @@ TEST(ActorPoolTest, AutoConcurrencySizesEachActorsBatchOnItsOwnThroughput) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->decode_token_budget(), 0);
   EXPECT_EQ(fixed_actors[0]->budgets, std::vector<int32_t>{0});
+}
+
+// Members change at call boundaries: the change source is asked at the
+// start of each call.
+struct Changes {
+  std::vector<ActorPool::Member> joining;
+  std::vector<std::string> leaving;
+  std::vector<std::string> serving;  // as the pool last said
+  std::vector<std::string> left;
+};
+
+void Watch(ActorPool& pool, Changes& c) {
+  pool.SetChangeSource(
+      [&c](const std::vector<std::string>& serving) {
+        c.serving = serving;
+        ActorPool::Changes out{std::move(c.joining), std::move(c.leaving)};
+        c.joining.clear();
+        c.leaving.clear();
+        return out;
+      },
+      [&c](const std::string& id) { c.left.push_back(id); });
+}
+
+TEST(ActorPoolTest, AJoinerLoadsThePoolsVersionBeforeItGetsWork) {
+  std::vector<FakeActor*> actors;
+  ActorPool pool(Members(actors, {absl::OkStatus()}), nullptr, nullptr, nullptr);
+  Changes changes;
+  Watch(pool, changes);
+  ASSERT_TRUE(pool.SyncWeights(3).ok());
+  absl::StatusOr<v1::GenerateResponse> before = pool.Generate(Request(4));
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(before->actors(), 1);
+
+  auto joiner = std::make_unique<FakeActor>();
+  FakeActor* late = joiner.get();
+  changes.joining.push_back({"actor-1", std::move(joiner)});
+  // New prompt ids: ids answered in the previous call stay with actor-0.
+  v1::GenerateRequest next = Request(4);
+  for (v1::Prompt& p : *next.mutable_prompts()) p.set_id(p.id() + 100);
+  absl::StatusOr<v1::GenerateResponse> after = pool.Generate(next);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(late->policy_version(), 3) << "synced before its first shard";
+  EXPECT_EQ(late->asked, (std::vector<uint64_t>{202, 203}));
+  EXPECT_EQ(after->actors(), 2);
+  EXPECT_EQ(changes.serving, std::vector<std::string>{"actor-0"});
+  ASSERT_EQ(after->samples_size(), 8);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(after->samples(i).response_text(), std::to_string(200 + i / 2) + "/7");
+  }
+  // The next SyncWeights reaches it with the others.
+  ASSERT_TRUE(pool.SyncWeights(4).ok());
+  EXPECT_EQ(late->policy_version(), 4);
+  EXPECT_EQ(pool.policy_version(), 4);
+}
+
+TEST(ActorPoolTest, AJoinerAtASyncIsLoadedByThatSync) {
+  std::vector<FakeActor*> actors;
+  ActorPool pool(Members(actors, {absl::OkStatus()}), nullptr, nullptr, nullptr);
+  Changes changes;
+  Watch(pool, changes);
+  auto joiner = std::make_unique<FakeActor>();
+  FakeActor* late = joiner.get();
+  changes.joining.push_back({"actor-1", std::move(joiner)});
+  absl::StatusOr<v1::WeightSyncStats> sync = pool.SyncWeights(5);
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  EXPECT_EQ(sync->bytes(), 200) << "both actors loaded it";
+  EXPECT_EQ(late->policy_version(), 5);
+}
+
+TEST(ActorPoolTest, AJoinerThatCannotLoadTheWeightsDoesNotJoin) {
+  std::vector<FakeActor*> actors;
+  std::vector<std::string> dead;
+  ActorPool pool(Members(actors, {absl::OkStatus()}), nullptr,
+                 [&](const std::string& id) { dead.push_back(id); }, nullptr);
+  Changes changes;
+  Watch(pool, changes);
+  ASSERT_TRUE(pool.SyncWeights(1).ok());
+  changes.joining.push_back(
+      {"actor-1", std::make_unique<FakeActor>(absl::UnavailableError("no route"))});
+  absl::StatusOr<v1::GenerateResponse> r = pool.Generate(Request(4));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(dead, std::vector<std::string>{"actor-1"});
+  EXPECT_EQ(r->actors(), 1);
+  EXPECT_EQ(actors[0]->asked.size(), 4u);
+  ASSERT_TRUE(pool.Generate(Request(2)).ok());
+  EXPECT_EQ(changes.serving, std::vector<std::string>{"actor-0"});
+}
+
+// A drained member answered everything it was given; from the next call it
+// gets nothing and is reported left, and every prompt is still answered.
+TEST(ActorPoolTest, ADrainedMemberLeavesAtTheNextCallAndNoPromptIsLost) {
+  std::vector<FakeActor*> actors;
+  ActorPool pool(Members(actors, {absl::OkStatus(), absl::OkStatus()}), nullptr, nullptr, nullptr);
+  Changes changes;
+  Watch(pool, changes);
+  ASSERT_TRUE(pool.Generate(Request(4)).ok());
+  EXPECT_EQ(actors[1]->calls, 1);
+  changes.leaving.push_back("actor-1");
+  absl::StatusOr<v1::GenerateResponse> r = pool.Generate(Request(4));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(changes.left, std::vector<std::string>{"actor-1"});
+  EXPECT_EQ(actors[1]->calls, 1);
+  EXPECT_EQ(r->actors(), 1);
+  ASSERT_EQ(r->samples_size(), 8);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(r->samples(i).prompt_id(), 100u + i / 2);
+  ASSERT_TRUE(pool.Generate(Request(2)).ok());
+  EXPECT_EQ(changes.serving, std::vector<std::string>{"actor-0"});
+}
+
+TEST(ActorPoolTest, TheLastMemberStaysWhenDrainedAndIsToldOnce) {
+  std::vector<FakeActor*> actors;
+  std::ostringstream log;
+  ActorPool pool(Members(actors, {absl::OkStatus()}), nullptr, nullptr, &log);
+  Changes changes;
+  Watch(pool, changes);
+  for (int call = 0; call < 2; ++call) {
+    changes.leaving.push_back("actor-0");
+    ASSERT_TRUE(pool.Generate(Request(2)).ok());
+  }
+  EXPECT_TRUE(changes.left.empty());
+  EXPECT_EQ(actors[0]->calls, 2);
+  EXPECT_EQ(log.str(),
+            "actor pool: actor-0 is draining but is the last actor; it stays until another "
+            "joins\n");
 }
 
 }  // namespace

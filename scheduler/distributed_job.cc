@@ -1,5 +1,6 @@
 #include "scheduler/distributed_job.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -68,6 +69,22 @@ class RemoteRoleSet final : public run::RoleSet {
           }
         },
         log, PoolConcurrency(job.sampling()));
+    // Actors join once they serve (their first heartbeat) and leave once
+    // drained; the pool asks at each step's calls.
+    set->actors_->SetChangeSource(
+        [registry, channel, timeout](const std::vector<std::string>& serving) {
+          ActorPool::Changes changes;
+          for (const WorkerInfo& w : registry->Workers(v1::ACTOR)) {
+            const bool member = std::find(serving.begin(), serving.end(), w.id) != serving.end();
+            if (member && w.draining) changes.leaving.push_back(w.id);
+            if (!member && w.ready && !w.dead && !w.draining && !w.released) {
+              changes.joining.push_back(
+                  {w.id, actor::NewGrpcActorClient(channel(w), w.id, timeout)});
+            }
+          }
+          return changes;
+        },
+        [registry](const std::string& id) { registry->Release(id); });
     // A group of learners is one learner to the loop.
     std::vector<std::unique_ptr<learner::LearnerWorker>> learners;
     for (const WorkerInfo& w : registry->Workers(v1::LEARNER)) {
@@ -159,7 +176,8 @@ absl::Status Serve(std::optional<v1::JobConfig> given_job, const std::string& ou
       std::vector<web::WorkerStatus> workers;
       for (v1::Role role : {v1::LEARNER, v1::REFERENCE, v1::VERIFIER, v1::ACTOR}) {
         for (const WorkerInfo& w : registry->Workers(role)) {
-          workers.push_back({w.id, config::RoleName(role), w.request.address(), !w.dead});
+          workers.push_back(
+              {w.id, config::RoleName(role), w.request.address(), !w.dead && !w.released});
         }
       }
       return workers;

@@ -114,6 +114,12 @@ absl::Status SchedulerService::SetJob(const v1::JobConfig& job) {
   }
   job_ = validated;
   registry_ = std::make_unique<WorkerRegistry>(validated, env_);
+  const std::string& transport = validated.deployment().weight_transport();
+  if (!OnLearnerServer(transport)) {
+    registry_->RefuseJoiners(absl::StrCat(
+        "deployment.weight_transport is ", transport, ", whose receiver slots are fixed at "
+        "deployment.actor.count; actors join a running job over grpc"));
+  }
   state_ = "placing";
   return absl::OkStatus();
 }
@@ -242,7 +248,31 @@ grpc::Status SchedulerService::Heartbeat(grpc::ServerContext*, const v1::Heartbe
     registry = registry_.get();
   }
   if (registry == nullptr) return rpc::ToGrpc(absl::FailedPreconditionError("no job yet"));
-  return rpc::ToGrpc(registry->Heartbeat(request->worker_id()));
+  if (absl::Status s = registry->Heartbeat(request->worker_id()); !s.ok()) return rpc::ToGrpc(s);
+  if (request->draining()) {
+    // Once released it may say so again until it exits.
+    if (absl::Status s = registry->Drain(request->worker_id());
+        !s.ok() && !registry->Released(request->worker_id())) {
+      return rpc::ToGrpc(s);
+    }
+  }
+  if (registry->Released(request->worker_id())) response->set_shutdown(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::DrainWorker(grpc::ServerContext*, const v1::DrainRequest* request,
+                                           v1::Empty*) {
+  if (absl::Status s = config::CheckWorkerId(request->worker_id(), config::RequestLimits());
+      !s.ok()) {
+    return rpc::ToGrpc(s);
+  }
+  WorkerRegistry* registry = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    registry = registry_.get();
+  }
+  if (registry == nullptr) return rpc::ToGrpc(absl::FailedPreconditionError("no job yet"));
+  return rpc::ToGrpc(registry->Drain(request->worker_id()));
 }
 
 grpc::Status SchedulerService::ReportLedger(grpc::ServerContext*, const v1::LedgerReport* request,

@@ -63,6 +63,8 @@ class SchedulerService final : public rpc::CountingService<v1::Scheduler::Servic
                             v1::JobStatus* response) override;
   grpc::Status CancelJob(grpc::ServerContext*, const v1::JobStatusRequest* request,
                          v1::JobStatus* response) override;
+  grpc::Status DrainWorker(grpc::ServerContext*, const v1::DrainRequest* request,
+                           v1::Empty* response) override;
 
  private:
   v1::JobStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

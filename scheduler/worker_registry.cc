@@ -31,19 +31,26 @@ absl::StatusOr<std::string> WorkerRegistry::Add(const v1::RegisterRequest& reque
   }
   const int expected = Expected(role);
   absl::MutexLock lock(&mu_);
+  // Actors past the expected count join the running job (slots beyond it).
+  const bool joins = role == v1::ACTOR && !joins_refused_.has_value();
+  const std::string why_not = role == v1::ACTOR && joins_refused_.has_value()
+                                  ? absl::StrCat("; another actor cannot join: ", *joins_refused_)
+                                  : "";
   int index = 0;
   if (request.has_index()) {
     index = request.index();
-    if (index < 0 || index >= expected) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "index: ", index, " is outside [0, ", expected, ") for ", config::RoleName(role)));
+    if (index < 0 || (index >= expected && !joins)) {
+      return absl::FailedPreconditionError(absl::StrCat("index: ", index, " is outside [0, ",
+                                                        expected, ") for ",
+                                                        config::RoleName(role), why_not));
     }
   } else {
     int taken = 0;
     for (const auto& [id, w] : workers_) taken += w.role == role;
-    if (taken >= expected) {
+    if (taken >= expected && !joins) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "the job needs ", expected, " ", config::RoleName(role), " workers and has them"));
+          "the job needs ", expected, " ", config::RoleName(role), " workers and has them",
+          why_not));
     }
     while (workers_.count(config::WorkerId(role, index).ToString())) ++index;
   }
@@ -114,7 +121,8 @@ SilenceChanges WorkerRegistry::CheckSilence(const SilenceLimits& limits) {
   const absl::Time now = env_->Now();
   absl::MutexLock lock(&mu_);
   for (auto& [id, w] : workers_) {
-    if (!w.ready || w.dead) continue;
+    // A released actor stops heartbeating as it leaves: gone, not dead.
+    if (!w.ready || w.dead || w.released) continue;
     const absl::Duration silent = now - w.last_seen;
     if (silent > limits.dead) {
       w.dead = true;
@@ -140,10 +148,43 @@ bool WorkerRegistry::MarkDead(const std::string& id) {
   return true;
 }
 
+void WorkerRegistry::RefuseJoiners(std::string why) {
+  absl::MutexLock lock(&mu_);
+  joins_refused_ = std::move(why);
+}
+
+absl::Status WorkerRegistry::Drain(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return absl::NotFoundError(absl::StrCat("unknown worker ", id));
+  WorkerInfo& w = it->second;
+  if (w.role != v1::ACTOR) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker_id: ", id, " is not an actor; only actors drain"));
+  }
+  if (w.dead || w.released) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(id, w.dead ? " was declared dead" : " has drained already"));
+  }
+  w.draining = true;
+  return absl::OkStatus();
+}
+
+void WorkerRegistry::Release(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = workers_.find(id); it != workers_.end()) it->second.released = true;
+}
+
+bool WorkerRegistry::Released(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(id);
+  return it != workers_.end() && it->second.released;
+}
+
 bool WorkerRegistry::Alive(const std::string& id) const {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(id);
-  return it != workers_.end() && !it->second.dead;
+  return it != workers_.end() && !it->second.dead && !it->second.released;
 }
 
 std::vector<WorkerInfo> WorkerRegistry::Workers(v1::Role role) const {
@@ -161,7 +202,7 @@ std::vector<std::string> WorkerRegistry::LiveIds() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const auto& [id, w] : workers_) {
-    if (!w.dead) out.push_back(id);
+    if (!w.dead && !w.released) out.push_back(id);
   }
   return out;
 }

@@ -5,11 +5,14 @@
 // they listen, and whether they are alive (heartbeats). A worker silent
 // past the stall limit is stalled (and may come back: a stopped process,
 // a long pause); silent past the dead limit it is declared dead once, and
-// stays dead.
+// stays dead. Actors may join while the job runs and be drained: a drained
+// actor is released once the actor pool no longer calls it, and then it
+// leaves (neither alive nor dead).
 //
 // Thread-safe.
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +37,10 @@ struct WorkerInfo {
   // Silent past SilenceLimits::stall, and not yet heard from again.
   bool stalled = false;
   bool dead = false;
+  // Actors: asked to drain (DrainWorker, or SIGTERM to the process).
+  bool draining = false;
+  // Actors: drained, and no call of the job reaches it any more: it exits.
+  bool released = false;
 };
 
 struct SilenceLimits {
@@ -60,8 +67,22 @@ class WorkerRegistry {
   // the index is out of range or taken by a live worker. Each slot is given
   // once: the same process asking again (same pid and address) gets the
   // same id; a worker naming the slot of one declared dead (a restart)
-  // takes it over, alive and not yet ready.
+  // takes it over, alive and not yet ready. An actor without an index once
+  // the job has its actors joins: it gets the next free index (unless
+  // joins are refused).
   [[nodiscard]] absl::StatusOr<std::string> Add(const v1::RegisterRequest& request);
+
+  // Actors beyond the expected count are refused from now on, `why` in the
+  // error (the weight transport's receiver slots are fixed, say).
+  void RefuseJoiners(std::string why);
+
+  // Marks an actor draining. NotFound for an unknown id, InvalidArgument
+  // for a worker that is not an actor, FailedPrecondition for one declared
+  // dead or released.
+  [[nodiscard]] absl::Status Drain(const std::string& id);
+  // The actor pool gave up calling `id` after it drained: it may exit.
+  void Release(const std::string& id);
+  bool Released(const std::string& id) const;
 
   // Waits until every expected worker has registered (and, with `ready`,
   // sent its first heartbeat: workers start heartbeats once they serve);
@@ -82,9 +103,11 @@ class WorkerRegistry {
   // Marks `id` dead (e.g. after its calls failed); false if it already was.
   bool MarkDead(const std::string& id);
 
+  // Neither dead nor released.
   bool Alive(const std::string& id) const;
   // Registered workers of `role` by index.
   std::vector<WorkerInfo> Workers(v1::Role role) const;
+  // Workers neither dead nor released.
   std::vector<std::string> LiveIds() const;
   int Expected(v1::Role role) const;
 
@@ -92,6 +115,7 @@ class WorkerRegistry {
   env::Env* const env_;
   std::map<v1::Role, int> expected_;
   mutable absl::Mutex mu_;
+  std::optional<std::string> joins_refused_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
 };
 

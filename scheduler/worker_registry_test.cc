@@ -36,13 +36,52 @@ TEST(WorkerRegistryTest, IdsFollowTheLauncherIndexOrTheNextFreeOne) {
   EXPECT_EQ(*registry.Add(Request(v1::ACTOR, 2)), "actor-2");
   EXPECT_EQ(*registry.Add(Request(v1::ACTOR)), "actor-0");
   EXPECT_EQ(*registry.Add(Request(v1::ACTOR)), "actor-1");
+  registry.RefuseJoiners("receiver slots are fixed");
   absl::StatusOr<std::string> extra = registry.Add(Request(v1::ACTOR));
   EXPECT_EQ(extra.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(extra.status().message(), HasSubstr("needs 3 actor"));
+  EXPECT_THAT(extra.status().message(), HasSubstr("cannot join: receiver slots are fixed"));
+  EXPECT_THAT(registry.Add(Request(v1::ACTOR, 3)).status().message(),
+              HasSubstr("index: 3 is outside [0, 3) for actor; another actor cannot join"));
+}
+
+// An actor without an index joins a job that has its actors; asked to
+// drain it stays alive until the pool releases it, then it is gone: no
+// longer live, never declared dead by its silence.
+TEST(WorkerRegistryTest, AnActorJoinsBeyondTheCountAndLeavesOnceReleased) {
+  FakeEnv env;
+  WorkerRegistry registry(Job(1), &env);
+  ASSERT_EQ(*registry.Add(Request(v1::ACTOR, 0, 100)), "actor-0");
+  EXPECT_EQ(registry.Add(Request(v1::LEARNER, std::nullopt, 101)).status().code(),
+            absl::StatusCode::kOk);
+  EXPECT_EQ(registry.Add(Request(v1::LEARNER, std::nullopt, 102)).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "only actors join";
+  ASSERT_EQ(*registry.Add(Request(v1::ACTOR, std::nullopt, 103)), "actor-1");
+  // A StatefulSet scaled up names the slot: past the count, it joins too.
+  ASSERT_EQ(*registry.Add(Request(v1::ACTOR, 4, 104)), "actor-4");
+  ASSERT_TRUE(registry.Heartbeat("actor-1").ok());
+  EXPECT_TRUE(registry.Workers(v1::ACTOR)[1].ready);
+
+  EXPECT_EQ(registry.Drain("actor-9").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.Drain("learner-0").code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(registry.Drain("actor-1").ok());
+  EXPECT_TRUE(registry.Workers(v1::ACTOR)[1].draining);
+  EXPECT_TRUE(registry.Alive("actor-1"));
+  EXPECT_FALSE(registry.Released("actor-1"));
+  registry.Release("actor-1");
+  EXPECT_TRUE(registry.Released("actor-1"));
+  EXPECT_FALSE(registry.Alive("actor-1"));
+  EXPECT_THAT(registry.LiveIds(), ::testing::Not(::testing::Contains("actor-1")));
+  EXPECT_EQ(registry.Drain("actor-1").code(), absl::StatusCode::kFailedPrecondition);
+  env.Advance(absl::Hours(1));
+  const SilenceChanges changes = registry.CheckSilence({absl::Seconds(1), absl::Seconds(2)});
+  for (const WorkerInfo& w : changes.dead) EXPECT_NE(w.id, "actor-1") << "it left";
 }
 
 TEST(WorkerRegistryTest, BadRegistrationsAreRefusedWithTheField) {
   WorkerRegistry registry(Job(2));
+  registry.RefuseJoiners("receiver slots are fixed");
   v1::RegisterRequest no_address = Request(v1::ACTOR);
   no_address.clear_address();
   EXPECT_EQ(registry.Add(no_address).status().code(), absl::StatusCode::kInvalidArgument);
@@ -57,6 +96,7 @@ TEST(WorkerRegistryTest, BadRegistrationsAreRefusedWithTheField) {
 
 TEST(WorkerRegistryTest, ASlotIsGivenOnceUntilItsWorkerIsDeclaredDead) {
   WorkerRegistry registry(Job(1));
+  registry.RefuseJoiners("slots only");  // else another actor would join
   ASSERT_EQ(*registry.Add(Request(v1::ACTOR, 0, 100)), "actor-0");
   // The same process asking again gets its slot back.
   EXPECT_EQ(*registry.Add(Request(v1::ACTOR, 0, 100)), "actor-0");

@@ -195,7 +195,9 @@ TEST_F(AuthTest, ALaunchedJobServesOnlyCallsCarryingItsSecret) {
   ExpectGuarded("scheduler", "SubmitJob", Unary(&Scheduler::SubmitJob, job),
                 absl::StatusCode::kFailedPrecondition);
   // A fake actor: without the secret it cannot register; with it, the
-  // slot is taken and stays with the real actor.
+  // slot is taken and stays with the real actor. Without an index, with the
+  // secret, it joins as a new actor (grpc weights serve any number): a slot
+  // of its own, and no work until it heartbeats.
   v1::RegisterRequest fake;
   fake.set_role(v1::ACTOR);
   fake.set_index(0);
@@ -205,7 +207,12 @@ TEST_F(AuthTest, ALaunchedJobServesOnlyCallsCarryingItsSecret) {
                 absl::StatusCode::kFailedPrecondition);
   fake.clear_index();
   ExpectGuarded("scheduler", "Register without an index", Unary(&Scheduler::Register, fake),
-                absl::StatusCode::kFailedPrecondition);
+                absl::StatusCode::kOk);
+  // Drain: only actors drain (the learner is named, so the job goes on).
+  v1::DrainRequest drain;
+  drain.set_worker_id("learner-0");
+  ExpectGuarded("scheduler", "DrainWorker", Unary(&Scheduler::DrainWorker, drain),
+                absl::StatusCode::kInvalidArgument);
   v1::JobStatusRequest unknown;
   unknown.set_job_id("guess");
   const absl::Status guessed =

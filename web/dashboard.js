@@ -116,6 +116,7 @@
       ["generated tokens/s", "generated_tokens_per_second"],
       ["step seconds", "step_seconds"],
       ["bubble fraction", "bubble_fraction"],
+      ["rollout actors", "rollout_actors"],
       ["mean reward", "mean_reward"]
     ];
     series.forEach(function (s) {
@@ -299,10 +300,10 @@
               num(r.generated_tokens_per_second, 0), String(r.rollout_concurrency || 0),
               num(r.handoff_seconds, 3), bytes(r.move_bytes || 0) + " / " + num(r.move_seconds || 0, 3),
               bytes(r.peak_bytes || 0), num(r.kl, 4), num(r.teacher_divergence || 0, 4),
-              num(r.bubble_fraction, 2)];
+              num(r.bubble_fraction, 2), String(r.rollout_actors || 0)];
     });
     box.appendChild(table(["step", "seconds", "reward", "accuracy", "effective", "rollout/update",
-                           "verifier wait s", "environment wait s", "gen tok/s", "decode batch", "handoff s", "moves (bytes / s)", "peak", "kl", "teacher divergence", "bubble"],
+                           "verifier wait s", "environment wait s", "gen tok/s", "decode batch", "handoff s", "moves (bytes / s)", "peak", "kl", "teacher divergence", "bubble", "actors"],
                           rows, 0));
   }
 

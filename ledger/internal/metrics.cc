@@ -111,6 +111,7 @@ nlohmann::json StepMetricsJson(const StepMetrics& m) {
       {"samples_overlong", c.samples_overlong},
       {"verify_overlap_seconds", c.verify_overlap_seconds},
       {"rollout_concurrency", c.rollout_concurrency},
+      {"rollout_actors", c.rollout_actors},
       {"reward_margin", c.reward_margin},
       {"preference_accuracy", c.preference_accuracy},
       {"recompute_seconds", c.recompute_seconds},

@@ -59,6 +59,7 @@ class OnlineDpo final : public RolloutRecipe {
     counts.step = opened.step;
     counts.policy_version = opened.policy_version;
     const StepSamples* drawn = &sampled->drawn;
+    counts.rollout_actors = RolloutActors(*drawn);
     const auto& samples = drawn->rollout.samples();
     std::vector<float> rewards;
     double reward_sum = 0;
