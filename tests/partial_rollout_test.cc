@@ -36,6 +36,8 @@ v1::JobConfig Job(v1::AsyncConfig::PartialRollout mode) {
   job.mutable_model()->set_max_seq_len(48);
   job.mutable_sampling()->set_max_new_tokens(36);
   job.mutable_grpo()->set_steps(kSteps);
+  // Enough warm-up that the short answers end well before the long ones.
+  job.mutable_sft()->set_steps(30);
   job.mutable_deployment()->mutable_actor()->set_count(1);
   job.mutable_async()->set_enabled(true);
   job.mutable_async()->set_max_staleness(kStaleness);
