@@ -2,8 +2,9 @@
 // answer. An action holding "<py>" is code: the text after its last "<py>"
 // up to the next "</py>" (or the action's end) runs as a program
 // (plugin/sandbox.h, no input) and the observation is its stdout, cut to
-// max_output bytes, then the last line of its stderr when it failed, or
-// "timeout" when it ran past the call's deadline. An action without "<py>"
+// max_output bytes, then the last line of its stderr when it failed; code
+// that runs past the call's deadline fails the call (DeadlineExceeded,
+// failure reason "deadline"). An action without "<py>"
 // is the final answer: a verifier (answer_verifier, default "math")
 // compares it with the item's answer; reward 1 when CORRECT, done.
 
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "environment/internal/episodes.h"
 #include "environment/internal/options.h"
 #include "environment/internal/register.h"
@@ -93,11 +95,16 @@ class PythonTool : public Environment {
     if (!run.ok()) {
       return absl::InternalError(absl::StrCat("python_tool sandbox: ", run.status().message()));
     }
+    // The pool's deadline (environment/pool.cc) is the same; whichever of
+    // the two sees it first, the call fails as late.
+    if (run->timed_out) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "python_tool: the code ran past the call's deadline (",
+          absl::FormatDuration(settings_.deadline), ")"));
+    }
     std::string out = run->out.substr(0, settings_.max_output);
     const bool clean = WIFEXITED(run->wait_status) && WEXITSTATUS(run->wait_status) == 0;
-    if (run->timed_out) {
-      absl::StrAppend(&out, "timeout");
-    } else if (!clean) {
+    if (!clean) {
       absl::StrAppend(&out, LastLine(run->err).substr(0, settings_.max_output));
     }
     v1::EnvironmentStepResponse r;
