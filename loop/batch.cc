@@ -52,13 +52,16 @@ void CountStaleness(int64_t learner_version, const v1::Sample& sample,
   if (counts->staleness.size() <= staleness) counts->staleness.resize(staleness + 1);
   ++counts->staleness[staleness];
   std::vector<int64_t>& tokens = counts->token_staleness;
-  for (int i = 0; i < sample.response_tokens_size(); ++i) {
-    const int64_t version =
-        sample.token_versions_size() > 0 ? sample.token_versions(i) : sample.policy_version();
+  auto add = [&](int64_t version, int64_t n) {
     const auto lag = static_cast<size_t>(std::max<int64_t>(0, learner_version - version));
     if (tokens.size() <= lag) tokens.resize(lag + 1);
-    ++tokens[lag];
+    tokens[lag] += n;
+  };
+  if (sample.token_versions_size() == 0) {
+    add(sample.policy_version(), sample.response_tokens_size());
+    return;
   }
+  for (int64_t version : sample.token_versions()) add(version, 1);
 }
 
 v1::TrainBatch AssembleBatch(const BatchInput& in, ledger::StepCounts* counts) {

@@ -159,7 +159,7 @@ absl::Status Driver::CheckpointAfter(int64_t steps_done) {
   // resumed run draws them again (replays them) from the stream.
   // Partial rollout's groups in flight before that draw stay in it.
   const std::optional<StreamMark> ahead =
-      pipeline_ != nullptr ? pipeline_->PositionBefore(steps_done) : std::nullopt;
+      pipeline_ != nullptr ? pipeline_->MarkBefore(steps_done) : std::nullopt;
   const StreamMark mark = ahead.has_value() ? *ahead : Mark();
   state.train_position = mark.position;
   state.train_in_flight = mark.in_flight;

@@ -30,7 +30,8 @@ absl::StatusOr<std::unique_ptr<PendingRound>> Driver::StartPartialRound(int64_t 
     // Step t trains at about first_version_ + t - first_step_: a token
     // older than max_staleness versions before that does not go on.
     const int64_t oldest = first_version_ + (step - first_step_) - job_.async().max_staleness();
-    out->partial.groups_restarted = partial_->RestartOlderThan(oldest, &out->partial.tokens_discarded);
+    out->partial.groups_restarted =
+        partial_->RestartOlderThan(oldest, &out->partial.tokens_discarded);
     const int64_t draw = partial_->ToDraw();
     for (int64_t i = 0; i < draw; ++i) {
       CarriedGroup drawn;
@@ -67,9 +68,7 @@ absl::StatusOr<std::unique_ptr<PendingRound>> Driver::StartPartialRound(int64_t 
     absl::MutexLock lock(&account_mu_);
     split = partial_->Split(request, *rollout);
   }
-  out->partial.groups_carried = split.groups_carried;
-  out->partial.groups_restarted += split.groups_restarted;
-  out->partial.tokens_discarded += split.tokens_discarded;
+  out->partial += split.counts;
   out->examples = std::move(split.examples);
   out->rollout = std::move(split.rollout);
   // The step's groups are known once the rollout stops: they are verified

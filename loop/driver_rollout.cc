@@ -122,9 +122,7 @@ absl::Status Driver::FinishRound(PendingRound& round, StepSamples* out, double* 
   out->rewards_clipped += ApplyRewardRule(job_.verifier(), &verified->verdicts).clipped;
   if (seconds != nullptr) *seconds += absl::ToDoubleSeconds(absl::Now() - round.start);
   out->verify_overlap_seconds += verified->overlap_seconds;
-  out->partial.groups_carried += round.partial.groups_carried;
-  out->partial.groups_restarted += round.partial.groups_restarted;
-  out->partial.tokens_discarded += round.partial.tokens_discarded;
+  out->partial += round.partial;
   out->examples.insert(out->examples.end(), round.examples.begin(), round.examples.end());
   // The rounds' counts are summed (MergeFrom keeps the newest scalars).
   const int64_t generated = out->rollout.generated_tokens() + round.rollout.generated_tokens();

@@ -115,11 +115,13 @@ PartialSplit PartialRollouts::Split(const v1::GenerateRequest& request,
     if (finished || mode_ == v1::AsyncConfig::CONTINUE) {
       group.prompt.mutable_resume()->Add(begin, begin + n);
       group.prompt.set_resume_seed(seed);
-      ++out.groups_carried;
+      ++out.counts.groups_carried;
     } else {
       group.prompt.clear_resume_seed();
-      for (auto s = begin; s != begin + n; ++s) out.tokens_discarded += s->response_tokens_size();
-      ++out.groups_restarted;
+      for (auto s = begin; s != begin + n; ++s) {
+        out.counts.tokens_discarded += s->response_tokens_size();
+      }
+      ++out.counts.groups_restarted;
     }
     next.push_back(std::move(group));
   }

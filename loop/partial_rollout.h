@@ -38,13 +38,27 @@ struct CarriedGroup {
   v1::Prompt prompt;
 };
 
+// What partial rollout did in a round: groups carried to the next one
+// (begun or finished beyond the batch), groups started afresh and the
+// tokens they had.
+struct PartialCounts {
+  int64_t groups_carried = 0;
+  int64_t groups_restarted = 0;
+  int64_t tokens_discarded = 0;
+
+  PartialCounts& operator+=(const PartialCounts& o) {
+    groups_carried += o.groups_carried;
+    groups_restarted += o.groups_restarted;
+    tokens_discarded += o.tokens_discarded;
+    return *this;
+  }
+};
+
 // What a round's response gave the step, and what happened to the rest.
 struct PartialSplit {
   std::vector<const data::Example*> examples;  // the step's groups, in request order
   v1::GenerateResponse rollout;                // their samples; the request's counters
-  int64_t groups_carried = 0;                  // to the next rollout, begun or finished
-  int64_t groups_restarted = 0;                // unfinished, to start afresh
-  int64_t tokens_discarded = 0;                // the restarted groups' tokens
+  PartialCounts counts;
 };
 
 class PartialRollouts {

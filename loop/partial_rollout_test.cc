@@ -73,7 +73,7 @@ TEST_F(PartialRolloutsTest, TrainsTheFirstFinishedGroupsAndCarriesTheRest) {
   EXPECT_EQ(split.examples[0]->id, 1u);
   EXPECT_EQ(split.examples[1]->id, 2u);
   EXPECT_EQ(split.rollout.samples_size(), 2 * kGroup);
-  EXPECT_EQ(split.groups_carried, 2);  // group 0 unfinished, group 3 finished
+  EXPECT_EQ(split.counts.groups_carried, 2);  // group 0 unfinished, group 3 finished
   EXPECT_EQ(partial.Positions(), (std::vector<uint64_t>{0, 3}));
   EXPECT_EQ(partial.ToDraw(), 2);
   // The next request resumes them with their responses and first seed.
@@ -104,9 +104,9 @@ TEST_F(PartialRolloutsTest, RequeueRestartsUnfinishedGroupsButKeepsFinishedOnes)
   const PartialSplit split = partial.Split(request, response);
   ASSERT_EQ(split.examples.size(), 1u);
   EXPECT_EQ(split.examples[0]->id, 1u);
-  EXPECT_EQ(split.groups_restarted, 1);
-  EXPECT_EQ(split.tokens_discarded, kGroup * 4);
-  EXPECT_EQ(split.groups_carried, 1);  // the finished group beyond the batch
+  EXPECT_EQ(split.counts.groups_restarted, 1);
+  EXPECT_EQ(split.counts.tokens_discarded, kGroup * 4);
+  EXPECT_EQ(split.counts.groups_carried, 1);  // the finished group beyond the batch
   const v1::GenerateRequest next = partial.Request(Base());
   EXPECT_EQ(next.prompts(0).resume_size(), 0);
   EXPECT_EQ(next.prompts(1).resume_size(), kGroup);
@@ -116,7 +116,7 @@ TEST_F(PartialRolloutsTest, RequeueRestartsUnfinishedGroupsButKeepsFinishedOnes)
   const PartialSplit again = partial.Split(next, *finished);
   ASSERT_EQ(again.examples.size(), 1u);
   EXPECT_EQ(again.examples[0]->id, 2u);
-  EXPECT_EQ(again.groups_restarted, 0);  // group 0 had not begun again
+  EXPECT_EQ(again.counts.groups_restarted, 0);  // group 0 had not begun again
 }
 
 TEST(PipelineLead, ContinueLeavesTheStalenessToTheCarriedResponses) {

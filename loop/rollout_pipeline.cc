@@ -7,11 +7,11 @@
 namespace trellis::loop {
 
 RolloutPipeline::RolloutPipeline(int64_t first_step, int64_t end_step, int max_staleness,
-                                 SampleFn sample, PositionFn position)
+                                 SampleFn sample, MarkFn mark)
     : end_step_(end_step),
       max_staleness_(max_staleness),
       sample_(std::move(sample)),
-      position_(std::move(position)),
+      mark_(std::move(mark)),
       untrained_(first_step),
       thread_([this, first_step] { Loop(first_step); }) {}
 
@@ -33,7 +33,7 @@ void RolloutPipeline::Loop(int64_t first_step) {
       };
       mu_.Await(absl::Condition(&may_start));
       if (stop_) break;
-      started_[step] = position_();
+      started_[step] = mark_();
     }
     absl::StatusOr<SampledStep> sampled = sample_(step);
     absl::MutexLock lock(&mu_);
@@ -65,7 +65,7 @@ void RolloutPipeline::Trained(int64_t step) {
   untrained_ = step + 1;
 }
 
-std::optional<StreamMark> RolloutPipeline::PositionBefore(int64_t step) {
+std::optional<StreamMark> RolloutPipeline::MarkBefore(int64_t step) {
   absl::MutexLock lock(&mu_);
   auto known = [this, step]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return started_.count(step) > 0 || done_ || step >= end_step_;

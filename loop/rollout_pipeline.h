@@ -35,12 +35,12 @@ class RolloutPipeline {
   // Samples one step (on the pipeline's thread).
   using SampleFn = std::function<absl::StatusOr<SampledStep>(int64_t step)>;
   // The RL stream's mark (read on the pipeline's thread before each step
-  // draws, for PositionBefore).
-  using PositionFn = std::function<StreamMark()>;
+  // draws, for MarkBefore).
+  using MarkFn = std::function<StreamMark()>;
 
   // Starts the thread on steps [first_step, end_step).
   RolloutPipeline(int64_t first_step, int64_t end_step, int max_staleness, SampleFn sample,
-                  PositionFn position);
+                  MarkFn mark);
   // Lets a sampling in progress finish, then ends the thread.
   ~RolloutPipeline();
   RolloutPipeline(const RolloutPipeline&) = delete;
@@ -56,7 +56,7 @@ class RolloutPipeline {
   // checkpoint taken before `step` replays from); nullopt when the
   // pipeline will not sample `step` (past its steps, or it failed), where
   // the stream's mark is the caller's to read.
-  std::optional<StreamMark> PositionBefore(int64_t step);
+  std::optional<StreamMark> MarkBefore(int64_t step);
 
  private:
   void Loop(int64_t first_step);
@@ -64,7 +64,7 @@ class RolloutPipeline {
   const int64_t end_step_;
   const int max_staleness_;
   const SampleFn sample_;
-  const PositionFn position_;
+  const MarkFn mark_;
   absl::Mutex mu_;
   // The first step not yet trained.
   int64_t untrained_ ABSL_GUARDED_BY(mu_);

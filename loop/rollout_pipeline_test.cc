@@ -71,13 +71,13 @@ TEST(RolloutPipeline, ResumesAtItsFirstStepAndTellsWhereEachStepDrew) {
         return trace.Sample()(step);
       },
       [&] { return StreamMark{position, {position - 1}}; });
-  const std::optional<StreamMark> third = pipeline.PositionBefore(3);
-  const std::optional<StreamMark> fourth = pipeline.PositionBefore(4);
+  const std::optional<StreamMark> third = pipeline.MarkBefore(3);
+  const std::optional<StreamMark> fourth = pipeline.MarkBefore(4);
   ASSERT_TRUE(third.has_value() && fourth.has_value());
   EXPECT_EQ(third->position, 100u);
   EXPECT_EQ(third->in_flight, std::vector<uint64_t>{99});
   EXPECT_EQ(fourth->position, 110u);
-  EXPECT_FALSE(pipeline.PositionBefore(5).has_value());  // past its steps
+  EXPECT_FALSE(pipeline.MarkBefore(5).has_value());  // past its steps
   ASSERT_TRUE(pipeline.Take(3).ok());
   ASSERT_TRUE(pipeline.Take(4).ok());
 }

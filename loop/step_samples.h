@@ -13,18 +13,12 @@
 #include "absl/time/time.h"
 #include "data/dataset.h"
 #include "ledger/ledger.h"
+#include "loop/partial_rollout.h"
 #include "loop/streaming_verify.h"
 #include "trellis/v1/environment.pb.h"
 #include "trellis/v1/rollout.pb.h"
 
 namespace trellis::loop {
-
-// What partial rollout (loop/partial_rollout.h) did in a round.
-struct PartialCounts {
-  int64_t groups_carried = 0;
-  int64_t groups_restarted = 0;
-  int64_t tokens_discarded = 0;
-};
 
 // A step's samples: the groups of every rollout round, in order.
 struct StepSamples {

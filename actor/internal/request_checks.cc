@@ -51,13 +51,13 @@ absl::Status CheckRequest(const v1::GenerateRequest& request, int64_t max_seq_le
   }
   for (int i = 0; i < request.sampling().stop_size(); ++i) {
     if (request.sampling().stop(i).token_ids().empty()) {
-      return Invalid(worker, absl::StrCat("sampling.stop[", i, "] is empty (a stop needs a token)"));
+      return Invalid(worker,
+                     absl::StrCat("sampling.stop[", i, "] is empty (a stop needs a token)"));
     }
   }
-  if (request.finish_prompts() < 0 || request.decode_token_budget() < 0) {
-    return Invalid(worker, absl::StrCat("finish_prompts (", request.finish_prompts(),
-                                        ") and decode_token_budget (",
-                                        request.decode_token_budget(), ") must be >= 0"));
+  if (request.finish_prompts() < 0) {
+    return Invalid(worker,
+                   absl::StrCat("finish_prompts (", request.finish_prompts(), ") must be >= 0"));
   }
   for (const v1::Prompt& prompt : request.prompts()) {
     if (prompt.token_ids().empty()) {
@@ -79,19 +79,21 @@ absl::Status CheckRequest(const v1::GenerateRequest& request, int64_t max_seq_le
 }
 
 void TagVersions(const v1::Prompt& prompt, int64_t index, int64_t version, v1::Sample* sample) {
+  sample->clear_token_versions();
+  if (prompt.resume_size() == 0) {  // every sample of a fresh prompt
+    sample->set_policy_version(version);
+    return;
+  }
+  const v1::Sample& resumed = prompt.resume(static_cast<int>(index));
   std::vector<int64_t> versions;
-  if (prompt.resume_size() > 0) {
-    const v1::Sample& resumed = prompt.resume(static_cast<int>(index));
-    if (resumed.token_versions_size() > 0) {
-      versions.assign(resumed.token_versions().begin(), resumed.token_versions().end());
-    } else {
-      versions.assign(resumed.response_tokens_size(), resumed.policy_version());
-    }
+  if (resumed.token_versions_size() > 0) {
+    versions.assign(resumed.token_versions().begin(), resumed.token_versions().end());
+  } else {
+    versions.assign(resumed.response_tokens_size(), resumed.policy_version());
   }
   versions.resize(sample->response_tokens_size(), version);
   const auto [oldest, newest] = std::minmax_element(versions.begin(), versions.end());
   sample->set_policy_version(versions.empty() ? version : *oldest);
-  sample->clear_token_versions();
   if (!versions.empty() && *oldest != *newest) {
     sample->mutable_token_versions()->Add(versions.begin(), versions.end());
   }

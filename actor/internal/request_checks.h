@@ -15,8 +15,8 @@ namespace trellis::actor::internal {
 
 // InvalidArgument, naming `worker` and what is wrong where, unless: the
 // sampling has max_new_tokens >= 1 and no empty stop sequence; every prompt
-// has tokens and fits max_seq_len with max_new_tokens; min_new_tokens,
-// finish_prompts and decode_token_budget are >= 0; a prompt's `resume`
+// has tokens and fits max_seq_len with max_new_tokens; min_new_tokens and
+// finish_prompts are >= 0; a prompt's `resume`
 // holds responses_per_prompt responses, each with a log-prob per token and
 // at most max_new_tokens tokens (fewer when unfinished).
 absl::Status CheckRequest(const v1::GenerateRequest& request, int64_t max_seq_len,
