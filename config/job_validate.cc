@@ -16,6 +16,7 @@
 #include "config/internal/checker.h"
 #include "config/internal/limits.h"
 #include "config/internal/model_checks.h"
+#include "config/internal/parallel_checks.h"
 #include "config/job_config.h"
 #include "config/recipe.h"
 
@@ -167,8 +168,6 @@ void CheckMemory(const v1::MemoryConfig& m, Checker& c) {
   c.Distinct("memory.lora.target_modules",
              std::vector<int>(lora.target_modules().begin(), lora.target_modules().end()),
              [](int t) { return ChoiceName(static_cast<v1::LoraConfig::Projection>(t)); });
-  c.Require(m.zero_stage() == 0 || m.zero_stage() == 1, "memory.zero_stage", "0 or 1",
-            m.zero_stage());
 }
 
 // LoRA adapts the policy's projections; a reward model's score head is new
@@ -338,6 +337,7 @@ absl::Status ValidateJob(const v1::JobConfig& job) {
   c.NonNegative("runtime.checkpoint_every", job.runtime().checkpoint_every());
   CheckDeployment(job.deployment(), c);
   CheckMemory(job.memory(), c);
+  internal::CheckParallelism(job, c);
   CheckLora(job, c);
   CheckObserve(job.observe().mlflow(), c);
   internal::CheckLimits(job, c);

@@ -22,7 +22,7 @@ LAYERS = [
     ["trellis_proto", "trellis_torch_pch", "trellis_env", "trellis_env_testing", "trellis_prometheus",
      "trellis_recipe", "trellis_choice", "trellis_printable", "trellis_worker_id", "trellis_jinja"],
     # 1: configuration, models, tokenizers, chat templates, data.
-    ["trellis_config", "trellis_test_main", "trellis_request_limits", "trellis_model", "trellis_text", "trellis_chat", "trellis_data"],
+    ["trellis_config", "trellis_test_main", "trellis_request_limits", "trellis_model", "trellis_shard_layout", "trellis_text", "trellis_chat", "trellis_data"],
     # 2: the ledger and its metric sinks, the process-group plumbing, plugin processes.
     ["trellis_process_memory", "trellis_heap_hook", "trellis_ledger", "trellis_ledger_cuda", "trellis_observe", "trellis_comm", "trellis_plugin"],
     # 3: weight transports that need no gRPC.
@@ -50,7 +50,7 @@ LAYERS = [
     ["trellis_launch", "trellis_ledger_forwarder"],
 ]
 # Libraries that must not link gRPC at all.
-CORE = ["trellis_model", "trellis_text", "trellis_data", "trellis_config", "trellis_request_limits", "trellis_process_memory", "trellis_heap_hook", "trellis_ledger", "trellis_ledger_cuda", "trellis_observe", "trellis_learner",
+CORE = ["trellis_model", "trellis_shard_layout", "trellis_text", "trellis_data", "trellis_config", "trellis_request_limits", "trellis_process_memory", "trellis_heap_hook", "trellis_ledger", "trellis_ledger_cuda", "trellis_observe", "trellis_learner",
         "trellis_actor", "trellis_reference", "trellis_verifier", "trellis_loop", "trellis_roles",
         "trellis_run", "trellis_env", "trellis_comm", "trellis_weightsync", "trellis_jinja", "trellis_chat"]
 GRPC = re.compile(r"^(gRPC::|grpc|trellis_proto_grpc$|trellis_rpc$)")

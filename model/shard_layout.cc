@@ -1,0 +1,54 @@
+#include "model/shard_layout.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+
+namespace trellis::model {
+
+int64_t FlatEntry::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::pair<int64_t, int64_t> FlatUnit::RankRange(int rank) const {
+  const int64_t first = std::min(numel, rank * shard_numel);
+  return {first, std::min(numel, first + shard_numel)};
+}
+
+FlatUnit MakeFlatUnit(std::string name, std::string dtype,
+                      const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
+                      int ranks) {
+  FlatUnit unit;
+  unit.name = std::move(name);
+  unit.dtype = std::move(dtype);
+  unit.ranks = ranks;
+  for (const auto& [tensor, shape] : tensors) {
+    FlatEntry entry{tensor, shape, unit.numel};
+    unit.numel += entry.numel();
+    unit.entries.push_back(std::move(entry));
+  }
+  unit.shard_numel = std::max<int64_t>(1, (unit.numel + ranks - 1) / ranks);
+  return unit;
+}
+
+TensorSlice TensorParallelSlice(std::string_view name, int rank, int k) {
+  if (k <= 1) return {};
+  const auto in = [name](std::string_view module) { return absl::StrContains(name, module); };
+  const bool lora_a = absl::StrContains(name, ".lora_A.");
+  const bool lora_b = absl::StrContains(name, ".lora_B.");
+  // Column parallel: whole heads / MLP columns out; their lora_A reads
+  // every input and stays whole.
+  if (in(".q_proj.") || in(".k_proj.") || in(".v_proj.") || in(".gate_proj.") ||
+      in(".up_proj.")) {
+    return lora_a ? TensorSlice{} : TensorSlice{0, k, rank};
+  }
+  // Row parallel: a slice of the input columns; lora_B writes every output.
+  if (in(".o_proj.") || in(".down_proj.")) {
+    return lora_b ? TensorSlice{} : TensorSlice{1, k, rank};
+  }
+  return {};
+}
+
+}  // namespace trellis::model
