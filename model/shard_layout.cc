@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/match.h"
 
 namespace trellis::model {
 
@@ -35,9 +34,9 @@ FlatUnit MakeFlatUnit(std::string name, std::string dtype,
 
 TensorSlice TensorParallelSlice(std::string_view name, int rank, int k) {
   if (k <= 1) return {};
-  const auto in = [name](std::string_view module) { return absl::StrContains(name, module); };
-  const bool lora_a = absl::StrContains(name, ".lora_A.");
-  const bool lora_b = absl::StrContains(name, ".lora_B.");
+  const auto in = [name](std::string_view part) { return name.find(part) != name.npos; };
+  const bool lora_a = in(".lora_A.");
+  const bool lora_b = in(".lora_B.");
   // Column parallel: whole heads / MLP columns out; their lora_A reads
   // every input and stays whole.
   if (in(".q_proj.") || in(".k_proj.") || in(".v_proj.") || in(".gate_proj.") ||
