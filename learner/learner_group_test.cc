@@ -270,5 +270,55 @@ INSTANTIATE_TEST_SUITE_P(StagesAndRanks, ShardedLearnerTest,
                                                std::get<1>(info.param));
                          });
 
+// Stage 3 composes with the other memory strategies: bf16 compute with
+// fp32 masters and activation checkpointing (gradients summed in fp32 over
+// the ranks where one learner sums them in bf16 over its micro-batches: a
+// looser tolerance), and LoRA (the frozen base sharded, the adapters whole
+// on every rank); a LoRA checkpoint restores on the same ranks.
+struct Composition {
+  const char* name;
+  bool bf16_checkpointing;
+  int lora_rank;
+  double tolerance;
+};
+
+class ShardedCompositionTest : public testing::TestWithParam<Composition> {};
+
+TEST_P(ShardedCompositionTest, TwoRanksOfStageThreeMatchOneLearner) {
+  const Composition c = GetParam();
+  const std::string dir = ::testing::TempDir() + "/sharded_" + c.name;
+  std::filesystem::create_directories(dir);
+  v1::JobConfig job = SmallJob(2, v1::TOKEN_MEAN);
+  job.mutable_model()->set_n_layers(3);
+  job.mutable_grpo()->mutable_optimizer()->set_warmup_steps(0);
+  job.mutable_deployment()->set_call_timeout_ms(60000);
+  if (c.bf16_checkpointing) {
+    job.mutable_memory()->set_precision(v1::MemoryConfig::BF16);
+    job.mutable_memory()->set_activation_checkpointing(true);
+  }
+  ASSERT_TRUE(MakeLearner(job)->SaveWeights(dir + "/init.safetensors").ok());
+  job.mutable_model()->set_init_checkpoint(dir + "/init.safetensors");
+  job.mutable_memory()->mutable_lora()->set_rank(c.lora_rank);
+  std::vector<v1::TrainBatch> batches;
+  for (int step = 0; step < 3; ++step) batches.push_back(RandomBatch(6, 60 + step));
+  const GroupRun one = RunGroup(job, 1, batches, dir);
+  job.mutable_memory()->set_zero_stage(3);
+  const GroupRun two = RunGroup(job, 2, batches, dir);
+  for (size_t step = 0; step < batches.size(); ++step) {
+    EXPECT_NEAR(two.stats[0][step].loss(), one.stats[0][step].loss(),
+                c.tolerance * std::abs(one.stats[0][step].loss()))
+        << "step " << step;
+  }
+  const double diff = MaxAbsDiff(two.weights[0], one.weights[0]);
+  EXPECT_LT(diff, c.tolerance);
+  RecordProperty("max_abs_weight_diff", absl::StrCat(diff));
+  EXPECT_LT(two.peak[0].at("gathered_parameters"), one.stats[0].back().parameter_bytes());
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, ShardedCompositionTest,
+                         testing::Values(Composition{"bf16_checkpointing", true, 0, 2e-2},
+                                         Composition{"lora", false, 4, 1e-5}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 }  // namespace
 }  // namespace trellis::learner

@@ -4,6 +4,7 @@
 
 #include "learner/local_learner.h"
 
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -123,15 +124,27 @@ absl::StatusOr<v1::TrainStats> LocalLearner::EvalPreference(const v1::Preference
 
 absl::StatusOr<model::NamedTensors> LocalLearner::GatheredWeights(bool keep) {
   std::map<std::string, torch::Tensor> copies;
+  const model::Transformer& policy = models_->policy();
   absl::Status s = engine_->flat()->ForEachUnit([&](const model::NamedTensors& unit) {
     if (!keep) return absl::OkStatus();
+    // LoRA: a block's weights merged with its adapters, read while the
+    // block is gathered.
+    constexpr std::string_view kBlocks = "model.layers.";
+    const std::string& first = unit.front().first;
+    if (policy->has_adapters() && first.rfind(kBlocks, 0) == 0) {
+      const std::string block = first.substr(0, first.find('.', kBlocks.size()) + 1);
+      for (const auto& [name, tensor] : policy->MergedWeights(block)) {
+        copies[name] = tensor.clone();
+      }
+      return absl::OkStatus();
+    }
     for (const auto& [name, tensor] : unit) copies[name] = tensor.clone();
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
-  // In the model's order (NamedWeights), as an unsharded learner's.
+  // In the model's order, as an unsharded learner's.
   model::NamedTensors out;
-  for (const auto& [name, unused] : models_->policy()->NamedWeights()) {
+  for (const auto& [name, unused] : policy->BaseWeights()) {
     if (auto it = copies.find(name); it != copies.end()) out.emplace_back(name, it->second);
   }
   return out;
@@ -141,9 +154,11 @@ absl::StatusOr<v1::WeightSyncStats> LocalLearner::PublishWeights() {
   // Flat shards: every rank gathers each unit in turn (a collective);
   // rank 0 keeps the copy it publishes.
   const bool gathers = engine_->flat() != nullptr && !models_->policy()->has_adapters();
-  if (gathers && engine_->group().rank() != 0) {
-    absl::StatusOr<model::NamedTensors> none = GatheredWeights(/*keep=*/false);
-    if (!none.ok()) return none.status();
+  if (engine_->flat() != nullptr && engine_->group().rank() != 0) {
+    if (gathers) {
+      absl::StatusOr<model::NamedTensors> none = GatheredWeights(/*keep=*/false);
+      if (!none.ok()) return none.status();
+    }
     return v1::WeightSyncStats();
   }
   if (transport_ == nullptr) {
@@ -178,11 +193,6 @@ absl::Status LocalLearner::SaveWeights(const std::string& path) {
   // Plain Llama weights (adapters merged) that load without LoRA. Flat
   // shards: gathered unit by unit; rank 0 writes them.
   if (engine_->flat() == nullptr) return SaveNamed(path, models_->policy()->MergedWeights());
-  if (models_->policy()->has_adapters()) {
-    return absl::UnimplementedError(absl::StrCat(
-        options_.worker_id, ": saving merged LoRA weights under memory.zero_stage ",
-        job_.memory().zero_stage(), " (export the adapters, or train with zero_stage 0 or 1)"));
-  }
   const bool writes = engine_->group().rank() == 0;
   absl::StatusOr<model::NamedTensors> gathered = GatheredWeights(writes);
   if (!gathered.ok()) return gathered.status();

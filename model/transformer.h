@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -175,8 +176,10 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<std::pair<std::string, torch::Tensor>> BaseWeights() const;
   // Plain Llama weights computing the same function: each adapted W
   // replaced by W + (alpha / rank) B A (new tensors). BaseWeights() without
-  // LoRA.
-  std::vector<std::pair<std::string, torch::Tensor>> MergedWeights() const;
+  // LoRA. With `prefix`, only the weights whose names start with it (one
+  // block's, "model.layers.3.", read alone).
+  std::vector<std::pair<std::string, torch::Tensor>> MergedWeights(
+      std::string_view prefix = {}) const;
   bool has_adapters() const;
 
   // Copies NamedWeights() in by name. Fails (changing nothing) when a name

@@ -311,12 +311,21 @@ std::vector<torch::Tensor> FlatShards::masters() const {
 }
 
 absl::Status FlatShards::LoadMasters(const std::vector<torch::Tensor>& values) {
-  {
-    torch::NoGradGuard no_grad;
-    size_t i = 0;
-    for (Unit& unit : units_) {
-      for (Buffer& b : unit.buffers) b.master.copy_(values.at(i++));
+  torch::NoGradGuard no_grad;
+  size_t i = 0;
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) {
+      const torch::Tensor& value = values.at(i++);
+      if (!b.trained && !torch::equal(value.to(b.master.scalar_type()), b.master)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            worker_id_, ": the frozen tensors of ", b.layout.name,
+            " are not the ones this job builds (LoRA trains adapters over an unchanged base)"));
+      }
     }
+  }
+  i = 0;
+  for (Unit& unit : units_) {
+    for (Buffer& b : unit.buffers) b.master.copy_(values.at(i++));
   }
   return AfterStep();
 }

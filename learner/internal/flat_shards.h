@@ -84,7 +84,8 @@ class FlatShards final : public model::LayerHooks {
   std::vector<torch::Tensor> masters() const;
   // Sets this rank's masters (and model-precision shards; stage 2: the
   // whole tensors, gathered) from `values`, one per buffer in layouts()'s
-  // order. REQUIRES: shapes as masters().
+  // order. FailedPrecondition, changing nothing, when a frozen buffer's
+  // value differs from its own. REQUIRES: shapes as masters().
   [[nodiscard]] absl::Status LoadMasters(const std::vector<torch::Tensor>& values);
 
   // Bytes this rank holds: its model-precision shards (the parameters'),

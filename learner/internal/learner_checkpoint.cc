@@ -90,15 +90,12 @@ absl::Status LocalLearner::SaveNamed(const std::string& path, const model::Named
 absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
   DataParallelGroup& group = engine_->group();
   const bool flat = engine_->flat() != nullptr;
-  if (flat && models_->policy()->has_adapters()) {
-    return absl::UnimplementedError(absl::StrCat(
-        options_.worker_id, ": checkpoints of LoRA under memory.zero_stage ",
-        job_.memory().zero_stage(), " (train LoRA with zero_stage 0 or 1 to checkpoint)"));
-  }
   const bool writes_weights = group.rank() == 0;
-  if (writes_weights && !flat) {
+  // Flat shards hold the policy; beside them, LoRA's adapters.
+  if (writes_weights && (!flat || models_->policy()->has_adapters())) {
     if (absl::Status s = SaveNamed(env::CheckpointDir(dir).Weights(),
-                                   models_->WithMasters(models_->policy()->NamedWeights()));
+                                   flat ? models_->policy()->AdapterWeights()
+                                        : models_->WithMasters(models_->policy()->NamedWeights()));
         !s.ok()) {
       return s;
     }
@@ -255,11 +252,15 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   }
   absl::StatusOr<int64_t> version = MetaInt(meta, "policy_version", opt_path);
   if (!version.ok()) return version.status();
-  // Flat shards: the policy is in the shards (read once the optimizers fit).
+  // Flat shards: the policy is in the shards (read once the optimizers
+  // fit), LoRA's adapters in the weights file.
+  const bool adapters_only = flat && models_->policy()->has_adapters();
   absl::StatusOr<model::NamedTensors> weights =
-      flat ? model::NamedTensors() : LoadPart(weights_path, *version, opt_path);
+      flat && !adapters_only ? model::NamedTensors() : LoadPart(weights_path, *version, opt_path);
   if (!weights.ok()) return weights.status();
-  if (absl::Status s = CheckSameBase(*weights, weights_path); !s.ok()) return s;
+  if (!flat) {
+    if (absl::Status s = CheckSameBase(*weights, weights_path); !s.ok()) return s;
+  }
   std::map<std::string, torch::Tensor> tensors(opt->begin(), opt->end());
   if (flat) {
     if (absl::Status s = RestoreShards(dir, saved_ranks, &tensors); !s.ok()) return s;
@@ -316,16 +317,33 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
       return NotThisModel(s, critic_path);
     }
   }
-  if (!flat) {
-    if (absl::Status s = models_->policy()->LoadWeights(*weights); !s.ok()) {
-      if (has_critic) (void)models_->LoadCritic(critic_before);
-      return NotThisModel(s, weights_path);
-    }
-    models_->LoadMasters(models_->TrainedWeights(), *weights);
+  if (absl::Status s = adapters_only ? LoadAdapters(*weights, weights_path)
+                      : flat          ? absl::OkStatus()
+                                      : models_->policy()->LoadWeights(*weights);
+      !s.ok()) {
+    if (has_critic) (void)models_->LoadCritic(critic_before);
+    return NotThisModel(s, weights_path);
   }
+  if (!flat) models_->LoadMasters(models_->TrainedWeights(), *weights);
   if (has_critic) models_->LoadMasters(models_->CriticWeights(), critic_weights);
   for (auto& [restored, id] : fresh) engine_->phase(id) = std::move(restored);
   engine_->set_version(*version);
+  return absl::OkStatus();
+}
+
+absl::Status LocalLearner::LoadAdapters(const model::NamedTensors& weights,
+                                        const std::string& path) {
+  std::map<std::string, torch::Tensor> by_name(weights.begin(), weights.end());
+  const model::NamedTensors adapters = models_->policy()->AdapterWeights();
+  for (const auto& [name, live] : adapters) {
+    auto it = by_name.find(name);
+    if (it == by_name.end() || !it->second.sizes().equals(live.sizes())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": no adapter ", name, " of this model's shape"));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, live] : adapters) live.copy_(by_name.at(name));
   return absl::OkStatus();
 }
 
