@@ -56,6 +56,11 @@ std::vector<PlanLine> LearnerPerRank(const Plan& plan, const v1::JobConfig& job,
   if (line.object == "adapters" && stage >= 3 && learners > 1) {
     set(static_cast<double>(line.bytes) / learners);
   }
+  // The version staged for the actors: under ZeRO-2/3 each rank stages its
+  // own shards, which a resharding sync sends (model/shard_layout.h).
+  if (line.object == "communication" && stage >= 2 && learners > 1) {
+    set(static_cast<double>(line.bytes) / learners);
+  }
   out.push_back(line);
   if (line.object == "parameters" && rank.gathered > 0) {
     out.push_back({line.role, "parameters", RoundUp(rank.gathered),

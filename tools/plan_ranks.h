@@ -11,8 +11,9 @@
 //                       unit's gradients before their reduce-scatter; 3
 //                       also the parameters / N, plus the gathered buffers
 //                       (the two largest blocks and the outer unit);
-//                       activations and workspace whole (a rank trains
-//                       its own micro-batches).
+//                       from stage 2 the version staged for the actors
+//                       is the rank's shards; activations and workspace
+//                       whole (a rank trains its own micro-batches).
 //   actor or reference  of a tensor-parallel group of K: the weights by the
 //   rank of K           share of the parameters one rank keeps (1/K of each
 //                       block's heads and MLP columns, the embedding,
