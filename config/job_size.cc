@@ -5,15 +5,12 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "config/rank_memory.h"
 
 namespace trellis::config {
 namespace {
 
 constexpr double kFloat = 4;
-
-std::string GiB(double bytes) { return absl::StrFormat("%.3g GiB", bytes / (1 << 30)); }
 
 }  // namespace
 
@@ -71,7 +68,7 @@ absl::Status CheckJobFitsMemory(const v1::JobConfig& job, int64_t memory_bytes) 
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "the job does not fit in this machine's memory: one process needs at least ",
-      GiB(floor.bytes), " (", floor.what, "), the machine has ", GiB(memory_bytes),
+      GiBText(floor.bytes), " (", floor.what, "), the machine has ", GiBText(memory_bytes),
       "; shrink model.n_layers, model.d_model, model.d_ff, the batch sizes "
       "(grpo.prompts_per_step, grpo.responses_per_prompt, grpo.micro_batch_size, ...) or "
       "sampling.max_new_tokens (`trellis plan` itemizes the memory of a job that fits)"));

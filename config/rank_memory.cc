@@ -11,10 +11,8 @@
 namespace trellis::config {
 namespace {
 
-// A float32 element, and bytes in GiB for messages (as config/job_size.cc
-// writes them).
+// A float32 element.
 constexpr double kFloatBytes = 4;
-std::string InGiB(double bytes) { return absl::StrFormat("%.3g GiB", bytes / (1 << 30)); }
 
 // Samples a step rolls out (0 for a recipe that does not roll out).
 double StepSamples(const v1::JobConfig& job, std::optional<Recipe> recipe) {
@@ -77,11 +75,11 @@ ProcessPrice LearnerPrice(const v1::JobConfig& job, const ModelShape& s, int ran
   const double per_token = 2.0 * s.L * s.d + kFloatBytes * s.V;
   const double activations = update.rows * update.seq * per_token;
   std::string what = absl::StrCat(
-      InGiB(rank.total()), " of weights", lora ? "" : ", gradients and optimizer state", " (",
+      GiBText(rank.total()), " of weights", lora ? "" : ", gradients and optimizer state", " (",
       static_cast<int64_t>(n), " parameters");
   if (ranks > 1) absl::StrAppend(&what, ", memory.zero_stage ", stage, " over ", ranks, " ranks");
-  if (rank.gathered > 0) absl::StrAppend(&what, ", ", InGiB(rank.gathered), " of it gathered");
-  absl::StrAppend(&what, ") + ", InGiB(activations), " of activations (", update.rows, " rows x ",
+  if (rank.gathered > 0) absl::StrAppend(&what, ", ", GiBText(rank.gathered), " of it gathered");
+  absl::StrAppend(&what, ") + ", GiBText(activations), " of activations (", update.rows, " rows x ",
                   update.seq, " tokens x (2 B x n_layers x d_model + 4 B x vocab_size))");
   return {"learner", rank.total() + activations, std::move(what)};
 }
@@ -93,12 +91,12 @@ ProcessPrice SlicePrice(std::string process, const ModelShape& s, int k, double 
   const ModelShape slice = TensorParallelSlice(s, k);
   const double weights = kFloatBytes * static_cast<double>(ParameterCount(slice));
   const double cache = KvCacheBytes(slice, rows, tokens);
-  std::string what = absl::StrCat(InGiB(weights), " of weights");
+  std::string what = absl::StrCat(GiBText(weights), " of weights");
   if (k > 1) {
     absl::StrAppend(&what, " (1/", k, " of each block, the embedding, norms and head whole)");
   }
   if (rows > 0) {
-    absl::StrAppend(&what, " + ", InGiB(cache), " of KV cache (", rows,
+    absl::StrAppend(&what, " + ", GiBText(cache), " of KV cache (", rows,
                     " samples x 4 B x 2 x n_layers x n_kv_heads", k > 1 ? "/tensor_parallel" : "",
                     " x head size x (1 + sampling.max_new_tokens))");
   }
@@ -117,6 +115,8 @@ std::string LearnerCountAdvice(const v1::JobConfig& job, double limit, int64_t v
 }
 
 }  // namespace
+
+std::string GiBText(double bytes) { return absl::StrFormat("%.3g GiB", bytes / (1 << 30)); }
 
 int64_t OuterParameters(const ModelShape& s) { return s.V * s.d + s.d + (s.tied ? 0 : s.V * s.d); }
 
@@ -206,9 +206,9 @@ absl::Status CheckProcessMemoryLimit(const v1::JobConfig& job, ProcessLayout lay
         learner ? absl::StrCat(" (each of deployment.learner.count ",
                                std::max(1, job.deployment().learner().count()), " ranks)")
                 : "",
-        " needs at least ", InGiB(p.bytes), " (", static_cast<int64_t>(p.bytes), " bytes: ",
+        " needs at least ", GiBText(p.bytes), " (", static_cast<int64_t>(p.bytes), " bytes: ",
         p.what, "), over the limit ",
-        InGiB(static_cast<double>(limit)), " (", limit, " bytes)",
+        GiBText(static_cast<double>(limit)), " (", limit, " bytes)",
         learner ? LearnerCountAdvice(job, static_cast<double>(limit), 0)
         : layout == ProcessLayout::kEmbedded
             ? "; `trellis launch` gives each role (and each learner rank) its own process"

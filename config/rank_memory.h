@@ -60,6 +60,9 @@ struct LearnerState {
 LearnerState LearnerRank(const LearnerState& whole, const ModelShape& s, int64_t weight_bytes,
                          int zero_stage, int ranks);
 
+// Bytes as the memory checks' messages write them: "3.8 GiB".
+std::string GiBText(double bytes);
+
 // A priced process: "learner-0", "actor-0 (tensor-parallel rank 0 of 2)",
 // or every role in one process for `trellis run`.
 struct ProcessPrice {
