@@ -239,7 +239,10 @@ bool Adoptable(const at::Tensor& target, const at::Tensor& bucket, const Manifes
       e.offset % static_cast<int64_t>(c10::elementSize(e.dtype)) != 0) {
     return false;
   }
-  if (target.storage_offset() == 0 && static_cast<int64_t>(target.storage().nbytes()) == e.nbytes) {
+  // Its own storage, which no other tensor shares: a view spanning all of
+  // another tensor's storage is copied into, or that tensor would not see it.
+  if (target.storage_offset() == 0 && static_cast<int64_t>(target.storage().nbytes()) == e.nbytes &&
+      target.storage().use_count() == 1) {
     return true;
   }
   for (const at::Tensor& bucket : owned) {

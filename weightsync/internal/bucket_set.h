@@ -131,7 +131,8 @@ using PackedThrough = std::function<void(int64_t bytes)>;
 // With `owned` (adoption: the set's buckets belong to the receiver alone and
 // are never written again while referenced, see SparePool; `owned` lists
 // the receiver's buckets of earlier versions), a contiguous CPU dst tensor
-// with the manifest's dtype that owns its whole storage, or sits on one of
+// with the manifest's dtype that owns its whole storage (shared with no
+// other tensor: not a view of another one's), or sits on one of
 // the `owned` buckets from an earlier adoption, takes the memory of a CPU
 // bucket instead of a copy (Tensor::set_): no second pass over the bytes.
 // Other dst tensors (views into the caller's memory, strided, other
