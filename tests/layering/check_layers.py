@@ -52,8 +52,8 @@ LAYERS = [
 # Libraries that must not link gRPC at all.
 CORE = ["trellis_model", "trellis_shard_layout", "trellis_text", "trellis_data", "trellis_config", "trellis_request_limits", "trellis_process_memory", "trellis_heap_hook", "trellis_ledger", "trellis_ledger_cuda", "trellis_observe", "trellis_learner",
         "trellis_actor", "trellis_reference", "trellis_verifier", "trellis_loop", "trellis_roles",
-        "trellis_run", "trellis_env", "trellis_comm", "trellis_weightsync", "trellis_weightsync_reshard",
-        "trellis_jinja", "trellis_chat"]
+        "trellis_run", "trellis_env", "trellis_comm", "trellis_weightsync",
+        "trellis_weightsync_reshard", "trellis_jinja", "trellis_chat"]
 GRPC = re.compile(r"^(gRPC::|grpc|trellis_proto_grpc$|trellis_rpc$)")
 
 
