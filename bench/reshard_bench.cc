@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -171,6 +172,7 @@ int Main() {
     const int64_t version = rep + 1;
     for (auto& rank : shards) rank[0].add_(1.0);  // A new version's weights.
     std::atomic<bool> ok{true};
+    std::vector<double> pack(n_ranks);  // Each learner rank's packing and checksumming.
     const Clock::time_point start = Clock::now();
     {
       std::vector<std::jthread> threads;
@@ -186,6 +188,7 @@ int Main() {
       for (int n = 0; n < n_ranks; ++n) {
         threads.emplace_back([&, n] {
           absl::StatusOr<v1::WeightSyncStats> s = senders[n]->Publish(version, shards[n]);
+          if (s.ok()) pack[n] = s->gather_seconds() + s->transfer_seconds();
           if (!s.ok()) {
             std::fprintf(stderr, "learner rank %d: %s\n", n, s.status().ToString().c_str());
             ok = false;
@@ -196,8 +199,9 @@ int Main() {
     const double sync = Since(start);
     if (!ok) return 1;
     const double tcp = TcpStreamsSeconds(src, dst);
-    std::printf("rep %d%s: reshard %.2f s (%.2f GB/s), tcp %.2f s (%.2f GB/s)\n", rep,
-                rep == 0 ? " (untimed)" : "", sync, moved / sync / 1e9, tcp, moved / tcp / 1e9);
+    std::printf("rep %d%s: reshard %.2f s (%.2f GB/s; packing %.2f s), tcp %.2f s (%.2f GB/s)\n",
+                rep, rep == 0 ? " (untimed)" : "", sync, moved / sync / 1e9,
+                *std::max_element(pack.begin(), pack.end()), tcp, moved / tcp / 1e9);
     if (rep == 0) continue;
     sync_gbs.push_back(moved / sync / 1e9);
     tcp_gbs.push_back(moved / tcp / 1e9);

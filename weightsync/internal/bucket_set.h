@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -36,7 +37,7 @@ struct BucketSet {
   // publisher's device buckets in place (cuda_ipc), which LoadInto copies
   // from and never adopts.
   std::vector<at::Tensor> buckets;
-  std::vector<uint64_t> checksums;      // Checksum64 of each bucket.
+  std::vector<uint64_t> checksums;  // Checksum64 of each bucket.
 
   // Payload bytes: the sum of the tensors' sizes (padding excluded).
   int64_t payload_bytes() const;
@@ -65,10 +66,18 @@ class SparePool {
  public:
   const std::vector<at::Tensor>* buckets() const { return &all_; }
   // Keeps `newest` and the buckets remembered last; each is held once, so
-  // that a free one has a use count of 1.
+  // that a free one has a use count of 1 (a bucket of the last version
+  // reused for the newest, when the receiver copied rather than adopted
+  // it, is not kept twice).
   void Remember(const std::vector<at::Tensor>& newest) {
     std::vector<at::Tensor> all = newest;
-    all.insert(all.end(), all_.begin(), all_.begin() + static_cast<ptrdiff_t>(newest_count_));
+    for (size_t i = 0; i < newest_count_; ++i) {
+      const at::Tensor& last = all_[i];
+      if (std::none_of(newest.begin(), newest.end(),
+                       [&](const at::Tensor& t) { return t.is_same(last); })) {
+        all.push_back(last);
+      }
+    }
     all_ = std::move(all);
     newest_count_ = newest.size();
   }

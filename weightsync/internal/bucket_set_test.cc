@@ -48,5 +48,23 @@ TEST(BucketSetTest, LoadIntoAdoptsOnlyStorageNoOtherTensorShares) {
   EXPECT_TRUE(at::equal(alone.view({4}), at::arange(4, at::kFloat)));
 }
 
+// A receiver that copies its versions out reuses the last version's free
+// buckets for the next: the pool then holds each of them once, so that
+// they are free again for the version after.
+TEST(BucketSetTest, SparePoolHoldsABucketReusedForTheNewestOnce) {
+  SparePool pool;
+  std::vector<at::Tensor> first = AllocateBuckets({64, 128}, pool.buckets());
+  pool.Remember(first);
+  first.clear();
+  for (int version = 2; version <= 4; ++version) {
+    std::vector<at::Tensor> next = AllocateBuckets({64, 128}, pool.buckets());
+    ASSERT_EQ(next.size(), 2u);
+    EXPECT_TRUE(next[0].is_same(pool.buckets()->at(0))) << "version " << version;
+    EXPECT_TRUE(next[1].is_same(pool.buckets()->at(1))) << "version " << version;
+    pool.Remember(next);
+    EXPECT_EQ(pool.buckets()->size(), 2u);
+  }
+}
+
 }  // namespace
 }  // namespace trellis::weightsync::internal
