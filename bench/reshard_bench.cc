@@ -172,7 +172,7 @@ int Main() {
     const int64_t version = rep + 1;
     for (auto& rank : shards) rank[0].add_(1.0);  // A new version's weights.
     std::atomic<bool> ok{true};
-    std::vector<double> pack(n_ranks);  // Each learner rank's packing and checksumming.
+    std::vector<double> pack(n_ranks);  // Each learner rank's links' packing and checksumming.
     const Clock::time_point start = Clock::now();
     {
       std::vector<std::jthread> threads;
@@ -199,9 +199,10 @@ int Main() {
     const double sync = Since(start);
     if (!ok) return 1;
     const double tcp = TcpStreamsSeconds(src, dst);
-    std::printf("rep %d%s: reshard %.2f s (%.2f GB/s; packing %.2f s), tcp %.2f s (%.2f GB/s)\n",
-                rep, rep == 0 ? " (untimed)" : "", sync, moved / sync / 1e9,
-                *std::max_element(pack.begin(), pack.end()), tcp, moved / tcp / 1e9);
+    std::printf(
+        "rep %d%s: reshard %.2f s (%.2f GB/s; packing %.2f CPU s), tcp %.2f s (%.2f GB/s)\n", rep,
+        rep == 0 ? " (untimed)" : "", sync, moved / sync / 1e9,
+        *std::max_element(pack.begin(), pack.end()), tcp, moved / tcp / 1e9);
     if (rep == 0) continue;
     sync_gbs.push_back(moved / sync / 1e9);
     tcp_gbs.push_back(moved / tcp / 1e9);

@@ -118,15 +118,27 @@ absl::StatusOr<v1::WeightSyncStats> ReshardSender::Publish(int64_t version,
   }
   v1::WeightSyncStats total;
   total.set_version(version);
-  for (int k = 0; k < plan_->actor_ranks(); ++k) {
-    NamedTensors moves;
-    for (const ReshardRun& r : plan_->Moves(rank_, k, bucket_bytes_)) {
-      const at::Tensor& shard = flat[r.unit];
-      moves.emplace_back(MoveName(*plan_, r),
-                         shard.as_strided({r.rows, r.row_numel}, {r.src_stride, 1},
-                                          shard.storage_offset() + r.src));
+  // Every actor rank's link packs at once, each streaming its buckets as
+  // they are packed.
+  const int k_ranks = plan_->actor_ranks();
+  std::vector<absl::StatusOr<v1::WeightSyncStats>> results(k_ranks, absl::UnknownError(""));
+  {
+    std::vector<std::jthread> links;
+    for (int k = 0; k < k_ranks; ++k) {
+      NamedTensors moves;
+      for (const ReshardRun& r : plan_->Moves(rank_, k, bucket_bytes_)) {
+        const at::Tensor& shard = flat[r.unit];
+        moves.emplace_back(MoveName(*plan_, r),
+                           shard.as_strided({r.rows, r.row_numel}, {r.src_stride, 1},
+                                            shard.storage_offset() + r.src));
+      }
+      links.emplace_back([this, &results, k, version, moves = std::move(moves)] {
+        results[k] = publishers_[k]->Publish(version, moves);
+      });
     }
-    absl::StatusOr<v1::WeightSyncStats> stats = publishers_[k]->Publish(version, moves);
+  }
+  for (int k = 0; k < k_ranks; ++k) {
+    const absl::StatusOr<v1::WeightSyncStats>& stats = results[k];
     if (!stats.ok()) {
       return Prefixed(stats.status(),
                       absl::StrCat("reshard learner rank ", rank_, ", publishing version ", version,
