@@ -128,9 +128,13 @@ absl::StatusOr<v1::WeightSyncStats> ReshardSender::Publish(int64_t version,
       NamedTensors moves;
       for (const ReshardRun& r : plan_->Moves(rank_, k, bucket_bytes_)) {
         const at::Tensor& shard = flat[r.unit];
-        moves.emplace_back(MoveName(*plan_, r),
-                           shard.as_strided({r.rows, r.row_numel}, {r.src_stride, 1},
-                                            shard.storage_offset() + r.src));
+        at::Tensor move = shard.as_strided({r.rows, r.row_numel}, {r.src_stride, 1},
+                                           shard.storage_offset() + r.src);
+        // A move that fills its slice travels in the slice's shape: the
+        // receiver may then take its bucket's memory (Receive).
+        const ReshardPlan::Slice& slice = plan_->SliceOf(k, r.unit, r.entry);
+        if (slice.FilledBy(r)) move = move.view(slice.shape);
+        moves.emplace_back(MoveName(*plan_, r), std::move(move));
       }
       links.emplace_back([this, &results, k, version, moves = std::move(moves)] {
         results[k] = publishers_[k]->Publish(version, moves);
@@ -195,26 +199,36 @@ absl::StatusOr<ReshardReceived> ReshardReceiver::Receive(int64_t version, absl::
   const std::vector<ReshardPlan::Slice>& slices = plan_->Slices(rank_);
   ReshardReceived got;
   got.version = version;
-  // Where each unit's tensors start among the slices.
-  std::vector<size_t> unit_start(plan_->units().size() + 1, 0);
-  for (const ReshardPlan::Slice& s : slices) ++unit_start[s.unit + 1];
-  for (size_t u = 1; u < unit_start.size(); ++u) unit_start[u] += unit_start[u - 1];
-  const bool reuse = std::all_of(last_.begin(), last_.end(), [](const at::Tensor& t) {
-    return t.use_count() == 1 && t.storage().use_count() == 1;
-  });
-  if (!reuse || last_.empty()) {
-    last_.clear();
-    for (const ReshardPlan::Slice& s : slices) {
-      last_.push_back(at::empty(s.shape, at::TensorOptions().dtype(s.dtype)));
+  const int n_ranks = plan_->learner_ranks();
+  std::vector<std::vector<ReshardRun>> moves(n_ranks);
+  std::vector<bool> filled(slices.size(), false);
+  for (int n = 0; n < n_ranks; ++n) {
+    moves[n] = plan_->Moves(n, rank_, bucket_bytes_);
+    for (const ReshardRun& r : moves[n]) {
+      const ReshardPlan::Slice& s = plan_->SliceOf(rank_, r.unit, r.entry);
+      if (s.FilledBy(r)) filled[&s - slices.data()] = true;
     }
   }
-  const int n_ranks = plan_->learner_ranks();
+  last_.resize(slices.size());
+  for (size_t i = 0; i < slices.size(); ++i) {
+    // A slice one move fills is a fresh tensor whose pages are never
+    // touched: the link adopts its bucket's memory into it (LoadInto), and
+    // the slices handed back before keep theirs. Any other is filled again
+    // once the caller let go of it (no fresh pages to fault in).
+    at::Tensor& t = last_[i];
+    if (filled[i] || !t.defined() || t.use_count() != 1 || t.storage().use_count() != 1) {
+      t = at::empty(slices[i].shape, at::TensorOptions().dtype(slices[i].dtype));
+    }
+  }
   std::vector<NamedTensors> dst(n_ranks);
   for (int n = 0; n < n_ranks; ++n) {
-    for (const ReshardRun& r : plan_->Moves(n, rank_, bucket_bytes_)) {
-      const at::Tensor& slice = last_[unit_start[r.unit] + r.entry];
-      dst[n].emplace_back(MoveName(*plan_, r),
-                          slice.view({-1}).narrow(0, r.dst, r.numel()).view({r.rows, r.row_numel}));
+    for (const ReshardRun& r : moves[n]) {
+      const ReshardPlan::Slice& s = plan_->SliceOf(rank_, r.unit, r.entry);
+      const at::Tensor& slice = last_[&s - slices.data()];
+      dst[n].emplace_back(
+          MoveName(*plan_, r),
+          s.FilledBy(r) ? slice
+                        : slice.view({-1}).narrow(0, r.dst, r.numel()).view({r.rows, r.row_numel}));
     }
   }
   std::vector<absl::StatusOr<v1::WeightSyncStats>> results(n_ranks, absl::UnknownError(""));

@@ -149,13 +149,20 @@ absl::StatusOr<ReshardPlan> ReshardPlan::Make(std::vector<model::FlatUnit> units
       plan.runs_.push_back(GroupRuns(PlanPieces(plan.units_, n, k, actor_ranks)));
     }
   }
+  size_t first = 0;
+  for (const model::FlatUnit& unit : plan.units_) {
+    plan.unit_first_.push_back(first);
+    first += unit.entries.size();
+  }
   for (int k = 0; k < actor_ranks; ++k) {
     std::vector<Slice>& slices = plan.slices_.emplace_back();
     for (size_t u = 0; u < plan.units_.size(); ++u) {
       for (size_t i = 0; i < plan.units_[u].entries.size(); ++i) {
         const model::FlatEntry& e = plan.units_[u].entries[i];
-        slices.push_back({e.name, SliceShape(e, model::TensorParallelSlice(e.name, k, actor_ranks)),
-                          plan.dtypes_[u], static_cast<int>(u), static_cast<int>(i)});
+        const model::TensorSlice slice = model::TensorParallelSlice(e.name, k, actor_ranks);
+        slices.push_back({e.name, SliceShape(e, slice), plan.dtypes_[u], static_cast<int>(u),
+                          static_cast<int>(i),
+                          slice.whole() ? e.numel() : e.numel() / slice.parts});
       }
     }
   }
@@ -202,9 +209,7 @@ int64_t ReshardPlan::PairBytes(int learner, int actor) const {
 int64_t ReshardPlan::SliceBytes(int actor) const {
   int64_t bytes = 0;
   for (const Slice& s : Slices(actor)) {
-    int64_t numel = 1;
-    for (int64_t d : s.shape) numel *= d;
-    bytes += numel * static_cast<int64_t>(c10::elementSize(s.dtype));
+    bytes += s.numel * static_cast<int64_t>(c10::elementSize(s.dtype));
   }
   return bytes;
 }

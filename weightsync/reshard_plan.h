@@ -67,6 +67,10 @@ class ReshardPlan {
     c10::ScalarType dtype;
     int unit = 0;
     int entry = 0;
+    int64_t numel = 0;
+
+    // Whether move `r` (of this slice's tensor) fills the slice alone.
+    bool FilledBy(const ReshardRun& r) const { return r.dst == 0 && r.numel() == numel; }
   };
 
   // InvalidArgument naming the problem: no units, units over different
@@ -93,6 +97,10 @@ class ReshardPlan {
   int64_t PairBytes(int learner, int actor) const;
   // Actor rank `actor`'s tensors, in the units' order.
   const std::vector<Slice>& Slices(int actor) const { return slices_[actor]; }
+  // Actor rank `actor`'s slice of tensor `entry` of unit `unit`.
+  const Slice& SliceOf(int actor, int unit, int entry) const {
+    return slices_[actor][unit_first_[unit] + entry];
+  }
   // The bytes of actor rank `actor`'s tensors.
   int64_t SliceBytes(int actor) const;
   // The bytes of each learner rank's shards (shard_numel per unit).
@@ -106,6 +114,7 @@ class ReshardPlan {
   int actor_ranks_ = 1;
   std::vector<std::vector<ReshardRun>> runs_;  // [learner * K + actor]
   std::vector<std::vector<Slice>> slices_;     // [actor]
+  std::vector<size_t> unit_first_;             // [unit]: its first slice
 };
 
 }  // namespace trellis::weightsync
