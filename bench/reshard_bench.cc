@@ -16,10 +16,6 @@
 // page faults, is not counted), and `uptime` before and after.
 
 #include <ATen/ATen.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -32,6 +28,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "bench/tcp_baseline.h"
 #include "bench/timing.h"
 #include "comm/tcp_store.h"
 #include "weightsync/reshard.h"
@@ -49,64 +46,12 @@ namespace {
 using bench::Clock;
 using bench::Median;
 using bench::Since;
+using bench::TcpStreamsSeconds;
 
 void Uptime(const char* when) {
   std::printf("uptime %s: ", when);
   std::fflush(stdout);
   if (std::system("uptime") != 0) std::printf("(uptime failed)\n");
-}
-
-// One loopback connection per entry of `src` (into `dst`), all moving at once; the
-// seconds from the first write to the last byte read.
-double TcpStreamsSeconds(const std::vector<std::vector<char>>& src,
-                         std::vector<std::vector<char>>& dst) {
-  const size_t streams = src.size();
-  std::vector<int> listeners(streams), senders(streams);
-  std::vector<sockaddr_in> addrs(streams);
-  for (size_t i = 0; i < streams; ++i) {
-    listeners[i] = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in& addr = addrs[i];
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    if (bind(listeners[i], reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-        listen(listeners[i], 1) != 0 ||
-        getsockname(listeners[i], reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      std::perror("tcp baseline");
-      std::exit(1);
-    }
-  }
-  const Clock::time_point start = Clock::now();
-  {
-    std::vector<std::jthread> threads;
-    for (size_t i = 0; i < streams; ++i) {
-      threads.emplace_back([&, i] {
-        const int fd = accept(listeners[i], nullptr, nullptr);
-        for (size_t got = 0; got < dst[i].size();) {
-          const ssize_t r = read(fd, dst[i].data() + got, dst[i].size() - got);
-          if (r <= 0) break;
-          got += static_cast<size_t>(r);
-        }
-        close(fd);
-      });
-      threads.emplace_back([&, i] {
-        const int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(fd, reinterpret_cast<sockaddr*>(&addrs[i]), sizeof(addrs[i])) != 0) {
-          std::perror("tcp baseline connect");
-          std::exit(1);
-        }
-        for (size_t sent = 0; sent < src[i].size();) {
-          const ssize_t w = write(fd, src[i].data() + sent, src[i].size() - sent);
-          if (w <= 0) break;
-          sent += static_cast<size_t>(w);
-        }
-        close(fd);
-      });
-    }
-  }
-  const double seconds = Since(start);
-  for (int fd : listeners) close(fd);
-  return seconds;
 }
 
 int Main() {
