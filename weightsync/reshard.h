@@ -10,14 +10,15 @@
 // transport from a TransportRegistry ("gloo", or "nccl" where built): the
 // learner rank's ReshardSender hosts one Publisher per actor rank, its
 // rendezvous store at ReshardOptions::PairPort(n, k), and publishes to it
-// only the pieces that actor rank needs (ReshardPlan::Runs), as strided
+// only the pieces that actor rank needs (ReshardPlan::Moves), as strided
 // views of the shards that the transport packs into checksummed buckets of
-// at most bucket_bytes. The actor rank's ReshardReceiver pulls the version
-// from every learner rank at once, each link's pieces landing in place in
-// fresh slice tensors, and hands them back only when every link delivered
-// exactly the version asked for. Versioning, deadlines, the job's secret,
-// reconnection and the refusal of versions that will never be published
-// are the transport's (gloo_transport.h, internal/staging.h).
+// at most bucket_bytes (the same on both ends: pieces are matched by name).
+// The actor rank's ReshardReceiver pulls the version from every learner
+// rank at once, each link placing its pieces in the rank's slice tensors (a
+// slice that one piece fills takes the bucket's memory, no copy), and hands
+// them back only when every link delivered exactly the version asked for. Versioning, deadlines,
+// the job's secret, reconnection and the refusal of versions that will never be published are the
+// transport's (gloo_transport.h, internal/staging.h).
 
 #include <ATen/core/Tensor.h>
 
@@ -73,7 +74,8 @@ class ReshardSender {
 
   // Publishes `version` (above the last one) from `shards`: one 1-D tensor
   // per unit, the unit's dtype and shard_numel elements. InvalidArgument
-  // for a bad shard; the transport's errors naming the actor rank.
+  // for a bad shard; the transport's errors naming the actor rank. One call
+  // at a time; every actor rank's link packs and streams at once.
   [[nodiscard]] absl::StatusOr<v1::WeightSyncStats> Publish(int64_t version,
                                                             const std::vector<at::Tensor>& shards);
 
@@ -103,8 +105,9 @@ class ReshardReceiver {
       const TransportRegistry* registry = nullptr);
 
   // Receives exactly `version` from every learner rank within `timeout`,
-  // all or nothing, into fresh tensors (or the last ones handed back, when
-  // the caller let go of all of them). Errors name the learner rank: the transport's
+  // all or nothing. The tensors handed back are never written again while
+  // the caller holds them (a later Receive fills them again only once the
+  // caller let go of them). Errors name the learner rank: the transport's
   // (DeadlineExceeded, Unavailable when a peer is gone, DataLoss naming the
   // bucket whose checksum failed, FailedPrecondition for a version that
   // will never be published), or FailedPrecondition when a learner rank
@@ -126,8 +129,9 @@ class ReshardReceiver {
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Receiver>> receivers_ ABSL_GUARDED_BY(mu_);  // [learner rank]
   int64_t received_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // The slices last handed back, filled again by the next Receive once the
-  // caller holds none of them (no fresh pages to fault in).
+  // The slices last handed back: each that no single piece fills is filled
+  // again by the next Receive once the caller let go of it (no fresh pages
+  // to fault in); the others take their bucket's memory anew.
   std::vector<at::Tensor> last_ ABSL_GUARDED_BY(mu_);
 };
 
