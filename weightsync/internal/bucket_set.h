@@ -37,7 +37,7 @@ struct BucketSet {
   // publisher's device buckets in place (cuda_ipc), which LoadInto copies
   // from and never adopts.
   std::vector<at::Tensor> buckets;
-  std::vector<uint64_t> checksums;  // Checksum64 of each bucket.
+  std::vector<uint64_t> checksums;      // Checksum64 of each bucket.
 
   // Payload bytes: the sum of the tensors' sizes (padding excluded).
   int64_t payload_bytes() const;
