@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/tcp_store.h"
+#include "env/testing/cpu_contention.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "weightsync/testing/reshard_model.h"
@@ -239,6 +240,37 @@ TEST(ReshardTest, SlicesStillHeldAreNeverOverwritten) {
   ExpectSlicesOf(*r.plan, 1, 4, *held[3]);
   for (size_t i = 0; i < held[0]->tensors.size(); ++i) {
     EXPECT_NE(held[0]->tensors[i].second.data_ptr(), held[3]->tensors[i].second.data_ptr());
+  }
+}
+
+// On a machine with more runnable threads than cores, every actor rank
+// receives every version whole, whatever the interleaving: the learner
+// ranks publish while the actor ranks already wait.
+TEST(ReshardTest, EveryVersionArrivesWholeUnderCpuContention) {
+  Ranks r = StartRanks(2, 2, /*bucket_bytes=*/2048);
+  ASSERT_EQ(r.senders.size(), 2u);
+  env::testing::CpuContention contention;
+  for (int64_t version = 1; version <= 4; ++version) {
+    std::vector<absl::StatusOr<ReshardReceived>> got(2, absl::UnknownError("not run"));
+    std::vector<absl::Status> published(2);
+    const std::vector<at::Tensor> full = testing::FullUnits(*r.plan, version);
+    {
+      std::vector<std::jthread> ranks;
+      for (int k = 0; k < 2; ++k) {
+        ranks.emplace_back([&, k] { got[k] = r.receivers[k]->Receive(version, kTimeout); });
+      }
+      for (int n = 0; n < 2; ++n) {
+        ranks.emplace_back([&, n] {
+          published[n] =
+              r.senders[n]->Publish(version, testing::ShardsOf(full, *r.plan, n)).status();
+        });
+      }
+    }
+    for (int n = 0; n < 2; ++n) ASSERT_TRUE(published[n].ok()) << published[n];
+    for (int k = 0; k < 2; ++k) {
+      ASSERT_TRUE(got[k].ok()) << "version " << version << ": " << got[k].status();
+      ExpectSlicesOf(*r.plan, k, version, *got[k]);
+    }
   }
 }
 
