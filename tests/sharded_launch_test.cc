@@ -117,9 +117,10 @@ TEST_F(ShardedLaunchTest, FourRanksCheckpointResumesOnTwo) {
   const int status = Wait(Launch("four", ""));
   const std::string log = Slurp(root_ / "four.resume.log");
   ASSERT_TRUE(ExitedOk(status)) << log;
-  const std::map<int64_t, nlohmann::json> steps = StepRecords(out);
-  ASSERT_EQ(steps.size(), 6u) << log;
-  EXPECT_TRUE(steps.count(6));
+  EXPECT_THAT(log, HasSubstr("resuming from " + (out / "checkpoints" / "step_4").string()));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("[learner-2]")));
+  EXPECT_THAT(log, HasSubstr("step    6/6"));
+  EXPECT_EQ(StepRecords(out).size(), 6u) << log;
   ExpectNoneLeft(Processes(out));
 }
 
