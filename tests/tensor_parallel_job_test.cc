@@ -189,10 +189,13 @@ TEST(TensorParallelJobTest, AnUnsplittableShapeIsRefusedNamingIt) {
       << actor.status();
 }
 
-// GRPO on the tiny job with 4 query heads over 2 key/value heads: 3 steps
-// with the actors and the reference at tensor_parallel 2 reward as at 1.
+// GRPO on the tiny job with 4 query heads over 2 key/value heads, after SFT,
+// with half credit for a wrong number (testing_util::VaryingRewardsJob: the
+// rewards vary within groups, so a difference in any sample would show): 3
+// steps with the actors and the reference at tensor_parallel 2 sample as
+// many tokens and reward them as at 1.
 TEST(TensorParallelJobTest, GrpoStepsRewardAsWithOneRank) {
-  v1::JobConfig job = testing_util::TinyJob();
+  v1::JobConfig job = testing_util::VaryingRewardsJob(3);
   job.mutable_model()->set_n_heads(4);
   job.mutable_model()->set_n_kv_heads(2);
   const testing_util::JobRun one = testing_util::RunTinyJob("tp_one", job);
@@ -201,10 +204,16 @@ TEST(TensorParallelJobTest, GrpoStepsRewardAsWithOneRank) {
   const testing_util::JobRun two = testing_util::RunTinyJob("tp_two", job);
   ASSERT_EQ(one.steps.size(), 3u);
   ASSERT_EQ(two.steps.size(), 3u);
+  double rewards = 0;
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(two.steps[i]["mean_reward"], one.steps[i]["mean_reward"]) << "step " << i;
-    EXPECT_EQ(two.steps[i]["samples_generated"], one.steps[i]["samples_generated"]) << i;
+    EXPECT_EQ(two.steps[i]["generated_tokens"], one.steps[i]["generated_tokens"]) << i;
+    EXPECT_NEAR(two.steps[i]["kl"].get<double>(), one.steps[i]["kl"].get<double>(), 1e-5) << i;
+    rewards += one.steps[i]["mean_reward"].get<double>();
+    std::cout << "step " << i << ": mean reward " << one.steps[i]["mean_reward"] << ", kl "
+              << one.steps[i]["kl"] << " (1 rank), " << two.steps[i]["kl"] << " (2 ranks)\n";
   }
+  EXPECT_GT(rewards, 0);  // rewards that could differ
 }
 
 }  // namespace
