@@ -4,6 +4,7 @@
 
 #include "learner/local_learner.h"
 
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -43,6 +44,7 @@ absl::Status LocalLearner::Init() {
   if (!joined.ok()) return joined.status();
   engine_ = std::make_unique<UpdateEngine>(job_, options_.worker_id, models_.get(),
                                            *std::move(joined), ledger_);
+  if (absl::Status s = engine_->ShardParameters(); !s.ok()) return s;
   return RegisterBuiltinObjectives(objectives_);
 }
 
@@ -120,7 +122,45 @@ absl::StatusOr<v1::TrainStats> LocalLearner::EvalPreference(const v1::Preference
   return Evaluate(&batch);
 }
 
+absl::StatusOr<model::NamedTensors> LocalLearner::GatheredWeights(bool keep) {
+  std::map<std::string, torch::Tensor> copies;
+  const model::Transformer& policy = models_->policy();
+  absl::Status s = engine_->flat()->ForEachUnit([&](const model::NamedTensors& unit) {
+    if (!keep) return absl::OkStatus();
+    // LoRA: a block's weights merged with its adapters, read while the
+    // block is gathered.
+    constexpr std::string_view kBlocks = "model.layers.";
+    const std::string& first = unit.front().first;
+    if (policy->has_adapters() && first.rfind(kBlocks, 0) == 0) {
+      const std::string block = first.substr(0, first.find('.', kBlocks.size()) + 1);
+      for (const auto& [name, tensor] : policy->MergedWeights(block)) {
+        copies[name] = tensor.clone();
+      }
+      return absl::OkStatus();
+    }
+    for (const auto& [name, tensor] : unit) copies[name] = tensor.clone();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  // In the model's order, as an unsharded learner's.
+  model::NamedTensors out;
+  for (const auto& [name, unused] : policy->BaseWeights()) {
+    if (auto it = copies.find(name); it != copies.end()) out.emplace_back(name, it->second);
+  }
+  return out;
+}
+
 absl::StatusOr<v1::WeightSyncStats> LocalLearner::PublishWeights() {
+  // Flat shards: every rank gathers each unit in turn (a collective);
+  // rank 0 keeps the copy it publishes.
+  const bool gathers = engine_->flat() != nullptr && !models_->policy()->has_adapters();
+  if (engine_->flat() != nullptr && engine_->group().rank() != 0) {
+    if (gathers) {
+      absl::StatusOr<model::NamedTensors> none = GatheredWeights(/*keep=*/false);
+      if (!none.ok()) return none.status();
+    }
+    return v1::WeightSyncStats();
+  }
   if (transport_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(options_.worker_id, ": no weight transport (rank ", engine_->group().rank(),
@@ -129,7 +169,14 @@ absl::StatusOr<v1::WeightSyncStats> LocalLearner::PublishWeights() {
   // Under LoRA only the adapters change, and actors build the same base:
   // they get the adapters and the base's fingerprint, to refuse adapters
   // trained on another base.
-  model::NamedTensors sent = models_->TrainedWeights();
+  model::NamedTensors sent;
+  if (gathers) {
+    absl::StatusOr<model::NamedTensors> gathered = GatheredWeights(/*keep=*/true);
+    if (!gathered.ok()) return gathered.status();
+    sent = *std::move(gathered);
+  } else {
+    sent = models_->TrainedWeights();
+  }
   if (models_->masters() != nullptr) {
     // Actors sample in float32: they get the bf16 weights the learner
     // computes with, widened.
@@ -143,8 +190,13 @@ absl::StatusOr<v1::WeightSyncStats> LocalLearner::PublishWeights() {
 }
 
 absl::Status LocalLearner::SaveWeights(const std::string& path) {
-  // Plain Llama weights (adapters merged) that load without LoRA.
-  return SaveNamed(path, models_->policy()->MergedWeights());
+  // Plain Llama weights (adapters merged) that load without LoRA. Flat
+  // shards: gathered unit by unit; rank 0 writes them.
+  if (engine_->flat() == nullptr) return SaveNamed(path, models_->policy()->MergedWeights());
+  const bool writes = engine_->group().rank() == 0;
+  absl::StatusOr<model::NamedTensors> gathered = GatheredWeights(writes);
+  if (!gathered.ok()) return gathered.status();
+  return writes ? SaveNamed(path, *gathered) : absl::OkStatus();
 }
 
 }  // namespace internal

@@ -36,6 +36,7 @@ std::string_view ObjectName(Object object) {
     case Object::kWorkspace: return "workspace";
     case Object::kMasterWeights: return "master_weights";
     case Object::kAdapters: return "adapters";
+    case Object::kGatheredParameters: return "gathered_parameters";
   }
   return "unknown";
 }

@@ -60,8 +60,12 @@ enum class Object {
   // and kOptimizerState, the only ones there are).
   kMasterWeights,
   kAdapters,
+  // memory.zero_stage 3: the whole buffers of the units a learner rank has
+  // gathered from the other ranks' shards (learner/internal/flat_shards.h),
+  // at its peak; kParameters is then its own shards.
+  kGatheredParameters,
 };
-inline constexpr int kNumObjects = 13;
+inline constexpr int kNumObjects = 14;
 std::string_view ObjectName(Object object);
 // ObjectName's inverse; nullopt for a name it never returns.
 std::optional<Object> ObjectFromName(std::string_view name);

@@ -184,11 +184,21 @@ torch::Tensor TransformerImpl::Hidden(const torch::Tensor& tokens_in,
   // Backward reaches a checkpointed block only through its input, so that
   // input must require grad even when everything before it is frozen.
   if (recompute && !h.requires_grad()) h = h.detach().requires_grad_(true);
+  LayerHooks* const hooks = layer_hooks_;
   for (size_t i = 0; i < layers_.size(); ++i) {
+    const auto layer = static_cast<int64_t>(i);
     LayerRouting* layer_routing = layers_[i]->is_moe() ? &moe[i] : nullptr;
+    if (hooks != nullptr) {
+      h = internal::LayerHookPoint(h, hooks, layer, /*before_backward=*/false);
+      hooks->BeforeForward(layer);
+    }
     h = recompute ? internal::CheckpointedBlock(layers_[i], h, ctx, layer_routing,
                                                 &recompute_seconds_)
                   : layers_[i]->forward(h, ctx, layer_routing);
+    if (hooks != nullptr) {
+      hooks->AfterForward(layer);
+      h = internal::LayerHookPoint(h, hooks, layer, /*before_backward=*/true);
+    }
   }
   if (routing != nullptr) {
     routing->chosen = torch::Tensor();

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,24 @@ namespace internal {
 struct Block;
 struct RMSNorm;
 }  // namespace internal
+
+// Where a learner that keeps its parameters as shards between uses
+// (memory.zero_stage 3, learner/internal/flat_shards.h) brings a block's
+// parameters in and lets them go. A hook that fails throws (c10::Error),
+// failing the forward or backward that called it.
+class LayerHooks {
+ public:
+  virtual ~LayerHooks() = default;
+  // Just before block `layer` reads its parameters in a forward, and right
+  // after it no longer does.
+  virtual void BeforeForward(int64_t layer) = 0;
+  virtual void AfterForward(int64_t layer) = 0;
+  // Called by autograd: before block `layer`'s backward (which reads its
+  // parameters again), and once it has ended (its parameters' gradients
+  // complete for this backward).
+  virtual void BeforeBackward(int64_t layer) = 0;
+  virtual void AfterBackward(int64_t layer) = 0;
+};
 
 // What sits on top of the final norm.
 enum class Head {
@@ -135,6 +154,10 @@ class TransformerImpl : public torch::nn::Module {
   // The model-side strategies of job.memory: activation_checkpointing, and
   // bf16 parameters for precision "bf16" (as the learner trains them).
   void ApplyMemoryConfig(const trellis::v1::MemoryConfig& memory);
+  // Every forward calls `hooks` around each block, and a forward with
+  // autograd arranges for its backward to call them (LayerHooks); null (the
+  // default) calls nothing. `hooks` must outlive the model's use of it.
+  void set_layer_hooks(LayerHooks* hooks) { layer_hooks_ = hooks; }
   // Seconds spent recomputing blocks since construction.
   double recompute_seconds() const { return recompute_seconds_; }
 
@@ -153,8 +176,10 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<std::pair<std::string, torch::Tensor>> BaseWeights() const;
   // Plain Llama weights computing the same function: each adapted W
   // replaced by W + (alpha / rank) B A (new tensors). BaseWeights() without
-  // LoRA.
-  std::vector<std::pair<std::string, torch::Tensor>> MergedWeights() const;
+  // LoRA. With `prefix`, only the weights whose names start with it (one
+  // block's, "model.layers.3.", read alone).
+  std::vector<std::pair<std::string, torch::Tensor>> MergedWeights(
+      std::string_view prefix = {}) const;
   bool has_adapters() const;
 
   // Copies NamedWeights() in by name. Fails (changing nothing) when a name
@@ -182,6 +207,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor inv_freq_;                      // [head_dim / 2] rotary
   bool activation_checkpointing_ = false;
   double recompute_seconds_ = 0;
+  LayerHooks* layer_hooks_ = nullptr;
 };
 TORCH_MODULE(Transformer);
 

@@ -93,18 +93,23 @@ std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::BaseWeights(
   return out;
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::MergedWeights() const {
+std::vector<std::pair<std::string, torch::Tensor>> TransformerImpl::MergedWeights(
+    std::string_view prefix) const {
+  const auto included = [prefix](const std::string& name) {
+    return std::string_view(name).substr(0, prefix.size()) == prefix;
+  };
   std::map<std::string, torch::Tensor> merged;
   for (const auto& m : named_modules()) {
     const auto* linear = dynamic_cast<const LoraLinearImpl*>(m.value().get());
-    if (linear != nullptr && linear->has_adapter()) {
+    if (linear != nullptr && linear->has_adapter() && included(m.key())) {
       merged.emplace(m.key() + ".weight", linear->MergedWeight());
     }
   }
-  std::vector<std::pair<std::string, torch::Tensor>> out = BaseWeights();
-  for (auto& [name, tensor] : out) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (auto& [name, tensor] : BaseWeights()) {
+    if (!included(name)) continue;
     auto it = merged.find(name);
-    if (it != merged.end()) tensor = it->second;
+    out.emplace_back(name, it != merged.end() ? it->second : tensor);
   }
   return out;
 }

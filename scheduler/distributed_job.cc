@@ -90,8 +90,9 @@ class RemoteRoleSet final : public run::RoleSet {
     for (const WorkerInfo& w : registry->Workers(v1::LEARNER)) {
       learners.push_back(learner::NewGrpcLearnerClient(channel(w), w.id, timeout, run_dir));
     }
-    set->learner_ = learners.size() == 1 ? std::move(learners.front())
-                                         : NewLearnerGroup(std::move(learners));
+    set->learner_ = learners.size() == 1
+                        ? std::move(learners.front())
+                        : NewLearnerGroup(std::move(learners), job.memory().zero_stage() >= 2);
     const std::vector<WorkerInfo> references = registry->Workers(v1::REFERENCE);
     if (!references.empty()) {
       set->reference_ = reference::NewGrpcReferenceClient(channel(references.front()),

@@ -8,8 +8,8 @@ namespace {
 
 class LearnerGroup final : public learner::LearnerWorker {
  public:
-  explicit LearnerGroup(std::vector<std::unique_ptr<learner::LearnerWorker>> ranks)
-      : ranks_(std::move(ranks)) {}
+  LearnerGroup(std::vector<std::unique_ptr<learner::LearnerWorker>> ranks, bool sharded)
+      : ranks_(std::move(ranks)), sharded_(sharded) {}
 
   absl::StatusOr<v1::TrainStats> SftStep(const v1::SftBatch& batch) override {
     return OnAll([&](learner::LearnerWorker& w) { return w.SftStep(batch); });
@@ -28,17 +28,17 @@ class LearnerGroup final : public learner::LearnerWorker {
   }
 
   absl::StatusOr<v1::WeightSyncStats> PublishWeights() override {
-    return ranks_.front()->PublishWeights();
+    return Reads([&](learner::LearnerWorker& w) { return w.PublishWeights(); });
   }
   absl::Status SaveWeights(const std::string& path) override {
-    return ranks_.front()->SaveWeights(path);
+    return Reads([&](learner::LearnerWorker& w) { return w.SaveWeights(path); });
   }
   int64_t policy_version() const override { return ranks_.front()->policy_version(); }
   absl::StatusOr<v1::TrainStats> EvalSft(const v1::SftBatch& batch) override {
-    return ranks_.front()->EvalSft(batch);
+    return Reads([&](learner::LearnerWorker& w) { return w.EvalSft(batch); });
   }
   absl::StatusOr<v1::TrainStats> EvalPreference(const v1::PreferenceBatch& batch) override {
-    return ranks_.front()->EvalPreference(batch);
+    return Reads([&](learner::LearnerWorker& w) { return w.EvalPreference(batch); });
   }
 
  private:
@@ -65,14 +65,22 @@ class LearnerGroup final : public learner::LearnerWorker {
     return std::move(results.front());
   }
 
+  // A call that reads the weights: every rank's when they are sharded,
+  // else rank 0's alone.
+  template <typename Call>
+  auto Reads(const Call& call) -> decltype(call(std::declval<learner::LearnerWorker&>())) {
+    return sharded_ ? OnAll(call) : call(*ranks_.front());
+  }
+
   const std::vector<std::unique_ptr<learner::LearnerWorker>> ranks_;
+  const bool sharded_;
 };
 
 }  // namespace
 
 std::unique_ptr<learner::LearnerWorker> NewLearnerGroup(
-    std::vector<std::unique_ptr<learner::LearnerWorker>> ranks) {
-  return std::make_unique<LearnerGroup>(std::move(ranks));
+    std::vector<std::unique_ptr<learner::LearnerWorker>> ranks, bool sharded) {
+  return std::make_unique<LearnerGroup>(std::move(ranks), sharded);
 }
 
 }  // namespace trellis::scheduler

@@ -6,7 +6,9 @@
 // takes every update and checkpoint call, concurrently (they meet in the
 // group's collectives); the answer is rank 0's, whose stats cover the whole
 // batch. Weights are published and saved by rank 0, and evaluation runs on
-// rank 0 alone (its weights are every rank's).
+// rank 0 alone (its weights are every rank's), unless the ranks hold their
+// weights as flat shards (memory.zero_stage 2, 3): then every rank takes
+// those calls too, gathering the weights together.
 
 #include <memory>
 #include <vector>
@@ -15,9 +17,10 @@
 
 namespace trellis::scheduler {
 
-// REQUIRES: `ranks` non-empty, in rank order.
+// REQUIRES: `ranks` non-empty, in rank order. `sharded`: the ranks hold
+// flat shards.
 std::unique_ptr<learner::LearnerWorker> NewLearnerGroup(
-    std::vector<std::unique_ptr<learner::LearnerWorker>> ranks);
+    std::vector<std::unique_ptr<learner::LearnerWorker>> ranks, bool sharded = false);
 
 }  // namespace trellis::scheduler
 

@@ -29,6 +29,17 @@ class SoloGroup final : public DataParallelGroup {
     return absl::OkStatus();
   }
   absl::Status AllReduceSum(std::vector<double>&) override { return absl::OkStatus(); }
+  absl::StatusOr<std::function<absl::Status()>> StartAllGather(
+      const torch::Tensor& full, const torch::Tensor& shard) override {
+    torch::NoGradGuard no_grad;
+    full.copy_(shard);
+    return std::function<absl::Status()>([] { return absl::OkStatus(); });
+  }
+  absl::Status ReduceScatterSum(const torch::Tensor& shard, const torch::Tensor& full) override {
+    torch::NoGradGuard no_grad;
+    shard.copy_(full);
+    return absl::OkStatus();
+  }
   Traffic TakeTraffic() override { return {}; }
   int64_t buffer_bytes() const override { return 0; }
 };
@@ -112,10 +123,55 @@ class GlooGroup final : public DataParallelGroup {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<std::function<absl::Status()>> StartAllGather(
+      const torch::Tensor& full, const torch::Tensor& shard) override {
+    const absl::Time began = absl::Now();
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      at::Tensor out = full, in = shard;
+      work = pg_->all_gather_single(out, in);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat(options_.worker_id, ": parameter all-gather: ", e.what()));
+    }
+    const int64_t bytes = static_cast<int64_t>(full.nbytes());
+    return std::function<absl::Status()>([this, work, bytes, began] {
+      if (absl::Status s = Wait(work, "parameter all-gather"); !s.ok()) return s;
+      traffic_.bytes += bytes;
+      traffic_.seconds += absl::ToDoubleSeconds(absl::Now() - began);
+      return absl::OkStatus();
+    });
+  }
+
+  absl::Status ReduceScatterSum(const torch::Tensor& shard, const torch::Tensor& full) override {
+    const absl::Time began = absl::Now();
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      at::Tensor out = shard, in = full;
+      work = pg_->reduce_scatter_single(out, in);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat(options_.worker_id, ": gradient reduce-scatter: ", e.what()));
+    }
+    if (absl::Status s = Wait(work, "gradient reduce-scatter"); !s.ok()) return s;
+    buffer_bytes_ = std::max<int64_t>(buffer_bytes_, full.nbytes());
+    traffic_.bytes += full.nbytes();
+    traffic_.seconds += absl::ToDoubleSeconds(absl::Now() - began);
+    return absl::OkStatus();
+  }
+
   Traffic TakeTraffic() override { return std::exchange(traffic_, Traffic{}); }
   int64_t buffer_bytes() const override { return buffer_bytes_; }
 
  private:
+  // Waits for `work`, its failure naming this rank.
+  absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+    absl::Status s = comm::WaitWork(work, options_.timeout, what);
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(options_.worker_id, " (rank ", options_.member.rank,
+                                               " of ", options_.member.size, "): ", s.message()));
+  }
+
   // Starts `start` on every bucket's flat buffer, waits for them all and
   // copies the results back.
   template <typename Start>
@@ -133,11 +189,7 @@ class GlooGroup final : public DataParallelGroup {
       return absl::UnavailableError(absl::StrCat(options_.worker_id, ": ", what, ": ", e.what()));
     }
     for (size_t i = 0; i < works.size(); ++i) {
-      if (absl::Status s = comm::WaitWork(works[i], options_.timeout, what);
-          !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(options_.worker_id, " (rank ", options_.member.rank,
-                                                   " of ", options_.member.size, "): ", s.message()));
-      }
+      if (absl::Status s = Wait(works[i], what); !s.ok()) return s;
       Unflatten(buffers[i][0], buckets[i]);
       traffic_.bytes += buckets[i].bytes;
     }

@@ -4,11 +4,14 @@
 // Data parallelism across learner ranks over Gloo (c10d's ProcessGroupGloo
 // with the rendezvous store of comm/tcp_store.h, as the gloo weight transport makes them):
 // gradients are summed across ranks and, with ZeRO-1, each parameter is
-// updated by the one rank that owns it and broadcast from there. Tensors
+// updated by the one rank that owns it and broadcast from there; ZeRO-2
+// and 3 gather flat shards and reduce-scatter into them (flat_shards.h).
+// Tensors
 // travel flattened into buckets, never one call per tensor. Every call
 // counts the bytes it moved and the seconds it took.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -62,6 +65,18 @@ class DataParallelGroup {
   // shapes, dtypes and owners on every rank.
   [[nodiscard]] virtual absl::Status Broadcast(const std::vector<torch::Tensor>& tensors,
                                                const std::vector<int>& owners) = 0;
+
+  // Starts gathering every rank's `shard` into `full`, rank r's at
+  // [r * shard.numel(), (r + 1) * shard.numel()); the call it returns waits
+  // for the gather to end (once). REQUIRES: full.numel() == size() *
+  // shard.numel(), one dtype, both contiguous and 1-D, the same on every
+  // rank and in the same order.
+  [[nodiscard]] virtual absl::StatusOr<std::function<absl::Status()>> StartAllGather(
+      const torch::Tensor& full, const torch::Tensor& shard) = 0;
+  // Sums `full` over the ranks and leaves this rank's part of the sum (as
+  // StartAllGather places it) in `shard`. REQUIRES: as StartAllGather.
+  [[nodiscard]] virtual absl::Status ReduceScatterSum(const torch::Tensor& shard,
+                                                      const torch::Tensor& full) = 0;
 
   // Sums scalars (step statistics) over the ranks, in place.
   [[nodiscard]] virtual absl::Status AllReduceSum(std::vector<double>& values) = 0;

@@ -13,10 +13,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "config/choice.h"
+#include "env/env.h"
 #include "env/run_dir.h"
 #include "learner/internal/local_learner.h"
 #include "learner/internal/optimizer.h"
 #include "learner/internal/phases.h"
+#include "learner/internal/sharded_checkpoint.h"
 #include "model/lora.h"
 #include "weightsync/fingerprint.h"
 
@@ -87,10 +89,13 @@ absl::Status LocalLearner::SaveNamed(const std::string& path, const model::Named
 
 absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
   DataParallelGroup& group = engine_->group();
+  const bool flat = engine_->flat() != nullptr;
   const bool writes_weights = group.rank() == 0;
-  if (writes_weights) {
+  // Flat shards hold the policy; beside them, LoRA's adapters.
+  if (writes_weights && (!flat || models_->policy()->has_adapters())) {
     if (absl::Status s = SaveNamed(env::CheckpointDir(dir).Weights(),
-                                   models_->WithMasters(models_->policy()->NamedWeights()));
+                                   flat ? models_->policy()->AdapterWeights()
+                                        : models_->WithMasters(models_->policy()->NamedWeights()));
         !s.ok()) {
       return s;
     }
@@ -123,7 +128,88 @@ absl::Status LocalLearner::SaveCheckpoint(const std::string& dir) {
     return absl::InternalError(absl::StrCat(
         options_.worker_id, ": gathering optimizer state: ", e.what_without_backtrace()));
   }
-  return model::SaveSafetensors(OptimizerPath(dir, group.rank()), state, meta);
+  if (absl::Status s = model::SaveSafetensors(OptimizerPath(dir, group.rank()), state, meta);
+      !s.ok()) {
+    return s;
+  }
+  return flat ? SaveShards(dir) : absl::OkStatus();
+}
+
+absl::Status LocalLearner::SaveShards(const std::string& dir) {
+  const FlatShards& flat = *engine_->flat();
+  const DataParallelGroup& group = engine_->group();
+  const std::vector<model::FlatUnit> layouts = flat.layouts();
+  const std::vector<torch::Tensor> masters = flat.masters();
+  model::NamedTensors shards;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    shards.emplace_back(layouts[i].name, masters[i].detach());
+  }
+  if (group.rank() == 0) {
+    if (absl::Status s = env::Env::Default()->WriteFileAtomically(
+            ShardsIndexPath(dir), ShardsIndexJson(group.size(), engine_->version(), layouts));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return model::SaveSafetensors(ShardsPath(dir, group.rank()), shards,
+                                {{"policy_version", absl::StrCat(engine_->version())},
+                                 {"learner_ranks", absl::StrCat(group.size())}});
+}
+
+absl::Status LocalLearner::RestoreShards(const std::string& dir, int saved_ranks,
+                                         std::map<std::string, torch::Tensor>* state) {
+  FlatShards& flat = *engine_->flat();
+  const DataParallelGroup& group = engine_->group();
+  const std::vector<model::FlatUnit> layouts = flat.layouts();
+  std::map<std::string, int64_t> lengths;
+  for (const model::FlatUnit& u : layouts) lengths[u.name] = u.numel;
+  std::vector<std::string> shard_files, optimizer_files;
+  for (int q = 0; q < saved_ranks; ++q) {
+    shard_files.push_back(ShardsPath(dir, q));
+    optimizer_files.push_back(OptimizerPath(dir, q));
+  }
+  const bool same = saved_ranks == group.size();
+  absl::StatusOr<std::map<std::string, torch::Tensor>> shards =
+      same ? ReshardFiles({ShardsPath(dir, group.rank())}, {}, 0, 1)
+           : ReshardFiles(shard_files, lengths, group.rank(), group.size());
+  if (!shards.ok()) return shards.status();
+  std::vector<torch::Tensor> masters;
+  for (const model::FlatUnit& u : layouts) {
+    auto it = shards->find(u.name);
+    if (it == shards->end() || it->second.numel() != u.shard_numel) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          ShardsPath(dir, group.rank()), ": no shard of ", u.name, " with ", u.shard_numel,
+          " elements (a checkpoint of another model)"));
+    }
+    masters.push_back(it->second);
+  }
+  if (!same) {
+    // Each phase's optimizer names a flat shard's state by its place among
+    // the parameters (optimizer.h): the places of this learner's.
+    std::map<std::string, int64_t> flat_state;
+    for (PhaseId id : CheckpointPhases(*models_)) {
+      Phase probe;
+      engine_->EnsureOptimizer(probe, id);
+      const auto& groups = probe.optimizer->param_groups();
+      const std::vector<torch::Tensor> shards_now = flat.masters();
+      for (size_t g = 0; g < groups.size(); ++g) {
+        for (size_t j = 0; j < groups[g].params().size(); ++j) {
+          for (size_t u = 0; u < shards_now.size(); ++u) {
+            if (groups[g].params()[j].unsafeGetTensorImpl() !=
+                shards_now[u].unsafeGetTensorImpl()) {
+              continue;
+            }
+            flat_state[absl::StrCat(PhaseName(id), "/g", g, ".p", j, ".")] = layouts[u].numel;
+          }
+        }
+      }
+    }
+    absl::StatusOr<std::map<std::string, torch::Tensor>> resharded =
+        ReshardFiles(optimizer_files, flat_state, group.rank(), group.size());
+    if (!resharded.ok()) return resharded.status();
+    *state = *std::move(resharded);
+  }
+  return flat.LoadMasters(masters);
 }
 
 absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
@@ -131,22 +217,34 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   const bool has_critic = models_->has_critic();
   const std::string weights_path = env::CheckpointDir(dir).Weights();
   const std::string critic_path = env::CheckpointDir(dir).Critic();
-  const std::string opt_path = OptimizerPath(dir, group.rank());
+  const bool flat = engine_->flat() != nullptr;
+  // Flat shards restore from any rank count; rank 0's file says which.
+  std::string opt_path = OptimizerPath(dir, flat ? 0 : group.rank());
   std::map<std::string, std::string> meta;
   absl::StatusOr<model::NamedTensors> opt = model::LoadSafetensors(opt_path, &meta);
+  if (opt.ok() && flat) {
+    absl::StatusOr<int64_t> saved = MetaInt(meta, "learner_ranks", opt_path);
+    if (!saved.ok()) return saved.status();
+    if (*saved == group.size() && group.rank() != 0) {
+      opt_path = OptimizerPath(dir, group.rank());
+      opt = model::LoadSafetensors(opt_path, &meta);
+    }
+  }
   if (!opt.ok()) return opt.status();
   if (meta["format"] != kOptimizerFormat) {
     return absl::FailedPreconditionError(absl::StrCat(opt_path, ": format \"", meta["format"],
                                                       "\", expected \"", kOptimizerFormat, "\""));
   }
   // Checkpoints written before learner groups existed are one rank's.
+  int saved_ranks = group.size();
   for (const auto& [key, want] :
        {std::pair<std::string, int64_t>{"learner_ranks", group.size()},
         std::pair<std::string, int64_t>{"zero_stage", job_.memory().zero_stage()}}) {
     if (meta.count(key) == 0) meta[key] = key == "learner_ranks" ? "1" : "0";
     absl::StatusOr<int64_t> saved = MetaInt(meta, key, opt_path);
     if (!saved.ok()) return saved.status();
-    if (*saved != want) {
+    if (key == "learner_ranks") saved_ranks = static_cast<int>(*saved);
+    if (*saved != want && !(flat && key == "learner_ranks")) {
       return absl::FailedPreconditionError(absl::StrCat(
           opt_path, ": written with ", key, " ", *saved, " but this learner has ", want,
           " (deployment.learner.count and memory.zero_stage must match the checkpoint's)"));
@@ -154,9 +252,19 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   }
   absl::StatusOr<int64_t> version = MetaInt(meta, "policy_version", opt_path);
   if (!version.ok()) return version.status();
-  absl::StatusOr<model::NamedTensors> weights = LoadPart(weights_path, *version, opt_path);
+  // Flat shards: the policy is in the shards (read once the optimizers
+  // fit), LoRA's adapters in the weights file.
+  const bool adapters_only = flat && models_->policy()->has_adapters();
+  absl::StatusOr<model::NamedTensors> weights =
+      flat && !adapters_only ? model::NamedTensors() : LoadPart(weights_path, *version, opt_path);
   if (!weights.ok()) return weights.status();
-  if (absl::Status s = CheckSameBase(*weights, weights_path); !s.ok()) return s;
+  if (!flat) {
+    if (absl::Status s = CheckSameBase(*weights, weights_path); !s.ok()) return s;
+  }
+  std::map<std::string, torch::Tensor> tensors(opt->begin(), opt->end());
+  if (flat) {
+    if (absl::Status s = RestoreShards(dir, saved_ranks, &tensors); !s.ok()) return s;
+  }
   model::NamedTensors critic_weights;
   if (has_critic) {
     absl::StatusOr<model::NamedTensors> c = LoadPart(critic_path, *version, opt_path);
@@ -165,7 +273,6 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   }
   // Build fresh optimizers and fill them (nothing live changes), then load
   // the weights, and swap the optimizers in only when everything loaded.
-  std::map<std::string, torch::Tensor> tensors(opt->begin(), opt->end());
   std::vector<std::pair<Phase, PhaseId>> fresh;
   for (PhaseId id : CheckpointPhases(*models_)) {
     const std::string name(PhaseName(id));
@@ -210,14 +317,33 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
       return NotThisModel(s, critic_path);
     }
   }
-  if (absl::Status s = models_->policy()->LoadWeights(*weights); !s.ok()) {
+  if (absl::Status s = adapters_only ? LoadAdapters(*weights, weights_path)
+                      : flat          ? absl::OkStatus()
+                                      : models_->policy()->LoadWeights(*weights);
+      !s.ok()) {
     if (has_critic) (void)models_->LoadCritic(critic_before);
     return NotThisModel(s, weights_path);
   }
-  models_->LoadMasters(models_->TrainedWeights(), *weights);
+  if (!flat) models_->LoadMasters(models_->TrainedWeights(), *weights);
   if (has_critic) models_->LoadMasters(models_->CriticWeights(), critic_weights);
   for (auto& [restored, id] : fresh) engine_->phase(id) = std::move(restored);
   engine_->set_version(*version);
+  return absl::OkStatus();
+}
+
+absl::Status LocalLearner::LoadAdapters(const model::NamedTensors& weights,
+                                        const std::string& path) {
+  std::map<std::string, torch::Tensor> by_name(weights.begin(), weights.end());
+  const model::NamedTensors adapters = models_->policy()->AdapterWeights();
+  for (const auto& [name, live] : adapters) {
+    auto it = by_name.find(name);
+    if (it == by_name.end() || !it->second.sizes().equals(live.sizes())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": no adapter ", name, " of this model's shape"));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, live] : adapters) live.copy_(by_name.at(name));
   return absl::OkStatus();
 }
 

@@ -9,6 +9,7 @@
 //   learner/local_learner.cc               building, the steps, publishing
 //   learner/internal/learner_checkpoint.cc checkpoint save and restore
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -53,12 +54,26 @@ class LocalLearner : public LearnerWorker {
   // One optimizer step of that objective; its measurement without one.
   absl::StatusOr<v1::TrainStats> Train(BatchRef batch);
   absl::StatusOr<v1::TrainStats> Evaluate(BatchRef batch);
+  // Flat shards: every unit gathered in turn (a collective); copies of the
+  // whole tensors when `keep` (the export path: rank 0's publish and save).
+  absl::StatusOr<model::NamedTensors> GatheredWeights(bool keep);
 
   // --- learner_checkpoint.cc.
   absl::Status SaveNamed(const std::string& path, const model::NamedTensors& named);
   // LoRA: FailedPrecondition unless the base in `weights` (a checkpoint's,
   // read from `path`) is the one this learner built.
   absl::Status CheckSameBase(const model::NamedTensors& weights, const std::string& path) const;
+  // LoRA under flat shards: the adapters of `weights` (a checkpoint's, read
+  // from `path`) into the policy; FailedPrecondition, changing nothing,
+  // when one is missing or of another shape.
+  absl::Status LoadAdapters(const model::NamedTensors& weights, const std::string& path);
+  // Flat shards (memory.zero_stage 2, 3): this rank's masters, and rank 0
+  // the index; restored by any rank count (sharded_checkpoint.h).
+  absl::Status SaveShards(const std::string& dir);
+  // The masters of this rank, and `state` (its optimizer file's tensors)
+  // resharded when the checkpoint's rank count differs.
+  absl::Status RestoreShards(const std::string& dir, int saved_ranks,
+                             std::map<std::string, torch::Tensor>* state);
 
   const v1::JobConfig job_;
   const LocalLearnerOptions options_;

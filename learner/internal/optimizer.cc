@@ -20,6 +20,12 @@ std::unique_ptr<torch::optim::Optimizer> NewOptimizer(const std::vector<torch::T
     if (!p.requires_grad()) continue;
     (p.dim() >= 2 ? decay : no_decay).push_back(p);
   }
+  return NewOptimizer(std::move(decay), std::move(no_decay), config);
+}
+
+std::unique_ptr<torch::optim::Optimizer> NewOptimizer(std::vector<torch::Tensor> decay,
+                                                      std::vector<torch::Tensor> no_decay,
+                                                      const v1::OptimizerConfig& config) {
   std::vector<torch::optim::OptimizerParamGroup> groups;
   if (IsSgd(config)) {
     auto options = [&](double weight_decay) {

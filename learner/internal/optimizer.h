@@ -29,6 +29,11 @@ namespace trellis::learner::internal {
 // require grad are left out.
 std::unique_ptr<torch::optim::Optimizer> NewOptimizer(const std::vector<torch::Tensor>& params,
                                                       const v1::OptimizerConfig& config);
+// The same with the groups given: `decay` with weight_decay, `no_decay`
+// without (flat shards, whose dimensions say nothing: flat_shards.h).
+std::unique_ptr<torch::optim::Optimizer> NewOptimizer(std::vector<torch::Tensor> decay,
+                                                      std::vector<torch::Tensor> no_decay,
+                                                      const v1::OptimizerConfig& config);
 
 // The optimizer's state tensors (AdamW: exp_avg, exp_avg_sq and
 // max_exp_avg_sq where defined; SGD: momentum buffers), and their bytes.

@@ -1,5 +1,6 @@
 #include "learner/internal/trainable.h"
 
+#include <cmath>
 #include <utility>
 
 namespace trellis::learner::internal {
@@ -34,8 +35,11 @@ int64_t MasterCopies::bytes() const {
 }
 
 TrainableSet::TrainableSet(std::vector<torch::Tensor> model_params, MasterCopies* masters,
-                           DataParallelGroup* group, bool shard)
-    : model_params_(std::move(model_params)), has_masters_(masters != nullptr), group_(group) {
+                           DataParallelGroup* group, bool shard, FlatShards* flat)
+    : has_masters_(masters != nullptr), group_(group), flat_(flat) {
+  for (torch::Tensor& p : model_params) {
+    if (flat_ == nullptr || !flat_->Holds(p)) model_params_.push_back(std::move(p));
+  }
   if (has_masters_) {
     for (const auto& p : model_params_) optimizer_params_.push_back(masters->For(p));
   } else {
@@ -53,7 +57,21 @@ TrainableSet::TrainableSet(std::vector<torch::Tensor> model_params, MasterCopies
   }
 }
 
+std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> TrainableSet::DecayGroups()
+    const {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const torch::Tensor& p : owned_params_) {
+    if (p.requires_grad()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  }
+  if (flat_ != nullptr) {
+    for (torch::Tensor& t : flat_->decayed()) decay.push_back(std::move(t));
+    for (torch::Tensor& t : flat_->plain()) no_decay.push_back(std::move(t));
+  }
+  return {std::move(decay), std::move(no_decay)};
+}
+
 void TrainableSet::ZeroGrad() {
+  if (flat_ != nullptr) flat_->ZeroGrad();
   for (auto* set : {&model_params_, &optimizer_params_}) {
     for (auto& p : *set) {
       if (!p.grad().defined()) continue;
@@ -81,17 +99,34 @@ absl::StatusOr<double> TrainableSet::PrepareGradients(double max_norm) {
     }
     if (absl::Status s = group_->AllReduceSum(grads); !s.ok()) return s;
   }
-  return torch::nn::utils::clip_grad_norm_(optimizer_params_, max_norm);
+  if (flat_ == nullptr) return torch::nn::utils::clip_grad_norm_(optimizer_params_, max_norm);
+  // The norm over every rank's flat shards and the whole tensors beside
+  // them, scaled as clip_grad_norm_ does.
+  std::vector<double> squares = {flat_->LocalGradSquares()};
+  if (absl::Status s = group_->AllReduceSum(squares); !s.ok()) return s;
+  for (const torch::Tensor& p : optimizer_params_) {
+    if (p.grad().defined()) squares[0] += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
+  }
+  const double norm = std::sqrt(squares[0]);
+  const double factor = max_norm / (norm + 1e-6);
+  if (factor < 1) {
+    flat_->ScaleGradients(factor);
+    for (const torch::Tensor& p : optimizer_params_) {
+      if (p.grad().defined()) p.grad().mul_(factor);
+    }
+  }
+  return norm;
 }
 
 absl::Status TrainableSet::AfterStep() {
   if (!owners_.empty()) {
     if (absl::Status s = group_->Broadcast(optimizer_params_, owners_); !s.ok()) return s;
   }
-  if (!has_masters_) return absl::OkStatus();
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < model_params_.size(); ++i) model_params_[i].copy_(optimizer_params_[i]);
-  return absl::OkStatus();
+  if (has_masters_) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < model_params_.size(); ++i) model_params_[i].copy_(optimizer_params_[i]);
+  }
+  return flat_ != nullptr ? flat_->AfterStep() : absl::OkStatus();
 }
 
 }  // namespace trellis::learner::internal

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "learner/internal/data_parallel.h"
+#include "learner/internal/flat_shards.h"
 
 namespace trellis::learner::internal {
 
@@ -43,27 +44,33 @@ class TrainableSet {
   // `model_params`: the model's tensors that train. `masters`: null for
   // fp32, else where the fp32 masters live. `group`: the ranks that train
   // together (null: this process alone; must outlive the set); `shard`
-  // (memory.zero_stage 1): each rank owns a share of the tensors.
+  // (memory.zero_stage 1): each rank owns a share of the tensors. `flat`
+  // (memory.zero_stage 2 and 3; must outlive the set): the tensors it
+  // holds train as its flat shards, the others as above.
   TrainableSet(std::vector<torch::Tensor> model_params, MasterCopies* masters,
-               DataParallelGroup* group = nullptr, bool shard = false);
+               DataParallelGroup* group = nullptr, bool shard = false,
+               FlatShards* flat = nullptr);
 
   // What the optimizer updates: the masters, or the model's tensors.
   const std::vector<torch::Tensor>& optimizer_params() const { return optimizer_params_; }
   const std::vector<torch::Tensor>& model_params() const { return model_params_; }
-  // This rank's share of optimizer_params(), which its optimizer holds
-  // state for: all of them unless sharded.
-  const std::vector<torch::Tensor>& owned_params() const { return owned_params_; }
+  // This rank's share of optimizer_params() that train, which its
+  // optimizer holds state for (all of them unless sharded), and the flat
+  // shards: those that take weight decay (matrices, and the flat shards of
+  // matrices) and the rest.
+  std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> DecayGroups() const;
 
   // Zeroes the gradients in place (as torch::optim::Optimizer::zero_grad).
   void ZeroGrad();
   // After the micro-batches' backward: the optimizer's gradients (the
-  // masters' copied up from the model's), summed over the group, clipped
-  // to global norm `max_norm`. Returns the norm before clipping; fails
-  // when the group's all-reduce does.
+  // masters' copied up from the model's), summed over the group (the flat
+  // shards' already are), clipped to global norm `max_norm` over all of
+  // them. Returns the norm before clipping; fails when the group's
+  // all-reduce does.
   [[nodiscard]] absl::StatusOr<double> PrepareGradients(double max_norm);
   // After the optimizer step: each tensor from its owner rank (sharded),
-  // then the model's tensors from the masters. Fails when the group's
-  // broadcast does.
+  // then the model's tensors from the masters, and the flat shards'
+  // (FlatShards::AfterStep). Fails when the group's collective does.
   [[nodiscard]] absl::Status AfterStep();
 
  private:
@@ -74,6 +81,7 @@ class TrainableSet {
   DataParallelGroup* group_ = nullptr;
   // Sharded: the owner rank of each optimizer tensor; else empty.
   std::vector<int> owners_;
+  FlatShards* flat_ = nullptr;
 };
 
 }  // namespace trellis::learner::internal

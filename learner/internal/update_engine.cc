@@ -107,11 +107,22 @@ UpdateEngine::UpdateEngine(const v1::JobConfig& job, std::string worker_id, Lear
       group_(std::move(group)),
       ledger_(ledger) {}
 
+absl::Status UpdateEngine::ShardParameters() {
+  const int stage = job_.memory().zero_stage();
+  if (stage < 2) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<FlatShards>> flat =
+      FlatShards::Make(models_->policy(), group_.get(), stage, worker_id_);
+  if (!flat.ok()) return flat.status();
+  flat_ = *std::move(flat);
+  return absl::OkStatus();
+}
+
 void UpdateEngine::EnsureOptimizer(Phase& phase, PhaseId id) {
   if (phase.optimizer != nullptr) return;
   phase.params = TrainableSet(PhaseParams(*models_, id), models_->masters(), group_.get(),
-                              job_.memory().zero_stage() == 1);
-  phase.optimizer = NewOptimizer(phase.params.owned_params(), PhaseOptimizer(job_, id));
+                              job_.memory().zero_stage() == 1, flat_.get());
+  auto [decay, no_decay] = phase.params.DecayGroups();
+  phase.optimizer = NewOptimizer(std::move(decay), std::move(no_decay), PhaseOptimizer(job_, id));
 }
 
 absl::StatusOr<v1::TrainStats> UpdateEngine::Step(Objective& objective) {
@@ -124,10 +135,18 @@ absl::StatusOr<v1::TrainStats> UpdateEngine::Step(Objective& objective) {
   return Finish(id, *std::move(stats), objective.buffer_bytes());
 }
 
-absl::StatusOr<MicroResult> UpdateEngine::RunMicro(const MicroFn& micro, int64_t begin,
-                                                   int64_t end) {
+absl::StatusOr<MicroResult> UpdateEngine::RunMicro(
+    const MicroFn& micro, int64_t begin, int64_t end,
+    const std::function<void(MicroResult&)>& backward) {
+  if (flat_ != nullptr) {
+    if (absl::Status s = flat_->BeginMicro(); !s.ok()) return s;
+  }
   absl::StatusOr<MicroResult> r = micro(begin, end);
   if (!r.ok()) return AtRows(r.status(), worker_id_, begin, end);
+  if (backward) backward(*r);
+  if (flat_ != nullptr) {
+    if (absl::Status s = flat_->EndMicro(); !s.ok()) return s;
+  }
   return r;
 }
 
@@ -175,19 +194,32 @@ absl::StatusOr<v1::TrainStats> UpdateEngine::Update(PhaseId id, int64_t rows,
     // This rank's rows; the loss normalizer is the whole batch's, so the
     // gradients summed over the ranks are the batch's.
     const auto [first, last] = RankRows(rows, group_->rank(), group_->size());
-    for (int64_t begin = first; begin < last; begin += micro_rows) {
+    // Flat shards make every micro-batch a collective: each rank runs as
+    // many as the rank with the most rows, a rank short of rows one more
+    // of its first row (or the batch's) with its loss times zero.
+    const int64_t span = flat_ != nullptr ? (rows + group_->size() - 1) / group_->size()
+                                          : last - first;
+    const int64_t micro_batches = (span + micro_rows - 1) / micro_rows;
+    for (int64_t m = 0; m < micro_batches; ++m) {
+      const int64_t begin = first + m * micro_rows;
+      const bool padding = begin >= last;
+      const int64_t b = padding ? (first < rows ? first : 0) : begin;
+      const int64_t e = padding ? b + 1 : std::min(last, begin + micro_rows);
       const int64_t live_before = tracker.live_bytes();
+      int64_t saved = 0;
       window.emplace();
-      absl::StatusOr<MicroResult> r = RunMicro(micro, begin, std::min(last, begin + micro_rows));
+      absl::StatusOr<MicroResult> r =
+          RunMicro(micro, b, e, [&](MicroResult& result) {
+            // What the forward pass keeps alive for backward.
+            saved = tracker.live_bytes() - live_before;
+            (padding ? result.loss * 0 : result.loss).backward();
+          });
       if (!r.ok()) return r.status();
-      // What the forward pass keeps alive for backward.
-      const int64_t saved = tracker.live_bytes() - live_before;
       activation_bytes = std::max(activation_bytes, saved);
-      r->loss.backward();
       peak_.Observe(window->peak_bytes(), live_before, saved, tracker.live_bytes(),
                     optimizer_before);
       window.reset();
-      sums.Add(*r);
+      if (!padding) sums.Add(*r);
     }
     MoveOptimizerState(phase, id, ledger::MoveDirection::kIn);
     const int64_t live_before_step = tracker.live_bytes();
@@ -248,7 +280,15 @@ UpdateEngine::Resident UpdateEngine::PolicyBytes() const {
   // Under LoRA the parameters are the frozen base, the adapters their own
   // object; only the adapters have gradients.
   Resident r;
+  r.masters = models_->master_copies().bytes();
+  if (flat_ != nullptr) {
+    // Its own shards; the gathered units are their own object.
+    r.parameters = flat_->shard_bytes();
+    r.gradients = flat_->gradient_bytes();
+    r.masters += flat_->master_bytes();
+  }
   for (const auto& [name, p] : models_->policy()->NamedWeights()) {
+    if (flat_ != nullptr && flat_->Holds(p)) continue;
     (model::IsAdapterName(name) ? r.adapters : r.parameters) += p.nbytes();
     // With bf16 the gradients the step used are the masters'.
     for (const torch::Tensor& t : {p, models_->master_copies().Find(p)}) {
@@ -265,7 +305,7 @@ v1::TrainStats UpdateEngine::Finish(PhaseId id, v1::TrainStats stats, int64_t bu
   stats.set_parameter_bytes(resident.parameters);
   stats.set_adapter_bytes(resident.adapters);
   stats.set_gradient_bytes(resident.gradients);
-  stats.set_master_weight_bytes(models_->master_copies().bytes());
+  stats.set_master_weight_bytes(resident.masters);
   stats.set_optimizer_state_bytes(OptimizerStateBytes(*phase(id).optimizer));
   const Traffic traffic = group_->TakeTraffic();
   stats.set_communication_bytes(traffic.bytes);
@@ -287,8 +327,8 @@ void UpdateEngine::RecordObjects(Stage stage, const Resident& resident, int64_t 
   // As it was at the update's peak, then as the update left it.
   ledger_->RecordObject(id, Object::kOptimizerState,
                         peak_.bytes > 0 ? peak_.optimizer_state : optimizer_bytes, stage);
-  if (models_->masters() != nullptr) {
-    ledger_->RecordObject(id, Object::kMasterWeights, models_->master_copies().bytes(), stage);
+  if (resident.masters > 0) {
+    ledger_->RecordObject(id, Object::kMasterWeights, resident.masters, stage);
   }
   // The group's largest flat bucket.
   if (group_->buffer_bytes() > 0) {
@@ -300,6 +340,10 @@ void UpdateEngine::RecordObjects(Stage stage, const Resident& resident, int64_t 
   // freed: they count only in the span of this update (attribution.h).
   ledger_->RecordObject(id, Object::kActivations, activation_bytes, stage);
   ledger_->RecordObject(id, Object::kWorkspace, peak_.workspace, stage);
+  // Stage 3: the units gathered at once at most, then as the update left
+  // them (none).
+  const int64_t gathered = flat_ != nullptr ? flat_->TakeGatheredPeak() : 0;
+  if (gathered > 0) ledger_->RecordObject(id, Object::kGatheredParameters, gathered, stage);
   if (peak_.model_gradients > 0) {
     ledger_->RecordObject(id, Object::kGradients, resident.gradients + peak_.model_gradients,
                           stage);
@@ -307,6 +351,9 @@ void UpdateEngine::RecordObjects(Stage stage, const Resident& resident, int64_t 
   }
   ledger_->RecordObject(id, Object::kActivations, 0, stage);
   ledger_->RecordObject(id, Object::kWorkspace, 0, stage);
+  if (gathered > 0) {
+    ledger_->RecordObject(id, Object::kGatheredParameters, flat_->gathered_bytes(), stage);
+  }
   ledger_->RecordObject(id, Object::kOptimizerState, optimizer_bytes, stage);
   peak_ = UpdatePeak{};
 }

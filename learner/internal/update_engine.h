@@ -13,12 +13,14 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "learner/internal/data_parallel.h"
+#include "learner/internal/flat_shards.h"
 #include "learner/internal/learner_models.h"
 #include "learner/internal/objective.h"
 #include "learner/internal/phases.h"
@@ -49,8 +51,15 @@ class UpdateEngine {
   [[nodiscard]] absl::StatusOr<v1::TrainStats> Update(PhaseId id, int64_t rows,
                                                       const MicroFn& micro);
 
+  // memory.zero_stage 2 and 3: the policy's tensors become flat shards
+  // (flat_shards.h; a group of one holds them whole, and can restore a
+  // sharded checkpoint). Nothing otherwise.
+  [[nodiscard]] absl::Status ShardParameters();
+  // The flat shards, or null.
+  FlatShards* flat() { return flat_.get(); }
+
   // Builds `phase`'s optimizer over phase `id`'s tensors unless it has one
-  // (over this rank's share of them with memory.zero_stage 1).
+  // (over this rank's share of them with memory.zero_stage 1 to 3).
   void EnsureOptimizer(Phase& phase, PhaseId id);
   Phase& phase(PhaseId id) { return phases_[static_cast<size_t>(id)]; }
   DataParallelGroup& group() { return *group_; }
@@ -80,11 +89,15 @@ class UpdateEngine {
   };
   // The policy's resident bytes after an update.
   struct Resident {
-    int64_t parameters = 0, adapters = 0, gradients = 0;
+    int64_t parameters = 0, adapters = 0, gradients = 0, masters = 0;
   };
 
-  // micro(begin, end), its failure named with this worker and the rows.
-  absl::StatusOr<MicroResult> RunMicro(const MicroFn& micro, int64_t begin, int64_t end);
+  // micro(begin, end), its failure named with this worker and the rows;
+  // around it (and `backward`, when given, which the micro-batch's loss
+  // goes through) the flat shards' BeginMicro and EndMicro.
+  absl::StatusOr<MicroResult> RunMicro(
+      const MicroFn& micro, int64_t begin, int64_t end,
+      const std::function<void(MicroResult&)>& backward = nullptr);
   // After a Step's updates: the new version, and the resident objects in
   // `stats` and the ledger (`buffer_bytes`: the rollout buffer the update
   // trained on, 0 when it kept none).
@@ -114,6 +127,7 @@ class UpdateEngine {
   const std::string worker_id_;
   LearnerModels* const models_;
   std::unique_ptr<DataParallelGroup> group_;
+  std::unique_ptr<FlatShards> flat_;
   ledger::Ledger* const ledger_;
   std::array<Phase, kPhaseCount> phases_;
   UpdatePeak peak_;

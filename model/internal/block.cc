@@ -209,4 +209,36 @@ torch::Tensor CheckpointedBlock(const std::shared_ptr<Block>& block, const torch
   return outs[0];
 }
 
+namespace {
+
+struct HookPoint : torch::autograd::Function<HookPoint> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               int64_t hooks, int64_t layer, bool before_backward) {
+    ctx->saved_data["hooks"] = hooks;
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["before"] = before_backward;
+    return x.view_as(x);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    auto* hooks = reinterpret_cast<LayerHooks*>(ctx->saved_data["hooks"].toInt());
+    const int64_t layer = ctx->saved_data["layer"].toInt();
+    if (ctx->saved_data["before"].toBool()) {
+      hooks->BeforeBackward(layer);
+    } else {
+      hooks->AfterBackward(layer);
+    }
+    return {grad_out[0], torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor LayerHookPoint(const torch::Tensor& x, LayerHooks* hooks, int64_t layer,
+                             bool before_backward) {
+  if (!torch::GradMode::is_enabled() || !x.requires_grad()) return x;
+  return HookPoint::apply(x, reinterpret_cast<int64_t>(hooks), layer, before_backward);
+}
+
 }  // namespace trellis::model::internal

@@ -77,6 +77,13 @@ torch::Tensor CheckpointedBlock(const std::shared_ptr<Block>& block, const torch
                                 const AttentionContext& ctx, LayerRouting* routing,
                                 double* seconds);
 
+// `x` unchanged; with autograd, a backward through the result calls
+// `hooks`->BeforeBackward(layer) (before_backward) or AfterBackward(layer)
+// as the gradient passes. Without autograd (or when x needs no gradient)
+// it only returns x.
+torch::Tensor LayerHookPoint(const torch::Tensor& x, LayerHooks* hooks, int64_t layer,
+                             bool before_backward);
+
 }  // namespace trellis::model::internal
 
 #endif  // TRELLIS_MODEL_INTERNAL_BLOCK_H_

@@ -1,0 +1,399 @@
+#include "learner/internal/flat_shards.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "model/lora.h"
+
+namespace trellis::learner::internal {
+namespace {
+
+constexpr char kOuter[] = "outer";
+constexpr char kLayerPrefix[] = "model.layers.";
+
+// The unit of a tensor: 1 + its block's index, or 0 (outer).
+size_t UnitOf(const std::string& name) {
+  if (name.rfind(kLayerPrefix, 0) != 0) return 0;
+  const std::string rest = name.substr(sizeof(kLayerPrefix) - 1);
+  int64_t layer = 0;
+  if (!absl::SimpleAtoi(rest.substr(0, rest.find('.')), &layer)) return 0;
+  return static_cast<size_t>(layer) + 1;
+}
+
+std::string DtypeName(torch::ScalarType t) {
+  switch (t) {
+    case torch::kBFloat16: return "BF16";
+    case torch::kHalf: return "F16";
+    default: return "F32";
+  }
+}
+
+// A whole buffer's memory comes and goes while the model's tensors stay
+// views of it (their sizes and strides kept), so autograd's saved views see
+// the gathered values again after a free and a gather.
+void FreeStorage(const torch::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  s->set_nbytes(0);
+}
+
+void AllocateStorage(const torch::Tensor& t, size_t bytes) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  if (s->nbytes() == bytes) return;
+  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_nbytes(bytes);
+}
+
+}  // namespace
+
+int64_t FlatShards::Unit::bytes() const {
+  int64_t total = 0;
+  for (const Buffer& b : buffers) {
+    total += b.layout.ranks * b.layout.shard_numel * static_cast<int64_t>(b.shard.element_size());
+  }
+  return total;
+}
+
+FlatShards::FlatShards(model::Transformer policy, DataParallelGroup* group, int zero_stage,
+                       std::string worker_id)
+    : policy_(std::move(policy)),
+      group_(group),
+      zero_stage_(zero_stage),
+      worker_id_(std::move(worker_id)) {}
+
+FlatShards::~FlatShards() { policy_->set_layer_hooks(nullptr); }
+
+absl::StatusOr<std::unique_ptr<FlatShards>> FlatShards::Make(model::Transformer policy,
+                                                             DataParallelGroup* group,
+                                                             int zero_stage,
+                                                             std::string worker_id) {
+  std::unique_ptr<FlatShards> shards(
+      new FlatShards(policy, group, zero_stage, std::move(worker_id)));
+  const size_t units = static_cast<size_t>(policy->config().n_layers()) + 1;
+  // [unit][0: matrices, 1: vectors]
+  std::vector<std::array<model::NamedTensors, 2>> members(units);
+  for (const auto& [name, p] : policy->NamedWeights()) {
+    if (model::IsAdapterName(name)) continue;
+    members[std::min(UnitOf(name), units - 1)][p.dim() >= 2 ? 0 : 1].emplace_back(name, p);
+  }
+  const int ranks = group->size(), rank = group->rank();
+  torch::NoGradGuard no_grad;
+  shards->units_.resize(units);
+  for (size_t u = 0; u < units; ++u) {
+    const std::string unit_name = u == 0 ? kOuter : absl::StrCat(kLayerPrefix, u - 1);
+    for (int kind = 0; kind < 2; ++kind) {
+      const model::NamedTensors& tensors = members[u][kind];
+      if (tensors.empty()) continue;
+      std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+      size_t trained = 0;
+      for (const auto& [name, p] : tensors) {
+        shapes.emplace_back(name, p.sizes().vec());
+        trained += p.requires_grad();
+      }
+      if (trained != 0 && trained != tensors.size()) {
+        return absl::UnimplementedError(absl::StrCat(
+            shards->worker_id_, ": memory.zero_stage ", zero_stage, ": ", unit_name,
+            " mixes trained and frozen tensors, which one flat shard cannot hold"));
+      }
+      Buffer b;
+      const torch::Tensor& first = tensors.front().second;
+      b.layout = model::MakeFlatUnit(absl::StrCat(unit_name, kind == 0 ? "/matrices" : "/vectors"),
+                                     DtypeName(first.scalar_type()), shapes, ranks);
+      b.trained = trained != 0;
+      b.full = torch::zeros({ranks * b.layout.shard_numel}, first.options());
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        const model::FlatEntry& e = b.layout.entries[i];
+        const torch::Tensor& p = tensors[i].second;
+        torch::Tensor slot = b.full.narrow(0, e.offset, e.numel());
+        slot.copy_(p.detach().reshape(-1));
+        p.set_data(slot.view(p.sizes()));
+        b.params.push_back(p);
+      }
+      b.shard = b.full.narrow(0, rank * b.layout.shard_numel, b.layout.shard_numel).clone();
+      b.master = first.scalar_type() == torch::kFloat32 ? b.shard : b.shard.to(torch::kFloat32);
+      b.master.requires_grad_(b.trained);
+      shards->units_[u].buffers.push_back(std::move(b));
+    }
+    shards->units_[u].gathered = true;
+    shards->gathered_bytes_ += shards->units_[u].bytes();
+  }
+  if (zero_stage == 3) {
+    for (Unit& unit : shards->units_) shards->Release(unit);
+  }
+  shards->gathered_peak_ = shards->gathered_bytes_;
+  policy->set_layer_hooks(shards.get());
+  return shards;
+}
+
+std::vector<torch::Tensor> FlatShards::decayed() const {
+  std::vector<torch::Tensor> out;
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) {
+      if (b.trained && b.params.front().dim() >= 2) out.push_back(b.master);
+    }
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> FlatShards::plain() const {
+  std::vector<torch::Tensor> out;
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) {
+      if (b.trained && b.params.front().dim() < 2) out.push_back(b.master);
+    }
+  }
+  return out;
+}
+
+bool FlatShards::Holds(const torch::Tensor& param) const {
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) {
+      for (const torch::Tensor& p : b.params) {
+        if (p.unsafeGetTensorImpl() == param.unsafeGetTensorImpl()) return true;
+      }
+    }
+  }
+  return false;
+}
+
+absl::Status FlatShards::StartGather(Unit& unit) {
+  if (unit.gathered) return absl::OkStatus();
+  for (Buffer& b : unit.buffers) {
+    AllocateStorage(b.full, b.full.numel() * b.full.element_size());
+    absl::StatusOr<std::function<absl::Status()>> wait =
+        group_->StartAllGather(b.full, b.shard.detach());
+    if (!wait.ok()) return wait.status();
+    unit.pending.push_back(*std::move(wait));
+  }
+  unit.gathered = true;
+  gathered_bytes_ += unit.bytes();
+  gathered_peak_ = std::max(gathered_peak_, gathered_bytes_);
+  return absl::OkStatus();
+}
+
+absl::Status FlatShards::Gather(Unit& unit) {
+  if (absl::Status s = StartGather(unit); !s.ok()) return s;
+  std::vector<std::function<absl::Status()>> pending = std::exchange(unit.pending, {});
+  for (auto& wait : pending) {
+    if (absl::Status s = wait(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void FlatShards::Release(Unit& unit) {
+  if (zero_stage_ != 3 || !unit.gathered) return;
+  // A gather still in flight writes into the buffer: it ends first.
+  for (auto& wait : std::exchange(unit.pending, {})) (void)wait();
+  for (Buffer& b : unit.buffers) FreeStorage(b.full);
+  unit.gathered = false;
+  gathered_bytes_ -= unit.bytes();
+}
+
+absl::Status FlatShards::Reduce(Unit& unit) {
+  torch::NoGradGuard no_grad;
+  for (Buffer& b : unit.buffers) {
+    if (!b.trained) continue;
+    const bool any = std::any_of(b.params.begin(), b.params.end(),
+                                 [](const torch::Tensor& p) { return p.grad().defined(); });
+    if (!any) continue;
+    torch::Tensor flat = torch::zeros({b.full.numel()}, b.master.options().requires_grad(false));
+    for (size_t i = 0; i < b.params.size(); ++i) {
+      torch::Tensor& p = b.params[i];
+      if (!p.grad().defined()) continue;
+      const model::FlatEntry& e = b.layout.entries[i];
+      flat.narrow(0, e.offset, e.numel()).copy_(p.grad().reshape(-1));
+      p.mutable_grad() = torch::Tensor();
+    }
+    torch::Tensor sum = torch::empty({b.layout.shard_numel}, flat.options());
+    if (absl::Status s = group_->ReduceScatterSum(sum, flat); !s.ok()) return s;
+    if (b.master.grad().defined()) {
+      b.master.mutable_grad().add_(sum);
+    } else {
+      b.master.mutable_grad() = sum;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FlatShards::BeginMicro() {
+  if (zero_stage_ != 3) return absl::OkStatus();
+  return Gather(units_.front());
+}
+
+absl::Status FlatShards::EndMicro() {
+  for (Unit& unit : units_) {
+    if (absl::Status s = Reduce(unit); !s.ok()) return s;
+  }
+  for (Unit& unit : units_) Release(unit);
+  return absl::OkStatus();
+}
+
+void FlatShards::ZeroGrad() {
+  for (Unit& unit : units_) {
+    for (Buffer& b : unit.buffers) {
+      b.master.mutable_grad() = torch::Tensor();
+      for (torch::Tensor& p : b.params) p.mutable_grad() = torch::Tensor();
+    }
+  }
+}
+
+double FlatShards::LocalGradSquares() const {
+  double sum = 0;
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) {
+      if (b.master.grad().defined()) {
+        sum += b.master.grad().to(torch::kFloat64).pow(2).sum().item<double>();
+      }
+    }
+  }
+  return sum;
+}
+
+void FlatShards::ScaleGradients(double factor) {
+  torch::NoGradGuard no_grad;
+  for (Unit& unit : units_) {
+    for (Buffer& b : unit.buffers) {
+      if (b.master.grad().defined()) b.master.mutable_grad().mul_(factor);
+    }
+  }
+}
+
+absl::Status FlatShards::AfterStep() {
+  torch::NoGradGuard no_grad;
+  for (Unit& unit : units_) {
+    for (Buffer& b : unit.buffers) {
+      if (b.master.unsafeGetTensorImpl() != b.shard.unsafeGetTensorImpl()) b.shard.copy_(b.master);
+    }
+  }
+  if (zero_stage_ == 3) return absl::OkStatus();
+  for (Unit& unit : units_) {
+    unit.gathered = false;
+    gathered_bytes_ -= unit.bytes();
+    if (absl::Status s = Gather(unit); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FlatShards::ForEachUnit(
+    const std::function<absl::Status(const model::NamedTensors&)>& fn) {
+  for (Unit& unit : units_) {
+    if (absl::Status s = Gather(unit); !s.ok()) return s;
+    model::NamedTensors named;
+    for (const Buffer& b : unit.buffers) {
+      for (size_t i = 0; i < b.params.size(); ++i) {
+        named.emplace_back(b.layout.entries[i].name, b.params[i].detach());
+      }
+    }
+    absl::Status s = fn(named);
+    named.clear();
+    Release(unit);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<model::FlatUnit> FlatShards::layouts() const {
+  std::vector<model::FlatUnit> out;
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) out.push_back(b.layout);
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> FlatShards::masters() const {
+  std::vector<torch::Tensor> out;
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) out.push_back(b.master);
+  }
+  return out;
+}
+
+absl::Status FlatShards::LoadMasters(const std::vector<torch::Tensor>& values) {
+  torch::NoGradGuard no_grad;
+  size_t i = 0;
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) {
+      const torch::Tensor& value = values.at(i++);
+      if (!b.trained && !torch::equal(value.to(b.master.scalar_type()), b.master)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            worker_id_, ": the frozen tensors of ", b.layout.name,
+            " are not the ones this job builds (LoRA trains adapters over an unchanged base)"));
+      }
+    }
+  }
+  i = 0;
+  for (Unit& unit : units_) {
+    for (Buffer& b : unit.buffers) b.master.copy_(values.at(i++));
+  }
+  return AfterStep();
+}
+
+int64_t FlatShards::shard_bytes() const {
+  int64_t total = 0;
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) total += b.shard.nbytes();
+  }
+  return total;
+}
+
+int64_t FlatShards::master_bytes() const {
+  int64_t total = 0;
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) {
+      if (b.master.unsafeGetTensorImpl() != b.shard.unsafeGetTensorImpl()) {
+        total += b.master.nbytes();
+      }
+    }
+  }
+  return total;
+}
+
+int64_t FlatShards::gradient_bytes() const {
+  int64_t total = 0;
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) {
+      if (b.master.grad().defined()) total += b.master.grad().nbytes();
+    }
+  }
+  return total;
+}
+
+int64_t FlatShards::TakeGatheredPeak() {
+  return std::exchange(gathered_peak_, gathered_bytes_);
+}
+
+int64_t FlatShards::largest_unit_bytes() const {
+  int64_t largest = 0;
+  for (const Unit& unit : units_) largest = std::max(largest, unit.bytes());
+  return largest;
+}
+
+void FlatShards::Check(const absl::Status& s, const char* what, int64_t layer) const {
+  TORCH_CHECK(s.ok(), worker_id_, ": ", what, " of block ", layer, ": ", s.ToString());
+}
+
+void FlatShards::BeforeForward(int64_t layer) {
+  if (zero_stage_ != 3) return;
+  const auto u = static_cast<size_t>(layer) + 1;
+  Check(Gather(units_[u]), "gathering the parameters", layer);
+  if (u + 1 < units_.size()) Check(StartGather(units_[u + 1]), "prefetching", layer + 1);
+}
+
+void FlatShards::AfterForward(int64_t layer) { Release(units_[static_cast<size_t>(layer) + 1]); }
+
+void FlatShards::BeforeBackward(int64_t layer) {
+  if (zero_stage_ != 3) return;
+  const auto u = static_cast<size_t>(layer) + 1;
+  Check(Gather(units_[u]), "gathering the parameters for backward", layer);
+  if (u > 1) Check(StartGather(units_[u - 1]), "prefetching for backward", layer - 1);
+}
+
+void FlatShards::AfterBackward(int64_t layer) {
+  Unit& unit = units_[static_cast<size_t>(layer) + 1];
+  Check(Reduce(unit), "reduce-scattering the gradients", layer);
+  Release(unit);
+}
+
+}  // namespace trellis::learner::internal
