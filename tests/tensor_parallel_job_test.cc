@@ -2,13 +2,15 @@
 // deployment.reference.tensor_parallel; model/tensor_parallel.h) against
 // K = 1, on the default job's shape and on the grouped-query Hugging Face
 // fixture qwen2: the same rollout tokens (greedy and sampled), rollout and
-// reference log-probs within 1e-5; and a GRPO job with both at 2 whose
-// per-step rewards are those of the same job at 1.
+// reference log-probs within 1e-5; and a GRPO job with both at 2, embedded
+// and launched, whose per-step rewards are those of the same job at 1.
 
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -189,19 +191,24 @@ TEST(TensorParallelJobTest, AnUnsplittableShapeIsRefusedNamingIt) {
       << actor.status();
 }
 
-// GRPO on the tiny job with 4 query heads over 2 key/value heads, after SFT,
-// with half credit for a wrong number (testing_util::VaryingRewardsJob: the
-// rewards vary within groups, so a difference in any sample would show): 3
-// steps with the actors and the reference at tensor_parallel 2 sample as
-// many tokens and reward them as at 1.
-TEST(TensorParallelJobTest, GrpoStepsRewardAsWithOneRank) {
+// The tiny job with 4 query heads over 2 key/value heads, after SFT, with
+// half credit for a wrong number (testing_util::VaryingRewardsJob: the
+// rewards vary within groups, so a difference in any sample would show), 3
+// GRPO steps; with the actors and the reference at tensor_parallel `k`.
+v1::JobConfig SplittableJob(int k) {
   v1::JobConfig job = testing_util::VaryingRewardsJob(3);
   job.mutable_model()->set_n_heads(4);
   job.mutable_model()->set_n_kv_heads(2);
-  const testing_util::JobRun one = testing_util::RunTinyJob("tp_one", job);
-  job.mutable_deployment()->mutable_actor()->set_tensor_parallel(2);
-  job.mutable_deployment()->mutable_reference()->set_tensor_parallel(2);
-  const testing_util::JobRun two = testing_util::RunTinyJob("tp_two", job);
+  job.mutable_deployment()->mutable_actor()->set_tensor_parallel(k);
+  job.mutable_deployment()->mutable_reference()->set_tensor_parallel(k);
+  return job;
+}
+
+// Embedded: at tensor_parallel 2 each step samples as many tokens and
+// rewards them as at 1, its KL within float noise.
+TEST(TensorParallelJobTest, GrpoStepsRewardAsWithOneRank) {
+  const testing_util::JobRun one = testing_util::RunTinyJob("tp_one", SplittableJob(1));
+  const testing_util::JobRun two = testing_util::RunTinyJob("tp_two", SplittableJob(2));
   ASSERT_EQ(one.steps.size(), 3u);
   ASSERT_EQ(two.steps.size(), 3u);
   double rewards = 0;
@@ -214,6 +221,25 @@ TEST(TensorParallelJobTest, GrpoStepsRewardAsWithOneRank) {
               << one.steps[i]["kl"] << " (1 rank), " << two.steps[i]["kl"] << " (2 ranks)\n";
   }
   EXPECT_GT(rewards, 0);  // rewards that could differ
+}
+
+// `trellis launch` (each role its own process, weights over gloo) at
+// tensor_parallel 2: the per-step rewards and sampled tokens of the
+// embedded run at 1.
+TEST(TensorParallelJobTest, LaunchedRewardsAsWithOneRank) {
+  const testing_util::JobRun one = testing_util::RunTinyJob("tp_one_launch", SplittableJob(1));
+  const std::filesystem::path root = std::filesystem::path(::testing::TempDir()) / "tp_launch";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  testing_util::RunTrellis(root, "launch", "launch", SplittableJob(2));
+  const std::map<int64_t, nlohmann::json> launched = testing_util::StepRecords(root / "launch");
+  ASSERT_EQ(launched.size(), one.steps.size());
+  size_t i = 0;
+  for (const auto& [step, record] : launched) {
+    EXPECT_EQ(record["mean_reward"], one.steps[i]["mean_reward"]) << "step " << step;
+    EXPECT_EQ(record["generated_tokens"], one.steps[i]["generated_tokens"]) << "step " << step;
+    ++i;
+  }
 }
 
 }  // namespace
