@@ -2,60 +2,15 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "config/recipe.h"
+#include "config/rank_memory.h"
 
 namespace trellis::config {
 namespace {
 
 constexpr double kFloat = 4;
-
-std::string GiB(double bytes) { return absl::StrFormat("%.3g GiB", bytes / (1 << 30)); }
-
-// The recipe's own optimizer and the rows and sequence length of its
-// smallest update micro-batch.
-struct Update {
-  const v1::OptimizerConfig* optimizer = nullptr;
-  double rows = 0, seq = 0;
-};
-
-// Samples a step rolls out (0 for a recipe that does not roll out).
-double StepSamples(const v1::JobConfig& job, std::optional<Recipe> recipe) {
-  if (recipe == Recipe::kOnlineDpo) {
-    return static_cast<double>(job.dpo().batch_size()) * job.dpo().responses_per_prompt();
-  }
-  if (recipe == Recipe::kGrpo || recipe == Recipe::kPpo || recipe == Recipe::kDistill) {
-    return static_cast<double>(job.grpo().prompts_per_step()) * job.grpo().responses_per_prompt();
-  }
-  return 0;
-}
-
-Update UpdateOf(const v1::JobConfig& job, std::optional<Recipe> recipe) {
-  const double micro = job.grpo().micro_batch_size();
-  // A one-token prompt and a response at its longest, or a shortest
-  // supervised pair (one prompt token, one target token).
-  const double rl_seq = 1.0 + job.sampling().max_new_tokens();
-  switch (recipe.value_or(Recipe::kGrpo)) {
-    case Recipe::kSft:
-      return {&job.sft().optimizer(), std::min<double>(micro, job.sft().batch_size()), 2};
-    case Recipe::kDpo:
-      return {&job.dpo().optimizer(), 2 * std::min<double>(micro, job.dpo().batch_size()), 2};
-    case Recipe::kOnlineDpo:
-      return {&job.dpo().optimizer(), 2 * std::min<double>(micro, job.dpo().batch_size()), rl_seq};
-    case Recipe::kRewardModel:
-      return {&job.reward_model().optimizer(),
-              2 * std::min<double>(micro, job.reward_model().batch_size()), 2};
-    case Recipe::kGrpo:
-    case Recipe::kPpo:
-    case Recipe::kDistill: break;
-  }
-  return {&job.grpo().optimizer(), std::min(micro, StepSamples(job, recipe)), rl_seq};
-}
 
 }  // namespace
 
@@ -99,43 +54,21 @@ int64_t OptimizerStateBytes(const v1::OptimizerConfig& o, int64_t parameters) {
 
 MemoryFloor JobMemoryFloor(const v1::JobConfig& job) {
   // vocab_size 0 (the tokenizer's, not known yet) counts no vocabulary.
-  const ModelShape s = ShapeOf(job.model(), 0);
-  const double n = static_cast<double>(ParameterCount(s));
-  const std::optional<Recipe> recipe = RecipeOf(job);
-  const Update update = UpdateOf(job, recipe);
-  const bool lora = job.memory().lora().rank() > 0;
-  // Trained with every weight: gradients and optimizer state per parameter.
-  const double per_parameter =
-      kFloat + (lora ? 0 : kFloat + OptimizerStateBytes(*update.optimizer, 1));
-  // Each block's output (bf16: 2 B) and the log-softmax row per token.
-  const double per_token = 2.0 * s.L * s.d + kFloat * s.V;
-  const double learner_state = per_parameter * n;
-  const double activations = update.rows * update.seq * per_token;
-  MemoryFloor learner{learner_state + activations,
-                      absl::StrCat("learner: ", GiB(learner_state), " of weights",
-                                   lora ? "" : ", gradients and optimizer state", " (",
-                                   static_cast<int64_t>(n), " parameters) + ", GiB(activations),
-                                   " of activations (", update.rows, " rows x ", update.seq,
-                                   " tokens x (2 B x n_layers x d_model + 4 B x vocab_size))")};
-  const double samples = StepSamples(job, recipe);
-  if (samples == 0) return learner;
-  const int actors = std::max(1, job.deployment().actor().count());
-  const double rows = std::max(1.0, samples / actors);
-  const double cache = KvCacheBytes(s, rows, 1.0 + job.sampling().max_new_tokens());
-  MemoryFloor actor{
-      kFloat * n + cache,
-      absl::StrCat("actor: ", GiB(kFloat * n), " of weights + ", GiB(cache), " of KV cache (", rows,
-                   " samples x 4 B x 2 x n_layers x n_kv_heads x head size x "
-                   "(1 + sampling.max_new_tokens))")};
-  return actor.bytes > learner.bytes ? actor : learner;
+  MemoryFloor floor;
+  for (const ProcessPrice& p : PriceProcesses(job, ProcessLayout::kLaunched, 0)) {
+    if (p.bytes > floor.bytes) floor = {p.bytes, absl::StrCat(p.process, ": ", p.what)};
+  }
+  return floor;
 }
 
 absl::Status CheckJobFitsMemory(const v1::JobConfig& job, int64_t memory_bytes) {
   const MemoryFloor floor = JobMemoryFloor(job);
-  if (floor.bytes <= static_cast<double>(memory_bytes)) return absl::OkStatus();
+  if (floor.bytes <= static_cast<double>(memory_bytes)) {
+    return CheckProcessMemoryLimit(job, ProcessLayout::kLaunched);
+  }
   return absl::FailedPreconditionError(absl::StrCat(
       "the job does not fit in this machine's memory: one process needs at least ",
-      GiB(floor.bytes), " (", floor.what, "), the machine has ", GiB(memory_bytes),
+      GiBText(floor.bytes), " (", floor.what, "), the machine has ", GiBText(memory_bytes),
       "; shrink model.n_layers, model.d_model, model.d_ff, the batch sizes "
       "(grpo.prompts_per_step, grpo.responses_per_prompt, grpo.micro_batch_size, ...) or "
       "sampling.max_new_tokens (`trellis plan` itemizes the memory of a job that fits)"));

@@ -46,12 +46,15 @@ double KvCacheBytes(const ModelShape& s, double rows, double tokens);
 int64_t OptimizerStateBytes(const v1::OptimizerConfig& optimizer, int64_t parameters);
 
 // A lower bound of the bytes the largest process of a validated `job`
-// holds at its peak: the learner's fp32 weights, gradients and optimizer
-// state (adapters' only under LoRA: then the frozen base alone) with one
-// micro-batch's layer outputs and log-softmax rows, or an actor's weights
-// and the KV cache of its share of a step's samples; sequences at their
+// holds at its peak, each process as `trellis launch` starts them
+// (config/rank_memory.h PriceProcesses): a learner rank's share of the
+// weights, gradients and optimizer state under memory.zero_stage over
+// deployment.learner.count ranks (adapters' only under LoRA: then the
+// frozen base alone) with one micro-batch's layer outputs and log-softmax
+// rows, or an actor rank's slice of the weights (tensor_parallel) and of
+// the KV cache of its share of a step's samples; sequences at their
 // shortest (a one-token prompt). In double: the products of the bounded
-// sizes overflow int64. `what` names the bound's terms for messages.
+// sizes overflow int64. `what` names the process and the bound's terms.
 struct MemoryFloor {
   double bytes = 0;
   std::string what;
@@ -59,7 +62,11 @@ struct MemoryFloor {
 MemoryFloor JobMemoryFloor(const v1::JobConfig& job);
 
 // FailedPrecondition when JobMemoryFloor(job) exceeds `memory_bytes`,
-// naming the terms, the machine's memory and the fields that size them.
+// naming the terms, the machine's memory and the fields that size them; or
+// when a process is priced above memory.process_memory_limit_bytes
+// (config/rank_memory.h CheckProcessMemoryLimit, each process as `trellis
+// launch` starts them; `trellis run`'s one process is checked when its
+// roles are bound, run/embedded_job.cc).
 // REQUIRES: ValidateJob(job) passed.
 [[nodiscard]] absl::Status CheckJobFitsMemory(const v1::JobConfig& job, int64_t memory_bytes);
 

@@ -22,6 +22,7 @@
 #include "learner/learner_service.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
+#include "ledger/memory_limit.h"
 #include "ledger/process_memory_proto.h"
 #include "loop/prompt_format.h"
 #include "loop/recipe.h"
@@ -345,6 +346,10 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       forwarder.SetProcess(ledger::ProcessMemoryToProto(ledger.ProcessAccount()));
       forwarder.StepAdvanced(reply->step());
       if (reply->shutdown()) break;
+      // memory.process_memory_limit_bytes: the high-water mark since start.
+      result =
+          ledger::CheckProcessMemoryLimit(ledger, job.memory().process_memory_limit_bytes(), id);
+      if (!result.ok()) break;
     } else if (absl::IsFailedPrecondition(reply.status()) || absl::IsNotFound(reply.status())) {
       result = reply.status();  // Declared dead: our work went elsewhere.
       break;

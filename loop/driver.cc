@@ -10,12 +10,21 @@
 #include "config/recipe.h"
 #include "config/worker_id.h"
 #include "env/run_dir.h"
+#include "ledger/memory_limit.h"
 #include "loop/loop_util.h"
 #include "loop/reward_rule.h"
 #include "loop/streaming_verify.h"
 
 namespace trellis::loop {
 namespace {
+
+// memory.process_memory_limit_bytes against this process's measured peak
+// (ledger/memory_limit.h), after every step.
+absl::Status CheckMemoryLimit(ledger::Ledger& ledger, const v1::JobConfig& job) {
+  return ledger::CheckProcessMemoryLimit(ledger, job.memory().process_memory_limit_bytes(),
+                                         "the process running the loop (under `trellis run`, "
+                                         "every role)");
+}
 
 using ledger::Stage;
 
@@ -118,6 +127,7 @@ absl::Status Driver::WarmUp() {
     }
     absl::StatusOr<v1::TrainStats> stats = roles_.learner->SftStep(batch);
     if (!stats.ok()) return At(stats.status(), absl::StrCat("sft step ", step));
+    if (absl::Status s = CheckMemoryLimit(*ledger_, job_); !s.ok()) return s;
     const bool reached =
         sft.target_accuracy() > 0 && stats->sequence_accuracy() >= sft.target_accuracy();
     if ((step + 1) % 20 == 0 || reached) {
@@ -229,7 +239,7 @@ absl::Status Driver::RunStep(int64_t step) {
   }
   history_.push_back(ledger_->EndStep(counts));
   Print(recipe_->Progress(step, counts, history_.back()));
-  return absl::OkStatus();
+  return CheckMemoryLimit(*ledger_, job_);
 }
 
 absl::Status Driver::Run() {

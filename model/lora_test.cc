@@ -150,7 +150,7 @@ TEST(LoraTest, OnlyAdaptersGetGradients) {
   }
 }
 
-TEST(LoraTest, LoadsBaseAndFullWeightsByName) {
+TEST(LoraTest, LoadsBaseAdaptersAndFullWeightsByName) {
   Transformer source = MakeModel(Lora(4));
   PerturbAdapters(source);
   torch::manual_seed(kLoraSeed + 1);
@@ -165,6 +165,13 @@ TEST(LoraTest, LoadsBaseAndFullWeightsByName) {
   ASSERT_TRUE(target->LoadBaseWeights(source->BaseWeights()).ok());
   EXPECT_TRUE(torch::equal(target->AdapterWeights()[0].second, adapter_before));
   EXPECT_EQ(target->LoadBaseWeights(source->NamedWeights()).code(),
+            absl::StatusCode::kInvalidArgument);
+  // The adapters alone, the base kept; not a set with the base in it.
+  const torch::Tensor base_before = target->BaseWeights()[0].second.clone();
+  ASSERT_TRUE(target->LoadAdapterWeights(source->AdapterWeights()).ok());
+  EXPECT_TRUE(torch::equal(target->AdapterWeights()[0].second, source->AdapterWeights()[0].second));
+  EXPECT_TRUE(torch::equal(target->BaseWeights()[0].second, base_before));
+  EXPECT_EQ(target->LoadAdapterWeights(source->NamedWeights()).code(),
             absl::StatusCode::kInvalidArgument);
 
   ASSERT_TRUE(target->LoadWeights(source->NamedWeights()).ok());

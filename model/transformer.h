@@ -187,8 +187,12 @@ class TransformerImpl : public torch::nn::Module {
   [[nodiscard]] absl::Status LoadWeights(
       const std::vector<std::pair<std::string, torch::Tensor>>& weights);
   // The same for BaseWeights() alone (plain Llama weights, e.g. a
-  // model.init_checkpoint under LoRA); the adapters keep their values.
+  // model.init_checkpoint under LoRA); the adapters keep their values. And
+  // for AdapterWeights() alone (a sharded learner's checkpoint keeps the
+  // base in its shards); the base keeps its values.
   [[nodiscard]] absl::Status LoadBaseWeights(
+      const std::vector<std::pair<std::string, torch::Tensor>>& weights);
+  [[nodiscard]] absl::Status LoadAdapterWeights(
       const std::vector<std::pair<std::string, torch::Tensor>>& weights);
 
  private:

@@ -134,4 +134,11 @@ absl::Status TransformerImpl::LoadBaseWeights(
   return LoadNamed(std::map<std::string, torch::Tensor>(base.begin(), base.end()), weights);
 }
 
+absl::Status TransformerImpl::LoadAdapterWeights(
+    const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
+  const std::vector<std::pair<std::string, torch::Tensor>> adapters = AdapterWeights();
+  return LoadNamed(std::map<std::string, torch::Tensor>(adapters.begin(), adapters.end()),
+                   weights);
+}
+
 }  // namespace trellis::model

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
+#include "config/rank_memory.h"
 #include "config/worker_id.h"
 #include "env/run_dir.h"
 #include "ledger/cuda_memory.h"
@@ -41,6 +42,11 @@ class LocalRoleSet final : public RoleSet {
   static absl::StatusOr<std::unique_ptr<RoleSet>> Bind(const v1::JobConfig& job,
                                                        const text::Tokenizer* tokenizer,
                                                        ledger::Ledger* ledger) {
+    // memory.process_memory_limit_bytes: every role in this one process.
+    if (absl::Status s = config::CheckProcessMemoryLimit(job, config::ProcessLayout::kEmbedded);
+        !s.ok()) {
+      return s;
+    }
     if (absl::Status s = AddDeviceMemory(job, ledger); !s.ok()) return s;
     auto set = std::make_unique<LocalRoleSet>();
     absl::StatusOr<std::unique_ptr<verifier::Verifier>> verifier = roles::MakeVerifier(job.verifier());

@@ -8,6 +8,7 @@
 #include "env/env.h"
 #include "model/hf_config.h"
 #include "model/hf_export.h"
+#include "model/lora.h"
 #include "model/safetensors.h"
 #include "model/token_ids.h"
 #include "model/torch_status.h"
@@ -16,7 +17,7 @@ namespace trellis::run {
 namespace {
 
 // A float32 model of the job's shape (with `lora`'s adapters) holding the
-// weights of `path`, exported by `write`; the file's tensors and the
+// weights of `path` (its adapters alone with `lora`), exported by `write`; the file's tensors and the
 // model's are the scheduler's workspace in `ledger` meanwhile.
 template <typename Write>
 absl::Status ExportFrom(const v1::JobConfig& job, const text::Tokenizer& tokenizer,
@@ -30,7 +31,15 @@ absl::Status ExportFrom(const v1::JobConfig& job, const text::Tokenizer& tokeniz
         model::Transformer trained(
             job.model(), model::VocabSize(job.model(), tokenizer.vocab_size()),
             model::Head::kLanguageModel, lora, model::InitialValues::kOverwritten);
-        if (absl::Status s = trained->LoadWeights(*weights); !s.ok()) {
+        // The adapters alone when exporting them: a sharded learner's
+        // checkpoint keeps the base in its shards.
+        model::NamedTensors adapters;
+        for (const auto& [name, tensor] : *weights) {
+          if (model::IsAdapterName(name)) adapters.emplace_back(name, tensor);
+        }
+        if (absl::Status s = lora.rank() > 0 ? trained->LoadAdapterWeights(adapters)
+                                             : trained->LoadWeights(*weights);
+            !s.ok()) {
           return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
         }
         int64_t bytes = 0;

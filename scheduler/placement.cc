@@ -21,6 +21,24 @@ struct RoleDemand {
   v1::Role role;
   const v1::RoleDeployment* deployment = nullptr;
   int count = 0;
+  // Ranks per worker: deployment.<role>.tensor_parallel for the actor and
+  // the reference, 1 for the others.
+  int tp = 1;
+
+  int gpus() const { return count * tp * deployment->gpus_per_worker(); }
+  // "actor 4: 2 replicas x tensor_parallel 2 x 1 GPU", "learner 2: 2 ranks x 1 GPU".
+  std::string Describe() const {
+    const auto n = [](int count, const char* noun) {
+      return absl::StrCat(count, " ", noun, count == 1 ? "" : "s");
+    };
+    const std::string unit = n(deployment->gpus_per_worker(), "GPU");
+    if (tp > 1) {
+      return absl::StrCat(config::RoleName(role), " ", gpus(), ": ", n(count, "replica"),
+                          " x tensor_parallel ", tp, " x ", unit);
+    }
+    return absl::StrCat(config::RoleName(role), " ", gpus(), ": ",
+                        n(count, role == v1::LEARNER ? "rank" : "worker"), " x ", unit);
+  }
 };
 
 // GPUs held by colocated workers, at most one worker of each role.
@@ -29,6 +47,14 @@ struct SharedGpus {
   std::vector<int> gpus;
   std::set<v1::Role> roles;
 };
+
+// The first node of a pool with `gpus` free GPUs; null when none has.
+NodeState* FirstFit(std::vector<NodeState>& nodes, int gpus) {
+  for (NodeState& n : nodes) {
+    if (static_cast<int>(n.free_gpus.size()) >= gpus) return &n;
+  }
+  return nullptr;
+}
 
 // Whether `role` time-shares GPUs under `job`'s placement (the verifier
 // never does).
@@ -99,9 +125,11 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
   const v1::DeploymentConfig& d = job.deployment();
   const std::vector<RoleDemand> demands = {
       {v1::LEARNER, &d.learner(), loop::WorkersNeeded(job, v1::LEARNER)},
-      {v1::REFERENCE, &d.reference(), loop::WorkersNeeded(job, v1::REFERENCE)},
+      {v1::REFERENCE, &d.reference(), loop::WorkersNeeded(job, v1::REFERENCE),
+       std::max(1, d.reference().tensor_parallel())},
       {v1::VERIFIER, &d.verifier(), loop::WorkersNeeded(job, v1::VERIFIER)},
-      {v1::ACTOR, &d.actor(), loop::WorkersNeeded(job, v1::ACTOR)}};
+      {v1::ACTOR, &d.actor(), loop::WorkersNeeded(job, v1::ACTOR),
+       std::max(1, d.actor().tensor_parallel())}};
   std::vector<v1::Role> computing;
   for (const RoleDemand& r : demands) {
     if (r.count > 0 && r.role != v1::VERIFIER) computing.push_back(r.role);
@@ -123,13 +151,12 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
           absl::StrCat("deployment.", config::RoleName(r.role), ".pool: no pool '", pool,
                        "' in the cluster (pools: ", absl::StrJoin(names, ", "), ")"));
     }
-    const int gpus = r.count * r.deployment->gpus_per_worker();
     if (Colocated(job, r.role)) {
-      colocated_needed[pool] = std::max(colocated_needed[pool], gpus);
+      colocated_needed[pool] = std::max(colocated_needed[pool], r.gpus());
     } else {
-      gpus_needed[pool] += gpus;
+      gpus_needed[pool] += r.gpus();
     }
-    roles_in_pool[pool].push_back(config::RoleName(r.role));
+    if (r.gpus() > 0) roles_in_pool[pool].push_back(r.Describe());
   }
   for (const auto& [pool, needed] : colocated_needed) gpus_needed[pool] += needed;
   for (const auto& [pool, needed] : gpus_needed) {
@@ -138,8 +165,9 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
     if (needed > have) {
       return absl::FailedPreconditionError(absl::StrCat(
           "pool '", pool, "': the job needs ", needed, " GPUs (",
-          absl::StrJoin(roles_in_pool[pool], ", "), "), the pool has ", have, ": short by ",
-          needed - have));
+          absl::StrJoin(roles_in_pool[pool], "; "),
+          colocated_needed.count(pool) > 0 ? "; colocated roles share their largest" : "",
+          "), the pool has ", have, ": short by ", needed - have));
     }
   }
 
@@ -147,44 +175,50 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
   std::map<std::string, std::vector<SharedGpus>> shared;  // per pool
   for (const RoleDemand& r : demands) {
     const int want = r.deployment->gpus_per_worker();
+    const std::string& pool = r.deployment->pool();
+    std::vector<NodeState>& nodes = pools[pool];
     for (int i = 0; i < r.count; ++i) {
       const config::WorkerId id(r.role, i);
-      // A colocated worker joins the first GPUs held by colocated workers
-      // of other roles that none of its own role holds yet.
-      if (Colocated(job, r.role) && want > 0) {
-        auto& groups = shared[r.deployment->pool()];
-        auto joined = std::find_if(groups.begin(), groups.end(),
-                                   [&r](const SharedGpus& g) { return !g.roles.count(r.role); });
-        if (joined != groups.end()) {
-          joined->roles.insert(r.role);
-          placements.push_back({id, r.deployment->pool(), joined->node->node->name(),
-                                joined->node->node->host(), joined->gpus});
-          continue;
+      // A tensor-parallel group on one node where a node has room for it.
+      NodeState* group_node = r.tp > 1 ? FirstFit(nodes, r.tp * want) : nullptr;
+      for (int rank = 0; rank < r.tp; ++rank) {
+        WorkerPlacement placed{id, pool, "", "", {}, rank, r.tp};
+        // A colocated rank joins the first GPUs held by colocated ranks of
+        // other roles that none of its own role holds yet.
+        if (Colocated(job, r.role) && want > 0) {
+          auto& groups = shared[pool];
+          auto joined = std::find_if(groups.begin(), groups.end(),
+                                     [&r](const SharedGpus& g) { return !g.roles.count(r.role); });
+          if (joined != groups.end()) {
+            joined->roles.insert(r.role);
+            placed.node = joined->node->node->name();
+            placed.host = joined->node->node->host();
+            placed.gpus = joined->gpus;
+            placements.push_back(std::move(placed));
+            continue;
+          }
         }
-      }
-      std::vector<NodeState>& nodes = pools[r.deployment->pool()];
-      NodeState* chosen = nullptr;
-      for (NodeState& n : nodes) {
-        if (static_cast<int>(n.free_gpus.size()) >= want) {
-          chosen = &n;
-          break;
+        NodeState* chosen = group_node != nullptr ? group_node : FirstFit(nodes, want);
+        if (chosen == nullptr) {
+          std::vector<std::string> free;
+          for (const NodeState& n : nodes) {
+            free.push_back(absl::StrCat(n.node->name(), " ", n.free_gpus.size()));
+          }
+          return absl::FailedPreconditionError(absl::StrCat(
+              "pool '", pool, "': ", id.ToString(),
+              r.tp > 1 ? absl::StrCat(" tensor-parallel rank ", rank, " of ", r.tp) : "",
+              " needs ", want, " GPUs on one node; free GPUs per node: ",
+              absl::StrJoin(free, ", ")));
         }
-      }
-      if (chosen == nullptr) {
-        std::vector<std::string> free;
-        for (const NodeState& n : nodes) {
-          free.push_back(absl::StrCat(n.node->name(), " ", n.free_gpus.size()));
+        const auto taken = chosen->free_gpus.begin() + want;
+        placed.node = chosen->node->name();
+        placed.host = chosen->node->host();
+        placed.gpus = {chosen->free_gpus.begin(), taken};
+        chosen->free_gpus.erase(chosen->free_gpus.begin(), taken);
+        if (Colocated(job, r.role) && want > 0) {
+          shared[pool].push_back({chosen, placed.gpus, {r.role}});
         }
-        return absl::FailedPreconditionError(absl::StrCat(
-            "pool '", r.deployment->pool(), "': ", id.ToString(), " needs ", want,
-            " GPUs on one node; free GPUs per node: ", absl::StrJoin(free, ", ")));
-      }
-      const auto taken = chosen->free_gpus.begin() + want;
-      placements.push_back({id, r.deployment->pool(), chosen->node->name(),
-                            chosen->node->host(), {chosen->free_gpus.begin(), taken}});
-      chosen->free_gpus.erase(chosen->free_gpus.begin(), taken);
-      if (Colocated(job, r.role) && want > 0) {
-        shared[r.deployment->pool()].push_back({chosen, placements.back().gpus, {r.role}});
+        placements.push_back(std::move(placed));
       }
     }
   }
@@ -192,11 +226,12 @@ absl::StatusOr<std::vector<WorkerPlacement>> Place(const v1::JobConfig& job,
 }
 
 std::string PlacementTable(const std::vector<WorkerPlacement>& placements) {
-  std::string table = "id\trole\tindex\tpool\tnode\thost\tgpus\n";
+  std::string table = "id\trole\tindex\tpool\tnode\thost\tgpus\ttp_rank\n";
   for (const WorkerPlacement& p : placements) {
     absl::StrAppend(&table, p.id.ToString(), "\t", config::RoleName(p.id.role()), "\t",
                     p.id.index(), "\t", p.pool, "\t", p.node, "\t", p.host, "\t",
-                    p.gpus.empty() ? "-" : absl::StrJoin(p.gpus, ","), "\n");
+                    p.gpus.empty() ? "-" : absl::StrJoin(p.gpus, ","), "\t",
+                    p.tp_size > 1 ? absl::StrCat(p.tp_rank, "/", p.tp_size) : "-", "\n");
   }
   return table;
 }

@@ -8,8 +8,15 @@
 // disaggregated (the default) GPUs are never shared by two workers; with
 // colocated, the actor, learner and reference time-share them: learner-i,
 // reference-i and actor-i are given the same GPUs (a role with more
-// workers than the others takes fresh ones for the rest). When the cluster
-// cannot hold the job, the error names the pool and the shortfall.
+// workers than the others takes fresh ones for the rest). An actor or
+// reference with deployment.<role>.tensor_parallel K > 1 is K ranks per
+// worker, each a placement of its own with gpus_per_worker GPUs, the group
+// in the role's pool (never straddling pools), on one node where a node
+// has room for the whole group, else over the pool's nodes first-fit. A
+// learner of deployment.learner.count N is N ranks, one placement each.
+// When the cluster cannot hold the job, the error names the pool, each
+// role's GPUs (replicas x tensor_parallel x gpus_per_worker) and what the
+// pool has.
 
 #include <string>
 #include <vector>
@@ -27,6 +34,9 @@ struct WorkerPlacement {
   std::string node;
   std::string host;
   std::vector<int> gpus;  // Device ordinals on the node.
+  // The worker's rank in its tensor-parallel group of tp_size (1: none).
+  int tp_rank = 0;
+  int tp_size = 1;
 };
 
 // This host as a one-node pool "local": `gpus` GPUs, `cpus` cores.
@@ -38,15 +48,18 @@ v1::ClusterSpec LocalCluster(int gpus, int cpus);
 // (config::ValidateLaunchDevices): `trellis place` and `trellis launch`
 // refuse an invalid job before any process starts. InvalidArgument for a
 // spec without pools, a pool without nodes or a duplicate name;
-// FailedPrecondition naming the pool and what is short ("pool gpu: the job
-// needs 4 GPUs for actor, learner; 2 of 3 free") when it does not fit.
+// FailedPrecondition naming the pool and what is short ("pool 'gpu': the
+// job needs 4 GPUs (learner 2: 2 ranks x 1 GPU; actor 2: 1 replica x
+// tensor_parallel 2 x 1 GPU), the pool has 3: short by 1") when it does
+// not fit.
 [[nodiscard]] absl::StatusOr<std::vector<WorkerPlacement>> Place(
     const v1::JobConfig& job, const v1::ClusterSpec& cluster);
 
 // The placements as tab-separated lines under a header, one worker a line:
-//   id  role  index  pool  node  host  gpus
-// gpus: device ordinals joined by ',' ("-" for none). `trellis place` prints
-// it; deploy/slurm/trellis.sbatch starts one step per line.
+//   id  role  index  pool  node  host  gpus  tp_rank
+// gpus: device ordinals joined by ',' ("-" for none); tp_rank: "r/K" in a
+// tensor-parallel group of K, "-" outside one. `trellis place` prints it;
+// deploy/slurm/trellis.sbatch starts one step per line.
 std::string PlacementTable(const std::vector<WorkerPlacement>& placements);
 
 // The CUDA_VISIBLE_DEVICES a placed worker starts with: its GPUs' ordinals

@@ -59,7 +59,8 @@ TEST(PlacementTest, ShortfallNamesThePoolAndTheNumbers) {
             Cluster(kTwoPools));
   EXPECT_EQ(placed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(placed.status().message()),
-              HasSubstr("pool 'rollout': the job needs 4 GPUs (actor), the pool has 3: short by 1"));
+              HasSubstr("pool 'rollout': the job needs 4 GPUs (actor 4: 4 workers x 1 GPU), the "
+                        "pool has 3: short by 1"));
 }
 
 TEST(PlacementTest, AWorkerThatFitsNoSingleNodeIsNamed) {
@@ -101,11 +102,11 @@ TEST(PlacementTest, TableHasOneLinePerWorkerWithItsNodeAndGpus) {
             Cluster(kTwoPools));
   ASSERT_TRUE(placed.ok()) << placed.status();
   EXPECT_EQ(PlacementTable(*placed),
-            "id\trole\tindex\tpool\tnode\thost\tgpus\n"
-            "learner-0\tlearner\t0\ttrain\tt0\t127.0.0.1\t0,1\n"
-            "verifier-0\tverifier\t0\ttrain\tt0\t127.0.0.1\t-\n"
-            "actor-0\tactor\t0\trollout\tr0\t127.0.0.1\t-\n"
-            "actor-1\tactor\t1\trollout\tr0\t127.0.0.1\t-\n");
+            "id\trole\tindex\tpool\tnode\thost\tgpus\ttp_rank\n"
+            "learner-0\tlearner\t0\ttrain\tt0\t127.0.0.1\t0,1\t-\n"
+            "verifier-0\tverifier\t0\ttrain\tt0\t127.0.0.1\t-\t-\n"
+            "actor-0\tactor\t0\trollout\tr0\t127.0.0.1\t-\t-\n"
+            "actor-1\tactor\t1\trollout\tr0\t127.0.0.1\t-\t-\n");
 }
 
 constexpr char kOneGpuNode[] = R"yaml(
@@ -125,12 +126,12 @@ TEST(PlacementTest, ColocatedActorLearnerAndReferenceShareTheirGpus) {
       Place(Job(kColocated), Cluster(kOneGpuNode));
   ASSERT_TRUE(placed.ok()) << placed.status();
   EXPECT_EQ(PlacementTable(*placed),
-            "id\trole\tindex\tpool\tnode\thost\tgpus\n"
-            "learner-0\tlearner\t0\tgpu\tg0\t127.0.0.1\t0\n"
-            "reference-0\treference\t0\tgpu\tg0\t127.0.0.1\t0\n"
-            "verifier-0\tverifier\t0\tgpu\tg0\t127.0.0.1\t-\n"
-            "actor-0\tactor\t0\tgpu\tg0\t127.0.0.1\t0\n"
-            "actor-1\tactor\t1\tgpu\tg0\t127.0.0.1\t1\n");
+            "id\trole\tindex\tpool\tnode\thost\tgpus\ttp_rank\n"
+            "learner-0\tlearner\t0\tgpu\tg0\t127.0.0.1\t0\t-\n"
+            "reference-0\treference\t0\tgpu\tg0\t127.0.0.1\t0\t-\n"
+            "verifier-0\tverifier\t0\tgpu\tg0\t127.0.0.1\t-\t-\n"
+            "actor-0\tactor\t0\tgpu\tg0\t127.0.0.1\t0\t-\n"
+            "actor-1\tactor\t1\tgpu\tg0\t127.0.0.1\t1\t-\n");
   // This host's one GPU holds the three roles colocated.
   std::string one = kColocated;
   one.replace(one.find("count: 2"), 8, "count: 1");
@@ -147,8 +148,9 @@ TEST(PlacementTest, DisaggregatedRolesNeverShareAGpu) {
   absl::StatusOr<std::vector<WorkerPlacement>> placed = Place(Job(job), Cluster(kOneGpuNode));
   EXPECT_EQ(placed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(placed.status().message()),
-              HasSubstr("pool 'gpu': the job needs 4 GPUs (learner, reference, verifier, actor), "
-                        "the pool has 2: short by 2"));
+              HasSubstr("pool 'gpu': the job needs 4 GPUs (learner 1: 1 rank x 1 GPU; "
+                        "reference 1: 1 worker x 1 GPU; actor 2: 2 workers x 1 GPU), the pool "
+                        "has 2: short by 2"));
 }
 
 TEST(PlacementTest, LaunchedCudaRolesNeedGpusAndColocatedRolesTheSameOnes) {
@@ -175,6 +177,71 @@ TEST(PlacementTest, AWorkerSeesOnlyItsGpus) {
   EXPECT_EQ(CudaVisibleDevices(p), "2,3");
   p.gpus.clear();
   EXPECT_EQ(CudaVisibleDevices(p), "");
+}
+
+constexpr char kTensorParallel[] = R"yaml(
+pools:
+  - name: train
+    nodes: [{name: t0, gpus: 2, cpus: 16}]
+  - name: rollout
+    nodes: [{name: r0, gpus: 2, cpus: 16}, {name: r1, gpus: 3, cpus: 16}]
+)yaml";
+
+constexpr char kTwoLearnersTwoPairs[] =
+    "grpo: {kl_coef: 0}\n"
+    "deployment: {learner: {pool: train, count: 2, gpus_per_worker: 1}, verifier: {pool: train},"
+    " actor: {pool: rollout, count: 2, gpus_per_worker: 1, tensor_parallel: 2}}";
+
+TEST(PlacementTest, LearnerRanksAndTensorParallelGroupsGetAGpuEachWithinTheirPool) {
+  absl::StatusOr<std::vector<WorkerPlacement>> placed =
+      Place(Job(kTwoLearnersTwoPairs), Cluster(kTensorParallel));
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  // Each pair on one node: actor-0 fills r0, actor-1 goes whole to r1.
+  EXPECT_EQ(PlacementTable(*placed),
+            "id\trole\tindex\tpool\tnode\thost\tgpus\ttp_rank\n"
+            "learner-0\tlearner\t0\ttrain\tt0\t127.0.0.1\t0\t-\n"
+            "learner-1\tlearner\t1\ttrain\tt0\t127.0.0.1\t1\t-\n"
+            "verifier-0\tverifier\t0\ttrain\tt0\t127.0.0.1\t-\t-\n"
+            "actor-0\tactor\t0\trollout\tr0\t127.0.0.1\t0\t0/2\n"
+            "actor-0\tactor\t0\trollout\tr0\t127.0.0.1\t1\t1/2\n"
+            "actor-1\tactor\t1\trollout\tr1\t127.0.0.1\t0\t0/2\n"
+            "actor-1\tactor\t1\trollout\tr1\t127.0.0.1\t1\t1/2\n");
+}
+
+TEST(PlacementTest, AGroupNoNodeHoldsWholeSpreadsOverItsPool) {
+  const std::string job =
+      absl::StrReplaceAll(kTwoLearnersTwoPairs, {{"actor: {pool: rollout, count: 2",
+                                                  "actor: {pool: rollout, count: 1"}});
+  const std::string cluster = absl::StrReplaceAll(
+      kTensorParallel, {{"{name: r0, gpus: 2", "{name: r0, gpus: 1"},
+                        {"{name: r1, gpus: 3", "{name: r1, gpus: 1"}});
+  absl::StatusOr<std::vector<WorkerPlacement>> placed = Place(Job(job), Cluster(cluster));
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  ASSERT_EQ(placed->size(), 5u);  // 2 learners, the verifier, one pair
+  EXPECT_EQ((*placed)[3].node, "r0");
+  EXPECT_EQ((*placed)[3].tp_rank, 0);
+  EXPECT_EQ((*placed)[4].node, "r1");
+  EXPECT_EQ((*placed)[4].tp_rank, 1);
+  EXPECT_EQ((*placed)[4].tp_size, 2);
+  EXPECT_EQ((*placed)[4].pool, "rollout");
+}
+
+TEST(PlacementTest, APoolTooSmallForTheGroupsSaysWhichRoleNeedsHowMany) {
+  const std::string cluster =
+      absl::StrReplaceAll(kTensorParallel, {{"{name: r1, gpus: 3", "{name: r1, gpus: 1"}});
+  absl::StatusOr<std::vector<WorkerPlacement>> placed =
+      Place(Job(kTwoLearnersTwoPairs), Cluster(cluster));
+  EXPECT_EQ(placed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(placed.status().message()),
+              HasSubstr("pool 'rollout': the job needs 4 GPUs (actor 4: 2 replicas x "
+                        "tensor_parallel 2 x 1 GPU), the pool has 3: short by 1"));
+  const std::string three = absl::StrReplaceAll(
+      kTwoLearnersTwoPairs, {{"pool: train, count: 2", "pool: train, count: 3"}});
+  absl::StatusOr<std::vector<WorkerPlacement>> learners =
+      Place(Job(three), Cluster(kTensorParallel));
+  EXPECT_THAT(std::string(learners.status().message()),
+              HasSubstr("pool 'train': the job needs 3 GPUs (learner 3: 3 ranks x 1 GPU), the "
+                        "pool has 2: short by 1"));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "tools/compare.h"
 #include "tools/plan_device.h"
 #include "tools/plan_job.h"
+#include "tools/plan_ranks.h"
 #include "tools/planner.h"
 #include "tools/probe.h"
 
@@ -68,6 +69,9 @@ absl::Status PlanCommand(const std::map<std::string, std::string>& flags,
   if (!plan.ok()) return plan.status();
   tools::PrintPlan(*plan, out);
   nlohmann::json j = tools::PlanJson(*plan);
+  const tools::ProcessPlan processes = tools::PlanProcesses(*plan, *job);
+  tools::PrintProcessPlan(processes, out);
+  j["processes"] = tools::ProcessPlanJson(processes);
   if (cuda) {
     const tools::DevicePlan device = tools::PlanDevices(
         *plan, *job, static_cast<int64_t>(*gib * (int64_t{1} << 30)),
@@ -79,8 +83,11 @@ absl::Status PlanCommand(const std::map<std::string, std::string>& flags,
     j["device"] = tools::DevicePlanJson(device);
   }
   auto json_path = flags.find("--json");
-  if (json_path != flags.end()) return WriteJson(json_path->second, j);
-  return absl::OkStatus();
+  if (json_path != flags.end()) {
+    if (absl::Status s = WriteJson(json_path->second, j); !s.ok()) return s;
+  }
+  // After the plan is shown: the numbers behind a refusal.
+  return tools::CheckProcessPlan(processes);
 }
 
 absl::Status ProbeCommand(const std::map<std::string, std::string>& flags,

@@ -7,7 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "config/rank_memory.h"
 #include "config/worker_id.h"
+#include "tools/plan_ranks.h"
 
 namespace trellis::tools {
 namespace {
@@ -38,20 +40,10 @@ std::optional<std::set<std::string>> DeviceStages(const PlanLine& line, const v1
   return std::nullopt;
 }
 
-// A resident line as one worker of its role holds it: ZeRO-1 learner ranks
-// each hold about 1/count of the optimizer state.
-PlanLine PerWorker(PlanLine line, const v1::JobConfig& job) {
-  const int learners = job.deployment().learner().count();
-  if (line.role == Id(v1::LEARNER) && line.object == "optimizer_state" &&
-      job.memory().zero_stage() == 1 && learners > 1) {
-    line.bytes = (line.bytes + learners - 1) / learners;
-    absl::StrAppend(&line.formula, ", / ", learners, " learner ranks (ZeRO-1)");
-  }
-  return line;
-}
-
+// The GPU of one rank of each of `roles` (plan_ranks.h PerRank), with
+// `learners` learner ranks.
 GpuPlan PlanGpu(const Plan& plan, const v1::JobConfig& job, const std::vector<std::string>& roles,
-                int64_t device_bytes) {
+                int64_t device_bytes, int learners) {
   const auto mine = [&](const PlanLine& l) {
     return std::find(roles.begin(), roles.end(), l.role) != roles.end();
   };
@@ -59,17 +51,20 @@ GpuPlan PlanGpu(const Plan& plan, const v1::JobConfig& job, const std::vector<st
   gpu.name = absl::StrJoin(roles, " + ");
   const v1::RoleDeployment& deployment =
       DeploymentOf(job, roles.size() == 1 ? roles[0] : Id(v1::LEARNER));
-  gpu.workers = roles.size() == 1 ? std::max(1, deployment.count()) : 1;
+  gpu.workers = roles.size() == 1
+                    ? std::max(1, deployment.count()) * std::max(1, deployment.tensor_parallel())
+                    : 1;
   gpu.gpus_per_worker = std::max(1, deployment.gpus_per_worker());
   std::vector<std::pair<PlanLine, std::set<std::string>>> visiting;
   for (const PlanLine& l : plan.resident) {
     if (!mine(l)) continue;
-    const PlanLine line = PerWorker(l, job);
-    if (std::optional<std::set<std::string>> stages = DeviceStages(line, job)) {
-      visiting.emplace_back(line, *std::move(stages));
-    } else {
-      gpu.resident.push_back(line);
-      gpu.resident_bytes += line.bytes;
+    for (const PlanLine& line : PerRank(plan, job, l, learners)) {
+      if (std::optional<std::set<std::string>> stages = DeviceStages(line, job)) {
+        visiting.emplace_back(line, *std::move(stages));
+      } else {
+        gpu.resident.push_back(line);
+        gpu.resident_bytes += line.bytes;
+      }
     }
   }
   gpu.peak_bytes = gpu.resident_bytes;
@@ -80,7 +75,8 @@ GpuPlan PlanGpu(const Plan& plan, const v1::JobConfig& job, const std::vector<st
       if (stages.count(st.stage) > 0) stage.lines.push_back(line);
     }
     for (const PlanLine& l : st.transient) {
-      if (mine(l)) stage.lines.push_back(l);
+      if (!mine(l)) continue;
+      for (const PlanLine& line : PerRank(plan, job, l, learners)) stage.lines.push_back(line);
     }
     if (stage.lines.empty()) continue;
     for (const PlanLine& l : stage.lines) stage.bytes += l.bytes;
@@ -111,13 +107,21 @@ DevicePlan PlanDevices(const Plan& plan, const v1::JobConfig& job, int64_t devic
     }
     if (present) roles.push_back(Id(role));
   }
-  if (out.placement == v1::DeploymentConfig::COLOCATED) {
-    out.gpus.push_back(PlanGpu(plan, job, roles, device_bytes));
+  const bool colocated = out.placement == v1::DeploymentConfig::COLOCATED;
+  const int learners = std::max(1, job.deployment().learner().count());
+  if (colocated) {
+    out.gpus.push_back(PlanGpu(plan, job, roles, device_bytes, learners));
   } else {
     for (const std::string& role : roles) {
-      out.gpus.push_back(PlanGpu(plan, job, {role}, device_bytes));
+      out.gpus.push_back(PlanGpu(plan, job, {role}, device_bytes, learners));
     }
   }
+  // The learner's GPU (time-shared under colocated) at each learner count.
+  const std::vector<std::string> learner_gpu = colocated ? roles : std::vector{Id(v1::LEARNER)};
+  out.smallest_learner_count =
+      config::SmallestLearnerCount(static_cast<double>(device_bytes), [&](int n) {
+        return static_cast<double>(PlanGpu(plan, job, learner_gpu, device_bytes, n).peak_bytes);
+      });
   out.fits = std::all_of(out.gpus.begin(), out.gpus.end(), [](const GpuPlan& g) { return g.fits; });
   for (const GpuPlan& g : out.gpus) {
     if (g.gpus_per_worker > 1) {

@@ -10,7 +10,10 @@
 //   DISAGGREGATED  the actor, the learner and the reference each on a GPU
 //                  of their own (per worker: deployment.<role>.count
 //                  workers, gpus_per_worker each); a GPU's peak is its
-//                  role's residents and its largest stage's transients.
+//                  role's residents and its largest stage's transients,
+//                  each as one rank holds it (plan_ranks.h: a learner rank
+//                  under memory.zero_stage, an actor or reference rank of
+//                  its tensor-parallel group).
 //   COLOCATED      one GPU time-shared by the three: the learner's objects
 //                  stay; the actor's weights are there only in the stages
 //                  that generate (rollout, eval) and take the new weights
@@ -49,7 +52,8 @@ struct GpuStage {
 struct GpuPlan {
   // "actor-0", or "actor-0 + learner-0 + reference-0" time-sharing one GPU.
   std::string name;
-  // Workers with a GPU like this one (deployment.<role>.count), and the
+  // Ranks with a GPU like this one (deployment.<role>.count x its
+  // tensor_parallel), and the
   // GPUs each is given (deployment.<role>.gpus_per_worker; the plan
   // prices the one it computes on).
   int workers = 1;
@@ -70,6 +74,9 @@ struct DevicePlan {
   std::vector<GpuPlan> gpus;
   // Every GPU's peak is at most device_bytes.
   bool fits = false;
+  // The smallest deployment.learner.count whose learner GPU fits
+  // device_bytes (0: none up to config::kMaxLearnerRanks).
+  int smallest_learner_count = 0;
   std::vector<std::string> notes;
 };
 

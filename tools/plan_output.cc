@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "config/choice.h"
+#include "config/rank_memory.h"
 #include "tools/plan_device.h"
 #include "tools/planner.h"
 
@@ -152,6 +153,11 @@ void PrintDevicePlan(const DevicePlan& plan, std::ostream& out) {
   }
   out << absl::StrFormat("\ndevice memory: %s\n",
                          plan.fits ? "every GPU fits" : "does not fit: see the GPUs marked above");
+  if (plan.smallest_learner_count > 0) {
+    out << "smallest learner count that fits: " << plan.smallest_learner_count << "\n";
+  } else {
+    out << "no learner count up to " << config::kMaxLearnerRanks << " fits\n";
+  }
   for (const std::string& note : plan.notes) out << "note: " << note << "\n";
 }
 
@@ -178,6 +184,7 @@ nlohmann::json DevicePlanJson(const DevicePlan& plan) {
           {"device_source", plan.device_source},
           {"gpus", gpus},
           {"fits", plan.fits},
+          {"smallest_learner_count", plan.smallest_learner_count},
           {"notes", plan.notes}};
 }
 

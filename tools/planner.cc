@@ -50,18 +50,6 @@ int64_t AdapterParameters(const Shape& s, const v1::LoraConfig& lora) {
 int64_t BackwardWorkspacePerToken(const Shape& s) { return std::max(2 * s.V, 2 * s.d); }
 constexpr char kBackwardFormula[] = "4 B x rows x seq x max(2V, 2d)";
 
-// A forward without autograd (reference scoring, rollout prefill): the
-// largest set alive at once is one MLP's full expression (gate, silu, up,
-// product: 4·d_ff; a mixture's k experts: k(4ef + 2d), their gathered
-// inputs and weighted outputs, and the router's 2E) with the residual
-// stream and the norm's scratch around it (5.5d, measured) and the rotary
-// tables (2·hd); or, at the end, logits and log-softmax (2V + d).
-int64_t NoGradMlp(const Shape& s) {
-  return s.E > 0 ? s.k * (4 * s.ef + 2 * s.d) + 2 * s.E : 4 * s.f;
-}
-int64_t NoGradPerToken(const Shape& s) {
-  return std::max(NoGradMlp(s) + 11 * s.d / 2, 2 * s.V + s.d) + 2 * s.hd;
-}
 constexpr char kNoGradFormula[] =
     "4 B x rows x seq x (max(MLP + 5.5d, 2V + d) + 2hd), MLP 4d_ff or, of a mixture, "
     "k(4ef + 2d) + 2E";
@@ -133,6 +121,13 @@ double LayerMatmulParameters(const Shape& s) {
 
 }  // namespace
 
+// The gathered inputs and weighted outputs of a mixture's experts count in
+// its MLP term (measured).
+int64_t NoGradPerToken(const Shape& s) {
+  const int64_t mlp = s.E > 0 ? s.k * (4 * s.ef + 2 * s.d) + 2 * s.E : 4 * s.f;
+  return std::max(mlp + 11 * s.d / 2, 2 * s.V + s.d) + 2 * s.hd;
+}
+
 DepthFlops ForwardDepthFlops(const v1::ModelConfig& model, int64_t vocab_size, int64_t seq) {
   const Shape s = ShapeOf(model, vocab_size);
   return {2.0 * s.V * s.d, 2.0 * LayerMatmulParameters(s) + 4.0 * seq * s.d};
@@ -156,6 +151,7 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   plan.parameters = config::ParameterCount(s);
   plan.matmul_parameters = MatmulParameters(s);
   plan.expert_parameters = s.L * s.E * (s.d + 3 * s.d * s.ef);
+  plan.shape = s;
   plan.rates = rates;
   // FLOP of `tokens` through a model of `layers` layers (the policy's by
   // default).
@@ -173,6 +169,7 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
   const v1::ModelConfig& reference_model = config::ReferenceModel(job);
   const Shape rs = ShapeOf(reference_model, w.vocab_size);
   const int64_t R = config::ParameterCount(rs);
+  plan.reference_shape = rs;
   const std::string n_formula =
       absl::StrCat("N = V·d + L(2d + 2d² + 2d·kvd + ", s.E > 0 ? "E(d + 3d·ef)" : "3d·d_ff",
                    ") + d", s.tied ? "" : " + V·d", " = ", N);
@@ -352,14 +349,14 @@ Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& w, const MachineRate
         "LoRA, every role in this process: the base is held once, by the learner "
         "(model/shared_base.h); launched, the actor and the reference each hold their own");
   }
-  if (job.memory().zero_stage() == 1 || job.deployment().learner().count() > 1) {
-    plan.notes.push_back(absl::StrCat(
-        "this plan is for `trellis run` (one learner); launched with deployment.learner.count ",
-        job.deployment().learner().count(),
-        job.memory().zero_stage() == 1 ? " and ZeRO-1, each learner holds about 1/count of the "
-                                         "optimizer state and sends and receives about twice "
-                                         "the trained weights' bytes per step"
-                                       : ", every learner holds the whole optimizer state"));
+  const v1::DeploymentConfig& d = job.deployment();
+  if (job.memory().zero_stage() > 0 || d.learner().count() > 1 ||
+      d.actor().tensor_parallel() > 1 || d.reference().tensor_parallel() > 1) {
+    plan.notes.push_back(
+        "the stages above are `trellis run`'s one process (one learner, whole models); each "
+        "process `trellis launch` starts (a learner rank under memory.zero_stage, an actor or "
+        "reference rank of its tensor-parallel group) is priced under \"processes\"; ZeRO "
+        "ranks send and receive about twice the trained weights' bytes per step");
   }
   if (const std::optional<config::Recipe> recipe = config::RecipeOf(job);
       recipe != config::Recipe::kGrpo && recipe != config::Recipe::kSft &&

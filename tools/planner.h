@@ -25,6 +25,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "config/job_size.h"
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::tools {
@@ -131,6 +132,9 @@ struct PlanOffload {
 };
 
 struct Plan {
+  // The policy's and the reference's shapes (the policy's unless a distill
+  // teacher), with the workload's vocabulary.
+  config::ModelShape shape, reference_shape;
   // Model size: parameters, and those that take part in matrix products
   // (every parameter but the embedding table and the norm scales).
   int64_t parameters = 0;
@@ -153,6 +157,13 @@ struct Plan {
   std::vector<PlanOffload> offload;
   std::vector<std::string> notes;
 };
+
+// Elements per token a forward without autograd holds at its largest
+// (reference scoring, rollout prefill): one MLP's full expression (4·d_ff;
+// a mixture's k experts k(4ef + 2d) and the router's 2E) with the residual
+// stream and the norm's scratch (5.5d, measured) and the rotary tables
+// (2·hd), or at the end the logits and log-softmax (2V + d).
+int64_t NoGradPerToken(const config::ModelShape& s);
 
 // REQUIRES: job validated; every rate > 0, the optimizer's seconds >= 0.
 Plan MakePlan(const v1::JobConfig& job, const PlanWorkload& workload, const MachineRates& rates);

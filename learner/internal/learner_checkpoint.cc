@@ -317,7 +317,7 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
       return NotThisModel(s, critic_path);
     }
   }
-  if (absl::Status s = adapters_only ? LoadAdapters(*weights, weights_path)
+  if (absl::Status s = adapters_only ? models_->policy()->LoadAdapterWeights(*weights)
                       : flat          ? absl::OkStatus()
                                       : models_->policy()->LoadWeights(*weights);
       !s.ok()) {
@@ -328,22 +328,6 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   if (has_critic) models_->LoadMasters(models_->CriticWeights(), critic_weights);
   for (auto& [restored, id] : fresh) engine_->phase(id) = std::move(restored);
   engine_->set_version(*version);
-  return absl::OkStatus();
-}
-
-absl::Status LocalLearner::LoadAdapters(const model::NamedTensors& weights,
-                                        const std::string& path) {
-  std::map<std::string, torch::Tensor> by_name(weights.begin(), weights.end());
-  const model::NamedTensors adapters = models_->policy()->AdapterWeights();
-  for (const auto& [name, live] : adapters) {
-    auto it = by_name.find(name);
-    if (it == by_name.end() || !it->second.sizes().equals(live.sizes())) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path, ": no adapter ", name, " of this model's shape"));
-    }
-  }
-  torch::NoGradGuard no_grad;
-  for (const auto& [name, live] : adapters) live.copy_(by_name.at(name));
   return absl::OkStatus();
 }
 

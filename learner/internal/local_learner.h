@@ -63,10 +63,6 @@ class LocalLearner : public LearnerWorker {
   // LoRA: FailedPrecondition unless the base in `weights` (a checkpoint's,
   // read from `path`) is the one this learner built.
   absl::Status CheckSameBase(const model::NamedTensors& weights, const std::string& path) const;
-  // LoRA under flat shards: the adapters of `weights` (a checkpoint's, read
-  // from `path`) into the policy; FailedPrecondition, changing nothing,
-  // when one is missing or of another shape.
-  absl::Status LoadAdapters(const model::NamedTensors& weights, const std::string& path);
   // Flat shards (memory.zero_stage 2, 3): this rank's masters, and rank 0
   // the index; restored by any rank count (sharded_checkpoint.h).
   absl::Status SaveShards(const std::string& dir);

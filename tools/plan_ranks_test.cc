@@ -1,0 +1,184 @@
+// `trellis plan` per launched process (tools/plan_ranks.h), from given
+// rates and lengths: a learner rank's model state under memory.zero_stage
+// 0-3 with 1, 2 and 4 ranks, an actor rank of a tensor-parallel pair, the
+// smallest learner count that fits a GPU, and memory.process_memory_limit_bytes
+// refusing one learner with the plan's numbers and taking four.
+
+#include "tools/plan_ranks.h"
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "config/rank_memory.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "run/embedded_job.h"
+#include "tools/plan_device.h"
+
+namespace trellis::tools {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kLearner[] = "learner-0";
+
+v1::JobConfig Job(int zero_stage, int learners) {
+  absl::StatusOr<v1::JobConfig> job = run::DefaultJob();
+  EXPECT_TRUE(job.ok()) << job.status();
+  job->mutable_memory()->set_zero_stage(zero_stage);
+  job->mutable_deployment()->mutable_learner()->set_count(learners);
+  return *job;
+}
+
+Plan PlanFor(const v1::JobConfig& job) {
+  PlanWorkload w;
+  w.vocab_size = 16;
+  w.prompt_tokens = 12;
+  w.answer_tokens = 4;
+  w.eval_prompts = 64;
+  w.source = "given by the test";
+  return MakePlan(job, w, {1e9, {1e9, 1e9}, {1e9, 1e9}, {1e9, 1e9}, 0.01, 0.001});
+}
+
+int64_t Line(const std::vector<PlanLine>& lines, const std::string& object) {
+  int64_t bytes = 0;
+  for (const PlanLine& l : lines) bytes += l.object == object ? l.bytes : 0;
+  return bytes;
+}
+
+std::vector<PlanLine> Update(const Plan& plan) {
+  for (const PlanStage& st : plan.stages) {
+    if (st.stage == "update") return st.transient;
+  }
+  ADD_FAILURE() << "no update stage";
+  return {};
+}
+
+// The learner's weights, gradients and optimizer state as one learner
+// holds them (float32, AdamW: 4 + 4 + 8 bytes a parameter).
+int64_t ModelState(const std::vector<PlanLine>& lines) {
+  return Line(lines, "parameters") + Line(lines, "gradients") + Line(lines, "optimizer_state");
+}
+
+TEST(PlanRanksTest, EachStageSplitsTheLearnersStateOverItsRanks) {
+  const Plan single = PlanFor(Job(0, 1));
+  std::vector<PlanLine> whole;
+  for (const PlanLine& l : single.resident) {
+    if (l.role == kLearner) whole.push_back(l);
+  }
+  const int64_t params = Line(whole, "parameters"), grads = Line(whole, "gradients");
+  const int64_t state = ModelState(whole);
+  const int64_t staged = Line(whole, "communication");  // the version for the actor
+  const config::ModelShape& s = single.shape;
+  const int64_t gathered = 4 * (2 * config::BlockParameters(s) + config::OuterParameters(s));
+  const int64_t bucket = static_cast<int64_t>(std::ceil(
+      static_cast<double>(grads) *
+      std::max(config::BlockParameters(s), config::OuterParameters(s)) /
+      config::ParameterCount(s)));
+  for (int n : {1, 2, 4}) {
+    SCOPED_TRACE(n);
+    for (int stage : {0, 1, 2, 3}) {
+      SCOPED_TRACE(stage);
+      const v1::JobConfig job = Job(stage, n);
+      const RankPlan rank = PlanRank(PlanFor(job), job, kLearner, n);
+      const int64_t split = ModelState(rank.resident);
+      if (n == 1 || stage == 0) {
+        EXPECT_EQ(split, state);
+        EXPECT_EQ(Line(rank.resident, "communication"), staged);
+        continue;
+      }
+      const int64_t optimizer = Line(whole, "optimizer_state");
+      EXPECT_NEAR(Line(rank.resident, "optimizer_state"), optimizer / n, 1);
+      if (stage == 1) EXPECT_EQ(split, params + grads + (optimizer + n - 1) / n);
+      // From stage 2 each rank stages only its shards of the new version.
+      const int64_t shards = (staged + n - 1) / n;
+      if (stage == 2) {
+        EXPECT_NEAR(split, params + (grads + optimizer) / n, 2);
+        EXPECT_EQ(Line(rank.resident, "communication"), shards + bucket);
+      }
+      if (stage == 3) {
+        // single / N + the gathered buffers (two blocks and the outer unit).
+        EXPECT_NEAR(split, state / n + gathered, 3);
+        EXPECT_EQ(Line(rank.resident, "communication"), shards + bucket);
+      }
+      if (stage == 1) EXPECT_EQ(Line(rank.resident, "communication"), staged);
+      // The rank trains its own micro-batches: the update's activations whole.
+      EXPECT_EQ(rank.peak_stage, "update");
+      EXPECT_EQ(Line(rank.peak_transient, "activations"), Line(Update(single), "activations"));
+    }
+  }
+}
+
+TEST(PlanRanksTest, ATensorParallelActorRankHoldsItsSliceAndHalfTheCache) {
+  v1::JobConfig job = Job(0, 1);
+  job.mutable_deployment()->mutable_actor()->set_tensor_parallel(2);
+  const Plan plan = PlanFor(job);
+  const RankPlan whole = PlanRank(plan, Job(0, 1), "actor-0", 1);
+  const RankPlan half = PlanRank(plan, job, "actor-0", 1);
+  EXPECT_EQ(half.process, "actor-0 (one of 2 tensor-parallel ranks)");
+  const config::ModelShape slice = config::TensorParallelSlice(plan.shape, 2);
+  EXPECT_EQ(Line(half.resident, "parameters"), 4 * config::ParameterCount(slice));
+  // Weights / 2 for the split tensors, the embedding, norms and head whole.
+  EXPECT_GT(Line(half.resident, "parameters"), Line(whole.resident, "parameters") / 2);
+  EXPECT_LT(Line(half.resident, "parameters"), Line(whole.resident, "parameters"));
+  ASSERT_EQ(half.peak_stage, whole.peak_stage);
+  EXPECT_EQ(Line(half.peak_transient, "kv_cache"), Line(whole.peak_transient, "kv_cache") / 2);
+}
+
+TEST(PlanRanksTest, TheDevicePlanSaysTheSmallestLearnerCountThatFits) {
+  const v1::JobConfig job = [] {
+    v1::JobConfig j = Job(3, 1);
+    j.mutable_runtime()->set_device(v1::RuntimeConfig::CUDA);
+    return j;
+  }();
+  const Plan plan = PlanFor(job);
+  const int64_t four = PlanRank(plan, job, kLearner, 4).peak_bytes;
+  ASSERT_GT(PlanRank(plan, job, kLearner, 3).peak_bytes, four);
+  const DevicePlan device = PlanDevices(plan, job, four, "the test");
+  EXPECT_EQ(device.smallest_learner_count, 4);
+  std::ostringstream out;
+  PrintDevicePlan(device, out);
+  EXPECT_THAT(out.str(), HasSubstr("smallest learner count that fits: 4\n"));
+}
+
+TEST(PlanRanksTest, ALimitRefusesOneLearnerWithThePlansNumbersAndTakesFour) {
+  v1::JobConfig job = Job(3, 1);
+  job.mutable_deployment()->mutable_actor()->set_tensor_parallel(2);
+  const Plan plan = PlanFor(job);
+  const int64_t limit = PlanRank(plan, job, kLearner, 4).peak_bytes;
+  const int64_t one = PlanRank(plan, job, kLearner, 1).peak_bytes;
+  ASSERT_GT(PlanRank(plan, job, kLearner, 3).peak_bytes, limit);
+  ASSERT_LE(PlanRank(plan, job, "actor-0", 1).peak_bytes, limit);
+  job.mutable_memory()->set_process_memory_limit_bytes(limit);
+
+  const ProcessPlan refused = PlanProcesses(plan, job);
+  EXPECT_EQ(refused.smallest_learner_count, 4);
+  const absl::Status s = CheckProcessPlan(refused);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("memory.process_memory_limit_bytes: learner-0 "
+                                                  "peaks at ")));
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("(", one, " bytes, at update) by the plan, "
+                                                  "over the limit ")));
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("(", limit, " bytes); the smallest "
+                                                  "deployment.learner.count that fits: 4")));
+  std::ostringstream out;
+  PrintProcessPlan(refused, out);
+  EXPECT_THAT(out.str(), HasSubstr("-- learner-0: peak "));
+  EXPECT_THAT(out.str(), HasSubstr("at update, OVER THE LIMIT --"));
+  EXPECT_THAT(out.str(), HasSubstr("smallest learner count that fits the limit: 4\n"));
+
+  job.mutable_deployment()->mutable_learner()->set_count(4);
+  const ProcessPlan taken = PlanProcesses(PlanFor(job), job);
+  EXPECT_TRUE(CheckProcessPlan(taken).ok()) << CheckProcessPlan(taken);
+  std::ostringstream four;
+  PrintProcessPlan(taken, four);
+  EXPECT_THAT(four.str(),
+              HasSubstr("-- learner-0 (one of 4 ranks, memory.zero_stage 3): peak "));
+  // `trellis run` holds every role whole in one process: over the limit.
+  EXPECT_THAT(four.str(), HasSubstr("`trellis run` (one process, every role whole): peak "));
+  EXPECT_THAT(four.str(), HasSubstr(", OVER THE LIMIT\n"));
+}
+
+}  // namespace
+}  // namespace trellis::tools
