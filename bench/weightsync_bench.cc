@@ -12,14 +12,9 @@
 // the receiver's tensors, overlapping the packing where the transport
 // streams); medians are printed as GB/s (1e9 bytes/s), with the TCP
 // baseline measured in the same run by a socket sender/receiver thread
-// pair moving the same bytes.
+// pair moving the same bytes (bench/tcp_baseline.h).
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,6 +30,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "bench/tcp_baseline.h"
 #include "bench/timing.h"
 #include "bench/weightsync_gpu.h"
 #include "comm/tcp_store.h"
@@ -85,56 +81,15 @@ NamedTensors Like(const NamedTensors& src) {
 
 // ---- plain TCP over loopback: the baseline.
 
-double TcpSeconds(const std::vector<char>& src, std::vector<char>& dst) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(listener, 1) != 0 ||
-      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    std::perror("tcp baseline");
-    std::exit(1);
-  }
-  const size_t n = src.size();
-  Clock::time_point start;
-  double seconds = 0;
-  std::thread receiver([&] {
-    const int fd = accept(listener, nullptr, nullptr);
-    size_t got = 0;
-    while (got < n) {
-      const ssize_t r = read(fd, dst.data() + got, n - got);
-      if (r <= 0) break;
-      got += static_cast<size_t>(r);
-    }
-    seconds = Since(start);
-    close(fd);
-  });
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    std::perror("tcp baseline connect");
-    std::exit(1);
-  }
-  start = Clock::now();
-  size_t sent = 0;
-  while (sent < n) {
-    const ssize_t w = write(fd, src.data() + sent, n - sent);
-    if (w <= 0) break;
-    sent += static_cast<size_t>(w);
-  }
-  receiver.join();
-  close(fd);
-  close(listener);
-  return seconds;
-}
-
 // Buffers for the baseline, faulted in once.
 struct Tcp {
-  explicit Tcp(int64_t bytes) : src(static_cast<size_t>(bytes), 1), dst(src.size(), 0) {
-    TcpSeconds(src, dst);
+  explicit Tcp(int64_t bytes)
+      : src{std::vector<char>(static_cast<size_t>(bytes), 1)},
+        dst{std::vector<char>(static_cast<size_t>(bytes), 0)} {
+    Seconds();
   }
-  double Seconds() { return TcpSeconds(src, dst); }
-  std::vector<char> src, dst;
+  double Seconds() { return bench::TcpStreamsSeconds(src, dst); }
+  std::vector<std::vector<char>> src, dst;  // One stream.
 };
 
 // ---- transports.

@@ -88,7 +88,7 @@ ProcessPrice LearnerPrice(const v1::JobConfig& job, const ModelShape& s, int ran
 // of the KV cache of `rows` samples (0: a reference, which keeps none).
 ProcessPrice SlicePrice(std::string process, const ModelShape& s, int k, double rows,
                         double tokens) {
-  const ModelShape slice = TensorParallelSlice(s, k);
+  const ModelShape slice = TensorParallelShape(s, k);
   const double weights = kFloatBytes * static_cast<double>(ParameterCount(slice));
   const double cache = KvCacheBytes(slice, rows, tokens);
   std::string what = absl::StrCat(GiBText(weights), " of weights");
@@ -124,7 +124,7 @@ int64_t BlockParameters(const ModelShape& s) {
   return s.L > 0 ? (ParameterCount(s) - OuterParameters(s)) / s.L : 0;
 }
 
-ModelShape TensorParallelSlice(const ModelShape& s, int k) {
+ModelShape TensorParallelShape(const ModelShape& s, int k) {
   ModelShape slice = s;
   slice.H /= k;
   slice.KV /= k;

@@ -31,7 +31,7 @@ int64_t BlockParameters(const ModelShape& s);
 // by k, the embedding, norms and head whole. ParameterCount of it is the
 // rank's weights, KvCacheBytes of it the rank's KV cache.
 // REQUIRES: k >= 1 divides n_heads, n_kv_heads and d_ff (ValidateJob).
-ModelShape TensorParallelSlice(const ModelShape& s, int k);
+ModelShape TensorParallelShape(const ModelShape& s, int k);
 
 // A learner's model state in bytes: the whole model's as one learner holds
 // it (the caller fills it: tools/planner.cc from its lines, PriceProcesses

@@ -96,7 +96,7 @@ TEST(RankMemory, EachStageSplitsItsStateOverTheRanks) {
 
 TEST(RankMemory, ATensorParallelRankHoldsItsSliceAndTheWholeOuterUnit) {
   const ModelShape s = Shape();
-  const ModelShape half = TensorParallelSlice(s, 2);
+  const ModelShape half = TensorParallelShape(s, 2);
   EXPECT_EQ(half.H, 4);
   EXPECT_EQ(half.KV, 2);
   EXPECT_EQ(half.f, 512);

@@ -36,6 +36,10 @@ namespace trellis::env {
 class CheckpointDir {
  public:
   static constexpr char kWeights[] = "weights.safetensors";
+  // A learner group with flat shards (memory.zero_stage 2, 3) writes the
+  // policy as shards.rank<R>.safetensors with this index in place of
+  // kWeights (learner/internal/sharded_checkpoint.h).
+  static constexpr char kShardsIndex[] = "shards.index.json";
   static constexpr char kOptimizer[] = "optimizer.safetensors";
   static constexpr char kCritic[] = "critic.safetensors";
   static constexpr char kRng[] = "rng.safetensors";

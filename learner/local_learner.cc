@@ -122,32 +122,27 @@ absl::StatusOr<v1::TrainStats> LocalLearner::EvalPreference(const v1::Preference
   return Evaluate(&batch);
 }
 
-absl::StatusOr<model::NamedTensors> LocalLearner::GatheredWeights(bool keep) {
-  std::map<std::string, torch::Tensor> copies;
+absl::Status LocalLearner::ForEachGathered(
+    const std::function<absl::Status(const std::string&, const torch::Tensor&)>& fn) {
   const model::Transformer& policy = models_->policy();
-  absl::Status s = engine_->flat()->ForEachUnit([&](const model::NamedTensors& unit) {
-    if (!keep) return absl::OkStatus();
+  return engine_->flat()->ForEachUnit([&](const model::NamedTensors& unit) {
     // LoRA: a block's weights merged with its adapters, read while the
     // block is gathered.
     constexpr std::string_view kBlocks = "model.layers.";
     const std::string& first = unit.front().first;
+    std::map<std::string, torch::Tensor> merged;
     if (policy->has_adapters() && first.rfind(kBlocks, 0) == 0) {
-      const std::string block = first.substr(0, first.find('.', kBlocks.size()) + 1);
-      for (const auto& [name, tensor] : policy->MergedWeights(block)) {
-        copies[name] = tensor.clone();
+      for (auto& [name, tensor] : policy->MergedWeights(
+               first.substr(0, first.find('.', kBlocks.size()) + 1))) {
+        merged[name] = std::move(tensor);
       }
-      return absl::OkStatus();
     }
-    for (const auto& [name, tensor] : unit) copies[name] = tensor.clone();
+    for (const auto& [name, tensor] : unit) {
+      auto it = merged.find(name);
+      if (absl::Status s = fn(name, it != merged.end() ? it->second : tensor); !s.ok()) return s;
+    }
     return absl::OkStatus();
   });
-  if (!s.ok()) return s;
-  // In the model's order, as an unsharded learner's.
-  model::NamedTensors out;
-  for (const auto& [name, unused] : policy->BaseWeights()) {
-    if (auto it = copies.find(name); it != copies.end()) out.emplace_back(name, it->second);
-  }
-  return out;
 }
 
 absl::StatusOr<v1::WeightSyncStats> LocalLearner::PublishWeights() {
@@ -156,8 +151,10 @@ absl::StatusOr<v1::WeightSyncStats> LocalLearner::PublishWeights() {
   const bool gathers = engine_->flat() != nullptr && !models_->policy()->has_adapters();
   if (engine_->flat() != nullptr && engine_->group().rank() != 0) {
     if (gathers) {
-      absl::StatusOr<model::NamedTensors> none = GatheredWeights(/*keep=*/false);
-      if (!none.ok()) return none.status();
+      absl::Status s = ForEachGathered([](const std::string&, const torch::Tensor&) {
+        return absl::OkStatus();
+      });
+      if (!s.ok()) return s;
     }
     return v1::WeightSyncStats();
   }
@@ -171,9 +168,11 @@ absl::StatusOr<v1::WeightSyncStats> LocalLearner::PublishWeights() {
   // trained on another base.
   model::NamedTensors sent;
   if (gathers) {
-    absl::StatusOr<model::NamedTensors> gathered = GatheredWeights(/*keep=*/true);
-    if (!gathered.ok()) return gathered.status();
-    sent = *std::move(gathered);
+    absl::Status s = ForEachGathered([&sent](const std::string& name, const torch::Tensor& t) {
+      sent.emplace_back(name, t.clone());
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
   } else {
     sent = models_->TrainedWeights();
   }
@@ -193,10 +192,25 @@ absl::Status LocalLearner::SaveWeights(const std::string& path) {
   // Plain Llama weights (adapters merged) that load without LoRA. Flat
   // shards: gathered unit by unit; rank 0 writes them.
   if (engine_->flat() == nullptr) return SaveNamed(path, models_->policy()->MergedWeights());
-  const bool writes = engine_->group().rank() == 0;
-  absl::StatusOr<model::NamedTensors> gathered = GatheredWeights(writes);
-  if (!gathered.ok()) return gathered.status();
-  return writes ? SaveNamed(path, *gathered) : absl::OkStatus();
+  // Each tensor written as its unit is gathered, in the units' order.
+  std::unique_ptr<model::SafetensorsWriter> writer;
+  if (engine_->group().rank() == 0) {
+    const torch::ScalarType dtype = models_->policy()->BaseWeights().front().second.scalar_type();
+    std::vector<model::TensorSpec> specs;
+    for (const model::FlatUnit& unit : engine_->flat()->layouts()) {
+      for (const model::FlatEntry& e : unit.entries) specs.push_back({e.name, dtype, e.shape});
+    }
+    absl::StatusOr<std::unique_ptr<model::SafetensorsWriter>> opened =
+        model::SafetensorsWriter::Open(path, specs,
+                                       {{"policy_version", absl::StrCat(engine_->version())}});
+    if (!opened.ok()) return opened.status();
+    writer = *std::move(opened);
+  }
+  absl::Status s = ForEachGathered([&writer](const std::string&, const torch::Tensor& t) {
+    return writer != nullptr ? writer->Append(t) : absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return writer != nullptr ? writer->Finish() : absl::OkStatus();
 }
 
 }  // namespace internal

@@ -28,6 +28,44 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
     const std::string& path, const NamedTensors& tensors,
     const std::map<std::string, std::string>& metadata = {});
 
+// One tensor of a file written a tensor at a time.
+struct TensorSpec {
+  std::string name;
+  torch::ScalarType dtype = torch::kFloat32;
+  std::vector<int64_t> shape;
+};
+
+// A safetensors file written one tensor at a time (a sharded learner's
+// export: each unit as it is gathered), so that the writer never holds more
+// than the tensor it is given: the header first, from every tensor's spec,
+// then each tensor's bytes in the specs' order. Atomic as SaveSafetensors:
+// the file appears at `path` only on Finish; a writer destroyed before
+// leaves nothing.
+class SafetensorsWriter {
+ public:
+  // InvalidArgument for a duplicate or reserved name or an unsupported
+  // dtype; an errno status when the temporary file cannot be written.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<SafetensorsWriter>> Open(
+      const std::string& path, const std::vector<TensorSpec>& specs,
+      const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+
+  // The next spec's tensor (converted to the spec's dtype, moved to the
+  // host). InvalidArgument when its shape is not the spec's or every spec
+  // was written.
+  [[nodiscard]] absl::Status Append(const torch::Tensor& tensor);
+  // FailedPrecondition unless every spec was written; then fsync and rename.
+  [[nodiscard]] absl::Status Finish();
+
+ private:
+  SafetensorsWriter(std::string path, std::string tmp, int fd, std::vector<TensorSpec> specs);
+
+  const std::string path_, tmp_;
+  int fd_;
+  const std::vector<TensorSpec> specs_;
+  size_t next_ = 0;
+};
+
 // A safetensors file mapped read-only (mmap). Open parses and validates
 // the header; Read and ReadInto copy one tensor out of the mapping in
 // chunks of kChunkBytes, releasing each chunk's pages from the process

@@ -231,8 +231,11 @@ absl::StatusOr<Checkpoint> ReadLatestCheckpoint(env::Env* env, const std::string
     field = "ledger";
     s.ledger_state = j.at(field).dump();
     field = "files";
-    for (const char* required :
-         {CheckpointDir::kWeights, CheckpointDir::kOptimizer, CheckpointDir::kRng}) {
+    // The policy whole, or as a sharded learner group's shards.
+    const char* policy = j.at(field).contains(CheckpointDir::kShardsIndex)
+                             ? CheckpointDir::kShardsIndex
+                             : CheckpointDir::kWeights;
+    for (const char* required : {policy, CheckpointDir::kOptimizer, CheckpointDir::kRng}) {
       if (!j.at(field).contains(required)) {
         return absl::DataLossError(absl::StrCat("checkpoint part ", required, ": ", state_path,
                                                 " does not list it"));

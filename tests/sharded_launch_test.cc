@@ -22,6 +22,7 @@
 #include "config/job_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "loop/recipe.h"
 #include "tests/launch_util.h"
 #include "tests/tiny_job.h"
 
@@ -129,6 +130,7 @@ TEST_F(ShardedLaunchTest, FourRanksCheckpointResumesOnTwo) {
 TEST_F(ShardedLaunchTest, ExportOfAShardedRunLoadsInTransformers) {
   const fs::path out = root_ / "hf_run";
   v1::JobConfig job = testing_util::OnQwen2Arith(ShardedJob(2, 2));
+  ASSERT_TRUE(loop::PrepareJob(&job).ok());
   ASSERT_TRUE(ExitedOk(Wait(Launch("hf_run", config::ResolvedJobYaml(job)))))
       << Slurp(root_ / "hf_run.log");
   ASSERT_TRUE(fs::exists(out / "hf" / "model.safetensors"));

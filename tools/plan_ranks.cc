@@ -53,14 +53,9 @@ std::vector<PlanLine> LearnerPerRank(const Plan& plan, const v1::JobConfig& job,
   if (line.object == "gradients") set(rank.gradients);
   if (line.object == "optimizer_state") set(rank.optimizer_state);
   if (line.object == "master_weights") set(rank.master_weights);
-  if (line.object == "adapters" && stage >= 3 && learners > 1) {
-    set(static_cast<double>(line.bytes) / learners);
-  }
-  // The version staged for the actors: under ZeRO-2/3 each rank stages its
-  // own shards, which a resharding sync sends (model/shard_layout.h).
-  if (line.object == "communication" && stage >= 2 && learners > 1) {
-    set(static_cast<double>(line.bytes) / learners);
-  }
+  // LoRA's adapters stay whole on every rank, and rank 0 gathers and
+  // stages the whole version it publishes to the actors
+  // (docs/parallelism.md): those lines are the single learner's.
   out.push_back(line);
   if (line.object == "parameters" && rank.gathered > 0) {
     out.push_back({line.role, "parameters", RoundUp(rank.gathered),
@@ -81,7 +76,7 @@ std::vector<PlanLine> LearnerPerRank(const Plan& plan, const v1::JobConfig& job,
 // cache, a forward's workspace at the slice's widths.
 PlanLine SlicePerRank(const config::ModelShape& s, int k, PlanLine line) {
   if (k <= 1) return line;
-  const config::ModelShape slice = config::TensorParallelSlice(s, k);
+  const config::ModelShape slice = config::TensorParallelShape(s, k);
   const auto scale = [&](int64_t part, int64_t whole, const std::string& why) {
     line.bytes = RoundUp(static_cast<double>(line.bytes) * part / whole);
     absl::StrAppend(&line.formula, ", x ", part, "/", whole, " (tensor_parallel ", k, ": ", why,

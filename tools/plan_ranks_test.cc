@@ -91,16 +91,15 @@ TEST(PlanRanksTest, EachStageSplitsTheLearnersStateOverItsRanks) {
       const int64_t optimizer = Line(whole, "optimizer_state");
       EXPECT_NEAR(Line(rank.resident, "optimizer_state"), optimizer / n, 1);
       if (stage == 1) EXPECT_EQ(split, params + grads + (optimizer + n - 1) / n);
-      // From stage 2 each rank stages only its shards of the new version.
-      const int64_t shards = (staged + n - 1) / n;
+      // Rank 0 gathers and stages the whole new version for the actors.
       if (stage == 2) {
         EXPECT_NEAR(split, params + (grads + optimizer) / n, 2);
-        EXPECT_EQ(Line(rank.resident, "communication"), shards + bucket);
+        EXPECT_EQ(Line(rank.resident, "communication"), staged + bucket);
       }
       if (stage == 3) {
         // single / N + the gathered buffers (two blocks and the outer unit).
         EXPECT_NEAR(split, state / n + gathered, 3);
-        EXPECT_EQ(Line(rank.resident, "communication"), shards + bucket);
+        EXPECT_EQ(Line(rank.resident, "communication"), staged + bucket);
       }
       if (stage == 1) EXPECT_EQ(Line(rank.resident, "communication"), staged);
       // The rank trains its own micro-batches: the update's activations whole.
@@ -117,7 +116,7 @@ TEST(PlanRanksTest, ATensorParallelActorRankHoldsItsSliceAndHalfTheCache) {
   const RankPlan whole = PlanRank(plan, Job(0, 1), "actor-0", 1);
   const RankPlan half = PlanRank(plan, job, "actor-0", 1);
   EXPECT_EQ(half.process, "actor-0 (one of 2 tensor-parallel ranks)");
-  const config::ModelShape slice = config::TensorParallelSlice(plan.shape, 2);
+  const config::ModelShape slice = config::TensorParallelShape(plan.shape, 2);
   EXPECT_EQ(Line(half.resident, "parameters"), 4 * config::ParameterCount(slice));
   // Weights / 2 for the split tensors, the embedding, norms and head whole.
   EXPECT_GT(Line(half.resident, "parameters"), Line(whole.resident, "parameters") / 2);

@@ -9,6 +9,7 @@
 //   learner/local_learner.cc               building, the steps, publishing
 //   learner/internal/learner_checkpoint.cc checkpoint save and restore
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,9 +55,11 @@ class LocalLearner : public LearnerWorker {
   // One optimizer step of that objective; its measurement without one.
   absl::StatusOr<v1::TrainStats> Train(BatchRef batch);
   absl::StatusOr<v1::TrainStats> Evaluate(BatchRef batch);
-  // Flat shards: every unit gathered in turn (a collective); copies of the
-  // whole tensors when `keep` (the export path: rank 0's publish and save).
-  absl::StatusOr<model::NamedTensors> GatheredWeights(bool keep);
+  // Flat shards, the export path: every unit gathered in turn (a
+  // collective), `fn` given each of its tensors (under LoRA a block's
+  // merged with its adapters), valid during the call only.
+  absl::Status ForEachGathered(
+      const std::function<absl::Status(const std::string&, const torch::Tensor&)>& fn);
 
   // --- learner_checkpoint.cc.
   absl::Status SaveNamed(const std::string& path, const model::NamedTensors& named);

@@ -27,7 +27,7 @@ std::string ShardsPath(const std::string& dir, int rank) {
 }
 
 std::string ShardsIndexPath(const std::string& dir) {
-  return env::CheckpointDir(dir).File("shards.index.json");
+  return env::CheckpointDir(dir).File(env::CheckpointDir::kShardsIndex);
 }
 
 std::string ShardsIndexJson(int ranks, int64_t version,

@@ -26,7 +26,7 @@ LAYERS = [
     # 2: the ledger and its metric sinks, the process-group plumbing, plugin processes.
     ["trellis_process_memory", "trellis_heap_hook", "trellis_ledger", "trellis_ledger_cuda", "trellis_observe", "trellis_comm", "trellis_plugin"],
     # 3: weight transports that need no gRPC.
-    ["trellis_weightsync"],
+    ["trellis_weightsync", "trellis_weightsync_reshard"],
     # 4: the roles' engines.
     ["trellis_verifier", "trellis_environment", "trellis_actor", "trellis_reference", "trellis_learner"],
     # 5: recipes and the loop that drives the roles.
@@ -52,7 +52,8 @@ LAYERS = [
 # Libraries that must not link gRPC at all.
 CORE = ["trellis_model", "trellis_shard_layout", "trellis_text", "trellis_data", "trellis_config", "trellis_request_limits", "trellis_process_memory", "trellis_heap_hook", "trellis_ledger", "trellis_ledger_cuda", "trellis_observe", "trellis_learner",
         "trellis_actor", "trellis_reference", "trellis_verifier", "trellis_loop", "trellis_roles",
-        "trellis_run", "trellis_env", "trellis_comm", "trellis_weightsync", "trellis_jinja", "trellis_chat"]
+        "trellis_run", "trellis_env", "trellis_comm", "trellis_weightsync",
+        "trellis_weightsync_reshard", "trellis_jinja", "trellis_chat"]
 GRPC = re.compile(r"^(gRPC::|grpc|trellis_proto_grpc$|trellis_rpc$)")
 
 

@@ -146,6 +146,19 @@ absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i, P
   for (size_t k = 0; k < set.manifest.size(); ++k) {
     const ManifestEntry& e = set.manifest[k];
     if (e.bucket != static_cast<int>(i) || e.nbytes == 0) continue;
+    const at::Tensor& t = tensors[k].second;
+    if (t.device().is_cpu() && t.dim() == 2 && t.stride(1) == 1 && !t.is_contiguous() &&
+        !t.is_conj() && !t.is_neg()) {
+      // Rows contiguous but apart (a strided view: the resharding sync's
+      // row pieces) are packed row by row, with no contiguous copy first.
+      writer.FillTo(e.offset, nullptr);
+      const int64_t row = t.size(1) * t.element_size();
+      const auto* base = static_cast<const uint8_t*>(t.data_ptr());
+      for (int64_t r = 0; r < t.size(0); ++r) {
+        writer.FillTo(e.offset + (r + 1) * row, base + r * t.stride(0) * t.element_size());
+      }
+      continue;
+    }
     at::Tensor src;
     try {
       src = HostCopy(tensors[k].second);
@@ -239,7 +252,10 @@ bool Adoptable(const at::Tensor& target, const at::Tensor& bucket, const Manifes
       e.offset % static_cast<int64_t>(c10::elementSize(e.dtype)) != 0) {
     return false;
   }
-  if (target.storage_offset() == 0 && static_cast<int64_t>(target.storage().nbytes()) == e.nbytes) {
+  // Its own storage, which no other tensor shares: a view spanning all of
+  // another tensor's storage is copied into, or that tensor would not see it.
+  if (target.storage_offset() == 0 && static_cast<int64_t>(target.storage().nbytes()) == e.nbytes &&
+      target.storage().use_count() == 1) {
     return true;
   }
   for (const at::Tensor& bucket : owned) {

@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -65,10 +66,18 @@ class SparePool {
  public:
   const std::vector<at::Tensor>* buckets() const { return &all_; }
   // Keeps `newest` and the buckets remembered last; each is held once, so
-  // that a free one has a use count of 1.
+  // that a free one has a use count of 1 (a bucket of the last version
+  // reused for the newest, when the receiver copied rather than adopted
+  // it, is not kept twice).
   void Remember(const std::vector<at::Tensor>& newest) {
     std::vector<at::Tensor> all = newest;
-    all.insert(all.end(), all_.begin(), all_.begin() + static_cast<ptrdiff_t>(newest_count_));
+    for (size_t i = 0; i < newest_count_; ++i) {
+      const at::Tensor& last = all_[i];
+      if (std::none_of(newest.begin(), newest.end(),
+                       [&](const at::Tensor& t) { return t.is_same(last); })) {
+        all.push_back(last);
+      }
+    }
     all_ = std::move(all);
     newest_count_ = newest.size();
   }
@@ -131,7 +140,8 @@ using PackedThrough = std::function<void(int64_t bytes)>;
 // With `owned` (adoption: the set's buckets belong to the receiver alone and
 // are never written again while referenced, see SparePool; `owned` lists
 // the receiver's buckets of earlier versions), a contiguous CPU dst tensor
-// with the manifest's dtype that owns its whole storage, or sits on one of
+// with the manifest's dtype that owns its whole storage (shared with no
+// other tensor: not a view of another one's), or sits on one of
 // the `owned` buckets from an earlier adoption, takes the memory of a CPU
 // bucket instead of a copy (Tensor::set_): no second pass over the bytes.
 // Other dst tensors (views into the caller's memory, strided, other

@@ -45,4 +45,11 @@ absl::StatusOr<v1::WeightSyncStats> PullReceiver::Receive(int64_t min_version,
   return FinishReceive(fetched->set, dst, fetched->transfer_seconds, spare_.buckets());
 }
 
+int64_t PullReceiver::SpareBytes() {
+  absl::MutexLock lock(&mu_);
+  int64_t bytes = 0;
+  for (const at::Tensor& b : *spare_.buckets()) bytes += b.numel();
+  return bytes;
+}
+
 }  // namespace trellis::weightsync::internal

@@ -31,6 +31,9 @@ class PullReceiver : public Receiver {
   absl::StatusOr<v1::WeightSyncStats> Receive(int64_t min_version, const NamedTensors& dst,
                                               absl::Duration timeout) final;
 
+  // The bytes of the buckets kept for the next versions (SparePool).
+  int64_t SpareBytes();
+
  protected:
   // `name` starts the errors ("weightsync gloo receiver 0"); `source` names
   // the publisher ("10.0.0.7:29500").

@@ -162,6 +162,16 @@ int64_t VersionStage::newest_version() {
   return newest_.value_or(-1);
 }
 
+int64_t VersionStage::StagedBytes() {
+  absl::MutexLock lock(&mu_);
+  int64_t bytes = 0;
+  for (const BucketSet* set : {static_cast<const BucketSet*>(latest_.get()), packing_.set.get()}) {
+    if (set == nullptr) continue;
+    for (const at::Tensor& b : set->buckets) bytes += b.numel();
+  }
+  return bytes;
+}
+
 void VersionStage::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;

@@ -125,6 +125,10 @@ class VersionStage {
   // The newest staged version, or -1.
   int64_t newest_version();
 
+  // The bytes of the buckets held here: the staged version's and the one
+  // being packed.
+  int64_t StagedBytes();
+
   // Wakes every waiter and makes later waits return Cancelled.
   void Close();
 
