@@ -16,6 +16,7 @@
 #include "model/policy.h"
 #include "model/routing_record.h"
 #include "model/shared_base.h"
+#include "model/tensor_parallel.h"
 #include "model/torch_device.h"
 #include "model/torch_status.h"
 #include "model/transformer.h"
@@ -28,15 +29,20 @@ class LocalActor : public RolloutWorker {
  public:
   // `shared_bytes`: the bytes of the model's base that another role of the
   // process holds (LocalActorOptions::shared_base), not counted here.
-  LocalActor(model::Transformer model, const text::Tokenizer* tokenizer,
-             weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options,
-             int64_t shared_bytes)
+  // `parallel`: the tensor-parallel group the rollouts run on, else `model`.
+  LocalActor(model::Transformer model, std::unique_ptr<model::TensorParallelModel> parallel,
+             const text::Tokenizer* tokenizer, weightsync::Receiver* receiver,
+             ledger::Ledger* ledger, LocalActorOptions options, int64_t shared_bytes)
       : tokenizer_(tokenizer),
         receiver_(receiver),
         ledger_(ledger),
         options_(std::move(options)),
         model_(std::move(model)),
+        parallel_(parallel.get()),
         turns_(options_.turn_cache_bytes) {
+    decoder_ = parallel ? std::move(parallel)
+                        : std::unique_ptr<model::Decoder>(
+                              std::make_unique<model::TransformerDecoder>(*model_));
     model_->eval();
     for (auto& p : model_->parameters()) p.set_requires_grad(false);
     if (model_->has_adapters()) {
@@ -103,11 +109,9 @@ class LocalActor : public RolloutWorker {
                           absl::StrCat(options_.worker_id, ": weight sync to version ", version,
                                        ": ", stats.status().message()));
     }
-    if (!adapters_.empty()) {
-      if (absl::Status s = ApplyAdapters(); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(options_.worker_id, ": weight sync to version ",
-                                                   stats->version(), ": ", s.message()));
-      }
+    if (absl::Status s = ApplyReceived(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(options_.worker_id, ": weight sync to version ",
+                                                 stats->version(), ": ", s.message()));
     }
     version_ = stats->version();
     return stats;
@@ -168,7 +172,7 @@ class LocalActor : public RolloutWorker {
       };
     }
     absl::StatusOr<internal::EngineResult> run =
-        internal::RunEngine(*model_, request, tokenizer_->pad_id(), engine, callbacks,
+        internal::RunEngine(*decoder_, request, tokenizer_->pad_id(), engine, callbacks,
                             options_.turn_cache_bytes > 0 && !options_.record_routing
                                 ? &turns_
                                 : nullptr);
@@ -272,6 +276,12 @@ class LocalActor : public RolloutWorker {
     return bytes;
   }
 
+  // What Receive wrote, into what computes: the adapters, the ranks' slices.
+  absl::Status ApplyReceived() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (absl::Status s = adapters_.empty() ? absl::OkStatus() : ApplyAdapters(); !s.ok()) return s;
+    return parallel_ == nullptr ? absl::OkStatus() : parallel_->LoadWeights(model_->NamedWeights());
+  }
+
   // LoRA: copies the received adapters into the model if the learner
   // trained them on this actor's base; FailedPrecondition (the model
   // unchanged) if not.
@@ -302,6 +312,9 @@ class LocalActor : public RolloutWorker {
   const LocalActorOptions options_;
   mutable absl::Mutex mu_;
   model::Transformer model_ ABSL_GUARDED_BY(mu_);
+  // What the rollouts run on: model_, or the tensor-parallel parallel_.
+  std::unique_ptr<model::Decoder> decoder_ ABSL_GUARDED_BY(mu_);
+  model::TensorParallelModel* parallel_ ABSL_GUARDED_BY(mu_);
   // Where Receive writes: the model's own weights, or under LoRA buffers
   // for the adapters followed by kBaseFingerprint.
   weightsync::NamedTensors weights_ ABSL_GUARDED_BY(mu_);
@@ -316,6 +329,11 @@ class LocalActor : public RolloutWorker {
   model::HostOffload offload_ ABSL_GUARDED_BY(mu_);
 };
 
+// `status` with its message prefixed by the worker's id.
+absl::Status WithId(const std::string& id, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(id, ": ", status.message()));
+}
+
 // NewLocalActor's engine, before the LibTorch edge.
 absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(const v1::ModelConfig& model,
                                                                const text::Tokenizer* tokenizer,
@@ -327,10 +345,7 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(const v1::ModelCo
   if (options.lora.rank() > 0) {
     absl::StatusOr<model::Transformer> built =
         model::NewPolicy(model, options.lora, tokenizer->vocab_size(), options.seed);
-    if (!built.ok()) {
-      return absl::Status(built.status().code(),
-                          absl::StrCat(options.worker_id, ": ", built.status().message()));
-    }
+    if (!built.ok()) return WithId(options.worker_id, built.status());
     policy = *std::move(built);
   } else {
     const std::unique_lock<std::recursive_mutex> draws = model::LockInitialDraws();
@@ -339,14 +354,19 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(const v1::ModelCo
   policy->to(model::TorchDevice(options.device));
   if (options.lora.rank() > 0 && options.shared_base != nullptr && !options.colocated) {
     absl::StatusOr<int64_t> attached = options.shared_base->Attach(policy);
-    if (!attached.ok()) {
-      return absl::Status(attached.status().code(),
-                          absl::StrCat(options.worker_id, ": ", attached.status().message()));
-    }
+    if (!attached.ok()) return WithId(options.worker_id, attached.status());
     shared_bytes = *attached;
   }
-  return std::unique_ptr<RolloutWorker>(std::make_unique<LocalActor>(
-      std::move(policy), tokenizer, receiver, ledger, std::move(options), shared_bytes));
+  std::unique_ptr<model::TensorParallelModel> parallel;
+  if (options.tensor_parallel > 1) {
+    absl::StatusOr<std::unique_ptr<model::TensorParallelModel>> group =
+        model::TensorParallelModel::Split(*policy, options.tensor_parallel, options.lora);
+    if (!group.ok()) return WithId(options.worker_id, group.status());
+    parallel = *std::move(group);
+  }
+  return std::unique_ptr<RolloutWorker>(
+      std::make_unique<LocalActor>(std::move(policy), std::move(parallel), tokenizer, receiver,
+                                   ledger, std::move(options), shared_bytes));
 }
 
 }  // namespace
@@ -365,6 +385,10 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> NewLocalActor(const v1::ModelConf
   if (options.turn_cache_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         id, ": turn_cache_bytes must be >= 0 (0: off), found ", options.turn_cache_bytes));
+  }
+  if (options.tensor_parallel > 1 && options.colocated) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(id, ": tensor_parallel > 1 with the colocated placement is not supported"));
   }
   absl::StatusOr<std::unique_ptr<RolloutWorker>> actor = model::TorchEdge(id).Call(
       "build", [&] { return BuildLocalActor(model, tokenizer, receiver, ledger, options); });

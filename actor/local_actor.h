@@ -74,6 +74,12 @@ struct LocalActorOptions {
   // (Sample.routing), and the turn cache is not used (its positions were
   // routed by earlier calls).
   bool record_routing = false;
+  // deployment.actor.tensor_parallel: K > 1 computes the rollouts on a
+  // tensor-parallel group of K ranks (model/tensor_parallel.h), each
+  // received weight sliced into them; the samples are those of K = 1
+  // (tokens exactly, log-probs within float noise). Must be in [1, 64] and
+  // divide n_heads, n_kv_heads and d_ff; not with `colocated`.
+  int tensor_parallel = 1;
 };
 
 // An in-process actor: its own copy of the policy, batched sampling with a

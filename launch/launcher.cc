@@ -248,6 +248,9 @@ AttemptResult RunAttempt(const LaunchPlan& plan, bool resume) {
   }
   for (const scheduler::WorkerPlacement& p : plan.placed) {
     if (!result.status.ok()) break;
+    // A tensor-parallel replica is one process whose ranks are its threads
+    // (model/tensor_parallel.h): it starts at its rank-0 placement.
+    if (p.tp_rank > 0) continue;
     result.status = start(p.id,
                           {"serve", config::RoleName(p.id.role()), "--scheduler", scheduler,
                            "--index", absl::StrCat(p.id.index())},

@@ -60,11 +60,17 @@ absl::StatusOr<TokenBatch> MakeTokenBatch(absl::Span<const SequencePair> pairs,
 torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
                              double temperature, torch::Tensor* argmax_hits,
                              ExpertRouting* routing) {
+  TransformerDecoder decoder(*model);
+  return TargetLogProbs(decoder, batch, temperature, argmax_hits, routing);
+}
+
+torch::Tensor TargetLogProbs(Decoder& model, const TokenBatch& batch, double temperature,
+                             torch::Tensor* argmax_hits, ExpertRouting* routing) {
   const torch::Tensor positions = torch::arange(batch.inputs.size(1), torch::kLong)
                                       .unsqueeze(0)
                                       .expand_as(batch.inputs);
   return TargetLogProbsFromLogits(
-      model->forward(batch.inputs, positions, torch::Tensor(), nullptr, routing), batch,
+      model.forward(batch.inputs, positions, torch::Tensor(), nullptr, routing), batch,
       temperature, argmax_hits);
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "model/decoder.h"
 #include "model/transformer.h"
 
 namespace trellis::model {
@@ -66,6 +67,11 @@ std::vector<int64_t> LengthOrder(absl::Span<const SequencePair> pairs);
 // (model/transformer.h ExpertRouting).
 torch::Tensor TargetLogProbs(Transformer& model, const TokenBatch& batch,
                              double temperature = 1.0,
+                             torch::Tensor* argmax_hits = nullptr,
+                             ExpertRouting* routing = nullptr);
+// The same through a Decoder (one Transformer, or a tensor-parallel group:
+// model/tensor_parallel.h).
+torch::Tensor TargetLogProbs(Decoder& model, const TokenBatch& batch, double temperature = 1.0,
                              torch::Tensor* argmax_hits = nullptr,
                              ExpertRouting* routing = nullptr);
 // The same from logits [B, T, vocab] already computed for `batch` (a

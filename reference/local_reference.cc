@@ -16,6 +16,7 @@
 #include "model/offload.h"
 #include "model/safetensors.h"
 #include "model/shared_base.h"
+#include "model/tensor_parallel.h"
 #include "model/token_batch.h"
 #include "model/torch_device.h"
 #include "model/torch_status.h"
@@ -69,11 +70,17 @@ class LocalReference : public ReferenceWorker {
         temperature_(job.sampling().temperature()),
         offload_(job.memory().offload_frozen() ||
                  job.deployment().placement() == v1::DeploymentConfig::COLOCATED),
+        tensor_parallel_(job.deployment().reference().tensor_parallel()),
         ledger_(ledger),
         shared_base_(offload_ ? nullptr : std::move(shared_base)) {}
 
   // Loads the distill teacher or the job's reward model, if it has one.
   absl::Status Init(const v1::JobConfig& job) {
+    if (tensor_parallel_ > 1 && offload_) {
+      return absl::InvalidArgumentError(
+          "reference: deployment.reference.tensor_parallel > 1 is not supported with "
+          "memory.offload_frozen or the colocated placement (its ranks do not move)");
+    }
     if (teacher_) return LoadTeacher();
     if (config::RecipeOf(job) != config::Recipe::kPpo ||
         job.ppo().reward() != v1::PpoConfig::REWARD_MODEL) {
@@ -118,8 +125,7 @@ class LocalReference : public ReferenceWorker {
       if (!attached.ok()) return attached.status();
       shared = *attached;
     }
-    Install(*std::move(model), shared, window);
-    return absl::OkStatus();
+    return Install(*std::move(model), shared, window);
   }
 
   absl::StatusOr<v1::ScoreResponse> Scores(const v1::LogProbRequest& request) override {
@@ -176,7 +182,7 @@ class LocalReference : public ReferenceWorker {
       for (const int64_t i : ids) slice.push_back(pairs[i]);
       absl::StatusOr<model::TokenBatch> batch = MakeBatch(slice, ids);
       if (!batch.ok()) return batch.status();
-      const torch::Tensor logp = model::TargetLogProbs(model_, *batch, temperature_);
+      const torch::Tensor logp = model::TargetLogProbs(*decoder_, *batch, temperature_);
       response.set_forward_flops(response.forward_flops() + Flops(*batch));
       for (size_t k = 0; k < ids.size(); ++k) {
         std::vector<float> row = model::RowResponseValues(logp, *batch, static_cast<int64_t>(k));
@@ -200,14 +206,30 @@ class LocalReference : public ReferenceWorker {
                    from_init ? config_.init_checkpoint() : config_.path(),
                    from_init ? "distill.teacher.init_checkpoint" : "distill.teacher.path");
     if (!model.ok()) return model.status();
-    Install(*std::move(model), 0, window);
-    return absl::OkStatus();
+    return Install(*std::move(model), 0, window);
   }
 
   // `model` as the reference from now on, `shared` of its bytes read from
   // the learner's base; its bytes and the load's scratch (seen by `window`)
-  // in the ledger, then out to the host under offload_.
-  void Install(model::Transformer model, int64_t shared, const ledger::PeakWindow& window) {
+  // in the ledger, then out to the host under offload_. With
+  // tensor_parallel_ > 1 the log-probs run on a group of that many ranks
+  // holding its slices (model/tensor_parallel.h); fails, changing nothing,
+  // when the model does not split.
+  absl::Status Install(model::Transformer model, int64_t shared,
+                       const ledger::PeakWindow& window) {
+    std::unique_ptr<model::Decoder> decoder;
+    if (tensor_parallel_ > 1) {
+      absl::StatusOr<std::unique_ptr<model::TensorParallelModel>> group =
+          model::TensorParallelModel::Split(*model, tensor_parallel_);
+      if (!group.ok()) {
+        return absl::Status(group.status().code(),
+                            absl::StrCat("reference: ", group.status().message()));
+      }
+      decoder = *std::move(group);
+    } else {
+      decoder = std::make_unique<model::TransformerDecoder>(*model);
+    }
+    decoder_ = std::move(decoder);
     if (ledger_ != nullptr) {
       ledger_->RecordObject(id_, ledger::Object::kReferenceModel, ParameterBytes(model) - shared,
                             ledger::Stage::kLoad);
@@ -219,6 +241,7 @@ class LocalReference : public ReferenceWorker {
     model_offload_ = model::HostOffload();
     Move(model_, model_offload_, ledger::Object::kReferenceModel, ledger::MoveDirection::kOut,
          ledger::Stage::kLoad);
+    return absl::OkStatus();
   }
 
   // memory.offload_frozen or the colocated placement: `model`'s weights in
@@ -291,10 +314,14 @@ class LocalReference : public ReferenceWorker {
   const text::Tokenizer* tokenizer_;
   const double temperature_;
   const bool offload_;
+  // deployment.reference.tensor_parallel.
+  const int tensor_parallel_;
   ledger::Ledger* ledger_;
   // Null when nothing is shared or the weights move (offload_).
   const std::shared_ptr<const model::SharedBase> shared_base_;
   model::Transformer model_{nullptr};
+  // What LogProbs runs: model_, or a tensor-parallel group of its slices.
+  std::unique_ptr<model::Decoder> decoder_;
   model::Transformer reward_model_{nullptr};
   model::HostOffload model_offload_;
   model::HostOffload reward_offload_;

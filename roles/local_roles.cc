@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
   options.colocated = job.deployment().placement() == v1::DeploymentConfig::COLOCATED;
   options.shared_base = std::move(shared_base);
   options.record_routing = job.grpo().routing_replay();
+  options.tensor_parallel = job.deployment().actor().tensor_parallel();
   return actor::NewLocalActor(job.model(), tokenizer, receiver, ledger, options);
 }
 

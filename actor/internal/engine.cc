@@ -26,7 +26,7 @@ torch::Tensor LongTensor(const std::vector<int64_t>& values) {
 
 class Decoder {
  public:
-  Decoder(model::TransformerImpl& model, const v1::GenerateRequest& request, int32_t pad_id,
+  Decoder(model::Decoder& model, const v1::GenerateRequest& request, int32_t pad_id,
           const EngineOptions& options, const EngineCallbacks& callbacks, TurnCache* turns,
           EngineResult* result)
       : model_(model),
@@ -306,7 +306,7 @@ class Decoder {
   // What the turn cache holds now (its entries are copies).
   int64_t TurnBytes() const { return turns_ != nullptr ? turns_->bytes() : 0; }
 
-  model::TransformerImpl& model_;
+  model::Decoder& model_;
   const v1::GenerateRequest& request_;
   const int32_t pad_id_;
   const EngineOptions& options_;
@@ -328,7 +328,7 @@ class Decoder {
 
 }  // namespace
 
-absl::StatusOr<EngineResult> RunEngine(model::TransformerImpl& model,
+absl::StatusOr<EngineResult> RunEngine(model::Decoder& model,
                                        const v1::GenerateRequest& request, int32_t pad_id,
                                        const EngineOptions& options,
                                        const EngineCallbacks& callbacks, TurnCache* turns) {
@@ -340,6 +340,14 @@ absl::StatusOr<EngineResult> RunEngine(model::TransformerImpl& model,
   if (absl::Status s = decoder.Run(); !s.ok()) return s;
   result.decode.seconds = SecondsSince(start) - result.prefill.seconds;
   return result;
+}
+
+absl::StatusOr<EngineResult> RunEngine(model::TransformerImpl& model,
+                                       const v1::GenerateRequest& request, int32_t pad_id,
+                                       const EngineOptions& options,
+                                       const EngineCallbacks& callbacks, TurnCache* turns) {
+  model::TransformerDecoder decoder(model);
+  return RunEngine(decoder, request, pad_id, options, callbacks, turns);
 }
 
 }  // namespace trellis::actor::internal

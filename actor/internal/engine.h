@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "actor/internal/turn_cache.h"
+#include "model/decoder.h"
 #include "model/transformer.h"
 #include "trellis/v1/rollout.pb.h"
 
@@ -116,6 +117,14 @@ struct EngineCallbacks {
 // that fit the model with max_new_tokens >= 1, non-empty stop sequences);
 // options validated, record_routing only without `turns`. `turns`
 // (nullptr: none) is used by this call alone.
+// `model` is one Transformer or a tensor-parallel group
+// (model/tensor_parallel.h).
+absl::StatusOr<EngineResult> RunEngine(model::Decoder& model,
+                                       const v1::GenerateRequest& request, int32_t pad_id,
+                                       const EngineOptions& options,
+                                       const EngineCallbacks& callbacks,
+                                       TurnCache* turns = nullptr);
+// The same on one Transformer.
 absl::StatusOr<EngineResult> RunEngine(model::TransformerImpl& model,
                                        const v1::GenerateRequest& request, int32_t pad_id,
                                        const EngineOptions& options,

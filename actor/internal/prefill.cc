@@ -45,7 +45,7 @@ void Compact(int64_t columns, Prefill* prefill) {
 
 }  // namespace
 
-Prefill RunPrefill(model::TransformerImpl& model,
+Prefill RunPrefill(model::Decoder& model,
                    const std::vector<const google::protobuf::RepeatedField<int32_t>*>& sequences,
                    int32_t pad_id, TurnCache* turns, bool record_routing,
                    EngineResult* result) {

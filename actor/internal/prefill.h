@@ -13,6 +13,7 @@
 #include "actor/internal/engine.h"
 #include "actor/internal/turn_cache.h"
 #include "google/protobuf/repeated_field.h"
+#include "model/decoder.h"
 #include "model/transformer.h"
 
 namespace trellis::actor::internal {
@@ -32,7 +33,7 @@ struct Prefill {
 // reused_tokens (those taken from `turns`) and prefill work.
 // REQUIRES: under torch::NoGradGuard; non-empty sequences; no `turns` with
 // record_routing.
-Prefill RunPrefill(model::TransformerImpl& model,
+Prefill RunPrefill(model::Decoder& model,
                    const std::vector<const google::protobuf::RepeatedField<int32_t>*>& sequences,
                    int32_t pad_id, TurnCache* turns, bool record_routing, EngineResult* result);
 

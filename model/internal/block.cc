@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "config/choice.h"
+#include "model/internal/tensor_parallel_reduce.h"
 #include "model/lora.h"
 #include "model/moe.h"
 #include "model/rope.h"
@@ -71,10 +72,12 @@ void Block::ResetAdapters() {
 
 torch::Tensor Block::forward(const torch::Tensor& x, const AttentionContext& ctx,
                              LayerRouting* routing) {
-  torch::Tensor h = x + Attend(input_layernorm->forward(x), ctx);
+  // A tensor-parallel rank's o_proj and down_proj give partial sums
+  // (model/tensor_parallel.h): the group adds them up.
+  torch::Tensor h = x + ReduceAcrossRanks(Attend(input_layernorm->forward(x), ctx));
   const torch::Tensor n = post_attention_layernorm->forward(h);
   if (moe) return h + moe->forward(n, *routing);
-  return h + down_proj(torch::silu(gate_proj(n)) * up_proj(n));
+  return h + ReduceAcrossRanks(down_proj(torch::silu(gate_proj(n)) * up_proj(n)));
 }
 
 // The G = n_heads / n_kv_heads query heads that share a KV head are
