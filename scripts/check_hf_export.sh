@@ -17,11 +17,7 @@ cd "$(dirname "$0")/.."
 source scripts/fixtures_venv.sh
 if [[ "${1:-}" == --if-venv ]]; then
   shift
-  if ! fixtures_venv_ensure; then
-    echo "SKIPPED: could not make the venv at $FIXTURES_VENV with ${FIXTURES_PINNED[*]}" \
-      "from PyPI (the pip output above says why)"
-    exit 77
-  fi
+  fixtures_venv_ensure_or_skip
 fi
 fixtures_venv_ensure
 WRITER=${1:-}

@@ -11,6 +11,8 @@
 #                            install) unless it is ready; its torch is the
 #                            build's (scripts/venv_with_torch.sh), the rest
 #                            about 300 MB from PyPI
+#   fixtures_venv_ensure_or_skip  the same, or exit 77 (ctest's skip) saying
+#                            why when it cannot be made
 source scripts/venv_with_torch.sh
 FIXTURES_VENV=${TRELLIS_FIXTURES_VENV:-.venv/fixtures}
 FIXTURES_PINNED=(torch==2.15.0 transformers==5.24.0 safetensors==0.8.0 numpy==2.4.6 peft==0.21.2
@@ -28,5 +30,15 @@ fixtures_venv_ensure() {
   if ! fixtures_venv_ready; then
     make_venv_with_torch "$FIXTURES_VENV"
     "$FIXTURES_VENV/bin/pip" install --quiet --disable-pip-version-check "${FIXTURES_PINNED[@]}"
+  fi
+}
+
+# For a script's --if-venv: makes FIXTURES_VENV, or where it cannot be made
+# (no network, no PyPI) exits 77 (ctest's skip) saying why.
+fixtures_venv_ensure_or_skip() {
+  if ! fixtures_venv_ensure; then
+    echo "SKIPPED: could not make the venv at $FIXTURES_VENV with ${FIXTURES_PINNED[*]}" \
+      "from PyPI (the pip output above says why)"
+    exit 77
   fi
 }

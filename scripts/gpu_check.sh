@@ -16,7 +16,9 @@
 #   --out DIR        logs and run directories (default: runs/gpu_check)
 #   --only CHECKS    run only these checks (names as --list prints them)
 #   --require-gpu    exit 1 when no GPU is visible (on the GPU machine)
-#   --list           print the checks, one a line, and exit
+#   --list           print the checks, one a line, then each CTest test
+#                    labelled gpu in the build (indented under gpu_tests:
+#                    the NCCL and CUDA paths' tests), and exit
 #
 # Exit: 0 when no check failed (skips are not failures), 1 when one did or
 # --require-gpu found no GPU, 2 for bad arguments.
@@ -35,6 +37,7 @@ build=1
 out=runs/gpu_check
 only=""
 require_gpu=0
+list=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) [ $# -ge 2 ] || die "--build-dir needs a directory"; build_dir=$2; shift ;;
@@ -42,12 +45,20 @@ while [ $# -gt 0 ]; do
     --out) [ $# -ge 2 ] || die "--out needs a directory"; out=$2; shift ;;
     --only) [ $# -ge 2 ] || die "--only needs check names"; only=$2; shift ;;
     --require-gpu) require_gpu=1 ;;
-    --list) printf '%s\n' "${CHECKS[@]}"; exit 0 ;;
+    --list) list=1 ;;
     -h | --help) usage; exit 0 ;;
     *) die "unknown argument '$1' (scripts/gpu_check.sh --help lists them)" ;;
   esac
   shift
 done
+
+if [ "$list" = 1 ]; then
+  printf '%s\n' "${CHECKS[@]}"
+  if [ -f "$build_dir/CTestTestfile.cmake" ]; then
+    ctest --test-dir "$build_dir" -N -L gpu | sed -n 's/^ *Test *#[0-9]*: /  /p'
+  fi
+  exit 0
+fi
 
 selected=("${CHECKS[@]}")
 if [ -n "$only" ]; then

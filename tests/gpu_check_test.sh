@@ -28,8 +28,12 @@ grep -q "no check 'nope' (checks: gpu_tests grpo_colocated grpo_disaggregated we
 expect_exit 2 "--build-dir without a value" $script --build-dir
 expect_exit 2 "a build without trellis" $script --no-build --build-dir "$tmp"
 grep -q "no trellis binary in '$tmp'" "$tmp/stderr" || fail "no message naming the build dir"
-expect_exit 0 "--list" $script --list
-[ "$(wc -l <"$tmp/stdout")" -eq 4 ] || fail "--list printed $(wc -l <"$tmp/stdout") checks, not 4"
+expect_exit 0 "--list" $script --list --build-dir "$build"
+[ "$(grep -c '^[a-z]' "$tmp/stdout")" -eq 4 ] || fail "--list printed $(grep -c '^[a-z]' "$tmp/stdout") checks, not 4"
+# The GPU paths' tests, each skipping here with its reason.
+for gpu_test in tensor_parallel_gpu_test host_offload_gpu_test; do
+  grep -q "^  $gpu_test\$" "$tmp/stdout" || fail "--list does not list $gpu_test"
+done
 expect_exit 0 "--help" $script --help
 grep -q -- "--require-gpu" "$tmp/stdout" || fail "--help does not describe --require-gpu"
 
