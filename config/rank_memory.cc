@@ -88,20 +88,27 @@ ProcessPrice LearnerPrice(const v1::JobConfig& job, const ModelShape& s, int ran
 // of the KV cache of `rows` samples (0: a reference, which keeps none).
 ProcessPrice SlicePrice(std::string process, const ModelShape& s, int k, double rows,
                         double tokens) {
-  const ModelShape slice = TensorParallelShape(s, k);
-  const double weights = kFloatBytes * static_cast<double>(ParameterCount(slice));
-  const double cache = KvCacheBytes(slice, rows, tokens);
-  std::string what = absl::StrCat(GiBText(weights), " of weights");
+  const double whole = kFloatBytes * static_cast<double>(ParameterCount(s));
+  // A tensor-parallel replica is one process whose K ranks are threads: it
+  // keeps the whole model (the weight sync's receive buffer, the loaded
+  // reference) beside the K ranks' slices, and one KV cache of every head
+  // that each rank reads its heads of (docs/parallelism.md).
+  const double slices =
+      k > 1 ? k * kFloatBytes * static_cast<double>(ParameterCount(TensorParallelShape(s, k)))
+            : 0;
+  const double cache = KvCacheBytes(s, rows, tokens);
+  std::string what = absl::StrCat(GiBText(whole), " of weights");
   if (k > 1) {
-    absl::StrAppend(&what, " (1/", k, " of each block, the embedding, norms and head whole)");
+    absl::StrAppend(&what, " + ", GiBText(slices), " of its ", k,
+                    " ranks' slices (1/K of each block, the embedding, norms and head whole)");
   }
   if (rows > 0) {
     absl::StrAppend(&what, " + ", GiBText(cache), " of KV cache (", rows,
-                    " samples x 4 B x 2 x n_layers x n_kv_heads", k > 1 ? "/tensor_parallel" : "",
-                    " x head size x (1 + sampling.max_new_tokens))");
+                    " samples x 4 B x 2 x n_layers x n_kv_heads x head size x (1 + "
+                    "sampling.max_new_tokens))");
   }
-  if (k > 1) absl::StrAppend(&process, " (one of ", k, " tensor-parallel ranks)");
-  return {std::move(process), weights + cache, std::move(what)};
+  if (k > 1) absl::StrAppend(&process, " (", k, " tensor-parallel ranks on threads)");
+  return {std::move(process), whole + slices + cache, std::move(what)};
 }
 
 std::string LearnerCountAdvice(const v1::JobConfig& job, double limit, int64_t vocab_size) {

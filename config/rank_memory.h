@@ -3,8 +3,8 @@
 
 // What one process of a job holds when the model is split across ranks
 // (docs/parallelism.md, "Planning and placing sharded jobs"): a learner
-// rank of a group of N under memory.zero_stage, an actor or reference rank
-// of a tensor-parallel group of K. `trellis plan` itemizes these lines
+// rank of a group of N under memory.zero_stage, an actor or reference
+// replica of a tensor-parallel group of K ranks (threads of one process). `trellis plan` itemizes these lines
 // (tools/plan_ranks.h); config::CheckJobFitsMemory prices each process of
 // the job with them and refuses one above the machine's memory or
 // memory.process_memory_limit_bytes. No LibTorch.
@@ -29,7 +29,7 @@ int64_t BlockParameters(const ModelShape& s);
 // The shape one rank of a tensor-parallel group of `k` computes with: the
 // query heads, key/value heads and MLP (or each expert's) columns divided
 // by k, the embedding, norms and head whole. ParameterCount of it is the
-// rank's weights, KvCacheBytes of it the rank's KV cache.
+// rank's slice of the weights, KvCacheBytes of it its heads of the cache.
 // REQUIRES: k >= 1 divides n_heads, n_kv_heads and d_ff (ValidateJob).
 ModelShape TensorParallelShape(const ModelShape& s, int k);
 

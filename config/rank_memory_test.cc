@@ -105,7 +105,7 @@ TEST(RankMemory, ATensorParallelRankHoldsItsSliceAndTheWholeOuterUnit) {
   EXPECT_DOUBLE_EQ(KvCacheBytes(half, 8, 100), KvCacheBytes(s, 8, 100) / 2);
 }
 
-TEST(RankMemory, TheActorRankIsPricedPerTensorParallelRank) {
+TEST(RankMemory, ATensorParallelActorIsPricedAsItsOneProcess) {
   const std::string yaml = std::string(kModel) + "grpo: {prompts_per_step: 4, kl_coef: 0}\n";
   const std::vector<ProcessPrice> one = PriceProcesses(Job(yaml), ProcessLayout::kLaunched, 0);
   const std::vector<ProcessPrice> two = PriceProcesses(
@@ -113,17 +113,17 @@ TEST(RankMemory, TheActorRankIsPricedPerTensorParallelRank) {
   ASSERT_EQ(one.size(), 2u);
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(one[1].process, "actor");
-  EXPECT_EQ(two[1].process, "actor (one of 2 tensor-parallel ranks)");
-  EXPECT_LT(two[1].bytes, one[1].bytes);
-  EXPECT_GT(two[1].bytes, one[1].bytes / 2);  // the embedding and head stay whole
+  EXPECT_EQ(two[1].process, "actor (2 tensor-parallel ranks on threads)");
+  // The whole model and its KV cache stay beside the two ranks' slices.
+  EXPECT_DOUBLE_EQ(two[1].bytes - one[1].bytes,
+                   2 * 4 * static_cast<double>(ParameterCount(TensorParallelShape(Shape(), 2))));
 }
 
 // A stage-3 job whose one learner is over the limit fits over 4 ranks.
 constexpr char kLimited[] =
     "model: {d_model: 1024, n_layers: 16, n_heads: 16, n_kv_heads: 8, d_ff: 4096, "
     "vocab_size: 1000}\n"
-    "memory: {zero_stage: 3, process_memory_limit_bytes: 1300000000}\n"
-    "deployment: {actor: {tensor_parallel: 4}}\n";
+    "memory: {zero_stage: 3, process_memory_limit_bytes: 1300000000}\n";
 
 TEST(ProcessMemoryLimit, RefusesOneLearnerWithTheNumbersAndTakesFour) {
   v1::JobConfig job = Job(kLimited);

@@ -72,9 +72,9 @@ std::vector<PlanLine> LearnerPerRank(const Plan& plan, const v1::JobConfig& job,
   return out;
 }
 
-// A tensor-parallel rank of K: its slice of the weights, 1/K of the KV
-// cache, a forward's workspace at the slice's widths.
-PlanLine SlicePerRank(const config::ModelShape& s, int k, PlanLine line) {
+// A tensor-parallel replica of K ranks: its whole model and the K slices,
+// one KV cache, K forwards' workspace at the slice's widths.
+PlanLine SlicePerReplica(const config::ModelShape& s, int k, PlanLine line) {
   if (k <= 1) return line;
   const config::ModelShape slice = config::TensorParallelShape(s, k);
   const auto scale = [&](int64_t part, int64_t whole, const std::string& why) {
@@ -82,13 +82,13 @@ PlanLine SlicePerRank(const config::ModelShape& s, int k, PlanLine line) {
     absl::StrAppend(&line.formula, ", x ", part, "/", whole, " (tensor_parallel ", k, ": ", why,
                     ")");
   };
+  // The replica's K ranks are threads of one process beside its whole
+  // model, sharing one KV cache of every head (config/rank_memory.h).
   if (line.object == "parameters" || line.object == "reference_model") {
-    scale(config::ParameterCount(slice), config::ParameterCount(s),
-          "1/K of each block, the embedding, norms and head whole");
-  } else if (line.object == "kv_cache") {
-    scale(1, k, "1/K of the key/value heads");
+    scale(config::ParameterCount(s) + k * config::ParameterCount(slice),
+          config::ParameterCount(s), "the whole model and K slices of it");
   } else if (line.object == "workspace") {
-    scale(NoGradPerToken(slice), NoGradPerToken(s), "the slice's MLP width");
+    scale(k * NoGradPerToken(slice), NoGradPerToken(s), "K ranks at the slice's MLP width");
   }
   return line;
 }
@@ -102,7 +102,7 @@ std::string ProcessName(const v1::JobConfig& job, const std::string& role, int l
   const int k = role == RankRole(v1::ACTOR)       ? d.actor().tensor_parallel()
                 : role == RankRole(v1::REFERENCE) ? d.reference().tensor_parallel()
                                             : 1;
-  return k > 1 ? absl::StrCat(role, " (one of ", k, " tensor-parallel ranks)") : role;
+  return k > 1 ? absl::StrCat(role, " (", k, " tensor-parallel ranks on threads)") : role;
 }
 
 }  // namespace
@@ -112,10 +112,10 @@ std::vector<PlanLine> PerRank(const Plan& plan, const v1::JobConfig& job, const 
   const v1::DeploymentConfig& d = job.deployment();
   if (line.role == RankRole(v1::LEARNER)) return LearnerPerRank(plan, job, line, learners);
   if (line.role == RankRole(v1::ACTOR)) {
-    return {SlicePerRank(plan.shape, d.actor().tensor_parallel(), line)};
+    return {SlicePerReplica(plan.shape, d.actor().tensor_parallel(), line)};
   }
   if (line.role == RankRole(v1::REFERENCE)) {
-    return {SlicePerRank(plan.reference_shape, d.reference().tensor_parallel(), line)};
+    return {SlicePerReplica(plan.reference_shape, d.reference().tensor_parallel(), line)};
   }
   return {line};
 }
