@@ -4,8 +4,9 @@
 // What one process of a job holds when the model is split across ranks
 // (docs/parallelism.md, "Planning and placing sharded jobs"): a learner
 // rank of a group of N under memory.zero_stage, an actor or reference
-// replica of a tensor-parallel group of K ranks (threads of one process). `trellis plan` itemizes these lines
-// (tools/plan_ranks.h); config::CheckJobFitsMemory prices each process of
+// replica of a tensor-parallel group of K ranks (threads of one process).
+// `trellis plan` itemizes these lines (tools/plan_ranks.h);
+// config::CheckJobFitsMemory prices each process of
 // the job with them and refuses one above the machine's memory or
 // memory.process_memory_limit_bytes. No LibTorch.
 

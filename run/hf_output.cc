@@ -17,8 +17,9 @@ namespace trellis::run {
 namespace {
 
 // A float32 model of the job's shape (with `lora`'s adapters) holding the
-// weights of `path` (its adapters alone with `lora`), exported by `write`; the file's tensors and the
-// model's are the scheduler's workspace in `ledger` meanwhile.
+// weights of `path` (its adapters alone with `lora`), exported by `write`;
+// the file's tensors and the model's are the scheduler's workspace in
+// `ledger` meanwhile.
 template <typename Write>
 absl::Status ExportFrom(const v1::JobConfig& job, const text::Tokenizer& tokenizer,
                         const v1::LoraConfig& lora, const std::string& path,

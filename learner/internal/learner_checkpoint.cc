@@ -157,7 +157,8 @@ absl::Status LocalLearner::SaveShards(const std::string& dir) {
 }
 
 absl::Status LocalLearner::RestoreShards(const std::string& dir, int saved_ranks,
-                                         std::map<std::string, torch::Tensor>* state) {
+                                         std::map<std::string, torch::Tensor>* state,
+                                         std::vector<torch::Tensor>* masters) {
   FlatShards& flat = *engine_->flat();
   const DataParallelGroup& group = engine_->group();
   const std::vector<model::FlatUnit> layouts = flat.layouts();
@@ -173,7 +174,7 @@ absl::Status LocalLearner::RestoreShards(const std::string& dir, int saved_ranks
       same ? ReshardFiles({ShardsPath(dir, group.rank())}, {}, 0, 1)
            : ReshardFiles(shard_files, lengths, group.rank(), group.size());
   if (!shards.ok()) return shards.status();
-  std::vector<torch::Tensor> masters;
+  masters->clear();
   for (const model::FlatUnit& u : layouts) {
     auto it = shards->find(u.name);
     if (it == shards->end() || it->second.numel() != u.shard_numel) {
@@ -181,7 +182,7 @@ absl::Status LocalLearner::RestoreShards(const std::string& dir, int saved_ranks
           ShardsPath(dir, group.rank()), ": no shard of ", u.name, " with ", u.shard_numel,
           " elements (a checkpoint of another model)"));
     }
-    masters.push_back(it->second);
+    masters->push_back(it->second);
   }
   if (!same) {
     // Each phase's optimizer names a flat shard's state by its place among
@@ -209,7 +210,7 @@ absl::Status LocalLearner::RestoreShards(const std::string& dir, int saved_ranks
     if (!resharded.ok()) return resharded.status();
     *state = *std::move(resharded);
   }
-  return flat.LoadMasters(masters);
+  return absl::OkStatus();
 }
 
 absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
@@ -262,8 +263,9 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
     if (absl::Status s = CheckSameBase(*weights, weights_path); !s.ok()) return s;
   }
   std::map<std::string, torch::Tensor> tensors(opt->begin(), opt->end());
+  std::vector<torch::Tensor> masters;
   if (flat) {
-    if (absl::Status s = RestoreShards(dir, saved_ranks, &tensors); !s.ok()) return s;
+    if (absl::Status s = RestoreShards(dir, saved_ranks, &tensors, &masters); !s.ok()) return s;
   }
   model::NamedTensors critic_weights;
   if (has_critic) {
@@ -317,12 +319,15 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
       return NotThisModel(s, critic_path);
     }
   }
-  if (absl::Status s = adapters_only ? models_->policy()->LoadAdapterWeights(*weights)
-                      : flat          ? absl::OkStatus()
+  // Flat shards: the masters last (a frozen base of another job is refused
+  // before anything is copied), LoRA's adapters before them.
+  absl::Status loaded = adapters_only ? models_->policy()->LoadAdapterWeights(*weights)
+                        : flat        ? absl::OkStatus()
                                       : models_->policy()->LoadWeights(*weights);
-      !s.ok()) {
+  if (loaded.ok() && flat) loaded = engine_->flat()->LoadMasters(masters);
+  if (!loaded.ok()) {
     if (has_critic) (void)models_->LoadCritic(critic_before);
-    return NotThisModel(s, weights_path);
+    return NotThisModel(loaded, flat && !adapters_only ? ShardsIndexPath(dir) : weights_path);
   }
   if (!flat) models_->LoadMasters(models_->TrainedWeights(), *weights);
   if (has_critic) models_->LoadMasters(models_->CriticWeights(), critic_weights);

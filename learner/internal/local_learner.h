@@ -69,10 +69,12 @@ class LocalLearner : public LearnerWorker {
   // Flat shards (memory.zero_stage 2, 3): this rank's masters, and rank 0
   // the index; restored by any rank count (sharded_checkpoint.h).
   absl::Status SaveShards(const std::string& dir);
-  // The masters of this rank, and `state` (its optimizer file's tensors)
-  // resharded when the checkpoint's rank count differs.
+  // This rank's `masters` as FlatShards::LoadMasters takes them, and
+  // `state` (its optimizer file's tensors) resharded when the checkpoint's
+  // rank count differs. Changes nothing live.
   absl::Status RestoreShards(const std::string& dir, int saved_ranks,
-                             std::map<std::string, torch::Tensor>* state);
+                             std::map<std::string, torch::Tensor>* state,
+                             std::vector<torch::Tensor>* masters);
 
   const v1::JobConfig job_;
   const LocalLearnerOptions options_;
