@@ -14,6 +14,7 @@
 #include "config/recipe.h"
 #include "learner/internal/data_parallel.h"
 #include "learner/internal/local_learner.h"
+#include "model/safetensors_dtypes.h"
 #include "model/shared_base.h"
 #include "model/torch_device.h"
 #include "weightsync/fingerprint.h"
@@ -195,9 +196,9 @@ absl::Status LocalLearner::SaveWeights(const std::string& path) {
   // Each tensor written as its unit is gathered, in the units' order.
   std::unique_ptr<model::SafetensorsWriter> writer;
   if (engine_->group().rank() == 0) {
-    const torch::ScalarType dtype = models_->policy()->BaseWeights().front().second.scalar_type();
     std::vector<model::TensorSpec> specs;
     for (const model::FlatUnit& unit : engine_->flat()->layouts()) {
+      const torch::ScalarType dtype = *model::SafetensorsDtypeOf(unit.dtype);
       for (const model::FlatEntry& e : unit.entries) specs.push_back({e.name, dtype, e.shape});
     }
     absl::StatusOr<std::unique_ptr<model::SafetensorsWriter>> opened =

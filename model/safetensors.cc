@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "model/internal/safetensors_dtypes.h"
+#include "model/safetensors_dtypes.h"
 
 namespace trellis::model {
 namespace {
@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Open(
       return absl::InvalidArgumentError(
           absl::StrCat("SaveSafetensors ", path, ": duplicate or reserved name '", spec.name, "'"));
     }
-    const char* dtype = internal::SafetensorsDtypeName(spec.dtype);
+    const char* dtype = SafetensorsDtypeName(spec.dtype);
     if (dtype == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("SaveSafetensors ", path, ": tensor '", spec.name,

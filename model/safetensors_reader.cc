@@ -23,7 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "env/regular_file.h"
-#include "model/internal/safetensors_dtypes.h"
+#include "model/safetensors_dtypes.h"
 #include "model/safetensors.h"
 
 namespace trellis::model {
@@ -60,7 +60,7 @@ absl::Status ParseEntry(const std::string& path, const std::string& name, const 
   }
   out->name = name;
   const std::optional<torch::ScalarType> type =
-      internal::SafetensorsDtypeOf(dtype->get<std::string>());
+      SafetensorsDtypeOf(dtype->get<std::string>());
   if (!type.has_value()) {
     return bad(absl::StrCat("unknown dtype '", dtype->get<std::string>(), "'"));
   }

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "model/internal/safetensors_dtypes.h"
+#include "model/safetensors_dtypes.h"
 
 namespace trellis::weightsync {
 namespace {
@@ -129,7 +129,7 @@ absl::StatusOr<ReshardPlan> ReshardPlan::Make(std::vector<model::FlatUnit> units
           "reshard: unit '", unit.name, "' is split over ", unit.ranks, " learner ranks, unit '",
           units.front().name, "' over ", units.front().ranks));
     }
-    const std::optional<c10::ScalarType> dtype = model::internal::SafetensorsDtypeOf(unit.dtype);
+    const std::optional<c10::ScalarType> dtype = model::SafetensorsDtypeOf(unit.dtype);
     if (!dtype.has_value()) {
       return absl::InvalidArgumentError(
           absl::StrCat("reshard: unit '", unit.name, "' has unknown dtype '", unit.dtype, "'"));

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "model/lora.h"
+#include "model/safetensors_dtypes.h"
 
 namespace trellis::learner::internal {
 namespace {
@@ -20,14 +21,6 @@ size_t UnitOf(const std::string& name) {
   int64_t layer = 0;
   if (!absl::SimpleAtoi(rest.substr(0, rest.find('.')), &layer)) return 0;
   return static_cast<size_t>(layer) + 1;
-}
-
-std::string DtypeName(torch::ScalarType t) {
-  switch (t) {
-    case torch::kBFloat16: return "BF16";
-    case torch::kHalf: return "F16";
-    default: return "F32";
-  }
 }
 
 // A whole buffer's memory comes and goes while the model's tensors stay
@@ -100,7 +93,8 @@ absl::StatusOr<std::unique_ptr<FlatShards>> FlatShards::Make(model::Transformer 
       Buffer b;
       const torch::Tensor& first = tensors.front().second;
       b.layout = model::MakeFlatUnit(absl::StrCat(unit_name, kind == 0 ? "/matrices" : "/vectors"),
-                                     DtypeName(first.scalar_type()), shapes, ranks);
+                                     model::SafetensorsDtypeName(first.scalar_type()), shapes,
+                                     ranks);
       b.trained = trained != 0;
       b.full = torch::zeros({ranks * b.layout.shard_numel}, first.options());
       for (size_t i = 0; i < tensors.size(); ++i) {
@@ -110,6 +104,7 @@ absl::StatusOr<std::unique_ptr<FlatShards>> FlatShards::Make(model::Transformer 
         slot.copy_(p.detach().reshape(-1));
         p.set_data(slot.view(p.sizes()));
         b.params.push_back(p);
+        shards->held_.insert(p.unsafeGetTensorImpl());
       }
       b.shard = b.full.narrow(0, rank * b.layout.shard_numel, b.layout.shard_numel).clone();
       b.master = first.scalar_type() == torch::kFloat32 ? b.shard : b.shard.to(torch::kFloat32);
@@ -148,14 +143,7 @@ std::vector<torch::Tensor> FlatShards::plain() const {
 }
 
 bool FlatShards::Holds(const torch::Tensor& param) const {
-  for (const Unit& unit : units_) {
-    for (const Buffer& b : unit.buffers) {
-      for (const torch::Tensor& p : b.params) {
-        if (p.unsafeGetTensorImpl() == param.unsafeGetTensorImpl()) return true;
-      }
-    }
-  }
-  return false;
+  return held_.count(param.unsafeGetTensorImpl()) > 0;
 }
 
 absl::Status FlatShards::StartGather(Unit& unit) {
@@ -239,17 +227,15 @@ void FlatShards::ZeroGrad() {
   }
 }
 
-double FlatShards::LocalGradSquares() const {
+double GradSquares(const std::vector<torch::Tensor>& params) {
   double sum = 0;
-  for (const Unit& unit : units_) {
-    for (const Buffer& b : unit.buffers) {
-      if (b.master.grad().defined()) {
-        sum += b.master.grad().to(torch::kFloat64).pow(2).sum().item<double>();
-      }
-    }
+  for (const torch::Tensor& p : params) {
+    if (p.grad().defined()) sum += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
   }
   return sum;
 }
+
+double FlatShards::LocalGradSquares() const { return GradSquares(masters()); }
 
 void FlatShards::ScaleGradients(double factor) {
   torch::NoGradGuard no_grad;
@@ -362,12 +348,6 @@ int64_t FlatShards::gradient_bytes() const {
 
 int64_t FlatShards::TakeGatheredPeak() {
   return std::exchange(gathered_peak_, gathered_bytes_);
-}
-
-int64_t FlatShards::largest_unit_bytes() const {
-  int64_t largest = 0;
-  for (const Unit& unit : units_) largest = std::max(largest, unit.bytes());
-  return largest;
 }
 
 void FlatShards::Check(const absl::Status& s, const char* what, int64_t layer) const {

@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,6 +39,10 @@
 #include "model/transformer.h"
 
 namespace trellis::learner::internal {
+
+// The sum of squares of `params`' gradients (those defined), in float64:
+// the square of their global norm.
+double GradSquares(const std::vector<torch::Tensor>& params);
 
 class FlatShards final : public model::LayerHooks {
  public:
@@ -97,8 +102,6 @@ class FlatShards final : public model::LayerHooks {
   int64_t gradient_bytes() const;
   int64_t gathered_bytes() const { return gathered_bytes_; }
   int64_t TakeGatheredPeak();
-  // The largest unit's whole buffers, in bytes.
-  int64_t largest_unit_bytes() const;
 
   // model::LayerHooks. A failed collective throws c10::Error.
   void BeforeForward(int64_t layer) override;
@@ -142,6 +145,8 @@ class FlatShards final : public model::LayerHooks {
   const std::string worker_id_;
   // units_[0] is "outer", units_[i + 1] block i.
   std::vector<Unit> units_;
+  // The model tensors the buffers hold (Holds).
+  std::unordered_set<const void*> held_;
   int64_t gathered_bytes_ = 0;
   int64_t gathered_peak_ = 0;
 };

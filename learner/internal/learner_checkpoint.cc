@@ -219,18 +219,20 @@ absl::Status LocalLearner::RestoreCheckpoint(const std::string& dir) {
   const std::string weights_path = env::CheckpointDir(dir).Weights();
   const std::string critic_path = env::CheckpointDir(dir).Critic();
   const bool flat = engine_->flat() != nullptr;
-  // Flat shards restore from any rank count; rank 0's file says which.
-  std::string opt_path = OptimizerPath(dir, flat ? 0 : group.rank());
+  // Flat shards restore from any rank count: rank 0's file header says
+  // which, and another count reads rank 0's file (RestoreShards reshards).
+  std::string opt_path = OptimizerPath(dir, group.rank());
+  if (flat && group.rank() != 0) {
+    const std::string first = OptimizerPath(dir, 0);
+    absl::StatusOr<std::unique_ptr<model::SafetensorsReader>> header =
+        model::SafetensorsReader::Open(first);
+    if (!header.ok()) return header.status();
+    absl::StatusOr<int64_t> saved = MetaInt((*header)->metadata(), "learner_ranks", first);
+    if (!saved.ok()) return saved.status();
+    if (*saved != group.size()) opt_path = first;
+  }
   std::map<std::string, std::string> meta;
   absl::StatusOr<model::NamedTensors> opt = model::LoadSafetensors(opt_path, &meta);
-  if (opt.ok() && flat) {
-    absl::StatusOr<int64_t> saved = MetaInt(meta, "learner_ranks", opt_path);
-    if (!saved.ok()) return saved.status();
-    if (*saved == group.size() && group.rank() != 0) {
-      opt_path = OptimizerPath(dir, group.rank());
-      opt = model::LoadSafetensors(opt_path, &meta);
-    }
-  }
   if (!opt.ok()) return opt.status();
   if (meta["format"] != kOptimizerFormat) {
     return absl::FailedPreconditionError(absl::StrCat(opt_path, ": format \"", meta["format"],

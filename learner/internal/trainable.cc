@@ -104,10 +104,7 @@ absl::StatusOr<double> TrainableSet::PrepareGradients(double max_norm) {
   // them, scaled as clip_grad_norm_ does.
   std::vector<double> squares = {flat_->LocalGradSquares()};
   if (absl::Status s = group_->AllReduceSum(squares); !s.ok()) return s;
-  for (const torch::Tensor& p : optimizer_params_) {
-    if (p.grad().defined()) squares[0] += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
-  }
-  const double norm = std::sqrt(squares[0]);
+  const double norm = std::sqrt(squares[0] + GradSquares(optimizer_params_));
   const double factor = max_norm / (norm + 1e-6);
   if (factor < 1) {
     flat_->ScaleGradients(factor);

@@ -1,16 +1,17 @@
-#ifndef TRELLIS_MODEL_INTERNAL_SAFETENSORS_DTYPES_H_
-#define TRELLIS_MODEL_INTERNAL_SAFETENSORS_DTYPES_H_
+#ifndef TRELLIS_MODEL_SAFETENSORS_DTYPES_H_
+#define TRELLIS_MODEL_SAFETENSORS_DTYPES_H_
 
 // The safetensors header's dtype names and the LibTorch types they stand
-// for, shared by the writer (model/safetensors.cc) and the reader
-// (model/safetensors_reader.cc).
+// for, shared by the writer (model/safetensors.cc), the reader
+// (model/safetensors_reader.cc) and the flat shards' layouts
+// (model/shard_layout.h FlatUnit::dtype). Only c10's ScalarType.
 
 #include <optional>
 #include <string_view>
 
 #include <c10/core/ScalarType.h>
 
-namespace trellis::model::internal {
+namespace trellis::model {
 
 struct SafetensorsDtype {
   const char* name;
@@ -39,6 +40,6 @@ inline std::optional<c10::ScalarType> SafetensorsDtypeOf(std::string_view name) 
   return std::nullopt;
 }
 
-}  // namespace trellis::model::internal
+}  // namespace trellis::model
 
-#endif  // TRELLIS_MODEL_INTERNAL_SAFETENSORS_DTYPES_H_
+#endif  // TRELLIS_MODEL_SAFETENSORS_DTYPES_H_
