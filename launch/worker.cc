@@ -343,12 +343,13 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
       warned = false;
       answered = true;
       last_ok = absl::Now();
-      forwarder.SetProcess(ledger::ProcessMemoryToProto(ledger.ProcessAccount()));
+      const ledger::ProcessMemoryAccount account = ledger.ProcessAccount();
+      forwarder.SetProcess(ledger::ProcessMemoryToProto(account));
       forwarder.StepAdvanced(reply->step());
       if (reply->shutdown()) break;
       // memory.process_memory_limit_bytes: the high-water mark since start.
-      result =
-          ledger::CheckProcessMemoryLimit(ledger, job.memory().process_memory_limit_bytes(), id);
+      result = ledger::CheckProcessMemoryLimit(ledger, job.memory().process_memory_limit_bytes(),
+                                               id, account.peak_resident_bytes);
       if (!result.ok()) break;
     } else if (absl::IsFailedPrecondition(reply.status()) || absl::IsNotFound(reply.status())) {
       result = reply.status();  // Declared dead: our work went elsewhere.

@@ -21,8 +21,13 @@ std::string MiB(int64_t bytes) {
 absl::Status CheckProcessMemoryLimit(Ledger& ledger, int64_t limit_bytes,
                                      std::string_view process) {
   if (limit_bytes <= 0) return absl::OkStatus();
-  const int64_t peak = ledger.ProcessAccount().peak_resident_bytes;
-  if (peak <= limit_bytes) return absl::OkStatus();
+  return CheckProcessMemoryLimit(ledger, limit_bytes, process,
+                                 ledger.ProcessAccount().peak_resident_bytes);
+}
+
+absl::Status CheckProcessMemoryLimit(Ledger& ledger, int64_t limit_bytes,
+                                     std::string_view process, int64_t peak) {
+  if (limit_bytes <= 0 || peak <= limit_bytes) return absl::OkStatus();
   std::vector<std::pair<int64_t, Object>> objects;
   for (int o = 0; o < kNumObjects; ++o) {
     const Object object = static_cast<Object>(o);

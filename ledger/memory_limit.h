@@ -27,6 +27,11 @@ inline constexpr int kLimitObjectsNamed = 3;
 // largest objects of `ledger` (each at its peak); OK otherwise.
 [[nodiscard]] absl::Status CheckProcessMemoryLimit(Ledger& ledger, int64_t limit_bytes,
                                                    std::string_view process);
+// The same against `peak_resident_bytes` the caller read already
+// (ProcessMemoryAccount::peak_resident_bytes).
+[[nodiscard]] absl::Status CheckProcessMemoryLimit(Ledger& ledger, int64_t limit_bytes,
+                                                   std::string_view process,
+                                                   int64_t peak_resident_bytes);
 
 }  // namespace trellis::ledger
 

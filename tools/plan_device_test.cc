@@ -16,6 +16,7 @@
 #include "config/job_size.h"
 #include "run/embedded_job.h"
 #include "tools/planner.h"
+#include "tools/testing/test_plan.h"
 
 namespace trellis::tools {
 namespace {
@@ -29,20 +30,6 @@ v1::JobConfig CudaJob(v1::DeploymentConfig::Placement placement) {
   job->mutable_deployment()->set_placement(placement);
   job->mutable_grpo()->set_kl_coef(0.05);  // A reference to place.
   return *job;
-}
-
-PlanWorkload Workload() {
-  PlanWorkload w;
-  w.vocab_size = 16;
-  w.prompt_tokens = 12;
-  w.answer_tokens = 4;
-  w.eval_prompts = 64;
-  w.source = "given by the test";
-  return w;
-}
-
-Plan PlanOf(const v1::JobConfig& job) {
-  return MakePlan(job, Workload(), {1e9, {1e9, 1e9}, {1e9, 1e9}, {1e9, 1e9}, 0.01, 0.001});
 }
 
 // Each pass's FLOP per token, split by depth, adds up to config/flops.h's
@@ -70,7 +57,7 @@ TEST(PlanStepTimeTest, DepthFlopsAddUpToTheModelsFlops) {
 TEST(PlanStepTimeTest, StagesAreTheirPassesAtBothRatesPlusTheOptimizerStep) {
   v1::JobConfig job = *run::DefaultJob();
   job.mutable_grpo()->set_kl_coef(0.05);  // A reference stage.
-  const PlanWorkload w = Workload();
+  const PlanWorkload w = testing::TestWorkload();
   MachineRates rates;
   rates.matmul_flops_per_second = 5e10;
   rates.train = {4e9, 1e9};
@@ -153,7 +140,7 @@ TEST(PlanDeviceTest, DisaggregatedGivesEachRoleItsOwnGpu) {
   v1::JobConfig job = CudaJob(v1::DeploymentConfig::DISAGGREGATED);
   job.mutable_deployment()->mutable_actor()->set_count(2);
   job.mutable_deployment()->mutable_actor()->set_gpus_per_worker(1);
-  const Plan plan = PlanOf(job);
+  const Plan plan = testing::TestPlan(job);
   const DevicePlan device = PlanDevices(plan, job, 140 * kGib, "the test");
   std::ostringstream printed;
   PrintDevicePlan(device, printed);
@@ -192,7 +179,7 @@ TEST(PlanDeviceTest, DisaggregatedGivesEachRoleItsOwnGpu) {
 // peak is the highest stage of that device.
 TEST(PlanDeviceTest, ColocatedTimeSharesOneGpuAndPricesItsHighestStage) {
   const v1::JobConfig job = CudaJob(v1::DeploymentConfig::COLOCATED);
-  const Plan plan = PlanOf(job);
+  const Plan plan = testing::TestPlan(job);
   const DevicePlan device = PlanDevices(plan, job, 140 * kGib, "the test");
   std::ostringstream printed;
   PrintDevicePlan(device, printed);
@@ -232,7 +219,7 @@ TEST(PlanDeviceTest, ColocatedTimeSharesOneGpuAndPricesItsHighestStage) {
 TEST(PlanDeviceTest, OffloadedOptimizerStateCountsOnlyWhereTheLearnerTrains) {
   v1::JobConfig job = CudaJob(v1::DeploymentConfig::DISAGGREGATED);
   job.mutable_memory()->set_offload_optimizer_state(true);
-  const Plan plan = PlanOf(job);
+  const Plan plan = testing::TestPlan(job);
   const DevicePlan device = PlanDevices(plan, job, 140 * kGib, "the test");
   const int64_t optimizer = Resident(plan, "learner-0", "optimizer_state");
   ASSERT_GT(optimizer, 0);

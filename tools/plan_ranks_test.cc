@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "run/embedded_job.h"
 #include "tools/plan_device.h"
+#include "tools/testing/test_plan.h"
 
 namespace trellis::tools {
 namespace {
@@ -31,15 +32,6 @@ v1::JobConfig Job(int zero_stage, int learners) {
   return *job;
 }
 
-Plan PlanFor(const v1::JobConfig& job) {
-  PlanWorkload w;
-  w.vocab_size = 16;
-  w.prompt_tokens = 12;
-  w.answer_tokens = 4;
-  w.eval_prompts = 64;
-  w.source = "given by the test";
-  return MakePlan(job, w, {1e9, {1e9, 1e9}, {1e9, 1e9}, {1e9, 1e9}, 0.01, 0.001});
-}
 
 int64_t Line(const std::vector<PlanLine>& lines, const std::string& object) {
   int64_t bytes = 0;
@@ -62,7 +54,7 @@ int64_t ModelState(const std::vector<PlanLine>& lines) {
 }
 
 TEST(PlanRanksTest, EachStageSplitsTheLearnersStateOverItsRanks) {
-  const Plan single = PlanFor(Job(0, 1));
+  const Plan single = testing::TestPlan(Job(0, 1));
   std::vector<PlanLine> whole;
   for (const PlanLine& l : single.resident) {
     if (l.role == kLearner) whole.push_back(l);
@@ -81,7 +73,7 @@ TEST(PlanRanksTest, EachStageSplitsTheLearnersStateOverItsRanks) {
     for (int stage : {0, 1, 2, 3}) {
       SCOPED_TRACE(stage);
       const v1::JobConfig job = Job(stage, n);
-      const RankPlan rank = PlanRank(PlanFor(job), job, kLearner, n);
+      const RankPlan rank = PlanRank(testing::TestPlan(job), job, kLearner, n);
       const int64_t split = ModelState(rank.resident);
       if (n == 1 || stage == 0) {
         EXPECT_EQ(split, state);
@@ -114,7 +106,7 @@ TEST(PlanRanksTest, EachStageSplitsTheLearnersStateOverItsRanks) {
 TEST(PlanRanksTest, ATensorParallelActorHoldsItsModelTheSlicesAndOneCache) {
   v1::JobConfig job = Job(0, 1);
   job.mutable_deployment()->mutable_actor()->set_tensor_parallel(2);
-  const Plan plan = PlanFor(job);
+  const Plan plan = testing::TestPlan(job);
   const RankPlan whole = PlanRank(plan, Job(0, 1), "actor-0", 1);
   const RankPlan two = PlanRank(plan, job, "actor-0", 1);
   EXPECT_EQ(two.process, "actor-0 (2 tensor-parallel ranks on threads)");
@@ -131,7 +123,7 @@ TEST(PlanRanksTest, TheDevicePlanSaysTheSmallestLearnerCountThatFits) {
     j.mutable_runtime()->set_device(v1::RuntimeConfig::CUDA);
     return j;
   }();
-  const Plan plan = PlanFor(job);
+  const Plan plan = testing::TestPlan(job);
   const int64_t four = PlanRank(plan, job, kLearner, 4).peak_bytes;
   ASSERT_GT(PlanRank(plan, job, kLearner, 3).peak_bytes, four);
   const DevicePlan device = PlanDevices(plan, job, four, "the test");
@@ -144,7 +136,7 @@ TEST(PlanRanksTest, TheDevicePlanSaysTheSmallestLearnerCountThatFits) {
 TEST(PlanRanksTest, ALimitRefusesOneLearnerWithThePlansNumbersAndTakesFour) {
   v1::JobConfig job = Job(3, 1);
   job.mutable_deployment()->mutable_actor()->set_tensor_parallel(2);
-  const Plan plan = PlanFor(job);
+  const Plan plan = testing::TestPlan(job);
   const int64_t limit = PlanRank(plan, job, kLearner, 4).peak_bytes;
   const int64_t one = PlanRank(plan, job, kLearner, 1).peak_bytes;
   ASSERT_GT(PlanRank(plan, job, kLearner, 3).peak_bytes, limit);
@@ -168,7 +160,7 @@ TEST(PlanRanksTest, ALimitRefusesOneLearnerWithThePlansNumbersAndTakesFour) {
   EXPECT_THAT(out.str(), HasSubstr("smallest learner count that fits the limit: 4\n"));
 
   job.mutable_deployment()->mutable_learner()->set_count(4);
-  const ProcessPlan taken = PlanProcesses(PlanFor(job), job);
+  const ProcessPlan taken = PlanProcesses(testing::TestPlan(job), job);
   EXPECT_TRUE(CheckProcessPlan(taken).ok()) << CheckProcessPlan(taken);
   std::ostringstream four;
   PrintProcessPlan(taken, four);
