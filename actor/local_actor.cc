@@ -9,15 +9,13 @@
 #include "absl/synchronization/mutex.h"
 #include "actor/internal/engine.h"
 #include "actor/internal/request_checks.h"
+#include "actor/internal/actor_model.h"
 #include "actor/torch_guard.h"
 #include "config/flops.h"
 #include "ledger/memory_tracker.h"
 #include "model/offload.h"
-#include "model/policy.h"
 #include "model/routing_record.h"
-#include "model/shared_base.h"
 #include "model/tensor_parallel.h"
-#include "model/torch_device.h"
 #include "model/torch_status.h"
 #include "model/transformer.h"
 #include "weightsync/fingerprint.h"
@@ -27,22 +25,21 @@ namespace {
 
 class LocalActor : public RolloutWorker {
  public:
-  // `shared_bytes`: the bytes of the model's base that another role of the
-  // process holds (LocalActorOptions::shared_base), not counted here.
-  // `parallel`: the tensor-parallel group the rollouts run on, else `model`.
-  LocalActor(model::Transformer model, std::unique_ptr<model::TensorParallelModel> parallel,
-             const text::Tokenizer* tokenizer, weightsync::Receiver* receiver,
-             ledger::Ledger* ledger, LocalActorOptions options, int64_t shared_bytes)
+  // The rollouts run on built.parallel when set, else on built.policy;
+  // built.shared_bytes of the base, which another role holds, are not
+  // counted here.
+  LocalActor(internal::ActorModel built, const text::Tokenizer* tokenizer,
+             weightsync::Receiver* receiver, ledger::Ledger* ledger, LocalActorOptions options)
       : tokenizer_(tokenizer),
         receiver_(receiver),
         ledger_(ledger),
         options_(std::move(options)),
-        model_(std::move(model)),
-        parallel_(parallel.get()),
+        model_(std::move(built.policy)),
+        parallel_(built.parallel.get()),
         turns_(options_.turn_cache_bytes) {
-    decoder_ = parallel ? std::move(parallel)
-                        : std::unique_ptr<model::Decoder>(
-                              std::make_unique<model::TransformerDecoder>(*model_));
+    decoder_ = built.parallel ? std::move(built.parallel)
+                              : std::unique_ptr<model::Decoder>(
+                                    std::make_unique<model::TransformerDecoder>(*model_));
     model_->eval();
     for (auto& p : model_->parameters()) p.set_requires_grad(false);
     if (model_->has_adapters()) {
@@ -53,12 +50,14 @@ class LocalActor : public RolloutWorker {
       for (const auto& [name, tensor] : adapters_) weights_.emplace_back(name, tensor.clone());
       weights_.emplace_back(weightsync::kBaseFingerprint, weightsync::FingerprintTensor(0));
     } else {
-      weights_ = model_->NamedWeights();
+      in_place_ = !built.slices.empty();
+      weights_ = in_place_ ? std::move(built.slices) : model_->NamedWeights();
     }
     if (ledger_ != nullptr) {
       const std::string& id = options_.worker_id;
-      ledger_->RecordObject(id, ledger::Object::kParameters,
-                            Bytes(model_->BaseWeights()) - shared_bytes, ledger::Stage::kLoad);
+      const int64_t held = Bytes(in_place_ ? weights_ : model_->BaseWeights());
+      ledger_->RecordObject(id, ledger::Object::kParameters, held - built.shared_bytes,
+                            ledger::Stage::kLoad);
       if (!adapters_.empty()) {
         ledger_->RecordObject(id, ledger::Object::kAdapters, Bytes(adapters_),
                               ledger::Stage::kLoad);
@@ -279,7 +278,8 @@ class LocalActor : public RolloutWorker {
   // What Receive wrote, into what computes: the adapters, the ranks' slices.
   absl::Status ApplyReceived() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (absl::Status s = adapters_.empty() ? absl::OkStatus() : ApplyAdapters(); !s.ok()) return s;
-    return parallel_ == nullptr ? absl::OkStatus() : parallel_->LoadWeights(model_->NamedWeights());
+    if (parallel_ == nullptr || in_place_) return absl::OkStatus();
+    return parallel_->LoadWeights(model_->NamedWeights());
   }
 
   // LoRA: copies the received adapters into the model if the learner
@@ -293,8 +293,7 @@ class LocalActor : public RolloutWorker {
                        absl::Hex(learner_base, absl::kZeroPad16), ", this actor's base has ",
                        absl::Hex(base_fingerprint_, absl::kZeroPad16),
                        ": learner and actors must build the base from the same runtime.seed "
-                       "and "
-                       "model.init_checkpoint"));
+                       "and model.init_checkpoint"));
     }
     try {
       torch::NoGradGuard no_grad;
@@ -315,9 +314,10 @@ class LocalActor : public RolloutWorker {
   // What the rollouts run on: model_, or the tensor-parallel parallel_.
   std::unique_ptr<model::Decoder> decoder_ ABSL_GUARDED_BY(mu_);
   model::TensorParallelModel* parallel_ ABSL_GUARDED_BY(mu_);
-  // Where Receive writes: the model's own weights, or under LoRA buffers
-  // for the adapters followed by kBaseFingerprint.
+  // Where Receive writes: the model's own weights, the ranks' (in_place_),
+  // or under LoRA buffers for the adapters followed by kBaseFingerprint.
   weightsync::NamedTensors weights_ ABSL_GUARDED_BY(mu_);
+  bool in_place_ = false;
   // LoRA: the model's adapters and its base's fingerprint; empty and 0
   // without LoRA.
   weightsync::NamedTensors adapters_ ABSL_GUARDED_BY(mu_);
@@ -340,33 +340,11 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> BuildLocalActor(const v1::ModelCo
                                                                weightsync::Receiver* receiver,
                                                                ledger::Ledger* ledger,
                                                                LocalActorOptions options) {
-  model::Transformer policy{nullptr};
-  int64_t shared_bytes = 0;
-  if (options.lora.rank() > 0) {
-    absl::StatusOr<model::Transformer> built =
-        model::NewPolicy(model, options.lora, tokenizer->vocab_size(), options.seed);
-    if (!built.ok()) return WithId(options.worker_id, built.status());
-    policy = *std::move(built);
-  } else {
-    const std::unique_lock<std::recursive_mutex> draws = model::LockInitialDraws();
-    policy = model::Transformer(model, tokenizer->vocab_size());
-  }
-  policy->to(model::TorchDevice(options.device));
-  if (options.lora.rank() > 0 && options.shared_base != nullptr && !options.colocated) {
-    absl::StatusOr<int64_t> attached = options.shared_base->Attach(policy);
-    if (!attached.ok()) return WithId(options.worker_id, attached.status());
-    shared_bytes = *attached;
-  }
-  std::unique_ptr<model::TensorParallelModel> parallel;
-  if (options.tensor_parallel > 1) {
-    absl::StatusOr<std::unique_ptr<model::TensorParallelModel>> group =
-        model::TensorParallelModel::Split(*policy, options.tensor_parallel, options.lora);
-    if (!group.ok()) return WithId(options.worker_id, group.status());
-    parallel = *std::move(group);
-  }
-  return std::unique_ptr<RolloutWorker>(
-      std::make_unique<LocalActor>(std::move(policy), std::move(parallel), tokenizer, receiver,
-                                   ledger, std::move(options), shared_bytes));
+  absl::StatusOr<internal::ActorModel> built =
+      internal::BuildActorModel(model, tokenizer->vocab_size(), options, receiver);
+  if (!built.ok()) return WithId(options.worker_id, built.status());
+  return std::unique_ptr<RolloutWorker>(std::make_unique<LocalActor>(
+      *std::move(built), tokenizer, receiver, ledger, std::move(options)));
 }
 
 }  // namespace

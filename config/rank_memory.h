@@ -21,6 +21,12 @@
 
 namespace trellis::config {
 
+// Whether a launched job's weights go from every learner rank's flat
+// shards to the actor ranks' slices (weightsync/reshard_ends.h) rather than
+// whole from rank 0: memory.zero_stage 2 or 3 without LoRA, on the gloo or
+// nccl transport (when the recipe has actors). An embedded run never does.
+bool ReshardsWeights(const v1::JobConfig& job);
+
 // The units ZeRO-3 gathers, in parameters: one transformer block (every
 // block has the same size), and the outer unit (embedding, final norm and
 // the LM head unless tied). ParameterCount(s) = L x block + outer.

@@ -19,13 +19,13 @@
 #include "launch/capabilities.h"
 #include "launch/drain_signal.h"
 #include "launch/ledger_forwarder.h"
+#include "launch/weight_ends.h"
 #include "learner/learner_service.h"
 #include "ledger/ledger.h"
 #include "ledger/memory_tracker.h"
 #include "ledger/memory_limit.h"
 #include "ledger/process_memory_proto.h"
 #include "loop/prompt_format.h"
-#include "loop/recipe.h"
 #include "model/device.h"
 #include "model/token_ids.h"
 #include "reference/reference_service.h"
@@ -40,7 +40,6 @@
 #include "verifier/verifier_service.h"
 #include "web/watch_server.h"
 #include "weightsync/grpc_transport.h"
-#include "weightsync/registry.h"
 
 namespace trellis::launch {
 namespace {
@@ -74,29 +73,6 @@ class DeferredVerifier final : public verifier::Verifier {
   mutable absl::Mutex mu_;
   std::unique_ptr<verifier::Verifier> verifier_ ABSL_GUARDED_BY(mu_);
 };
-
-// What makes this worker's end of the weight transport from its
-// assignment. `publisher_port` is the port a publisher binds (gloo: its
-// rendezvous store); `own_host` is the host this worker advertises: an actor's gloo
-// device binds it, so that the learner reaches it over the same network as
-// the worker's service.
-absl::StatusOr<weightsync::TransportOptions> TransportOptionsOf(const v1::TransportAssignment& t,
-                                                                bool publisher,
-                                                                const std::string& own_host,
-                                                                int publisher_port) {
-  absl::StatusOr<rpc::HostPort> learner = rpc::SplitHostPort(t.address());
-  if (!learner.ok()) return learner.status();
-  weightsync::TransportOptions options;
-  options.bucket_bytes = t.bucket_bytes();
-  options.host = learner->host;
-  options.port = publisher ? publisher_port : learner->port;
-  options.num_receivers = t.num_receivers();
-  options.receiver_index = t.receiver_index();
-  if (!publisher) options.local_host = own_host;
-  // The publisher's store serves only this job's processes.
-  options.secret = rpc::ProcessSecret().value();
-  return options;
-}
 
 }  // namespace
 
@@ -231,37 +207,15 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
   const text::Tokenizer* tokenizer = &(*format)->tokenizer();
   const int64_t vocab = model::VocabSize(job.model(), tokenizer->vocab_size());
   const config::RequestLimits limits = config::RequestLimitsFor(job.model(), vocab);
-  std::unique_ptr<weightsync::Publisher> publisher;
-  std::unique_ptr<weightsync::Receiver> receiver;
+  absl::StatusOr<WeightEnds> ends =
+      MakeWeightEnds(*assignment, options.role, host, transport_port, weight_stream.get());
+  if (!ends.ok()) return ends.status();
+  std::unique_ptr<weightsync::Publisher> publisher = std::move(ends->publisher);
+  std::unique_ptr<weightsync::Receiver> receiver = std::move(ends->receiver);
   std::unique_ptr<learner::LearnerWorker> learner;
   std::unique_ptr<actor::RolloutWorker> actor;
   std::unique_ptr<reference::ReferenceWorker> reference;
-  // Of a learner group, rank 0 alone publishes weights, and only to actors
-  // the recipe has (offline recipes start none).
   const v1::LearnerGroupAssignment& group = assignment->learner_group();
-  const bool publishes = options.role == v1::LEARNER && group.rank() == 0 &&
-                         loop::WorkersNeeded(job, v1::ACTOR) > 0;
-  if (options.role == v1::ACTOR || publishes) {
-    const v1::TransportAssignment& t = assignment->transport();
-    // grpc's publisher is the WeightStream host on the learner's server.
-    absl::StatusOr<weightsync::TransportRegistry> transports =
-        weightsync::LaunchedTransports(weight_stream.get());
-    if (!transports.ok()) return transports.status();
-    absl::StatusOr<weightsync::TransportOptions> ends =
-        TransportOptionsOf(t, publishes, host, transport_port);
-    if (!ends.ok()) return ends.status();
-    if (publishes) {
-      absl::StatusOr<std::unique_ptr<weightsync::Publisher>> p =
-          transports->NewPublisher(t.kind(), *ends);
-      if (!p.ok()) return p.status();
-      publisher = *std::move(p);
-    } else {
-      absl::StatusOr<std::unique_ptr<weightsync::Receiver>> r =
-          transports->NewReceiver(t.kind(), *ends);
-      if (!r.ok()) return r.status();
-      receiver = *std::move(r);
-    }
-  }
   // Whatever happens from here, the server stops before the publisher goes
   // (the learner's WeightStream host serves it).
   absl::Cleanup stop_server = [&server] { (*server)->Shutdown(absl::Seconds(1)); };

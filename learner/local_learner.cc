@@ -18,6 +18,7 @@
 #include "model/shared_base.h"
 #include "model/torch_device.h"
 #include "weightsync/fingerprint.h"
+#include "weightsync/reshard_ends.h"
 
 namespace trellis::learner {
 namespace internal {
@@ -46,6 +47,15 @@ absl::Status LocalLearner::Init() {
   engine_ = std::make_unique<UpdateEngine>(job_, options_.worker_id, models_.get(),
                                            *std::move(joined), ledger_);
   if (absl::Status s = engine_->ShardParameters(); !s.ok()) return s;
+  if (auto* shards = dynamic_cast<weightsync::ShardPublisher*>(transport_); shards != nullptr) {
+    // The job's weight sync reshards: this rank serves its own shards.
+    if (engine_->flat() == nullptr || models_->policy()->has_adapters()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          options_.worker_id, ": the weight sync reshards flat shards, which this learner "
+          "holds only under memory.zero_stage 2 or 3 without LoRA"));
+    }
+    if (absl::Status s = shards->Bind(engine_->flat()->layouts()); !s.ok()) return s;
+  }
   return RegisterBuiltinObjectives(objectives_);
 }
 
@@ -147,6 +157,17 @@ absl::Status LocalLearner::ForEachGathered(
 }
 
 absl::StatusOr<v1::WeightSyncStats> LocalLearner::PublishWeights() {
+  // A resharding sync: every rank publishes its own shards, nothing
+  // gathered.
+  if (auto* shards = dynamic_cast<weightsync::ShardPublisher*>(transport_); shards != nullptr) {
+    absl::StatusOr<v1::WeightSyncStats> sent =
+        shards->PublishShards(engine_->version(), engine_->flat()->shards());
+    if (sent.ok() && ledger_ != nullptr) {
+      ledger_->RecordObject(options_.worker_id, ledger::Object::kCommunication,
+                            shards->StagedBytes(), ledger::Stage::kWeightSync);
+    }
+    return sent;
+  }
   // Flat shards: every rank gathers each unit in turn (a collective);
   // rank 0 keeps the copy it publishes.
   const bool gathers = engine_->flat() != nullptr && !models_->policy()->has_adapters();

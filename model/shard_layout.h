@@ -51,6 +51,28 @@ FlatUnit MakeFlatUnit(std::string name, std::string dtype,
                       const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
                       int ranks);
 
+// A model tensor as a layout sees it: its Hugging Face name, shape and
+// safetensors dtype name.
+struct TensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::string dtype;
+};
+
+// How a learner of memory.zero_stage 2 or 3 lays `tensors` (a model's, in
+// its order, LoRA's adapters left out) over `ranks` ranks: one unit per
+// block ("model.layers.<i>", in block order) after "outer" (every other
+// tensor: embedding, final norm, head); each unit's matrices (two or more
+// dimensions, which take weight decay) then its vectors, each group a
+// FlatUnit named "<unit>/matrices" or "<unit>/vectors" of its first
+// tensor's dtype (an empty group has none). Both ends of a resharding
+// weight sync compute it from the same model. REQUIRES: ranks >= 1.
+std::vector<FlatUnit> ModelFlatUnits(const std::vector<TensorInfo>& tensors, int ranks);
+
+// The unit ModelFlatUnits puts the tensor `name` in: 1 + its block's index,
+// or 0 for outer.
+size_t ModelUnitIndex(std::string_view name);
+
 // The part of a tensor that tensor-parallel rank `index` of `parts` holds.
 struct TensorSlice {
   // The dimension split into `parts` equal contiguous pieces, the rank

@@ -18,6 +18,30 @@ TEST(FlatUnitTest, PadsToEqualShardsAndClipsTheLastRank) {
   EXPECT_EQ(tiny.RankRange(2), (std::pair<int64_t, int64_t>{1, 1}));
 }
 
+TEST(ModelFlatUnitsTest, OuterFirstThenBlocksEachMatricesThenVectors) {
+  const std::vector<TensorInfo> tensors = {
+      {"model.embed_tokens.weight", {10, 4}, "F32"},
+      {"model.layers.1.mlp.up_proj.weight", {8, 4}, "F32"},
+      {"model.layers.0.input_layernorm.weight", {4}, "F32"},
+      {"model.layers.0.self_attn.q_proj.weight", {4, 4}, "F32"},
+      {"model.norm.weight", {4}, "F32"},
+      {"lm_head.weight", {10, 4}, "F32"},
+  };
+  const std::vector<FlatUnit> units = ModelFlatUnits(tensors, 2);
+  ASSERT_EQ(units.size(), 5u);
+  EXPECT_EQ(units[0].name, "outer/matrices");
+  ASSERT_EQ(units[0].entries.size(), 2u);
+  EXPECT_EQ(units[0].entries[1].name, "lm_head.weight");
+  EXPECT_EQ(units[0].entries[1].offset, 40);
+  EXPECT_EQ(units[1].name, "outer/vectors");
+  EXPECT_EQ(units[2].name, "model.layers.0/matrices");
+  EXPECT_EQ(units[3].name, "model.layers.0/vectors");
+  EXPECT_EQ(units[4].name, "model.layers.1/matrices");
+  EXPECT_EQ(units[4].shard_numel, 16);
+  EXPECT_EQ(ModelUnitIndex("model.layers.12.mlp.up_proj.weight"), 13u);
+  EXPECT_EQ(ModelUnitIndex("model.layersX"), 0u);
+}
+
 TEST(TensorParallelSliceTest, ColumnThenRow) {
   EXPECT_EQ(TensorParallelSlice("model.layers.1.self_attn.k_proj.weight", 1, 2).dim, 0);
   EXPECT_EQ(TensorParallelSlice("model.layers.1.self_attn.q_proj.bias", 1, 2).dim, 0);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/job_config.h"
+#include "config/rank_memory.h"
 #include "config/request_limits.h"
 #include "ledger/process_memory_proto.h"
 #include "loop/recipe.h"
@@ -217,6 +218,14 @@ grpc::Status SchedulerService::Register(grpc::ServerContext*, const v1::Register
                                                          : learner.transport_address());
   }
   t->set_receiver_index(-1);
+  if (config::ReshardsWeights(job)) {
+    // Every learner rank lists its links to the actor ranks.
+    std::vector<const WorkerInfo*> ranks;
+    for (const WorkerInfo& w : learners) ranks.push_back(&w);
+    std::sort(ranks.begin(), ranks.end(),
+              [](const WorkerInfo* a, const WorkerInfo* b) { return a->index < b->index; });
+    for (const WorkerInfo* w : ranks) t->add_reshard_addresses(w->request.transport_address());
+  }
   if (request->role() == v1::LEARNER) {
     v1::LearnerGroupAssignment* g = response->mutable_learner_group();
     g->set_size(static_cast<int32_t>(learners.size()));

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "config/job_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -122,6 +123,40 @@ TEST_F(ShardedLaunchTest, FourRanksCheckpointResumesOnTwo) {
   EXPECT_THAT(log, HasSubstr("step    6/6"));
   EXPECT_EQ(StepRecords(out).size(), 6u) << log;
   ExpectNoneLeft(Processes(out));
+}
+
+// The resharding weight sync (each learner rank publishes its shards, each
+// actor rank receives only its slices; docs/parallelism.md) samples what
+// rank 0's whole-tensor publishing samples: the same job on the grpc
+// transport, which does not reshard, gives the same per-step rewards and
+// token counts. Every learner rank stages its own share for the actors.
+TEST_F(ShardedLaunchTest, ReshardingSyncSamplesAsTheWholeSync) {
+  v1::JobConfig job = ShardedJob(2, 3);
+  job.mutable_runtime()->set_checkpoint_every(0);
+  job.mutable_model()->set_n_heads(4);
+  job.mutable_model()->set_n_kv_heads(2);
+  job.mutable_deployment()->mutable_actor()->set_tensor_parallel(2);
+  ASSERT_TRUE(ExitedOk(Wait(Launch("resharded", config::ResolvedJobYaml(job)))))
+      << Slurp(root_ / "resharded.log");
+  job.mutable_deployment()->set_weight_transport("grpc");
+  ASSERT_TRUE(ExitedOk(Wait(Launch("whole", config::ResolvedJobYaml(job)))))
+      << Slurp(root_ / "whole.log");
+  const std::map<int64_t, nlohmann::json> resharded = StepRecords(root_ / "resharded");
+  const std::map<int64_t, nlohmann::json> whole = StepRecords(root_ / "whole");
+  ASSERT_EQ(resharded.size(), 3u);
+  ASSERT_EQ(whole.size(), 3u);
+  for (const auto& [step, record] : whole) {
+    EXPECT_EQ(resharded.at(step)["mean_reward"], record["mean_reward"]) << "step " << step;
+    EXPECT_EQ(resharded.at(step)["generated_tokens"], record["generated_tokens"]) << step;
+  }
+  // Each learner rank's staged buckets, as its own ledger recorded them.
+  const std::string ledger = Slurp(root_ / "resharded" / "ledger.jsonl");
+  for (const char* rank : {"learner-0", "learner-1"}) {
+    EXPECT_THAT(ledger, ::testing::ContainsRegex(absl::StrCat(
+                            R"("object":"communication","role":")", rank,
+                            R"(","stage":"weight_sync")")))
+        << rank;
+  }
 }
 
 // A Hugging Face job's export, written from weights gathered unit by unit,

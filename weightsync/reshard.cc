@@ -45,14 +45,13 @@ absl::Status CheckRank(const ReshardPlan& plan, const ReshardOptions& options, c
   return absl::OkStatus();
 }
 
-// One link's options: the pair's store, a single receiver slot.
+// One link's options: the pair's store; the receiver slots (one per
+// actor replica) as options.transport has them.
 TransportOptions LinkOptions(const ReshardPlan& plan, const ReshardOptions& options, int learner,
                              int actor) {
   TransportOptions o = options.transport;
   o.host = options.PairHost(learner);
   o.port = options.PairPort(plan, learner, actor);
-  o.num_receivers = 1;
-  o.receiver_index = 0;
   return o;
 }
 

@@ -39,8 +39,9 @@ namespace trellis::weightsync {
 
 struct ReshardOptions {
   // Each link's transport options: bucket_bytes, connect_timeout, secret,
-  // local_host, cuda_device are used as they are; host, port,
-  // num_receivers and receiver_index are set per link.
+  // local_host, cuda_device, num_receivers (the actor replicas each link
+  // serves) and receiver_index (an actor replica's slot) are used as they
+  // are; host and port are set per link.
   TransportOptions transport;
   // The transport's name in the registry given to Start.
   std::string transport_name = "gloo";

@@ -1,27 +1,15 @@
 #include "learner/internal/flat_shards.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "model/lora.h"
+#include "model/flat_layout.h"
 #include "model/safetensors_dtypes.h"
 
 namespace trellis::learner::internal {
 namespace {
-
-constexpr char kOuter[] = "outer";
-constexpr char kLayerPrefix[] = "model.layers.";
-
-// The unit of a tensor: 1 + its block's index, or 0 (outer).
-size_t UnitOf(const std::string& name) {
-  if (name.rfind(kLayerPrefix, 0) != 0) return 0;
-  const std::string rest = name.substr(sizeof(kLayerPrefix) - 1);
-  int64_t layer = 0;
-  if (!absl::SimpleAtoi(rest.substr(0, rest.find('.')), &layer)) return 0;
-  return static_cast<size_t>(layer) + 1;
-}
 
 // A whole buffer's memory comes and goes while the model's tensors stay
 // views of it (their sizes and strides kept), so autograd's saved views see
@@ -65,52 +53,45 @@ absl::StatusOr<std::unique_ptr<FlatShards>> FlatShards::Make(model::Transformer 
   std::unique_ptr<FlatShards> shards(
       new FlatShards(policy, group, zero_stage, std::move(worker_id)));
   const size_t units = static_cast<size_t>(policy->config().n_layers()) + 1;
-  // [unit][0: matrices, 1: vectors]
-  std::vector<std::array<model::NamedTensors, 2>> members(units);
-  for (const auto& [name, p] : policy->NamedWeights()) {
-    if (model::IsAdapterName(name)) continue;
-    members[std::min(UnitOf(name), units - 1)][p.dim() >= 2 ? 0 : 1].emplace_back(name, p);
-  }
   const int ranks = group->size(), rank = group->rank();
+  std::map<std::string, torch::Tensor> by_name;
+  const model::NamedTensors weights = policy->NamedWeights();
+  for (const auto& [name, p] : weights) by_name.emplace(name, p);
   torch::NoGradGuard no_grad;
   shards->units_.resize(units);
-  for (size_t u = 0; u < units; ++u) {
-    const std::string unit_name = u == 0 ? kOuter : absl::StrCat(kLayerPrefix, u - 1);
-    for (int kind = 0; kind < 2; ++kind) {
-      const model::NamedTensors& tensors = members[u][kind];
-      if (tensors.empty()) continue;
-      std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-      size_t trained = 0;
-      for (const auto& [name, p] : tensors) {
-        shapes.emplace_back(name, p.sizes().vec());
-        trained += p.requires_grad();
-      }
-      if (trained != 0 && trained != tensors.size()) {
-        return absl::UnimplementedError(absl::StrCat(
-            shards->worker_id_, ": memory.zero_stage ", zero_stage, ": ", unit_name,
-            " mixes trained and frozen tensors, which one flat shard cannot hold"));
-      }
-      Buffer b;
-      const torch::Tensor& first = tensors.front().second;
-      b.layout = model::MakeFlatUnit(absl::StrCat(unit_name, kind == 0 ? "/matrices" : "/vectors"),
-                                     model::SafetensorsDtypeName(first.scalar_type()), shapes,
-                                     ranks);
-      b.trained = trained != 0;
-      b.full = torch::zeros({ranks * b.layout.shard_numel}, first.options());
-      for (size_t i = 0; i < tensors.size(); ++i) {
-        const model::FlatEntry& e = b.layout.entries[i];
-        const torch::Tensor& p = tensors[i].second;
-        torch::Tensor slot = b.full.narrow(0, e.offset, e.numel());
-        slot.copy_(p.detach().reshape(-1));
-        p.set_data(slot.view(p.sizes()));
-        b.params.push_back(p);
-        shards->held_.insert(p.unsafeGetTensorImpl());
-      }
-      b.shard = b.full.narrow(0, rank * b.layout.shard_numel, b.layout.shard_numel).clone();
-      b.master = first.scalar_type() == torch::kFloat32 ? b.shard : b.shard.to(torch::kFloat32);
-      b.master.requires_grad_(b.trained);
-      shards->units_[u].buffers.push_back(std::move(b));
+  for (model::FlatUnit& layout : model::FlatUnitsOf(weights, ranks)) {
+    const size_t u = model::ModelUnitIndex(layout.entries.front().name);
+    if (u >= units) {
+      return absl::InternalError(absl::StrCat(shards->worker_id_, ": ", layout.name,
+                                              " is not one of the policy's ", units - 1,
+                                              " blocks"));
     }
+    Buffer b;
+    for (const model::FlatEntry& e : layout.entries) b.params.push_back(by_name.at(e.name));
+    size_t trained = 0;
+    for (const torch::Tensor& p : b.params) trained += p.requires_grad();
+    if (trained != 0 && trained != b.params.size()) {
+      return absl::UnimplementedError(absl::StrCat(
+          shards->worker_id_, ": memory.zero_stage ", zero_stage, ": ", layout.name,
+          " mixes trained and frozen tensors, which one flat shard cannot hold"));
+    }
+    b.trained = trained != 0;
+    b.full = torch::zeros({ranks * layout.shard_numel}, b.params.front().options());
+    for (size_t i = 0; i < b.params.size(); ++i) {
+      const model::FlatEntry& e = layout.entries[i];
+      const torch::Tensor& p = b.params[i];
+      torch::Tensor slot = b.full.narrow(0, e.offset, e.numel());
+      slot.copy_(p.detach().reshape(-1));
+      p.set_data(slot.view(p.sizes()));
+      shards->held_.insert(p.unsafeGetTensorImpl());
+    }
+    b.shard = b.full.narrow(0, rank * layout.shard_numel, layout.shard_numel).clone();
+    b.master = b.shard.scalar_type() == torch::kFloat32 ? b.shard : b.shard.to(torch::kFloat32);
+    b.master.requires_grad_(b.trained);
+    b.layout = std::move(layout);
+    shards->units_[u].buffers.push_back(std::move(b));
+  }
+  for (size_t u = 0; u < units; ++u) {
     shards->units_[u].gathered = true;
     shards->gathered_bytes_ += shards->units_[u].bytes();
   }
@@ -284,6 +265,14 @@ std::vector<model::FlatUnit> FlatShards::layouts() const {
   std::vector<model::FlatUnit> out;
   for (const Unit& unit : units_) {
     for (const Buffer& b : unit.buffers) out.push_back(b.layout);
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> FlatShards::shards() const {
+  std::vector<torch::Tensor> out;
+  for (const Unit& unit : units_) {
+    for (const Buffer& b : unit.buffers) out.push_back(b.shard);
   }
   return out;
 }

@@ -83,9 +83,11 @@ class FlatShards final : public model::LayerHooks {
   [[nodiscard]] absl::Status ForEachUnit(
       const std::function<absl::Status(const model::NamedTensors&)>& fn);
 
-  // The layout of every buffer, and this rank's fp32 master shards in the
-  // same order (a checkpoint's).
+  // The layout of every buffer (model/flat_layout.h FlatUnitsOf the
+  // policy's), this rank's model-precision shards (what the actors are
+  // sent) and its fp32 master shards (a checkpoint's), in the same order.
   std::vector<model::FlatUnit> layouts() const;
+  std::vector<torch::Tensor> shards() const;
   std::vector<torch::Tensor> masters() const;
   // Sets this rank's masters (and model-precision shards; stage 2: the
   // whole tensors, gathered) from `values`, one per buffer in layouts()'s
