@@ -70,6 +70,10 @@ class MemoryLimitLaunchTest : public ::testing::Test {
             ("memory_limit_launch_test_" + std::to_string(::getpid()));
     fs::create_directories(root_);
   }
+  // The runs' weights take 1.4 GB; a failed test's stay to be read.
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(root_);
+  }
 
   struct Outcome {
     int status = 0;
