@@ -86,9 +86,10 @@ ProcessPrice LearnerPrice(const v1::JobConfig& job, const ModelShape& s, int ran
 
 // One rank of a tensor-parallel group of `k`: its slice of the weights and
 // of the KV cache of `rows` samples (0: a reference, which keeps none).
+// `in_place`: an actor whose ranks receive their slices from the resharding
+// sync, which keeps no whole model.
 ProcessPrice SlicePrice(std::string process, const ModelShape& s, int k, double rows,
-                        double tokens) {
-  const double whole = kFloatBytes * static_cast<double>(ParameterCount(s));
+                        double tokens, bool in_place) {
   // A tensor-parallel replica is one process whose K ranks are threads: it
   // keeps the whole model (the weight sync's receive buffer, the loaded
   // reference) beside the K ranks' slices, and one KV cache of every head
@@ -96,6 +97,8 @@ ProcessPrice SlicePrice(std::string process, const ModelShape& s, int k, double 
   const double slices =
       k > 1 ? k * kFloatBytes * static_cast<double>(ParameterCount(TensorParallelShape(s, k)))
             : 0;
+  const double whole =
+      k > 1 && in_place ? 0 : kFloatBytes * static_cast<double>(ParameterCount(s));
   const double cache = KvCacheBytes(s, rows, tokens);
   std::string what = absl::StrCat(GiBText(whole), " of weights");
   if (k > 1) {
@@ -186,10 +189,12 @@ std::vector<ProcessPrice> PriceProcesses(const v1::JobConfig& job, ProcessLayout
   if (samples > 0) {
     const double rows = std::max(1.0, samples / std::max(1, d.actor().count()));
     out.push_back(SlicePrice("actor", s, embedded ? 1 : std::max(1, d.actor().tensor_parallel()),
-                             embedded ? samples : rows, 1.0 + job.sampling().max_new_tokens()));
+                             embedded ? samples : rows, 1.0 + job.sampling().max_new_tokens(),
+                             !embedded && ReshardsWeights(job)));
     if (ReferenceIsTeacher(job) || job.grpo().kl_coef() > 0) {
       const int k = embedded ? 1 : std::max(1, d.reference().tensor_parallel());
-      out.push_back(SlicePrice("reference", ShapeOf(ReferenceModel(job), vocab_size), k, 0, 0));
+      out.push_back(
+          SlicePrice("reference", ShapeOf(ReferenceModel(job), vocab_size), k, 0, 0, false));
     }
   }
   if (!embedded) return out;

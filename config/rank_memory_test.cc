@@ -119,6 +119,22 @@ TEST(RankMemory, ATensorParallelActorIsPricedAsItsOneProcess) {
                    2 * 4 * static_cast<double>(ParameterCount(TensorParallelShape(Shape(), 2))));
 }
 
+// Under the resharding sync (memory.zero_stage 3) the ranks receive their
+// slices in place: the process keeps no whole model beside them.
+TEST(RankMemory, AnActorOfTheReshardingSyncHoldsOnlyItsRanksSlices) {
+  const std::string yaml = std::string(kModel) + "grpo: {prompts_per_step: 4, kl_coef: 0}\n";
+  const std::vector<ProcessPrice> whole = PriceProcesses(
+      Job(yaml + "deployment: {actor: {tensor_parallel: 2}}"), ProcessLayout::kLaunched, 0);
+  const std::vector<ProcessPrice> in_place =
+      PriceProcesses(Job(yaml + "memory: {zero_stage: 3}\n"
+                                "deployment: {actor: {tensor_parallel: 2}}"),
+                     ProcessLayout::kLaunched, 0);
+  ASSERT_EQ(whole.size(), 2u);
+  ASSERT_EQ(in_place.size(), 2u);
+  EXPECT_DOUBLE_EQ(whole[1].bytes - in_place[1].bytes,
+                   4 * static_cast<double>(ParameterCount(Shape())));
+}
+
 // A stage-3 job whose one learner is over the limit fits over 4 ranks.
 constexpr char kLimited[] =
     "model: {d_model: 1024, n_layers: 16, n_heads: 16, n_kv_heads: 8, d_ff: 4096, "

@@ -53,9 +53,14 @@ std::vector<PlanLine> LearnerPerRank(const Plan& plan, const v1::JobConfig& job,
   if (line.object == "gradients") set(rank.gradients);
   if (line.object == "optimizer_state") set(rank.optimizer_state);
   if (line.object == "master_weights") set(rank.master_weights);
-  // LoRA's adapters stay whole on every rank, and rank 0 gathers and
-  // stages the whole version it publishes to the actors
+  // The weights staged for the actors: under the resharding sync each rank
+  // stages its own shards; otherwise rank 0 gathers and stages the whole
+  // version, and LoRA's adapters stay whole on every rank
   // (docs/parallelism.md): those lines are the single learner's.
+  if (line.object == "communication" && config::ReshardsWeights(job) && learners > 1) {
+    line.bytes = RoundUp(static_cast<double>(line.bytes) / learners);
+    absl::StrAppend(&line.formula, ", / ", learners, " ranks (each stages its own shards)");
+  }
   out.push_back(line);
   if (line.object == "parameters" && rank.gathered > 0) {
     out.push_back({line.role, "parameters", RoundUp(rank.gathered),
@@ -72,9 +77,10 @@ std::vector<PlanLine> LearnerPerRank(const Plan& plan, const v1::JobConfig& job,
   return out;
 }
 
-// A tensor-parallel replica of K ranks: its whole model and the K slices,
+// A tensor-parallel replica of K ranks: its whole model and the K slices
+// (the K slices alone when `in_place`: an actor under the resharding sync),
 // one KV cache, K forwards' workspace at the slice's widths.
-PlanLine SlicePerReplica(const config::ModelShape& s, int k, PlanLine line) {
+PlanLine SlicePerReplica(const config::ModelShape& s, int k, PlanLine line, bool in_place) {
   if (k <= 1) return line;
   const config::ModelShape slice = config::TensorParallelShape(s, k);
   const auto scale = [&](int64_t part, int64_t whole, const std::string& why) {
@@ -84,7 +90,10 @@ PlanLine SlicePerReplica(const config::ModelShape& s, int k, PlanLine line) {
   };
   // The replica's K ranks are threads of one process beside its whole
   // model, sharing one KV cache of every head (config/rank_memory.h).
-  if (line.object == "parameters" || line.object == "reference_model") {
+  if (in_place && line.object == "parameters") {
+    scale(k * config::ParameterCount(slice), config::ParameterCount(s),
+          "K slices, received in place");
+  } else if (line.object == "parameters" || line.object == "reference_model") {
     scale(config::ParameterCount(s) + k * config::ParameterCount(slice),
           config::ParameterCount(s), "the whole model and K slices of it");
   } else if (line.object == "workspace") {
@@ -112,10 +121,11 @@ std::vector<PlanLine> PerRank(const Plan& plan, const v1::JobConfig& job, const 
   const v1::DeploymentConfig& d = job.deployment();
   if (line.role == RankRole(v1::LEARNER)) return LearnerPerRank(plan, job, line, learners);
   if (line.role == RankRole(v1::ACTOR)) {
-    return {SlicePerReplica(plan.shape, d.actor().tensor_parallel(), line)};
+    return {SlicePerReplica(plan.shape, d.actor().tensor_parallel(), line,
+                            config::ReshardsWeights(job))};
   }
   if (line.role == RankRole(v1::REFERENCE)) {
-    return {SlicePerReplica(plan.reference_shape, d.reference().tensor_parallel(), line)};
+    return {SlicePerReplica(plan.reference_shape, d.reference().tensor_parallel(), line, false)};
   }
   return {line};
 }

@@ -83,15 +83,16 @@ TEST(PlanRanksTest, EachStageSplitsTheLearnersStateOverItsRanks) {
       const int64_t optimizer = Line(whole, "optimizer_state");
       EXPECT_NEAR(Line(rank.resident, "optimizer_state"), optimizer / n, 1);
       if (stage == 1) EXPECT_EQ(split, params + grads + (optimizer + n - 1) / n);
-      // Rank 0 gathers and stages the whole new version for the actors.
+      // Each rank stages its share of the new version for the actors (the
+      // resharding sync).
       if (stage == 2) {
         EXPECT_NEAR(split, params + (grads + optimizer) / n, 2);
-        EXPECT_EQ(Line(rank.resident, "communication"), staged + bucket);
+        EXPECT_EQ(Line(rank.resident, "communication"), (staged + n - 1) / n + bucket);
       }
       if (stage == 3) {
         // single / N + the gathered buffers (two blocks and the outer unit).
         EXPECT_NEAR(split, state / n + gathered, 3);
-        EXPECT_EQ(Line(rank.resident, "communication"), staged + bucket);
+        EXPECT_EQ(Line(rank.resident, "communication"), (staged + n - 1) / n + bucket);
       }
       if (stage == 1) EXPECT_EQ(Line(rank.resident, "communication"), staged);
       // The rank trains its own micro-batches: the update's activations whole.
@@ -115,6 +116,27 @@ TEST(PlanRanksTest, ATensorParallelActorHoldsItsModelTheSlicesAndOneCache) {
             Line(whole.resident, "parameters") + 2 * 4 * config::ParameterCount(slice));
   ASSERT_EQ(two.peak_stage, whole.peak_stage);
   EXPECT_EQ(Line(two.peak_transient, "kv_cache"), Line(whole.peak_transient, "kv_cache"));
+}
+
+// A launched stage-3 job syncs through the resharding sync: each learner
+// rank stages only its share of the version, and a tensor-parallel actor
+// keeps only its ranks' slices.
+TEST(PlanRanksTest, UnderTheReshardingSyncRanksHoldTheirSharesOfTheVersion) {
+  v1::JobConfig job = Job(3, 4);
+  job.mutable_deployment()->mutable_actor()->set_tensor_parallel(2);
+  ASSERT_TRUE(config::ReshardsWeights(job));
+  const Plan plan = testing::TestPlan(job);
+  const int64_t staged = Line(plan.resident, "communication");
+  ASSERT_GT(staged, 0);
+  const RankPlan rank = PlanRank(plan, job, kLearner, 4);
+  int64_t shares = 0;
+  for (const PlanLine& l : rank.resident) {
+    if (l.formula.find("each stages its own shards") != std::string::npos) shares += l.bytes;
+  }
+  EXPECT_EQ(shares, (staged + 3) / 4);
+  const config::ModelShape slice = config::TensorParallelShape(plan.shape, 2);
+  EXPECT_EQ(Line(PlanRank(plan, job, "actor-0", 4).resident, "parameters"),
+            2 * 4 * config::ParameterCount(slice));
 }
 
 TEST(PlanRanksTest, TheDevicePlanSaysTheSmallestLearnerCountThatFits) {
