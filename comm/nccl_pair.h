@@ -1,11 +1,12 @@
 #ifndef TRELLIS_COMM_NCCL_PAIR_H_
 #define TRELLIS_COMM_NCCL_PAIR_H_
 
-// Two-rank NCCL communicators for point-to-point transfers between GPUs
-// (the NCCL weight transport, weightsync/nccl_transport.h): NCCL status
-// conversion and a non-blocking communicator whose every wait has a
-// deadline (CUDA's status and device buffers: cuda_memory.h). Built only
-// with CUDA and NCCL.
+// NCCL communicators: two-rank ones for point-to-point transfers between
+// GPUs (the NCCL weight transport, weightsync/nccl_transport.h) and N-rank
+// ones for collectives (the learner's data-parallel group,
+// learner/internal/nccl_group.cc): NCCL status conversion and a
+// non-blocking communicator whose every wait has a deadline (CUDA's status
+// and device buffers: cuda_memory.h). Built only with CUDA and NCCL.
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -27,12 +28,13 @@ inline absl::Status NcclStatus(ncclResult_t r, const char* what) {
   return absl::UnavailableError(absl::StrCat("nccl: ", what, ": ", ncclGetErrorString(r)));
 }
 
-// A two-rank, non-blocking communicator and its stream. Destruction
-// aborts, which never waits on the peer.
+// A non-blocking communicator of `ranks` ranks (two by default) and its
+// stream. Destruction aborts, which never waits on the peers.
 class NcclComm {
  public:
   static absl::StatusOr<std::unique_ptr<NcclComm>> Init(const ncclUniqueId& id, int rank,
-                                                        int device, absl::Time deadline) {
+                                                        int device, absl::Time deadline,
+                                                        int ranks = 2) {
     auto c = std::unique_ptr<NcclComm>(new NcclComm());
     if (absl::Status s = CudaStatus(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) {
       return s;
@@ -44,7 +46,7 @@ class NcclComm {
     }
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    if (absl::Status s = NcclStatus(ncclCommInitRankConfig(&c->comm_, 2, id, rank, &config),
+    if (absl::Status s = NcclStatus(ncclCommInitRankConfig(&c->comm_, ranks, id, rank, &config),
                                     "ncclCommInitRankConfig");
         !s.ok()) {
       return s;
@@ -75,28 +77,32 @@ class NcclComm {
     if (!s.ok()) return s;
     if (!end.ok()) return end;
     if (absl::Status r = WaitReady(deadline, "posting"); !r.ok()) return r;
+    return WaitDone([this] { return cudaStreamQuery(stream_); }, deadline,
+                    send ? "sending" : "receiving");
+  }
+
+  // Polls `query` (cudaStreamQuery or cudaEventQuery of work on this
+  // communicator) until it reports cudaSuccess, failing on its error, on
+  // NCCL's asynchronous error and at `deadline`, each naming `what`.
+  template <typename Query>
+  absl::Status WaitDone(Query query, absl::Time deadline, const char* what) {
     while (true) {
-      const cudaError_t e = cudaStreamQuery(stream_);
+      const cudaError_t e = query();
       if (e == cudaSuccess) return absl::OkStatus();
-      if (e != cudaErrorNotReady) return CudaStatus(e, "cudaStreamQuery");
+      if (e != cudaErrorNotReady) return CudaStatus(e, what);
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        return NcclStatus(async, send ? "sending" : "receiving");
-      }
+      if (async != ncclSuccess && async != ncclInProgress) return NcclStatus(async, what);
       if (absl::Now() >= deadline) {
         return absl::DeadlineExceededError(
-            absl::StrCat("nccl: ", send ? "sending" : "receiving", " did not finish in time"));
+            absl::StrCat("nccl: ", what, " did not finish in time"));
       }
       absl::SleepFor(absl::Microseconds(100));
     }
   }
 
-  cudaStream_t stream() const { return stream_; }
-
- private:
-  NcclComm() = default;
-
+  // Waits until the communicator has taken the calls made so far (a
+  // non-blocking one may still be posting them), failing as WaitDone.
   absl::Status WaitReady(absl::Time deadline, const char* what) {
     while (true) {
       ncclResult_t state = ncclSuccess;
@@ -113,6 +119,12 @@ class NcclComm {
       absl::SleepFor(absl::Milliseconds(1));
     }
   }
+
+  ncclComm_t get() const { return comm_; }
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  NcclComm() = default;
 
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
