@@ -8,6 +8,7 @@
 // non-blocking communicator whose every wait has a deadline (CUDA's status
 // and device buffers: cuda_memory.h). Built only with CUDA and NCCL.
 
+#include <c10/core/ScalarType.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -26,6 +27,28 @@ namespace trellis::comm {
 inline absl::Status NcclStatus(ncclResult_t r, const char* what) {
   if (r == ncclSuccess || r == ncclInProgress) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat("nccl: ", what, ": ", ncclGetErrorString(r)));
+}
+
+// NCCL's type for tensors of `type`; `sum`: the collective adds them
+// (NCCL moves bool as bytes but cannot add it). InvalidArgument for a type
+// it has none for.
+inline absl::StatusOr<ncclDataType_t> NcclType(c10::ScalarType type, bool sum) {
+  switch (type) {
+    case c10::kFloat: return ncclFloat32;
+    case c10::kDouble: return ncclFloat64;
+    case c10::kHalf: return ncclFloat16;
+    case c10::kBFloat16: return ncclBfloat16;
+    case c10::kLong: return ncclInt64;
+    case c10::kInt: return ncclInt32;
+    case c10::kChar: return ncclInt8;
+    case c10::kByte: return ncclUint8;
+    case c10::kBool:
+      if (!sum) return ncclUint8;
+      break;
+    default: break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("nccl cannot ", sum ? "sum" : "move", " ", c10::toString(type), " tensors"));
 }
 
 // A non-blocking communicator of `ranks` ranks (two by default) and its
@@ -81,6 +104,26 @@ class NcclComm {
                     send ? "sending" : "receiving");
   }
 
+  // Queues `calls` (NCCL calls on stream(), made in one NCCL group) after
+  // the work queued so far on `after` (a stream of the same device), which
+  // `ready` marks, and records `done` on stream() behind them. Fails as
+  // WaitReady when the communicator has not taken them by `deadline`.
+  template <typename Calls>
+  absl::Status Post(cudaStream_t after, cudaEvent_t ready, cudaEvent_t done, Calls calls,
+                    absl::Time deadline, const char* what) {
+    absl::Status s = CudaStatus(cudaEventRecord(ready, after), "cudaEventRecord");
+    if (s.ok()) s = CudaStatus(cudaStreamWaitEvent(stream_, ready, 0), "cudaStreamWaitEvent");
+    if (s.ok()) s = NcclStatus(ncclGroupStart(), "ncclGroupStart");
+    if (s.ok()) {
+      s = calls();
+      const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+      if (s.ok()) s = end;
+    }
+    if (s.ok()) s = WaitReady(deadline, what);
+    if (s.ok()) s = CudaStatus(cudaEventRecord(done, stream_), "cudaEventRecord");
+    return s;
+  }
+
   // Polls `query` (cudaStreamQuery or cudaEventQuery of work on this
   // communicator) until it reports cudaSuccess, failing on its error, on
   // NCCL's asynchronous error and at `deadline`, each naming `what`.
@@ -94,8 +137,7 @@ class NcclComm {
       ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess && async != ncclInProgress) return NcclStatus(async, what);
       if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("nccl: ", what, " did not finish in time"));
+        return absl::DeadlineExceededError(absl::StrCat("nccl: ", what, " did not finish in time"));
       }
       absl::SleepFor(absl::Microseconds(100));
     }

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <exception>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -25,40 +24,6 @@ namespace {
 
 // Where rank 0 leaves NCCL's unique id for the others.
 constexpr char kIdKey[] = "learner-group/nccl-id";
-
-// NCCL's type for tensors of `type`; `sum`: the collective adds them.
-absl::StatusOr<ncclDataType_t> NcclType(torch::ScalarType type, bool sum) {
-  switch (type) {
-    case torch::kFloat32: return ncclFloat32;
-    case torch::kFloat64: return ncclFloat64;
-    case torch::kFloat16: return ncclFloat16;
-    case torch::kBFloat16: return ncclBfloat16;
-    case torch::kInt64: return ncclInt64;
-    case torch::kInt32: return ncclInt32;
-    case torch::kInt8: return ncclInt8;
-    case torch::kUInt8: return ncclUint8;
-    case torch::kBool:
-      if (!sum) return ncclUint8;
-      break;
-    default:
-      break;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("NCCL cannot ", sum ? "sum" : "move", " ",
-                                                 c10::toString(type), " tensors"));
-}
-
-// A CUDA event (no timing), destroyed with its last holder.
-using Event = std::shared_ptr<std::remove_pointer_t<cudaEvent_t>>;
-
-absl::StatusOr<Event> NewEvent() {
-  cudaEvent_t e = nullptr;
-  if (absl::Status s = comm::CudaStatus(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
-                                        "cudaEventCreateWithFlags");
-      !s.ok()) {
-    return s;
-  }
-  return Event(e, cudaEventDestroy);
-}
 
 // The device `device` names ("cuda" alone: the current one).
 torch::Device Resolved(const torch::Device& device) {
@@ -103,10 +68,11 @@ class NcclGroup final : public MeteredGroup {
       const torch::Tensor& full, const torch::Tensor& shard) override {
     static constexpr char kWhat[] = "parameter all-gather";
     const absl::Time began = absl::Now();
-    absl::StatusOr<Event> done = Post(full, shard, false, kWhat, [&](ncclDataType_t type) {
-      return ncclAllGather(shard.data_ptr(), full.data_ptr(), shard.numel(), type, comm_->get(),
-                           comm_->stream());
-    });
+    absl::StatusOr<comm::CudaEvent> done =
+        PostShards(full, shard, false, kWhat, [&](ncclDataType_t type) {
+          return ncclAllGather(shard.data_ptr(), full.data_ptr(), shard.numel(), type, comm_->get(),
+                               comm_->stream());
+        });
     if (!done.ok()) return done.status();
     const int64_t bytes = static_cast<int64_t>(full.nbytes());
     // The waiter holds the tensors until NCCL is done with them.
@@ -121,10 +87,11 @@ class NcclGroup final : public MeteredGroup {
   absl::Status ReduceScatterSum(const torch::Tensor& shard, const torch::Tensor& full) override {
     static constexpr char kWhat[] = "gradient reduce-scatter";
     const absl::Time began = absl::Now();
-    absl::StatusOr<Event> done = Post(full, shard, true, kWhat, [&](ncclDataType_t type) {
-      return ncclReduceScatter(full.data_ptr(), shard.data_ptr(), shard.numel(), type, ncclSum,
-                               comm_->get(), comm_->stream());
-    });
+    absl::StatusOr<comm::CudaEvent> done =
+        PostShards(full, shard, true, kWhat, [&](ncclDataType_t type) {
+          return ncclReduceScatter(full.data_ptr(), shard.data_ptr(), shard.numel(), type, ncclSum,
+                                   comm_->get(), comm_->stream());
+        });
     if (!done.ok()) return done.status();
     if (absl::Status s = Wait(*done, kWhat); !s.ok()) return s;
     Buffered(full.nbytes());
@@ -150,34 +117,20 @@ class NcclGroup final : public MeteredGroup {
   // after the work queued so far on the device's current LibTorch stream;
   // returns an event recorded after them.
   template <typename Calls>
-  absl::StatusOr<Event> Enqueue(Calls calls, const char* what) {
+  absl::StatusOr<comm::CudaEvent> Enqueue(Calls calls, const char* what) {
     const c10::cuda::CUDAGuard guard(device_.index());
-    absl::StatusOr<Event> ready = NewEvent();
-    absl::StatusOr<Event> done = ready.ok() ? NewEvent() : ready;
+    absl::StatusOr<comm::CudaEvent> ready = comm::NewCudaEvent();
+    absl::StatusOr<comm::CudaEvent> done = ready.ok() ? comm::NewCudaEvent() : ready;
     if (!done.ok()) return Error(done.status().code(), what, std::string(done.status().message()));
     const cudaStream_t torch_stream = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
-    absl::Status s = comm::CudaStatus(cudaEventRecord(ready->get(), torch_stream),
-                                      "cudaEventRecord");
-    if (s.ok()) {
-      s = comm::CudaStatus(cudaStreamWaitEvent(comm_->stream(), ready->get(), 0),
-                           "cudaStreamWaitEvent");
-    }
-    if (s.ok()) s = comm::NcclStatus(ncclGroupStart(), "ncclGroupStart");
-    if (s.ok()) {
-      s = calls();
-      const absl::Status end = comm::NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
-      if (s.ok()) s = end;
-    }
-    if (s.ok()) s = comm_->WaitReady(absl::Now() + options_.timeout, what);
-    if (s.ok()) {
-      s = comm::CudaStatus(cudaEventRecord(done->get(), comm_->stream()), "cudaEventRecord");
-    }
+    const absl::Status s = comm_->Post(torch_stream, ready->get(), done->get(), calls,
+                                       absl::Now() + options_.timeout, what);
     if (!s.ok()) return OfRank(options_, s);
     return *done;
   }
 
   // Waits for `done` (Enqueue's) within the group's timeout.
-  absl::Status Wait(const Event& done, const char* what) {
+  absl::Status Wait(const comm::CudaEvent& done, const char* what) {
     return OfRank(options_, comm_->WaitDone([&done] { return cudaEventQuery(done.get()); },
                                             absl::Now() + options_.timeout, what));
   }
@@ -185,19 +138,19 @@ class NcclGroup final : public MeteredGroup {
   // Checks `full` and `shard` (one dtype, contiguous on the device, full
   // size() times shard) and enqueues `call(type)` on them.
   template <typename Call>
-  absl::StatusOr<Event> Post(const torch::Tensor& full, const torch::Tensor& shard, bool sum,
-                             const char* what, Call call) {
+  absl::StatusOr<comm::CudaEvent> PostShards(const torch::Tensor& full, const torch::Tensor& shard,
+                                             bool sum, const char* what, Call call) {
     for (const torch::Tensor* t : {&full, &shard}) {
       if (absl::Status s = CheckPlaced(*t, what); !s.ok()) return s;
     }
     if (full.scalar_type() != shard.scalar_type() || full.numel() != size() * shard.numel()) {
-      return Error(absl::StatusCode::kInvalidArgument, what,
-                   absl::StrCat("full ", c10::toString(full.scalar_type()), " of ", full.numel(),
-                                " elements, shard ", c10::toString(shard.scalar_type()), " of ",
-                                shard.numel(), ": expected one dtype and ", size(),
-                                " shards in full"));
+      return Error(
+          absl::StatusCode::kInvalidArgument, what,
+          absl::StrCat("full ", c10::toString(full.scalar_type()), " of ", full.numel(),
+                       " elements, shard ", c10::toString(shard.scalar_type()), " of ",
+                       shard.numel(), ": expected one dtype and ", size(), " shards in full"));
     }
-    absl::StatusOr<ncclDataType_t> type = NcclType(full.scalar_type(), sum);
+    absl::StatusOr<ncclDataType_t> type = comm::NcclType(full.scalar_type(), sum);
     if (!type.ok()) {
       return Error(type.status().code(), what, std::string(type.status().message()));
     }
@@ -213,7 +166,8 @@ class NcclGroup final : public MeteredGroup {
       std::vector<torch::Tensor> buffers;
       std::vector<ncclDataType_t> types;
       for (const Bucket& bucket : buckets) {
-        absl::StatusOr<ncclDataType_t> type = NcclType(bucket.tensors.front().scalar_type(), sum);
+        absl::StatusOr<ncclDataType_t> type =
+            comm::NcclType(bucket.tensors.front().scalar_type(), sum);
         if (!type.ok()) {
           return Error(type.status().code(), what, std::string(type.status().message()));
         }
@@ -222,7 +176,7 @@ class NcclGroup final : public MeteredGroup {
         if (absl::Status s = CheckPlaced(buffers.back(), what); !s.ok()) return s;
         Buffered(bucket.bytes);
       }
-      absl::StatusOr<Event> done = Enqueue(
+      absl::StatusOr<comm::CudaEvent> done = Enqueue(
           [&] {
             absl::Status s;
             for (size_t i = 0; s.ok() && i < buffers.size(); ++i) {
@@ -280,19 +234,11 @@ absl::StatusOr<ncclUniqueId> ShareId(const GroupOptions& options, c10d::Store& s
 absl::Status NcclGroupAvailable(const GroupOptions& options) {
   const std::string where =
       absl::StrCat(options.worker_id, ": learner group on ", options.device.str(), ": ");
-  if (absl::Status s = comm::CudaDeviceAvailable(); !s.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(where, s.message()));
-  }
-  int count = 0;
-  if (absl::Status s = comm::CudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-      !s.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(where, s.message()));
-  }
-  if (options.device.has_index() && options.device.index() >= count) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(where, "no such device: ", count, " CUDA devices are visible"));
-  }
-  return absl::OkStatus();
+  // "cuda" alone: the current device, which a visible device 0 means there is.
+  const absl::Status s =
+      comm::CudaDeviceVisible(options.device.has_index() ? options.device.index() : 0);
+  if (s.ok()) return s;
+  return absl::FailedPreconditionError(absl::StrCat(where, s.message()));
 }
 
 absl::StatusOr<std::unique_ptr<DataParallelGroup>> JoinNcclGroup(
@@ -301,8 +247,8 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> JoinNcclGroup(
   absl::StatusOr<ncclUniqueId> id = ShareId(options, *store);
   if (!id.ok()) return id.status();
   const torch::Device device = Resolved(options.device);
-  absl::StatusOr<std::unique_ptr<comm::NcclComm>> comm = comm::NcclComm::Init(
-      *id, options.member.rank, device.index(), deadline, options.member.size);
+  absl::StatusOr<std::unique_ptr<comm::NcclComm>> comm =
+      comm::NcclComm::Init(*id, options.member.rank, device.index(), deadline, options.member.size);
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<DataParallelGroup>(
       std::make_unique<NcclGroup>(options, std::move(store), *std::move(comm)));
