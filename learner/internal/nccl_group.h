@@ -13,9 +13,8 @@
 // found NCCL (cmake/nccl.cmake); elsewhere nccl_group_absent.cc's calls
 // fail, saying so.
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <memory>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

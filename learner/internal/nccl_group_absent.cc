@@ -12,8 +12,8 @@ absl::Status NcclGroupAvailable(const GroupOptions& options) {
       "no CUDA toolkit or NCCL, or TRELLIS_WITH_NCCL is OFF: cmake/nccl.cmake)"));
 }
 
-absl::StatusOr<std::unique_ptr<DataParallelGroup>> JoinNcclGroup(
-    const GroupOptions& options, c10::intrusive_ptr<c10d::Store>) {
+absl::StatusOr<std::unique_ptr<DataParallelGroup>> JoinNcclGroup(const GroupOptions& options,
+                                                                 c10::intrusive_ptr<c10d::Store>) {
   return NcclGroupAvailable(options);
 }
 

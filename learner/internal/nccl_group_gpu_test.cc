@@ -96,9 +96,9 @@ std::vector<Results> OnTwoRanks(const std::function<torch::Device(int)>& device,
 
 TEST(NcclGroupGpuTest, EveryCollectiveGivesWhatGlooGives) {
   if (std::string why = WhyNot(); !why.empty()) GTEST_SKIP() << why;
-  const std::vector<Results> gloo = OnTwoRanks(
-      [](int) { return torch::Device(torch::kCPU); },
-      [](DataParallelGroup& g) { return Exercise(g, torch::kCPU); });
+  const std::vector<Results> gloo =
+      OnTwoRanks([](int) { return torch::Device(torch::kCPU); },
+                 [](DataParallelGroup& g) { return Exercise(g, torch::kCPU); });
   const auto cuda = [](int r) { return torch::Device(torch::kCUDA, static_cast<int8_t>(r)); };
   const std::vector<Results> nccl =
       OnTwoRanks(cuda, [&cuda](DataParallelGroup& g) { return Exercise(g, cuda(g.rank())); });
