@@ -1,15 +1,18 @@
 #ifndef TRELLIS_COMM_CUDA_MEMORY_H_
 #define TRELLIS_COMM_CUDA_MEMORY_H_
 
-// CUDA runtime status conversion, device discovery and device buffers that only grow, shared
-// by the device links (nccl_pair.h, the CUDA IPC weight transport). Built
-// only with CUDA.
+// CUDA runtime status conversion, device discovery, events and device
+// buffers that only grow, shared by the device links (nccl_pair.h, the CUDA
+// IPC weight transport). Built only with CUDA.
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <memory>
+#include <type_traits>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
 namespace trellis::comm {
@@ -31,6 +34,31 @@ inline absl::Status CudaDeviceAvailable() {
   }
   if (count == 0) return absl::FailedPreconditionError("no CUDA device on this machine");
   return absl::OkStatus();
+}
+
+// OK when CUDA device `index` is visible; otherwise FailedPrecondition
+// saying why (as CudaDeviceAvailable, or how many devices there are).
+inline absl::Status CudaDeviceVisible(int index) {
+  if (absl::Status s = CudaDeviceAvailable(); !s.ok()) return s;
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  if (index >= 0 && index < count) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("no CUDA device ", index, ": ", count, " are visible"));
+}
+
+// A CUDA event without timing (on the current device), destroyed with its
+// last holder.
+using CudaEvent = std::shared_ptr<std::remove_pointer_t<cudaEvent_t>>;
+
+inline absl::StatusOr<CudaEvent> NewCudaEvent() {
+  cudaEvent_t e = nullptr;
+  if (absl::Status s = CudaStatus(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                                  "cudaEventCreateWithFlags");
+      !s.ok()) {
+    return s;
+  }
+  return CudaEvent(e, cudaEventDestroy);
 }
 
 // Device memory (cudaMalloc, on the current device) that only grows: its

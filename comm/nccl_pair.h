@@ -1,12 +1,14 @@
 #ifndef TRELLIS_COMM_NCCL_PAIR_H_
 #define TRELLIS_COMM_NCCL_PAIR_H_
 
-// Two-rank NCCL communicators for point-to-point transfers between GPUs
-// (the NCCL weight transport, weightsync/nccl_transport.h): NCCL status
-// conversion and a non-blocking communicator whose every wait has a
-// deadline (CUDA's status and device buffers: cuda_memory.h). Built only
-// with CUDA and NCCL.
+// NCCL communicators: two-rank ones for point-to-point transfers between
+// GPUs (the NCCL weight transport, weightsync/nccl_transport.h) and N-rank
+// ones for collectives (the learner's data-parallel group,
+// learner/internal/nccl_group.cc): NCCL status conversion and a
+// non-blocking communicator whose every wait has a deadline (CUDA's status
+// and device buffers: cuda_memory.h). Built only with CUDA and NCCL.
 
+#include <c10/core/ScalarType.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -27,12 +29,35 @@ inline absl::Status NcclStatus(ncclResult_t r, const char* what) {
   return absl::UnavailableError(absl::StrCat("nccl: ", what, ": ", ncclGetErrorString(r)));
 }
 
-// A two-rank, non-blocking communicator and its stream. Destruction
-// aborts, which never waits on the peer.
+// NCCL's type for tensors of `type`; `sum`: the collective adds them
+// (NCCL moves bool as bytes but cannot add it). InvalidArgument for a type
+// it has none for.
+inline absl::StatusOr<ncclDataType_t> NcclType(c10::ScalarType type, bool sum) {
+  switch (type) {
+    case c10::kFloat: return ncclFloat32;
+    case c10::kDouble: return ncclFloat64;
+    case c10::kHalf: return ncclFloat16;
+    case c10::kBFloat16: return ncclBfloat16;
+    case c10::kLong: return ncclInt64;
+    case c10::kInt: return ncclInt32;
+    case c10::kChar: return ncclInt8;
+    case c10::kByte: return ncclUint8;
+    case c10::kBool:
+      if (!sum) return ncclUint8;
+      break;
+    default: break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("nccl cannot ", sum ? "sum" : "move", " ", c10::toString(type), " tensors"));
+}
+
+// A non-blocking communicator of `ranks` ranks (two by default) and its
+// stream. Destruction aborts, which never waits on the peers.
 class NcclComm {
  public:
   static absl::StatusOr<std::unique_ptr<NcclComm>> Init(const ncclUniqueId& id, int rank,
-                                                        int device, absl::Time deadline) {
+                                                        int device, absl::Time deadline,
+                                                        int ranks = 2) {
     auto c = std::unique_ptr<NcclComm>(new NcclComm());
     if (absl::Status s = CudaStatus(cudaSetDevice(device), "cudaSetDevice"); !s.ok()) {
       return s;
@@ -44,7 +69,7 @@ class NcclComm {
     }
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    if (absl::Status s = NcclStatus(ncclCommInitRankConfig(&c->comm_, 2, id, rank, &config),
+    if (absl::Status s = NcclStatus(ncclCommInitRankConfig(&c->comm_, ranks, id, rank, &config),
                                     "ncclCommInitRankConfig");
         !s.ok()) {
       return s;
@@ -75,28 +100,51 @@ class NcclComm {
     if (!s.ok()) return s;
     if (!end.ok()) return end;
     if (absl::Status r = WaitReady(deadline, "posting"); !r.ok()) return r;
+    return WaitDone([this] { return cudaStreamQuery(stream_); }, deadline,
+                    send ? "sending" : "receiving");
+  }
+
+  // Queues `calls` (NCCL calls on stream(), made in one NCCL group) after
+  // the work queued so far on `after` (a stream of the same device), which
+  // `ready` marks, and records `done` on stream() behind them. Fails as
+  // WaitReady when the communicator has not taken them by `deadline`.
+  template <typename Calls>
+  absl::Status Post(cudaStream_t after, cudaEvent_t ready, cudaEvent_t done, Calls calls,
+                    absl::Time deadline, const char* what) {
+    absl::Status s = CudaStatus(cudaEventRecord(ready, after), "cudaEventRecord");
+    if (s.ok()) s = CudaStatus(cudaStreamWaitEvent(stream_, ready, 0), "cudaStreamWaitEvent");
+    if (s.ok()) s = NcclStatus(ncclGroupStart(), "ncclGroupStart");
+    if (s.ok()) {
+      s = calls();
+      const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+      if (s.ok()) s = end;
+    }
+    if (s.ok()) s = WaitReady(deadline, what);
+    if (s.ok()) s = CudaStatus(cudaEventRecord(done, stream_), "cudaEventRecord");
+    return s;
+  }
+
+  // Polls `query` (cudaStreamQuery or cudaEventQuery of work on this
+  // communicator) until it reports cudaSuccess, failing on its error, on
+  // NCCL's asynchronous error and at `deadline`, each naming `what`.
+  template <typename Query>
+  absl::Status WaitDone(Query query, absl::Time deadline, const char* what) {
     while (true) {
-      const cudaError_t e = cudaStreamQuery(stream_);
+      const cudaError_t e = query();
       if (e == cudaSuccess) return absl::OkStatus();
-      if (e != cudaErrorNotReady) return CudaStatus(e, "cudaStreamQuery");
+      if (e != cudaErrorNotReady) return CudaStatus(e, what);
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        return NcclStatus(async, send ? "sending" : "receiving");
-      }
+      if (async != ncclSuccess && async != ncclInProgress) return NcclStatus(async, what);
       if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("nccl: ", send ? "sending" : "receiving", " did not finish in time"));
+        return absl::DeadlineExceededError(absl::StrCat("nccl: ", what, " did not finish in time"));
       }
       absl::SleepFor(absl::Microseconds(100));
     }
   }
 
-  cudaStream_t stream() const { return stream_; }
-
- private:
-  NcclComm() = default;
-
+  // Waits until the communicator has taken the calls made so far (a
+  // non-blocking one may still be posting them), failing as WaitDone.
   absl::Status WaitReady(absl::Time deadline, const char* what) {
     while (true) {
       ncclResult_t state = ncclSuccess;
@@ -113,6 +161,12 @@ class NcclComm {
       absl::SleepFor(absl::Milliseconds(1));
     }
   }
+
+  ncclComm_t get() const { return comm_; }
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  NcclComm() = default;
 
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;

@@ -3,12 +3,15 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/internal/nccl_all_reduce.h"
 #include "model/internal/tensor_parallel_reduce.h"
 #include "model/policy.h"
 #include "model/shard_layout.h"
@@ -79,7 +82,12 @@ absl::StatusOr<std::unique_ptr<TensorParallelModel>> TensorParallelModel::Split(
 
 TensorParallelModel::TensorParallelModel(trellis::v1::ModelConfig config,
                                          std::vector<Transformer> ranks)
-    : config_(std::move(config)), ranks_(std::move(ranks)) {}
+    : config_(std::move(config)),
+      ranks_(std::move(ranks)),
+      devices_(ranks_.size(), torch::kCPU),
+      reduce_(std::make_unique<internal::InMemoryAllReduce>(k())) {}
+
+TensorParallelModel::~TensorParallelModel() = default;
 
 absl::Status TensorParallelModel::LoadWeights(const NamedTensors& whole) {
   std::vector<int> ranks;
@@ -141,7 +149,38 @@ absl::Status TensorParallelModel::CopyIn(const std::vector<int>& ranks,
 }
 
 void TensorParallelModel::to(const torch::Device& device) {
+  const std::lock_guard<std::mutex> lock(forward_mu_);
   for (Transformer& rank : ranks_) rank->to(device);
+  devices_.assign(ranks_.size(), device);
+  reduce_ = std::make_unique<internal::InMemoryAllReduce>(k());
+  nccl_ = false;
+}
+
+absl::Status TensorParallelModel::PlaceRanks(const std::vector<torch::Device>& devices) {
+  if (devices.size() != ranks_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel placement: ", devices.size(),
+                                                   " devices for ", k(), " ranks"));
+  }
+  std::set<c10::DeviceIndex> cuda;
+  for (const torch::Device& d : devices) {
+    if (d.is_cuda() && d.has_index()) cuda.insert(d.index());
+  }
+  const bool nccl = k() > 1 && cuda.size() == ranks_.size();
+  std::unique_ptr<internal::RankAllReduce> reduce;
+  if (nccl) {
+    absl::StatusOr<std::unique_ptr<internal::RankAllReduce>> made =
+        internal::NewNcclAllReduce(devices);
+    if (!made.ok()) return made.status();
+    reduce = *std::move(made);
+  } else {
+    reduce = std::make_unique<internal::InMemoryAllReduce>(k());
+  }
+  const std::lock_guard<std::mutex> lock(forward_mu_);
+  for (int r = 0; r < k(); ++r) ranks_[r]->to(devices[r]);
+  devices_ = devices;
+  reduce_ = std::move(reduce);
+  nccl_ = nccl;
+  return absl::OkStatus();
 }
 
 std::vector<torch::Tensor> TensorParallelModel::parameters() const {
@@ -157,23 +196,33 @@ torch::Tensor TensorParallelModel::Hidden(const torch::Tensor& tokens,
                                           const torch::Tensor& key_valid, KVCache* cache,
                                           ExpertRouting* routing) {
   if (k() == 1) return ranks_[0]->Hidden(tokens, positions, key_valid, cache, routing);
-  // Each rank's view of the cache: its n_kv_heads / k heads of every layer.
+  const std::lock_guard<std::mutex> lock(forward_mu_);
+  // Each rank's view of the cache: its n_kv_heads / k heads of every layer
+  // (a copy on the rank's device when the cache is elsewhere).
   std::vector<KVCache> caches(k());
+  std::vector<KVCache> views(k());
   if (cache != nullptr) {
     const int64_t heads = config_.n_kv_heads() / k();
     for (int r = 0; r < k(); ++r) {
+      const torch::Device& device = devices_[r];
       caches[r].length = cache->length;
       caches[r].capacity = cache->capacity;
       for (size_t l = 0; l < cache->keys.size(); ++l) {
         TORCH_CHECK(cache->keys[l].dim() == 4 && cache->keys[l].size(1) == config_.n_kv_heads(),
                     "TensorParallelModel: cache layer ", l, " holds keys of shape ",
                     cache->keys[l].sizes(), ", not ", config_.n_kv_heads(), " heads");
-        caches[r].keys.push_back(cache->keys[l].narrow(1, r * heads, heads));
-        caches[r].values.push_back(cache->values[l].narrow(1, r * heads, heads));
+        views[r].keys.push_back(cache->keys[l].narrow(1, r * heads, heads));
+        views[r].values.push_back(cache->values[l].narrow(1, r * heads, heads));
+        caches[r].keys.push_back(views[r].keys.back().to(device));
+        caches[r].values.push_back(views[r].values.back().to(device));
       }
     }
   }
-  internal::InMemoryAllReduce reduce(k());
+  internal::RankAllReduce& reduce = *reduce_;
+  const absl::Status begun = reduce.Begin();
+  TORCH_CHECK(begun.ok(), "TensorParallelModel: ", begun.message());
+  // After every rank has stopped (the threads below join first).
+  const absl::Cleanup end = [&reduce] { reduce.End(); };
   std::vector<torch::Tensor> out(k());
   std::mutex failure_mu;
   std::exception_ptr failure;  // the first rank's to fail
@@ -204,7 +253,19 @@ torch::Tensor TensorParallelModel::Hidden(const torch::Tensor& tokens,
     run_rank(0);
   }  // joined
   if (failure) std::rethrow_exception(failure);
-  if (cache != nullptr) cache->length = caches[0].length;
+  if (cache != nullptr) {
+    // The new positions of the ranks that computed on copies.
+    const int64_t past = cache->length, added = caches[0].length - past;
+    torch::NoGradGuard no_grad;
+    for (int r = 0; r < k(); ++r) {
+      for (size_t l = 0; l < views[r].keys.size(); ++l) {
+        if (caches[r].keys[l].is_same(views[r].keys[l])) continue;
+        views[r].keys[l].narrow(2, past, added).copy_(caches[r].keys[l].narrow(2, past, added));
+        views[r].values[l].narrow(2, past, added).copy_(caches[r].values[l].narrow(2, past, added));
+      }
+    }
+    cache->length = caches[0].length;
+  }
   return out[0];
 }
 

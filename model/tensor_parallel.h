@@ -13,15 +13,20 @@
 // The KV cache is split by heads: each rank reads and writes its
 // n_kv_heads / K heads of it.
 //
-// The ranks are threads of one process on one device (docs/parallelism.md,
-// "Tensor-parallel actors and reference"): the all-reduce is an in-memory
-// sum between two barriers. For inference: the ranks' parameters do not
-// require gradients. Not for a mixture of experts (its experts are not split).
+// The ranks are threads of one process (docs/parallelism.md,
+// "Tensor-parallel actors and reference"), by default all on the model's
+// device, summing in memory between two barriers; PlaceRanks puts each on a
+// device of its own, and on K distinct CUDA devices they sum with NCCL
+// (model/internal/tensor_parallel_reduce.h). For inference: the ranks'
+// parameters do not require gradients. Not for a mixture of experts (its
+// experts are not split).
 
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +37,9 @@
 #include "trellis/v1/job.pb.h"
 
 namespace trellis::model {
+namespace internal {
+class RankAllReduce;
+}  // namespace internal
 
 class TensorParallelModel final : public Decoder {
  public:
@@ -65,8 +73,20 @@ class TensorParallelModel final : public Decoder {
   // as LoadWeights, and when rank is outside [0, k).
   [[nodiscard]] absl::Status LoadRankWeights(int rank, const NamedTensors& slices);
 
-  // Moves every rank to `device`.
+  ~TensorParallelModel() override;
+
+  // Moves every rank to `device`; they sum in memory.
   void to(const torch::Device& device);
+  // Moves rank r to devices[r]. On k distinct CUDA devices the ranks sum
+  // with NCCL (model/internal/nccl_all_reduce.h), else in memory (copying
+  // the partials between devices). The KV cache stays whole on rank 0's
+  // device: a rank elsewhere copies its heads over at each forward and its
+  // new positions back. InvalidArgument unless there are k devices;
+  // FailedPrecondition when NCCL's all-reduce cannot be made (a build
+  // without NCCL, a device not visible); either moves nothing.
+  [[nodiscard]] absl::Status PlaceRanks(const std::vector<torch::Device>& devices);
+  // How the ranks sum their partials: "nccl" or "in-memory".
+  std::string_view all_reduce() const { return nccl_ ? "nccl" : "in-memory"; }
   int k() const { return static_cast<int>(ranks_.size()); }
   TransformerImpl& rank(int r) { return *ranks_.at(r); }
   // Every rank's parameters (for the ledger and host offload).
@@ -96,6 +116,11 @@ class TensorParallelModel final : public Decoder {
 
   trellis::v1::ModelConfig config_;
   std::vector<Transformer> ranks_;
+  std::vector<torch::Device> devices_;  // rank r's
+  // The ranks' all-reduce; one forward at a time uses it.
+  std::unique_ptr<internal::RankAllReduce> reduce_;
+  bool nccl_ = false;
+  std::mutex forward_mu_;
 };
 
 }  // namespace trellis::model

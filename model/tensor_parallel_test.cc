@@ -135,6 +135,31 @@ TEST(TensorParallelTest, AFailingRankFailsTheCallNotTheProcess) {
   EXPECT_EQ((*group)->forward(tokens, torch::zeros({1, 4}, torch::kLong)).size(2), kVocab);
 }
 
+TEST(TensorParallelTest, RanksPlacedOnOneDeviceSumInMemory) {
+  torch::manual_seed(3);
+  Transformer whole(DefaultShape(), kVocab);
+  std::unique_ptr<TensorParallelModel> group = SplitOf(whole, 2);
+  ASSERT_NE(group, nullptr);
+  EXPECT_EQ(group->all_reduce(), "in-memory");
+  ASSERT_TRUE(group->PlaceRanks({torch::kCPU, torch::kCPU}).ok());
+  EXPECT_EQ(group->all_reduce(), "in-memory");
+  ExpectSameAsWhole(whole, *group, kVocab, kTolerance);
+}
+
+TEST(TensorParallelTest, PlacementThatCannotBeServedMovesNothing) {
+  absl::StatusOr<std::unique_ptr<TensorParallelModel>> group =
+      TensorParallelModel::Create(DefaultShape(), kVocab, 2);
+  ASSERT_TRUE(group.ok());
+  absl::Status s = (*group)->PlaceRanks({torch::kCPU});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("1 devices for 2 ranks"), std::string::npos) << s;
+  // No machine has these devices; a build without NCCL says it has none.
+  s = (*group)->PlaceRanks({torch::Device(torch::kCUDA, 98), torch::Device(torch::kCUDA, 99)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ((*group)->all_reduce(), "in-memory");
+  EXPECT_TRUE((*group)->rank(1).NamedWeights().front().second.device().is_cpu());
+}
+
 TEST(TensorParallelTest, AnAbortedAllReduceWakesTheRanksWaitingInIt) {
   internal::InMemoryAllReduce reduce(2);
   bool threw = false;

@@ -11,6 +11,8 @@
 #include "absl/time/clock.h"
 #include "comm/gloo_pair.h"
 #include "comm/tcp_store.h"
+#include "learner/internal/group_common.h"
+#include "learner/internal/nccl_group.h"
 
 namespace trellis::learner::internal {
 namespace {
@@ -44,48 +46,7 @@ class SoloGroup final : public DataParallelGroup {
   int64_t buffer_bytes() const override { return 0; }
 };
 
-// Consecutive tensors of one dtype (and, for a broadcast, one owner)
-// packed into a flat buffer of at most bucket_bytes (or one larger tensor).
-struct Bucket {
-  std::vector<torch::Tensor> tensors;
-  int owner = 0;
-  int64_t bytes = 0;
-};
-
-std::vector<Bucket> PackBuckets(const std::vector<torch::Tensor>& tensors,
-                                const std::vector<int>& owners, int64_t bucket_bytes) {
-  std::vector<Bucket> buckets;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const torch::Tensor& t = tensors[i];
-    const int owner = owners.empty() ? 0 : owners[i];
-    const int64_t bytes = static_cast<int64_t>(t.nbytes());
-    if (buckets.empty() || buckets.back().owner != owner ||
-        buckets.back().tensors.front().scalar_type() != t.scalar_type() ||
-        buckets.back().bytes + bytes > bucket_bytes) {
-      buckets.push_back(Bucket{{}, owner, 0});
-    }
-    buckets.back().tensors.push_back(t);
-    buckets.back().bytes += bytes;
-  }
-  return buckets;
-}
-
-torch::Tensor Flatten(const Bucket& bucket) {
-  std::vector<torch::Tensor> flat;
-  for (const torch::Tensor& t : bucket.tensors) flat.push_back(t.detach().reshape(-1));
-  return torch::cat(flat);
-}
-
-void Unflatten(const torch::Tensor& buffer, const Bucket& bucket) {
-  torch::NoGradGuard no_grad;
-  int64_t offset = 0;
-  for (const torch::Tensor& t : bucket.tensors) {
-    t.copy_(buffer.narrow(0, offset, t.numel()).view_as(t));
-    offset += t.numel();
-  }
-}
-
-class GlooGroup final : public DataParallelGroup {
+class GlooGroup final : public MeteredGroup {
  public:
   GlooGroup(const GroupOptions& options, c10::intrusive_ptr<c10d::Store> store,
             c10::intrusive_ptr<PG> pg)
@@ -103,11 +64,7 @@ class GlooGroup final : public DataParallelGroup {
 
   absl::Status Broadcast(const std::vector<torch::Tensor>& tensors,
                          const std::vector<int>& owners) override {
-    if (owners.size() != tensors.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(options_.worker_id, ": broadcast of ",
-                                                     tensors.size(), " tensors with ",
-                                                     owners.size(), " owners"));
-    }
+    if (absl::Status s = CheckOwners(options_, tensors.size(), owners.size()); !s.ok()) return s;
     return Run(PackBuckets(tensors, owners, options_.bucket_bytes), "parameter broadcast",
                [this](std::vector<at::Tensor>& buffer, const Bucket& bucket) {
                  c10d::BroadcastOptions opts;
@@ -117,10 +74,7 @@ class GlooGroup final : public DataParallelGroup {
   }
 
   absl::Status AllReduceSum(std::vector<double>& values) override {
-    torch::Tensor t = torch::tensor(values, torch::kFloat64);
-    if (absl::Status s = AllReduceSum(std::vector<torch::Tensor>{t}); !s.ok()) return s;
-    for (size_t i = 0; i < values.size(); ++i) values[i] = t[i].item<double>();
-    return absl::OkStatus();
+    return SumScalars(*this, values, torch::kCPU);
   }
 
   absl::StatusOr<std::function<absl::Status()>> StartAllGather(
@@ -137,8 +91,8 @@ class GlooGroup final : public DataParallelGroup {
     const int64_t bytes = static_cast<int64_t>(full.nbytes());
     return std::function<absl::Status()>([this, work, bytes, began] {
       if (absl::Status s = Wait(work, "parameter all-gather"); !s.ok()) return s;
-      traffic_.bytes += bytes;
-      traffic_.seconds += absl::ToDoubleSeconds(absl::Now() - began);
+      Moved(bytes);
+      Took(began);
       return absl::OkStatus();
     });
   }
@@ -154,22 +108,16 @@ class GlooGroup final : public DataParallelGroup {
           absl::StrCat(options_.worker_id, ": gradient reduce-scatter: ", e.what()));
     }
     if (absl::Status s = Wait(work, "gradient reduce-scatter"); !s.ok()) return s;
-    buffer_bytes_ = std::max<int64_t>(buffer_bytes_, full.nbytes());
-    traffic_.bytes += full.nbytes();
-    traffic_.seconds += absl::ToDoubleSeconds(absl::Now() - began);
+    Buffered(full.nbytes());
+    Moved(full.nbytes());
+    Took(began);
     return absl::OkStatus();
   }
-
-  Traffic TakeTraffic() override { return std::exchange(traffic_, Traffic{}); }
-  int64_t buffer_bytes() const override { return buffer_bytes_; }
 
  private:
   // Waits for `work`, its failure naming this rank.
   absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
-    absl::Status s = comm::WaitWork(work, options_.timeout, what);
-    if (s.ok()) return s;
-    return absl::Status(s.code(), absl::StrCat(options_.worker_id, " (rank ", options_.member.rank,
-                                               " of ", options_.member.size, "): ", s.message()));
+    return OfRank(options_, comm::WaitWork(work, options_.timeout, what));
   }
 
   // Starts `start` on every bucket's flat buffer, waits for them all and
@@ -182,7 +130,7 @@ class GlooGroup final : public DataParallelGroup {
     try {
       for (const Bucket& bucket : buckets) {
         buffers.push_back({Flatten(bucket)});
-        buffer_bytes_ = std::max<int64_t>(buffer_bytes_, bucket.bytes);
+        Buffered(bucket.bytes);
         works.push_back(start(buffers.back(), bucket));
       }
     } catch (const std::exception& e) {
@@ -191,9 +139,9 @@ class GlooGroup final : public DataParallelGroup {
     for (size_t i = 0; i < works.size(); ++i) {
       if (absl::Status s = Wait(works[i], what); !s.ok()) return s;
       Unflatten(buffers[i][0], buckets[i]);
-      traffic_.bytes += buckets[i].bytes;
+      Moved(buckets[i].bytes);
     }
-    traffic_.seconds += absl::ToDoubleSeconds(absl::Now() - began);
+    Took(began);
     return absl::OkStatus();
   }
 
@@ -201,8 +149,6 @@ class GlooGroup final : public DataParallelGroup {
   // Kept alive for the process group's lifetime.
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<PG> pg_;
-  Traffic traffic_;
-  int64_t buffer_bytes_ = 0;
 };
 
 absl::Status CheckOptions(const GroupOptions& o) {
@@ -216,6 +162,10 @@ absl::Status CheckOptions(const GroupOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(where, "store address \"", m.store_host, ":",
                                                    m.store_port,
                                                    "\": expected a host and a port in 1..65535"));
+  }
+  if (!o.device.is_cpu() && !o.device.is_cuda()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "device ", o.device.str(),
+                                                   ": expected the CPU or a CUDA device"));
   }
   if (o.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(where, "timeout must be positive"));
@@ -234,6 +184,10 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   const GroupMember& m = options.member;
   if (m.size == 1) return std::unique_ptr<DataParallelGroup>(std::make_unique<SoloGroup>());
+  const bool nccl = options.device.is_cuda();
+  if (nccl) {
+    if (absl::Status s = NcclGroupAvailable(options); !s.ok()) return s;
+  }
   const std::string where =
       absl::StrCat(options.worker_id, ": learner group rendezvous at ", m.store_host, ":",
                    m.store_port, " (rank ", m.rank, " of ", m.size, "): ");
@@ -249,6 +203,14 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(
       comm::ConnectStore(m.store_host, m.store_port, host, options.timeout, m.secret);
   if (!store.ok()) {
     return absl::Status(store.status().code(), absl::StrCat(where, store.status().message()));
+  }
+  if (nccl) {
+    absl::StatusOr<std::unique_ptr<DataParallelGroup>> group =
+        JoinNcclGroup(options, *std::move(store));
+    if (!group.ok()) {
+      return absl::Status(group.status().code(), absl::StrCat(where, group.status().message()));
+    }
+    return group;
   }
   absl::StatusOr<std::shared_ptr<comm::GlooDevice>> device =
       comm::NewGlooDevice(m.store_host, m.local_host);

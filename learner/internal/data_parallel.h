@@ -1,14 +1,15 @@
 #ifndef TRELLIS_LEARNER_INTERNAL_DATA_PARALLEL_H_
 #define TRELLIS_LEARNER_INTERNAL_DATA_PARALLEL_H_
 
-// Data parallelism across learner ranks over Gloo (c10d's ProcessGroupGloo
-// with the rendezvous store of comm/tcp_store.h, as the gloo weight transport makes them):
-// gradients are summed across ranks and, with ZeRO-1, each parameter is
-// updated by the one rank that owns it and broadcast from there; ZeRO-2
-// and 3 gather flat shards and reduce-scatter into them (flat_shards.h).
-// Tensors
-// travel flattened into buckets, never one call per tensor. Every call
-// counts the bytes it moved and the seconds it took.
+// Data parallelism across learner ranks: over Gloo (c10d's
+// ProcessGroupGloo with the rendezvous store of comm/tcp_store.h, as the
+// gloo weight transport makes them) for a learner on the CPU, over NCCL
+// (nccl_group.h, the same store) for one on a CUDA device. Gradients are
+// summed across ranks and, with ZeRO-1, each parameter is updated by the
+// one rank that owns it and broadcast from there; ZeRO-2 and 3 gather flat
+// shards and reduce-scatter into them (flat_shards.h). Tensors travel
+// flattened into buckets (group_common.h), never one call per tensor.
+// Every call counts the bytes it moved and the seconds it took.
 
 #include <cstdint>
 #include <functional>
@@ -34,6 +35,10 @@ struct GroupOptions {
   int64_t bucket_bytes = int64_t{64} << 20;
   // Names the group's errors ("learner-1").
   std::string worker_id = "learner";
+  // Where the group's tensors live: the CPU's go over Gloo, a CUDA
+  // device's over NCCL on that device (a build without NCCL fails to join
+  // such a group of more than one rank, saying so).
+  torch::Device device = torch::kCPU;
 };
 
 // What the group moved since the last TakeTraffic: payload bytes of the
@@ -48,8 +53,9 @@ class DataParallelGroup {
  public:
   // Joins the group: rank 0 hosts the store, the others reach it within
   // `timeout`. A group of size 1 connects nothing and moves nothing.
-  // InvalidArgument names a bad option; Unavailable or DeadlineExceeded a
-  // rendezvous that failed.
+  // InvalidArgument names a bad option; FailedPrecondition a CUDA device
+  // this build or machine cannot serve (no NCCL, no such device);
+  // Unavailable or DeadlineExceeded a rendezvous that failed.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<DataParallelGroup>> Join(
       const GroupOptions& options);
   virtual ~DataParallelGroup() = default;

@@ -122,6 +122,27 @@ TEST(DataParallelGroupTest, JoinGivesUpWhenRankZeroNeverComes) {
   EXPECT_EQ(g.status().code(), absl::StatusCode::kDeadlineExceeded) << g.status();
 }
 
+TEST(DataParallelGroupTest, CudaGroupThisMachineCannotServeFailsBeforeTheRendezvous) {
+  // No machine has device 99: a build with NCCL says so, one without says
+  // NCCL is missing; neither reaches for the store, which nothing hosts.
+  GroupOptions o;
+  o.member = {1, 2, "127.0.0.1", 1, ""};
+  o.device = torch::Device(torch::kCUDA, 99);
+  o.worker_id = "learner-1";
+  absl::StatusOr<std::unique_ptr<DataParallelGroup>> g = DataParallelGroup::Join(o);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition) << g.status();
+  EXPECT_NE(g.status().message().find("learner-1: learner group on cuda:99: "), std::string::npos)
+      << g.status();
+}
+
+TEST(DataParallelGroupTest, GroupOfOneOnCudaNeedsNeitherNcclNorADevice) {
+  GroupOptions o;
+  o.device = torch::Device(torch::kCUDA, 0);
+  absl::StatusOr<std::unique_ptr<DataParallelGroup>> g = DataParallelGroup::Join(o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->size(), 1);
+}
+
 TEST(RankRowsTest, SplitsRowsEvenlyAndContiguously) {
   using Rows = std::pair<int64_t, int64_t>;
   EXPECT_EQ(RankRows(10, 0, 1), Rows(0, 10));

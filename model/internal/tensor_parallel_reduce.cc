@@ -7,7 +7,7 @@ namespace {
 
 // The group and rank of the tensor-parallel rank this thread runs.
 struct RankOfThread {
-  InMemoryAllReduce* group = nullptr;
+  RankAllReduce* group = nullptr;
   int rank = 0;
 };
 
@@ -17,6 +17,14 @@ thread_local RankOfThread current;
 
 InMemoryAllReduce::InMemoryAllReduce(int ranks) : ranks_(ranks), partials_(ranks) {
   TORCH_CHECK(ranks >= 1, "InMemoryAllReduce: ranks must be >= 1, got ", ranks);
+}
+
+absl::Status InMemoryAllReduce::Begin() {
+  const std::lock_guard<std::mutex> lock(mu_);
+  aborted_ = false;
+  waiting_ = 0;
+  for (torch::Tensor& p : partials_) p = torch::Tensor();
+  return absl::OkStatus();
 }
 
 void InMemoryAllReduce::Barrier(std::unique_lock<std::mutex>& lock) {
@@ -54,7 +62,7 @@ void InMemoryAllReduce::Abort() {
   cv_.notify_all();
 }
 
-ScopedRankReduce::ScopedRankReduce(InMemoryAllReduce* group, int rank) {
+ScopedRankReduce::ScopedRankReduce(RankAllReduce* group, int rank) {
   TORCH_CHECK(current.group == nullptr, "ScopedRankReduce: already a rank on this thread");
   current = {group, rank};
 }
