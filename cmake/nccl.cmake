@@ -1,12 +1,11 @@
-# NCCL for the GPU collectives outside weightsync/ (the learner's
-# data-parallel group, learner/internal/nccl_group.cc, and the
-# tensor-parallel all-reduce, model/internal/nccl_all_reduce.cc): found as
-# weightsync/CMakeLists.txt finds it for its NCCL transport, into the same
-# cache entries, so both use one libnccl.so.2. TRELLIS_NCCL says whether it
-# was found; trellis::nccl links it with CUDA's runtime. Where it is not,
-# those targets compile their *_absent.cc instead, whose calls fail with a
-# status naming what is missing.
-option(TRELLIS_WITH_NCCL "Build the NCCL weight transport if CUDA and NCCL are found" ON)
+# NCCL for every GPU collective: the NCCL weight transport (weightsync/),
+# the learner's data-parallel group (learner/internal/nccl_group.cc) and the
+# tensor-parallel all-reduce (model/internal/nccl_all_reduce.cc), one
+# libnccl.so.2 for all. TRELLIS_NCCL says whether it was found;
+# trellis::nccl links it with CUDA's runtime. Where it is not, the
+# transport is not built and the other two compile their *_absent.cc,
+# whose calls fail with a status naming what is missing.
+option(TRELLIS_WITH_NCCL "Build the NCCL paths if CUDA and NCCL are found" ON)
 set(TRELLIS_NCCL OFF)
 if(TRELLIS_WITH_NCCL AND TRELLIS_CUDA)
   # PyPI's LibTorch needs the NCCL of its nvidia-nccl wheel (newer than the

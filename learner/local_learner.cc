@@ -42,6 +42,7 @@ absl::Status LocalLearner::Init() {
   group.timeout = absl::Milliseconds(job_.deployment().call_timeout_ms());
   group.bucket_bytes = job_.deployment().bucket_bytes();
   group.worker_id = options_.worker_id;
+  group.device = model::TorchDevice(options_.device);
   absl::StatusOr<std::unique_ptr<DataParallelGroup>> joined = DataParallelGroup::Join(group);
   if (!joined.ok()) return joined.status();
   engine_ = std::make_unique<UpdateEngine>(job_, options_.worker_id, models_.get(),

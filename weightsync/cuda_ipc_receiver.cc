@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "comm/cuda_memory.h"
+#include "cuda/cuda_memory.h"
 #include "weightsync/cuda_ipc_transport.h"
 #include "weightsync/internal/bucket_set.h"
 #include "weightsync/internal/cuda_ipc_device.h"
@@ -25,7 +25,7 @@
 namespace trellis::weightsync::internal::cuda_ipc {
 namespace {
 
-using comm::CudaStatus;
+using cuda::CudaStatus;
 
 class CudaIpcReceiver final : public StoreReceiver {
  public:

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "comm/cuda_memory.h"
+#include "cuda/cuda_memory.h"
 #include "comm/tcp_store.h"
 #include "weightsync/internal/bucket_set.h"
 #include "weightsync/internal/cuda_ipc_device.h"
@@ -30,8 +30,8 @@
 namespace trellis::weightsync::internal::cuda_ipc {
 namespace {
 
-using comm::CudaStatus;
-using comm::DeviceBytes;
+using cuda::CudaStatus;
+using cuda::DeviceBytes;
 
 // One version's device buckets and what announces them.
 struct DeviceSet {
@@ -236,7 +236,7 @@ absl::StatusOr<std::unique_ptr<Publisher>> StartPublisher(const TransportOptions
 
 namespace trellis::weightsync {
 
-absl::Status CudaIpcAvailable() { return comm::CudaDeviceAvailable(); }
+absl::Status CudaIpcAvailable() { return cuda::CudaDeviceAvailable(); }
 
 absl::StatusOr<std::unique_ptr<Publisher>> NewCudaIpcPublisher(const TransportOptions& options) {
   return internal::cuda_ipc::StartPublisher(options);

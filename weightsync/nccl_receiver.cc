@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "comm/nccl_pair.h"
+#include "cuda/nccl_pair.h"
 #include "comm/tcp_store.h"
 #include "trellis/v1/weights.pb.h"
 #include "weightsync/internal/bucket_set.h"
@@ -25,9 +25,9 @@
 namespace trellis::weightsync::internal::nccl {
 namespace {
 
-using comm::CudaStatus;
-using comm::DeviceBytes;
-using comm::NcclComm;
+using cuda::CudaStatus;
+using cuda::DeviceBytes;
+using cuda::NcclComm;
 using comm::ToMs;
 
 class NcclReceiver final : public StoreReceiver {

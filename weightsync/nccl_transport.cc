@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "comm/nccl_pair.h"
+#include "cuda/nccl_pair.h"
 #include "comm/tcp_store.h"
 #include "trellis/v1/weights.pb.h"
 #include "weightsync/internal/bucket_set.h"
@@ -35,9 +35,9 @@
 namespace trellis::weightsync::internal::nccl {
 namespace {
 
-using comm::CudaStatus;
-using comm::DeviceBytes;
-using comm::NcclComm;
+using cuda::CudaStatus;
+using cuda::DeviceBytes;
+using cuda::NcclComm;
 
 struct SenderState : SenderCore {
   explicit SenderState(const TransportOptions& options)
@@ -165,7 +165,7 @@ absl::StatusOr<std::unique_ptr<Publisher>> StartPublisher(const TransportOptions
 
 namespace trellis::weightsync {
 
-absl::Status NcclAvailable() { return comm::CudaDeviceAvailable(); }
+absl::Status NcclAvailable() { return cuda::CudaDeviceAvailable(); }
 
 absl::StatusOr<std::unique_ptr<Publisher>> NewNcclPublisher(const TransportOptions& options) {
   return internal::nccl::StartPublisher(options);

@@ -94,8 +94,12 @@ absl::StatusOr<v1::WeightSyncStats> ShardPublisher::PublishShards(
     return absl::FailedPreconditionError(
         absl::StrCat("reshard learner rank ", rank_, ": publishing before the layout is bound"));
   }
+  // Host memory for every transport but nccl, which moves device memory.
+  const bool host = options_.transport_name != "nccl";
   std::vector<at::Tensor> wide;
-  for (const at::Tensor& s : shards) wide.push_back(s.detach().to(at::kFloat));
+  for (const at::Tensor& s : shards) {
+    wide.push_back(host ? s.detach().to(at::kCPU, at::kFloat) : s.detach().to(at::kFloat));
+  }
   return sender_->Publish(version, wide);
 }
 

@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "comm/cuda_memory.h"
-#include "comm/nccl_pair.h"
+#include "cuda/cuda_memory.h"
+#include "cuda/nccl_pair.h"
 #include "learner/internal/group_common.h"
 
 namespace trellis::learner::internal {
@@ -33,7 +33,7 @@ torch::Device Resolved(const torch::Device& device) {
 class NcclGroup final : public MeteredGroup {
  public:
   NcclGroup(const GroupOptions& options, c10::intrusive_ptr<c10d::Store> store,
-            std::unique_ptr<comm::NcclComm> comm)
+            std::unique_ptr<cuda::NcclComm> comm)
       : options_(options),
         device_(Resolved(options.device)),
         store_(std::move(store)),
@@ -68,7 +68,7 @@ class NcclGroup final : public MeteredGroup {
       const torch::Tensor& full, const torch::Tensor& shard) override {
     static constexpr char kWhat[] = "parameter all-gather";
     const absl::Time began = absl::Now();
-    absl::StatusOr<comm::CudaEvent> done =
+    absl::StatusOr<cuda::CudaEvent> done =
         PostShards(full, shard, false, kWhat, [&](ncclDataType_t type) {
           return ncclAllGather(shard.data_ptr(), full.data_ptr(), shard.numel(), type, comm_->get(),
                                comm_->stream());
@@ -87,7 +87,7 @@ class NcclGroup final : public MeteredGroup {
   absl::Status ReduceScatterSum(const torch::Tensor& shard, const torch::Tensor& full) override {
     static constexpr char kWhat[] = "gradient reduce-scatter";
     const absl::Time began = absl::Now();
-    absl::StatusOr<comm::CudaEvent> done =
+    absl::StatusOr<cuda::CudaEvent> done =
         PostShards(full, shard, true, kWhat, [&](ncclDataType_t type) {
           return ncclReduceScatter(full.data_ptr(), shard.data_ptr(), shard.numel(), type, ncclSum,
                                    comm_->get(), comm_->stream());
@@ -117,10 +117,10 @@ class NcclGroup final : public MeteredGroup {
   // after the work queued so far on the device's current LibTorch stream;
   // returns an event recorded after them.
   template <typename Calls>
-  absl::StatusOr<comm::CudaEvent> Enqueue(Calls calls, const char* what) {
+  absl::StatusOr<cuda::CudaEvent> Enqueue(Calls calls, const char* what) {
     const c10::cuda::CUDAGuard guard(device_.index());
-    absl::StatusOr<comm::CudaEvent> ready = comm::NewCudaEvent();
-    absl::StatusOr<comm::CudaEvent> done = ready.ok() ? comm::NewCudaEvent() : ready;
+    absl::StatusOr<cuda::CudaEvent> ready = cuda::NewCudaEvent();
+    absl::StatusOr<cuda::CudaEvent> done = ready.ok() ? cuda::NewCudaEvent() : ready;
     if (!done.ok()) return Error(done.status().code(), what, std::string(done.status().message()));
     const cudaStream_t torch_stream = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
     const absl::Status s = comm_->Post(torch_stream, ready->get(), done->get(), calls,
@@ -130,7 +130,7 @@ class NcclGroup final : public MeteredGroup {
   }
 
   // Waits for `done` (Enqueue's) within the group's timeout.
-  absl::Status Wait(const comm::CudaEvent& done, const char* what) {
+  absl::Status Wait(const cuda::CudaEvent& done, const char* what) {
     return OfRank(options_, comm_->WaitDone([&done] { return cudaEventQuery(done.get()); },
                                             absl::Now() + options_.timeout, what));
   }
@@ -138,7 +138,7 @@ class NcclGroup final : public MeteredGroup {
   // Checks `full` and `shard` (one dtype, contiguous on the device, full
   // size() times shard) and enqueues `call(type)` on them.
   template <typename Call>
-  absl::StatusOr<comm::CudaEvent> PostShards(const torch::Tensor& full, const torch::Tensor& shard,
+  absl::StatusOr<cuda::CudaEvent> PostShards(const torch::Tensor& full, const torch::Tensor& shard,
                                              bool sum, const char* what, Call call) {
     for (const torch::Tensor* t : {&full, &shard}) {
       if (absl::Status s = CheckPlaced(*t, what); !s.ok()) return s;
@@ -150,11 +150,11 @@ class NcclGroup final : public MeteredGroup {
                        " elements, shard ", c10::toString(shard.scalar_type()), " of ",
                        shard.numel(), ": expected one dtype and ", size(), " shards in full"));
     }
-    absl::StatusOr<ncclDataType_t> type = comm::NcclType(full.scalar_type(), sum);
+    absl::StatusOr<ncclDataType_t> type = cuda::NcclType(full.scalar_type(), sum);
     if (!type.ok()) {
       return Error(type.status().code(), what, std::string(type.status().message()));
     }
-    return Enqueue([&] { return comm::NcclStatus(call(*type), what); }, what);
+    return Enqueue([&] { return cuda::NcclStatus(call(*type), what); }, what);
   }
 
   // Flattens every bucket, runs `call(buffer, bucket, type)` on each in one
@@ -167,7 +167,7 @@ class NcclGroup final : public MeteredGroup {
       std::vector<ncclDataType_t> types;
       for (const Bucket& bucket : buckets) {
         absl::StatusOr<ncclDataType_t> type =
-            comm::NcclType(bucket.tensors.front().scalar_type(), sum);
+            cuda::NcclType(bucket.tensors.front().scalar_type(), sum);
         if (!type.ok()) {
           return Error(type.status().code(), what, std::string(type.status().message()));
         }
@@ -176,11 +176,11 @@ class NcclGroup final : public MeteredGroup {
         if (absl::Status s = CheckPlaced(buffers.back(), what); !s.ok()) return s;
         Buffered(bucket.bytes);
       }
-      absl::StatusOr<comm::CudaEvent> done = Enqueue(
+      absl::StatusOr<cuda::CudaEvent> done = Enqueue(
           [&] {
             absl::Status s;
             for (size_t i = 0; s.ok() && i < buffers.size(); ++i) {
-              s = comm::NcclStatus(call(buffers[i], buckets[i], types[i]), what);
+              s = cuda::NcclStatus(call(buffers[i], buckets[i], types[i]), what);
             }
             return s;
           },
@@ -202,7 +202,7 @@ class NcclGroup final : public MeteredGroup {
   const torch::Device device_;
   // Kept for the group's lifetime, as the Gloo group keeps its own.
   c10::intrusive_ptr<c10d::Store> store_;
-  std::unique_ptr<comm::NcclComm> comm_;
+  std::unique_ptr<cuda::NcclComm> comm_;
 };
 
 // NCCL's unique id for the group: rank 0 draws it and leaves it in the
@@ -211,7 +211,7 @@ absl::StatusOr<ncclUniqueId> ShareId(const GroupOptions& options, c10d::Store& s
   ncclUniqueId id;
   try {
     if (options.member.rank == 0) {
-      if (absl::Status s = comm::NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok()) {
+      if (absl::Status s = cuda::NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok()) {
         return s;
       }
       store.set(kIdKey, std::vector<uint8_t>(id.internal, id.internal + sizeof(id.internal)));
@@ -236,7 +236,7 @@ absl::Status NcclGroupAvailable(const GroupOptions& options) {
       absl::StrCat(options.worker_id, ": learner group on ", options.device.str(), ": ");
   // "cuda" alone: the current device, which a visible device 0 means there is.
   const absl::Status s =
-      comm::CudaDeviceVisible(options.device.has_index() ? options.device.index() : 0);
+      cuda::CudaDeviceVisible(options.device.has_index() ? options.device.index() : 0);
   if (s.ok()) return s;
   return absl::FailedPreconditionError(absl::StrCat(where, s.message()));
 }
@@ -247,8 +247,8 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> JoinNcclGroup(
   absl::StatusOr<ncclUniqueId> id = ShareId(options, *store);
   if (!id.ok()) return id.status();
   const torch::Device device = Resolved(options.device);
-  absl::StatusOr<std::unique_ptr<comm::NcclComm>> comm =
-      comm::NcclComm::Init(*id, options.member.rank, device.index(), deadline, options.member.size);
+  absl::StatusOr<std::unique_ptr<cuda::NcclComm>> comm =
+      cuda::NcclComm::Init(*id, options.member.rank, device.index(), deadline, options.member.size);
   if (!comm.ok()) return comm.status();
   return std::unique_ptr<DataParallelGroup>(
       std::make_unique<NcclGroup>(options, std::move(store), *std::move(comm)));

@@ -5,7 +5,7 @@
 // on a CUDA device (GroupOptions::device): one NCCL communicator of all the
 // ranks, each on its device, its unique id passed through the rendezvous
 // store DataParallelGroup::Join connected. Calls NCCL directly, as
-// comm/nccl_pair.h does, rather than through c10d's ProcessGroupNCCL, whose
+// cuda/nccl_pair.h does, rather than through c10d's ProcessGroupNCCL, whose
 // watchdog ends the process on a collective that times out: here every wait
 // has the group's deadline and fails with a status. Each collective runs on
 // the communicator's stream after the work queued on the device's current

@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "comm/cuda_memory.h"
-#include "comm/nccl_pair.h"
+#include "cuda/cuda_memory.h"
+#include "cuda/nccl_pair.h"
 
 namespace trellis::model::internal {
 namespace {
@@ -28,9 +28,9 @@ constexpr absl::Duration kTimeout = absl::Minutes(2);
 // One rank's communicator and the events that order its all-reduces after
 // the rank's LibTorch stream and that stream after them.
 struct Rank {
-  std::unique_ptr<comm::NcclComm> comm;
-  comm::CudaEvent ready;
-  comm::CudaEvent done;
+  std::unique_ptr<cuda::NcclComm> comm;
+  cuda::CudaEvent ready;
+  cuda::CudaEvent done;
 };
 
 class NcclAllReduce final : public RankAllReduce {
@@ -49,7 +49,7 @@ class NcclAllReduce final : public RankAllReduce {
     const torch::Device& device = devices_[rank];
     TORCH_CHECK(partial.device() == device, "tensor-parallel all-reduce: rank ", rank,
                 "'s partial is on ", partial.device(), ", the rank on ", device);
-    const absl::StatusOr<ncclDataType_t> type = comm::NcclType(partial.scalar_type(), true);
+    const absl::StatusOr<ncclDataType_t> type = cuda::NcclType(partial.scalar_type(), true);
     TORCH_CHECK(type.ok(), "tensor-parallel all-reduce: ", type.status().message());
     const c10::cuda::CUDAGuard guard(device.index());
     const torch::Tensor in = partial.contiguous();
@@ -59,13 +59,13 @@ class NcclAllReduce final : public RankAllReduce {
     absl::Status s = r.comm->Post(
         stream, r.ready.get(), r.done.get(),
         [&] {
-          return comm::NcclStatus(ncclAllReduce(in.data_ptr(), out.data_ptr(), in.numel(), *type,
+          return cuda::NcclStatus(ncclAllReduce(in.data_ptr(), out.data_ptr(), in.numel(), *type,
                                                 ncclSum, r.comm->get(), r.comm->stream()),
                                   "ncclAllReduce");
         },
         absl::Now() + kTimeout, "tensor-parallel all-reduce");
     if (s.ok()) {
-      s = comm::CudaStatus(cudaStreamWaitEvent(stream, r.done.get(), 0), "cudaStreamWaitEvent");
+      s = cuda::CudaStatus(cudaStreamWaitEvent(stream, r.done.get(), 0), "cudaStreamWaitEvent");
     }
     TORCH_CHECK(s.ok(), "tensor-parallel all-reduce, rank ", rank, " on ", device, ": ",
                 s.message());
@@ -75,7 +75,7 @@ class NcclAllReduce final : public RankAllReduce {
   void Abort() override { aborted_ = true; }
 
   void End() override {
-    if (aborted_) ranks_.clear();  // each communicator aborted (comm::NcclComm)
+    if (aborted_) ranks_.clear();  // each communicator aborted (cuda::NcclComm)
   }
 
  private:
@@ -83,7 +83,7 @@ class NcclAllReduce final : public RankAllReduce {
   // rank's connects only once the others' have started).
   absl::Status Connect() {
     ncclUniqueId id;
-    if (absl::Status s = comm::NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok()) {
+    if (absl::Status s = cuda::NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"); !s.ok()) {
       return s;
     }
     const absl::Time deadline = absl::Now() + kTimeout;
@@ -111,13 +111,13 @@ class NcclAllReduce final : public RankAllReduce {
   }
 
   absl::Status MakeRank(const ncclUniqueId& id, int r, absl::Time deadline, Rank& rank) const {
-    absl::StatusOr<std::unique_ptr<comm::NcclComm>> c = comm::NcclComm::Init(
+    absl::StatusOr<std::unique_ptr<cuda::NcclComm>> c = cuda::NcclComm::Init(
         id, r, devices_[r].index(), deadline, static_cast<int>(devices_.size()));
     if (!c.ok()) return c.status();
     rank.comm = *std::move(c);
     // Init made the rank's device current on this thread: the events are its.
-    absl::StatusOr<comm::CudaEvent> ready = comm::NewCudaEvent();
-    absl::StatusOr<comm::CudaEvent> done = ready.ok() ? comm::NewCudaEvent() : ready;
+    absl::StatusOr<cuda::CudaEvent> ready = cuda::NewCudaEvent();
+    absl::StatusOr<cuda::CudaEvent> done = ready.ok() ? cuda::NewCudaEvent() : ready;
     if (!done.ok()) return done.status();
     rank.ready = *std::move(ready);
     rank.done = *std::move(done);
@@ -142,7 +142,7 @@ absl::StatusOr<std::unique_ptr<RankAllReduce>> NewNcclAllReduce(
     if (!seen.insert(d.index()).second) {
       return absl::InvalidArgumentError(absl::StrCat(where, "two ranks on one device"));
     }
-    if (absl::Status s = comm::CudaDeviceVisible(d.index()); !s.ok()) {
+    if (absl::Status s = cuda::CudaDeviceVisible(d.index()); !s.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(where, s.message()));
     }
   }

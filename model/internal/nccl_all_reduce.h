@@ -3,7 +3,7 @@
 
 // The all-reduce of a tensor-parallel group whose K ranks, threads of one
 // process, are on K distinct CUDA devices (model/tensor_parallel.h): NCCL's,
-// one non-blocking communicator per rank (comm/nccl_pair.h), made at the
+// one non-blocking communicator per rank (cuda/nccl_pair.h), made at the
 // first Begin and kept for every later forward. A rank's Sum queues
 // ncclAllReduce behind the work on its device's current LibTorch stream and
 // makes that stream wait for it, without waiting on the host. A forward that

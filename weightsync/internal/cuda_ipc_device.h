@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "comm/cuda_memory.h"
+#include "cuda/cuda_memory.h"
 #include "weightsync/internal/cuda_ipc_protocol.h"
 
 namespace trellis::weightsync::internal::cuda_ipc {
@@ -18,7 +18,7 @@ namespace trellis::weightsync::internal::cuda_ipc {
 // The UUID of CUDA device `device` (as this process numbers them, after
 // CUDA_VISIBLE_DEVICES): FailedPrecondition when there is no such device.
 inline absl::StatusOr<DeviceUuid> DeviceUuidOf(int device) {
-  if (absl::Status s = comm::CudaDeviceAvailable(); !s.ok()) return s;
+  if (absl::Status s = cuda::CudaDeviceAvailable(); !s.ok()) return s;
   int count = 0;
   cudaGetDeviceCount(&count);
   if (device < 0 || device >= count) {
@@ -27,7 +27,7 @@ inline absl::StatusOr<DeviceUuid> DeviceUuidOf(int device) {
   }
   cudaDeviceProp prop{};
   if (absl::Status s =
-          comm::CudaStatus(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+          cuda::CudaStatus(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
       !s.ok()) {
     return s;
   }

@@ -3,7 +3,7 @@
 
 // What both ends of the NCCL transport agree on (nccl_transport.h): store
 // keys and the graces (requests and answers: store_protocol.h). The
-// communicators themselves are comm/nccl_pair.h.
+// communicators themselves are cuda/nccl_pair.h.
 
 #include <cstdint>
 #include <string>

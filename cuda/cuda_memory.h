@@ -1,5 +1,5 @@
-#ifndef TRELLIS_COMM_CUDA_MEMORY_H_
-#define TRELLIS_COMM_CUDA_MEMORY_H_
+#ifndef TRELLIS_CUDA_CUDA_MEMORY_H_
+#define TRELLIS_CUDA_CUDA_MEMORY_H_
 
 // CUDA runtime status conversion, device discovery, events and device
 // buffers that only grow, shared by the device links (nccl_pair.h, the CUDA
@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
-namespace trellis::comm {
+namespace trellis::cuda {
 
 // Internal naming `what` and CUDA's message unless `e` is cudaSuccess.
 inline absl::Status CudaStatus(cudaError_t e, const char* what) {
@@ -89,6 +89,6 @@ class DeviceBytes {
   size_t size_ = 0;
 };
 
-}  // namespace trellis::comm
+}  // namespace trellis::cuda
 
-#endif  // TRELLIS_COMM_CUDA_MEMORY_H_
+#endif  // TRELLIS_CUDA_CUDA_MEMORY_H_

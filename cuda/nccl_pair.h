@@ -1,5 +1,5 @@
-#ifndef TRELLIS_COMM_NCCL_PAIR_H_
-#define TRELLIS_COMM_NCCL_PAIR_H_
+#ifndef TRELLIS_CUDA_NCCL_PAIR_H_
+#define TRELLIS_CUDA_NCCL_PAIR_H_
 
 // NCCL communicators: two-rank ones for point-to-point transfers between
 // GPUs (the NCCL weight transport, weightsync/nccl_transport.h) and N-rank
@@ -20,9 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "comm/cuda_memory.h"
+#include "cuda/cuda_memory.h"
 
-namespace trellis::comm {
+namespace trellis::cuda {
 
 inline absl::Status NcclStatus(ncclResult_t r, const char* what) {
   if (r == ncclSuccess || r == ncclInProgress) return absl::OkStatus();
@@ -172,6 +172,6 @@ class NcclComm {
   cudaStream_t stream_ = nullptr;
 };
 
-}  // namespace trellis::comm
+}  // namespace trellis::cuda
 
-#endif  // TRELLIS_COMM_NCCL_PAIR_H_
+#endif  // TRELLIS_CUDA_NCCL_PAIR_H_
