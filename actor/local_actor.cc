@@ -19,6 +19,7 @@
 #include "model/torch_status.h"
 #include "model/transformer.h"
 #include "weightsync/fingerprint.h"
+#include "weightsync/reshard_ends.h"
 
 namespace trellis::actor {
 namespace {
@@ -103,6 +104,11 @@ class LocalActor : public RolloutWorker {
     MoveWeights(ledger::MoveDirection::kIn, ledger::Stage::kWeightSync);
     absl::StatusOr<v1::WeightSyncStats> stats =
         receiver_->Receive(version, weights_, options_.sync_timeout);
+    // A resharding sync writes in place: after a failure the weights are no
+    // version until the next sync succeeds.
+    if (!stats.ok() && dynamic_cast<weightsync::SliceReceiver*>(receiver_) != nullptr) {
+      version_ = -1;
+    }
     if (!stats.ok()) {
       return absl::Status(stats.status().code(),
                           absl::StrCat(options_.worker_id, ": weight sync to version ", version,
@@ -132,7 +138,8 @@ class LocalActor : public RolloutWorker {
     if (absl::Status s = Stopped(stop, 0); !s.ok()) return s;
     if (version_ < 0) {
       return absl::FailedPreconditionError(
-          absl::StrCat(options_.worker_id, ": Generate before any weights were received"));
+          absl::StrCat(options_.worker_id, ": Generate before any weights were received "
+                                           "(or after a weight sync that failed midway)"));
     }
     if (absl::Status s =
             internal::CheckRequest(request, model_->config().max_seq_len(), options_.worker_id);

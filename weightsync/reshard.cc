@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "weightsync/internal/inprocess_testing.h"
 #include "weightsync/internal/pull_receiver.h"
 #include "weightsync/internal/staging.h"
@@ -62,6 +63,27 @@ std::string MoveName(const ReshardPlan& plan, const ReshardRun& r) {
 
 absl::Status Prefixed(const absl::Status& s, const std::string& where) {
   return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+}
+
+// `into` as ReshardReceiver::Receive takes it: one contiguous tensor of each
+// slice's shape and dtype, in the slices' order.
+absl::Status CheckInto(const std::vector<ReshardPlan::Slice>& slices,
+                       const std::vector<at::Tensor>& into) {
+  if (into.size() != slices.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(slices.size(), " slices to fill, given ", into.size(), " tensors"));
+  }
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const at::Tensor& t = into[i];
+    if (!t.defined() || !t.sizes().equals(slices[i].shape) ||
+        t.scalar_type() != slices[i].dtype || !t.is_contiguous()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          slices[i].name, " must be a contiguous ", c10::toString(slices[i].dtype), " tensor of ",
+          c10::str(c10::IntArrayRef(slices[i].shape)), ", given ",
+          t.defined() ? c10::str(t.sizes()) : "an undefined tensor"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -193,11 +215,15 @@ absl::StatusOr<std::unique_ptr<ReshardReceiver>> ReshardReceiver::Start(
   return receiver;
 }
 
-absl::StatusOr<ReshardReceived> ReshardReceiver::Receive(int64_t version, absl::Duration timeout) {
+absl::StatusOr<ReshardReceived> ReshardReceiver::Receive(int64_t version, absl::Duration timeout,
+                                                         const std::vector<at::Tensor>* into) {
   absl::MutexLock lock(&mu_);
   const std::vector<ReshardPlan::Slice>& slices = plan_->Slices(rank_);
-  ReshardReceived got;
-  got.version = version;
+  if (into != nullptr) {
+    if (absl::Status s = CheckInto(slices, *into); !s.ok()) {
+      return Prefixed(s, absl::StrCat("reshard actor rank ", rank_));
+    }
+  }
   const int n_ranks = plan_->learner_ranks();
   std::vector<std::vector<ReshardRun>> moves(n_ranks);
   std::vector<bool> filled(slices.size(), false);
@@ -209,7 +235,7 @@ absl::StatusOr<ReshardReceived> ReshardReceiver::Receive(int64_t version, absl::
     }
   }
   last_.resize(slices.size());
-  for (size_t i = 0; i < slices.size(); ++i) {
+  for (size_t i = 0; i < slices.size() && into == nullptr; ++i) {
     // A slice one move fills is a fresh tensor whose pages are never
     // touched: the link adopts its bucket's memory into it (LoadInto), and
     // the slices handed back before keep theirs. Any other is filled again
@@ -219,38 +245,50 @@ absl::StatusOr<ReshardReceived> ReshardReceiver::Receive(int64_t version, absl::
       t = at::empty(slices[i].shape, at::TensorOptions().dtype(slices[i].dtype));
     }
   }
+  const std::vector<at::Tensor>& targets = into != nullptr ? *into : last_;
   std::vector<NamedTensors> dst(n_ranks);
   for (int n = 0; n < n_ranks; ++n) {
     for (const ReshardRun& r : moves[n]) {
       const ReshardPlan::Slice& s = plan_->SliceOf(rank_, r.unit, r.entry);
-      const at::Tensor& slice = last_[&s - slices.data()];
+      const at::Tensor& slice = targets[&s - slices.data()];
       dst[n].emplace_back(
           MoveName(*plan_, r),
           s.FilledBy(r) ? slice
                         : slice.view({-1}).narrow(0, r.dst, r.numel()).view({r.rows, r.row_numel}));
     }
   }
-  std::vector<absl::StatusOr<v1::WeightSyncStats>> results(n_ranks, absl::UnknownError(""));
-  {
-    std::vector<std::jthread> links;
+  // The newest version at or past `version` that every learner rank
+  // serves: a rank that has moved on is asked again by all.
+  ReshardReceived got;
+  got.version = version;
+  std::vector<absl::StatusOr<v1::WeightSyncStats>> results;
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    results.assign(n_ranks, absl::UnknownError(""));
+    {
+      std::vector<std::jthread> links;
+      for (int n = 0; n < n_ranks; ++n) {
+        Receiver* link = receivers_[n].get();
+        links.emplace_back([&, n, link] {
+          results[n] = link->Receive(got.version, dst[n], deadline - absl::Now());
+        });
+      }
+    }
+    int64_t newest = got.version;
     for (int n = 0; n < n_ranks; ++n) {
-      Receiver* link = receivers_[n].get();
-      links.emplace_back([&, n, link] { results[n] = link->Receive(version, dst[n], timeout); });
+      if (!results[n].ok()) {
+        return Prefixed(results[n].status(),
+                        absl::StrCat("reshard actor rank ", rank_, ", version ", got.version,
+                                     " from learner rank ", n));
+      }
+      newest = std::max(newest, results[n]->version());
     }
+    if (newest == got.version) break;
+    got.version = newest;
   }
-  for (int n = 0; n < n_ranks; ++n) {
-    const std::string where =
-        absl::StrCat("reshard actor rank ", rank_, ", version ", version, " from learner rank ", n);
-    if (!results[n].ok()) return Prefixed(results[n].status(), where);
-    if (results[n]->version() != version) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(where, ": version ", version, " is stale, the learner rank serves version ",
-                       results[n]->version(), " now"));
-    }
-    got.bytes += results[n]->bytes();
-  }
+  for (int n = 0; n < n_ranks; ++n) got.bytes += results[n]->bytes();
   received_bytes_ += got.bytes;
-  for (size_t i = 0; i < slices.size(); ++i) got.tensors.emplace_back(slices[i].name, last_[i]);
+  for (size_t i = 0; i < slices.size(); ++i) got.tensors.emplace_back(slices[i].name, targets[i]);
   return got;
 }
 

@@ -105,15 +105,21 @@ class ReshardReceiver {
       std::shared_ptr<const ReshardPlan> plan, int actor_rank, const ReshardOptions& options,
       const TransportRegistry* registry = nullptr);
 
-  // Receives exactly `version` from every learner rank within `timeout`,
-  // all or nothing. The tensors handed back are never written again while
-  // the caller holds them (a later Receive fills them again only once the
-  // caller let go of them). Errors name the learner rank: the transport's
-  // (DeadlineExceeded, Unavailable when a peer is gone, DataLoss naming the
-  // bucket whose checksum failed, FailedPrecondition for a version that
-  // will never be published), or FailedPrecondition when a learner rank
-  // has moved past `version` (stale). Calls are serialized.
-  [[nodiscard]] absl::StatusOr<ReshardReceived> Receive(int64_t version, absl::Duration timeout);
+  // Receives from every learner rank within `timeout` the newest version
+  // at or past `version` that all of them serve (a rank that has moved on
+  // is asked again by all). Without `into` the slices come back in tensors
+  // of the receiver's that are never written again while the caller holds
+  // them (a later Receive fills them again only once the caller let go of
+  // them), all or nothing. With `into` (one contiguous tensor per slice, in
+  // Slices(rank) order, of its shape and dtype: InvalidArgument otherwise)
+  // each link writes its pieces there in place, a slice one piece fills by
+  // taking its bucket's memory where the tensor owns its storage; a failed
+  // link leaves those of the others written. Errors name the learner rank:
+  // the transport's (DeadlineExceeded, Unavailable when a peer is gone,
+  // DataLoss naming the bucket whose checksum failed, FailedPrecondition
+  // for a version that will never be published). Calls are serialized.
+  [[nodiscard]] absl::StatusOr<ReshardReceived> Receive(
+      int64_t version, absl::Duration timeout, const std::vector<at::Tensor>* into = nullptr);
 
   // The payload bytes received by every successful Receive so far.
   int64_t received_bytes();

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 #include <thread>
 #include <utility>
@@ -184,39 +185,62 @@ absl::StatusOr<v1::WeightSyncStats> SliceReceiver::Receive(int64_t min_version,
     return absl::FailedPreconditionError(
         "reshard actor: receiving before the model's layout is bound");
   }
+  // Every slice of every rank is one tensor of `dst`, found by name before
+  // anything is written.
+  const int k_ranks = options_.actor_ranks;
+  std::map<std::string, const at::Tensor*, std::less<>> by_name;
+  for (const auto& [name, t] : dst) by_name[name] = &t;
+  std::vector<std::vector<at::Tensor>> into(k_ranks);
+  for (int k = 0; k < k_ranks; ++k) {
+    for (const ReshardPlan::Slice& s : plan_->Slices(k)) {
+      const std::string name = k_ranks > 1 ? RankTensorName(k, s.name) : s.name;
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("reshard actor: nothing to receive ", name, " into"));
+      }
+      if (!it->second->sizes().equals(s.shape)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("reshard actor: ", name, " is ", c10::str(it->second->sizes()),
+                         ", the sync carries ", c10::str(c10::IntArrayRef(s.shape))));
+      }
+      into[k].push_back(*it->second);
+      by_name.erase(it);
+    }
+  }
+  if (!by_name.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "reshard actor: the sync carries no tensor ", by_name.begin()->first));
+  }
   const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout;
   if (ranks_.empty()) {
     if (absl::Status s = Connect(timeout); !s.ok()) return s;
   }
-  std::vector<absl::StatusOr<ReshardReceived>> got(ranks_.size(), absl::UnknownError(""));
-  {
-    std::vector<std::jthread> links;
-    for (size_t k = 0; k < ranks_.size(); ++k) {
-      links.emplace_back([&, k] { got[k] = ranks_[k]->Receive(min_version, timeout); });
-    }
-  }
-  std::map<std::string, at::Tensor, std::less<>> received;
+  // The same version on every rank: the newest one any rank got.
+  std::vector<int64_t> versions(k_ranks, -1);
+  int64_t want = min_version;
   v1::WeightSyncStats stats;
-  stats.set_version(min_version);
-  for (size_t k = 0; k < got.size(); ++k) {
-    if (!got[k].ok()) return got[k].status();
-    stats.set_bytes(stats.bytes() + got[k]->bytes);
-    for (auto& [name, t] : got[k]->tensors) {
-      received[options_.actor_ranks > 1 ? RankTensorName(static_cast<int>(k), name) : name] = t;
+  while (*std::min_element(versions.begin(), versions.end()) != want) {
+    std::vector<absl::StatusOr<ReshardReceived>> got(k_ranks, absl::UnknownError(""));
+    {
+      std::vector<std::jthread> links;
+      for (int k = 0; k < k_ranks; ++k) {
+        if (versions[k] == want) continue;
+        links.emplace_back([&, k] {
+          got[k] = ranks_[k]->Receive(want, deadline - absl::Now(), &into[k]);
+        });
+      }
     }
-  }
-  for (const auto& [name, t] : dst) {
-    auto it = received.find(name);
-    if (it == received.end() || !it->second.sizes().equals(t.sizes())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "reshard actor: version ", min_version, " has ",
-          it == received.end() ? "no tensor " : "another shape for ", name,
-          it == received.end() ? "" : absl::StrCat(": ", c10::str(it->second.sizes()), " for ",
-                                                     c10::str(t.sizes()))));
+    for (int k = 0; k < k_ranks; ++k) {
+      if (versions[k] == want) continue;
+      if (!got[k].ok()) return got[k].status();
+      versions[k] = got[k]->version;
+      stats.set_bytes(stats.bytes() + got[k]->bytes);
     }
+    want = *std::max_element(versions.begin(), versions.end());
   }
-  at::NoGradGuard no_grad;
-  for (const auto& [name, t] : dst) t.copy_(received.find(name)->second);
+  stats.set_version(want);
   stats.set_tensors(static_cast<int64_t>(dst.size()));
   stats.set_transfer_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   return stats;

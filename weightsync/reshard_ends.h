@@ -93,13 +93,15 @@ class SliceReceiver final : public Receiver {
   // (float32). InvalidArgument when the units or directories do not fit.
   [[nodiscard]] absl::Status Bind(std::vector<model::FlatUnit> units);
 
-  // Receives exactly `min_version` from every learner rank into `dst`: for
-  // one rank the model's tensors by name, for more each rank's under
-  // RankTensorName. The first call reads every learner rank's directory
-  // (within `timeout`). All or nothing: `dst` is written only once every
-  // rank received the version and every tensor of `dst` was found with its
-  // shape (FailedPrecondition naming it otherwise); the ranks' errors as
-  // ReshardReceiver::Receive gives them. FailedPrecondition before Bind.
+  // Receives the newest version at or past `min_version` that every
+  // learner rank serves into `dst`, in place: for one rank the model's
+  // tensors by name, for more each rank's under RankTensorName, a slice
+  // taking its bucket's memory where the tensor owns its storage (no copy).
+  // The first call reads every learner rank's directory (within `timeout`).
+  // FailedPrecondition, nothing written, when `dst` and the sync's slices
+  // differ by a name, or before Bind; the ranks' errors as
+  // ReshardReceiver::Receive gives them, after which `dst` may be partly
+  // written (the caller's weights are then no version).
   [[nodiscard]] absl::StatusOr<v1::WeightSyncStats> Receive(int64_t min_version,
                                                             const NamedTensors& dst,
                                                             absl::Duration timeout) override;

@@ -95,7 +95,7 @@ TEST(ReshardEndsTest, EveryActorRankReceivesItsSlicesByName) {
   }
 }
 
-TEST(ReshardEndsTest, ATensorTheVersionLacksChangesNothing) {
+TEST(ReshardEndsTest, ATensorTheSyncLacksChangesNothing) {
   const std::vector<model::FlatUnit> units = testing::ModelUnits(kShape, 1);
   ReshardEndOptions o = EndOptions();
   o.learner_ranks = 1;
@@ -109,12 +109,20 @@ TEST(ReshardEndsTest, ATensorTheVersionLacksChangesNothing) {
                   .ok());
   SliceReceiver receiver(o, {{"127.0.0.1", o.transport.port}});
   ASSERT_TRUE(receiver.Bind(units).ok());
-  const NamedTensors dst = {{RankTensorName(0, "model.norm.weight"), torch::zeros({12})},
-                            {RankTensorName(1, "no.such.weight"), torch::zeros({3})}};
+  NamedTensors dst;
+  for (int k = 0; k < kRanks; ++k) {
+    for (const ReshardPlan::Slice& s : plan->Slices(k)) {
+      dst.emplace_back(RankTensorName(k, s.name), torch::zeros(s.shape));
+    }
+  }
+  dst.emplace_back(RankTensorName(1, "no.such.weight"), torch::zeros({3}));
   const absl::StatusOr<v1::WeightSyncStats> got = receiver.Receive(1, dst, absl::Seconds(60));
   EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(got.status().message(), HasSubstr("tp1/no.such.weight"));
-  EXPECT_TRUE(torch::equal(dst[0].second, torch::zeros({12})));
+  EXPECT_THAT(got.status().message(), HasSubstr("carries no tensor tp1/no.such.weight"));
+  for (const auto& [name, t] : dst) EXPECT_EQ(t.abs().sum().item<float>(), 0) << name;
+  dst.pop_back();
+  EXPECT_TRUE(receiver.Receive(1, dst, absl::Seconds(60)).ok());
+  EXPECT_GT(dst.front().second.abs().sum().item<float>(), 0);
 }
 
 TEST(ReshardEndsTest, LayoutsOverAnotherRankCountAreRefused) {
