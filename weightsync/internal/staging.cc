@@ -137,6 +137,12 @@ absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(int64_t version,
     absl::MutexLock lock(&mu_);
     packing_ = {set, progress, std::make_shared<const NamedTensors>(tensors), nullptr};
     staged_cv_.SignalAll();
+    // The senders already waiting for it take it (attach) before anything
+    // is packed: when they are all the slots, nothing is.
+    auto taken = [this, version, readable]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return !readable || slots_ == 0 || streaming_.empty() || *streaming_.begin() > version;
+    };
+    mu_.Await(absl::Condition(&taken));
   }
   for (size_t i = 0; i < set->buckets.size() && progress->Packing(i, 0); ++i) {
     auto packing = [&progress, i](int64_t bytes) { return progress->Packing(i, bytes); };
@@ -191,9 +197,11 @@ absl::StatusOr<StreamedVersion> VersionStage::Wait(int64_t min_version, absl::Ti
                      "for at most the next, ",
                      *newest + kVersionsInFlight, ")"));
   }
+  if (streamed) streaming_.insert(min_version);
   while (!ReadyLocked(min_version, streamed) && !closed_) {
     if (staged_cv_.WaitWithDeadline(&mu_, deadline)) break;
   }
+  if (streamed) streaming_.erase(streaming_.find(min_version));
   if (latest_ != nullptr && latest_whole_ && latest_->version >= min_version) {
     auto packed = std::make_shared<PackProgress>(latest_->buckets.size());
     packed->Packed(latest_->buckets.size());

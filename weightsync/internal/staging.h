@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <optional>
 #include <string>
 
@@ -192,6 +193,8 @@ class VersionStage {
   // Whether latest_ was packed in full (not sent in place).
   bool latest_whole_ ABSL_GUARDED_BY(mu_) = false;
   StreamedVersion packing_ ABSL_GUARDED_BY(mu_);
+  // The versions the senders waiting in WaitForStream ask for.
+  std::multiset<int64_t> streaming_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
