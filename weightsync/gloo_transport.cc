@@ -142,7 +142,7 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
       return absl::UnavailableError(absl::StrCat("send: ", e.what()));
     }
     absl::MutexLock lock(&st.mu);
-    st.slots[k].sends = works;
+    st.slots[k].sends.push_back(works.back());
     if (st.stopping) st.Abort(st.slots[k]);
     return absl::OkStatus();
   };
