@@ -182,7 +182,8 @@ class GlooReceiver final : public PullReceiver {
       const WireSegment& g = segments[m];
       settle(g.bucket);
       if (g.offset < cursor) {
-        return absl::DataLossError(absl::StrCat("the header's tensor '", set->manifest[g.entry].name,
+        return absl::DataLossError(absl::StrCat("the header's tensor '",
+                                                set->manifest[g.entry].name,
                                                 "' overlaps another in bucket ", g.bucket));
       }
       hash_to(g.offset, g.offset + g.nbytes);

@@ -8,8 +8,9 @@
 // is packed, and then int64 [one checksum per bucket] when there is a
 // bucket. The buckets travel as their tensors' bytes (internal/wire.h
 // Segments: the padding between them stays behind), a message per segment
-// of at most kSliceBytes, at most kSendWindow in flight; bytes not packed when sent are read from the
-// published tensors in place (internal/staging.h PackProgress).
+// of at most kSliceBytes, at most kSendWindow in flight; bytes not packed
+// when sent are read from the published tensors in place
+// (internal/staging.h PackProgress).
 
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO
@@ -179,12 +180,9 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
         // At most kSendWindow messages in flight: a scratch buffer is free
         // again, and the bytes just read are still in cache when sent.
         if (m >= kSendWindow) {
-          if (absl::Status s = WaitWork(works[window_to++],
-                                        std::max(send_deadline - absl::Now(), absl::Milliseconds(1)),
-                                        "send");
-              !s.ok()) {
-            return s;
-          }
+          const absl::Duration left =
+              std::max(send_deadline - absl::Now(), absl::Milliseconds(1));
+          if (absl::Status s = WaitWork(works[window_to++], left, "send"); !s.ok()) return s;
         }
         at::Tensor bytes = *from == PackProgress::From::kBucket
                                ? set.buckets[i].narrow(0, g.offset, g.nbytes)

@@ -128,8 +128,9 @@ absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(int64_t version,
   if (!planned.ok()) return planned.status();
   auto set = std::make_shared<BucketSet>(*std::move(planned));
   set->version = version;
-  const bool readable = std::all_of(tensors.begin(), tensors.end(),
-                                    [](const auto& named) { return ReadableInPlace(named.second); });
+  const bool readable = std::all_of(tensors.begin(), tensors.end(), [](const auto& named) {
+    return ReadableInPlace(named.second);
+  });
   auto progress = std::make_shared<PackProgress>(set->buckets.size(), readable ? slots_ : 0);
   PackSeconds seconds;
   seconds.copy = plan.Seconds();
@@ -210,7 +211,8 @@ absl::StatusOr<StreamedVersion> VersionStage::Wait(int64_t min_version, absl::Ti
   if (ReadyLocked(min_version, streamed)) {
     StreamedVersion v = packing_;
     v.progress->Attach();
-    v.attached = std::shared_ptr<void>(nullptr, [progress = v.progress](void*) { progress->Detach(); });
+    v.attached =
+        std::shared_ptr<void>(nullptr, [progress = v.progress](void*) { progress->Detach(); });
     return v;
   }
   if (closed_) {

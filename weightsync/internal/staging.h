@@ -4,7 +4,8 @@
 // The sender half that every pull-based transport shares: Publish packs and
 // checksums the newest version and stages it (only the newest is kept);
 // whoever serves a receiver waits here for a version >= its minimum, and
-// may stream a version while it is packed.
+// may stream a version while it is packed, or from the published tensors
+// in place once every receiver slot streams it (PackProgress).
 
 #include <chrono>
 #include <cstddef>
