@@ -22,6 +22,7 @@
 #include "weightsync/internal/pull_receiver.h"
 #include "weightsync/internal/staging.h"
 #include "weightsync/internal/threaded_sender.h"
+#include "weightsync/internal/wire.h"
 
 // In the protocol's namespace (internal/gloo_protocol.h), for its names.
 namespace trellis::weightsync::internal::gloo {
@@ -134,24 +135,15 @@ class GlooReceiver final : public PullReceiver {
     Stopwatch transfer;
     absl::StatusOr<BucketSet> set = DecodeHeader(header, spare());
     if (!set.ok()) return set.status();
-    struct Slice {
-      size_t bucket;
-      at::Tensor bytes;
-      c10::intrusive_ptr<c10d::Work> work;
-    };
-    std::vector<Slice> slices;
+    const std::vector<WireSegment> segments = Segments(*set, kSliceBytes);
+    std::vector<c10::intrusive_ptr<c10d::Work>> slices;
     const size_t num_buckets = set->buckets.size();
     at::Tensor checksums = at::empty({static_cast<int64_t>(num_buckets)}, at::kLong);
     c10::intrusive_ptr<c10d::Work> checksums_work;
     try {
-      for (size_t i = 0; i < num_buckets; ++i) {
-        const at::Tensor& bucket = set->buckets[i];
-        for (int64_t off = 0; off < bucket.numel(); off += kSliceBytes) {
-          const int64_t n = std::min(kSliceBytes, bucket.numel() - off);
-          std::vector<at::Tensor> v{bucket.narrow(0, off, n)};
-          const int tag = kTagBucket0 + static_cast<int>(slices.size());
-          slices.push_back({i, v[0], pg_->recv(v, 0, tag)});
-        }
+      for (const WireSegment& g : segments) {
+        std::vector<at::Tensor> v{set->buckets[g.bucket].narrow(0, g.offset, g.nbytes)};
+        slices.push_back(pg_->recv(v, 0, kTagBucket0 + static_cast<int>(slices.size())));
       }
       if (num_buckets > 0) {
         std::vector<at::Tensor> v{checksums};
@@ -162,21 +154,39 @@ class GlooReceiver final : public PullReceiver {
     }
     const absl::Time io_deadline = absl::Now() + io;
     auto io_left = [&] { return std::max(io_deadline - absl::Now(), absl::Milliseconds(1)); };
-    // Each bucket's checksum as received, computed while the next slices
-    // arrive; compared once the sender's checksums follow the buckets.
+    // Each bucket's checksum as received, computed while the next segments
+    // arrive (the padding between them zeroed here, as the sender's is);
+    // compared once the sender's checksums follow the buckets.
     std::vector<uint64_t> got(num_buckets);
     Checksum64Stream sum;
     size_t bucket = 0;
+    int64_t cursor = 0;
+    // Bytes [cursor, end) of the current bucket into the checksum, the
+    // padding from `zero_from` on zeroed first.
+    auto hash_to = [&](int64_t zero_from, int64_t end) {
+      uint8_t* base = set->buckets[bucket].data_ptr<uint8_t>();
+      std::memset(base + cursor, 0, static_cast<size_t>(zero_from - cursor));
+      sum.Update(base + cursor, static_cast<size_t>(end - cursor));
+      cursor = end;
+    };
     auto settle = [&](size_t upto) {
-      for (; bucket < upto; ++bucket) {
+      for (; bucket < upto; ++bucket, cursor = 0) {
+        const int64_t size = set->buckets[bucket].numel();
+        hash_to(size, size);
         got[bucket] = sum.Finish();
         sum.Reset();
       }
     };
-    for (Slice& slice : slices) {
-      if (absl::Status s = WaitWork(slice.work, io_left(), "bucket"); !s.ok()) return s;
-      settle(slice.bucket);
-      sum.Update(slice.bytes.data_ptr(), slice.bytes.numel());
+    for (size_t m = 0; m < segments.size(); ++m) {
+      if (absl::Status s = WaitWork(slices[m], io_left(), "bucket"); !s.ok()) return s;
+      const WireSegment& g = segments[m];
+      settle(g.bucket);
+      if (g.offset < cursor) {
+        return absl::DataLossError(absl::StrCat("the header's tensor '",
+                                                set->manifest[g.entry].name,
+                                                "' overlaps another in bucket ", g.bucket));
+      }
+      hash_to(g.offset, g.offset + g.nbytes);
     }
     settle(num_buckets);
     if (checksums_work) {
@@ -207,3 +217,4 @@ absl::StatusOr<std::unique_ptr<Receiver>> NewGlooReceiver(const TransportOptions
 }
 
 }  // namespace trellis::weightsync
+

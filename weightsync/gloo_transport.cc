@@ -4,9 +4,13 @@
 // rank 1): the receiver sends int64 [min_version, wait_ms]; the sender
 // answers int64 [code, length] and then either `length` bytes of an error
 // message (code is an absl::StatusCode) or a serialized v1::WeightsHeader
-// (its checksums all 0) followed by every non-empty bucket in slices of
-// kSliceBytes, each bucket as soon as it is packed, and then int64 [one
-// checksum per bucket] when there is a bucket.
+// (its checksums all 0) followed by every bucket, each byte as soon as it
+// is packed, and then int64 [one checksum per bucket] when there is a
+// bucket. The buckets travel as their tensors' bytes (internal/wire.h
+// Segments: the padding between them stays behind), a message per segment
+// of at most kSliceBytes, at most kSendWindow in flight; bytes not packed
+// when sent are read from the published tensors in place
+// (internal/staging.h PackProgress).
 
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO
@@ -31,6 +35,7 @@
 #include "comm/tcp_store.h"
 #include "trellis/v1/weights.pb.h"
 #include "weightsync/internal/bucket_set.h"
+#include "weightsync/internal/checksum.h"
 #include "weightsync/internal/gloo_protocol.h"
 #include "weightsync/internal/staging.h"
 #include "weightsync/internal/threaded_sender.h"
@@ -45,7 +50,7 @@ using comm::WaitWork;
 
 struct SenderState : SenderCore {
   explicit SenderState(const TransportOptions& options)
-      : SenderCore(kName, options.bucket_bytes), options(options) {}
+      : SenderCore(kName, options.bucket_bytes, options.num_receivers), options(options) {}
 
   struct Slot {
     int64_t generation = 0;                             // The receiver connection being served.
@@ -66,6 +71,23 @@ struct SenderState : SenderCore {
   std::shared_ptr<comm::GlooDevice> device;
   std::vector<Slot> slots ABSL_GUARDED_BY(mu);
 };
+
+// Feeds `n` zero bytes (the padding between tensors) to `sum`.
+void HashZeros(Checksum64Stream& sum, int64_t n) {
+  static constexpr uint8_t kZeros[kAlignment] = {};
+  for (; n > 0; n -= kAlignment) sum.Update(kZeros, static_cast<size_t>(std::min(n, kAlignment)));
+}
+
+// Segment `g` of `version`, read from the published tensors: a view of a
+// contiguous tensor's memory, or gathered row by row into `scratch`.
+at::Tensor InPlaceBytes(const StreamedVersion& version, const WireSegment& g, at::Tensor& scratch) {
+  const at::Tensor& t = (*version.tensors)[g.entry].second;
+  const int64_t begin = g.offset - version.set->manifest[g.entry].offset;
+  if (t.is_contiguous()) return t.reshape({-1}).view(at::kByte).narrow(0, begin, g.nbytes);
+  if (!scratch.defined()) scratch = at::empty({kSliceBytes}, at::kByte);
+  CopyBytes(t, begin, g.nbytes, scratch.data_ptr<uint8_t>());
+  return scratch.narrow(0, 0, g.nbytes);
+}
 
 // Answers one request on `pg`. Any error means the pair is unusable.
 absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
@@ -109,6 +131,10 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
 
   // Posts one message; the receiver has posted its receives.
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  // works[window_from, window_to) were waited for already (a gloo work
+  // completes one wait only).
+  size_t window_from = 0;
+  size_t window_to = 0;
   auto post = [&](const at::Tensor& message, int tag) -> absl::Status {
     try {
       std::vector<at::Tensor> v{message};
@@ -117,7 +143,7 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
       return absl::UnavailableError(absl::StrCat("send: ", e.what()));
     }
     absl::MutexLock lock(&st.mu);
-    st.slots[k].sends = works;
+    st.slots[k].sends.push_back(works.back());
     if (st.stopping) st.Abort(st.slots[k]);
     return absl::OkStatus();
   };
@@ -134,33 +160,63 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
     }
     if (!version.ok()) return absl::OkStatus();
     const BucketSet& set = *version->set;
-    int slice = 0;
+    PackProgress& progress = *version->progress;
+    const std::vector<WireSegment> segments = Segments(set, kSliceBytes);
+    window_from = window_to = works.size();
+    std::vector<at::Tensor> scratch(kSendWindow);
+    std::vector<uint64_t> checksums(set.buckets.size());
+    size_t m = 0;
     for (size_t i = 0; i < set.buckets.size(); ++i) {
-      const at::Tensor& bucket = set.buckets[i];
-      for (int64_t off = 0; off < bucket.numel(); off += kSliceBytes) {
-        const int64_t n = std::min(kSliceBytes, bucket.numel() - off);
-        if (absl::Status s = version->progress->WaitPacked(i, send_deadline, off + n); !s.ok()) {
-          return s;
+      // A bucket not packed in full yet may be sent in place: its checksum
+      // is then this sender's, computed as it goes.
+      const bool own = !progress.Whole(i);
+      Checksum64Stream sum;
+      int64_t cursor = 0;
+      for (; m < segments.size() && segments[m].bucket == i; ++m) {
+        const WireSegment& g = segments[m];
+        absl::StatusOr<PackProgress::From> from =
+            progress.WaitReadable(i, send_deadline, g.offset + g.nbytes);
+        if (!from.ok()) return from.status();
+        // At most kSendWindow messages in flight: a scratch buffer is free
+        // again, and the bytes just read are still in cache when sent.
+        if (m >= kSendWindow) {
+          const absl::Duration left =
+              std::max(send_deadline - absl::Now(), absl::Milliseconds(1));
+          if (absl::Status s = WaitWork(works[window_to++], left, "send"); !s.ok()) return s;
         }
-        if (absl::Status s = post(bucket.narrow(0, off, n), kTagBucket0 + slice++); !s.ok()) {
-          return s;
+        at::Tensor bytes = *from == PackProgress::From::kBucket
+                               ? set.buckets[i].narrow(0, g.offset, g.nbytes)
+                               : InPlaceBytes(*version, g, scratch[m % kSendWindow]);
+        if (own) {
+          HashZeros(sum, g.offset - cursor);
+          sum.Update(bytes.data_ptr(), static_cast<size_t>(g.nbytes));
+          cursor = g.offset + g.nbytes;
         }
+        if (absl::Status s = post(bytes, kTagBucket0 + static_cast<int>(m)); !s.ok()) return s;
+      }
+      if (own) {
+        HashZeros(sum, set.buckets[i].numel() - cursor);
+        checksums[i] = sum.Finish();
+      } else if (absl::Status s = progress.WaitPacked(i, send_deadline); !s.ok()) {
+        return s;
+      } else {
+        checksums[i] = set.checksums[i];
       }
     }
     if (set.buckets.empty()) return absl::OkStatus();
-    if (absl::Status s = version->progress->WaitPacked(set.buckets.size() - 1, send_deadline);
-        !s.ok()) {
-      return s;
-    }
-    at::Tensor checksums = at::empty({static_cast<int64_t>(set.checksums.size())}, at::kLong);
-    std::memcpy(checksums.data_ptr(), set.checksums.data(),
-                set.checksums.size() * sizeof(uint64_t));
-    return post(checksums, kTagChecksums);
+    at::Tensor sums = at::empty({static_cast<int64_t>(checksums.size())}, at::kLong);
+    std::memcpy(sums.data_ptr(), checksums.data(), checksums.size() * sizeof(uint64_t));
+    return post(sums, kTagChecksums);
   };
   absl::Status status = send_all();
+  for (size_t j = 0; j < works.size() && status.ok(); ++j) {
+    if (j >= window_from && j < window_to) continue;
+    status =
+        WaitWork(works[j], std::max(send_deadline - absl::Now(), absl::Milliseconds(1)), "send");
+  }
+  // Nothing may read the published tensors once this returns.
   for (auto& w : works) {
-    if (!status.ok()) break;
-    status = WaitWork(w, std::max(send_deadline - absl::Now(), absl::Milliseconds(1)), "send");
+    if (!status.ok() && !w->isCompleted()) w->abort();
   }
   absl::MutexLock lock(&st.mu);
   st.slots[k].sends.clear();
@@ -257,3 +313,4 @@ absl::StatusOr<std::unique_ptr<Publisher>> NewGlooPublisher(const TransportOptio
 }
 
 }  // namespace trellis::weightsync
+

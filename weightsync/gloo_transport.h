@@ -16,7 +16,12 @@
 // then the buckets' checksums), so that the receiver checksums bucket i
 // while bucket i+1 is on the wire. A receiver that asks while its version
 // is being packed gets each bucket as soon as it is packed: sending
-// overlaps packing.
+// overlaps packing. When every receiver slot already waits for the version
+// Publish makes, nothing is packed: each slot's thread checksums the
+// tensors' bytes where they lie and sends them from there (rows gathered
+// through a cache-sized buffer), and Publish returns once they are sent,
+// so the caller may change its tensors at once; such a version is not
+// kept for a receiver that asks for it later (it gets the next).
 //
 // A receiver connects lazily, on its first Receive, and reconnects (a new
 // generation) after any failure. Every wait is bounded: a receiver whose

@@ -11,8 +11,11 @@
 // learner rank's ReshardSender hosts one Publisher per actor rank, its
 // rendezvous store at ReshardOptions::PairPort(n, k), and publishes to it
 // only the pieces that actor rank needs (ReshardPlan::Moves), as strided
-// views of the shards that the transport packs into checksummed buckets of
-// at most bucket_bytes (the same on both ends: pieces are matched by name).
+// views of the shards, in checksummed buckets of at most bucket_bytes (the
+// same on both ends: pieces are matched by name). When the actor rank
+// already waits, the transport sends them from the shards in place instead
+// of packing a copy (gloo_transport.h); Publish returns once nothing reads
+// the shards.
 // The actor rank's ReshardReceiver pulls the version from every learner
 // rank at once, each link placing its pieces in the rank's slice tensors (a
 // slice that one piece fills takes the bucket's memory, no copy), and hands

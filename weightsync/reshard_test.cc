@@ -288,6 +288,36 @@ TEST(ReshardTest, EveryVersionArrivesWholeUnderCpuContention) {
   }
 }
 
+// A version the actor ranks wait for goes out from the shards in place;
+// Publish returns only once nothing reads them: the learner's next step,
+// in place, never reaches what the actor ranks receive.
+TEST(ReshardTest, ShardsChangedOnceEveryPublishReturnedNeverReachTheActors) {
+  Ranks r = StartRanks(2, 2, /*bucket_bytes=*/2048);
+  ASSERT_EQ(r.senders.size(), 2u);
+  for (int64_t version = 1; version <= 3; ++version) {
+    std::vector<absl::StatusOr<ReshardReceived>> got(2, absl::UnknownError("not run"));
+    const std::vector<at::Tensor> full = testing::FullUnits(*r.plan, version);
+    std::vector<std::vector<at::Tensor>> shards;
+    for (int n = 0; n < 2; ++n) shards.push_back(testing::ShardsOf(full, *r.plan, n));
+    {
+      std::vector<std::jthread> ranks;
+      for (int k = 0; k < 2; ++k) {
+        ranks.emplace_back([&, k] { got[k] = r.receivers[k]->Receive(version, kTimeout); });
+      }
+      for (int n = 0; n < 2; ++n) {
+        ranks.emplace_back([&, n] {
+          EXPECT_TRUE(r.senders[n]->Publish(version, shards[n]).ok());
+          for (at::Tensor& shard : shards[n]) shard.fill_(-1);
+        });
+      }
+    }
+    for (int k = 0; k < 2; ++k) {
+      ASSERT_TRUE(got[k].ok()) << "version " << version << ": " << got[k].status();
+      ExpectSlicesOf(*r.plan, k, version, *got[k]);
+    }
+  }
+}
+
 TEST(ReshardTest, LearnerRankGoneIsAnErrorNamingIt) {
   Ranks r = StartRanks(2, 1, /*bucket_bytes=*/4096);
   ASSERT_EQ(r.senders.size(), 2u);

@@ -106,71 +106,87 @@ namespace {
 // Pieces small enough to be checksummed from cache right after their copy.
 constexpr int64_t kPackPiece = int64_t{256} << 10;
 
-// Fills one bucket front to back, checksumming as it goes.
+// Fills one bucket front to back, checksumming as it goes, until `packed`
+// says stop.
 struct BucketWriter {
   uint8_t* base;
   const PackedThrough& packed;
   PackSeconds& seconds;
   Checksum64Stream sum;
   int64_t cursor = 0;
+  bool stopped = false;
 
-  // Writes bytes [cursor, end) (copied from `src`, or zeros when `src` is
-  // null), a piece at a time.
-  void FillTo(int64_t end, const uint8_t* src) {
-    for (const int64_t start = cursor; cursor < end;) {
-      const size_t k = static_cast<size_t>(std::min(kPackPiece, end - cursor));
+  // Writes bytes [cursor, end) (of `src` from its byte `cursor - start`, or
+  // zeros when `src` is null), a piece at a time.
+  void FillTo(int64_t end, const at::Tensor* src) {
+    for (const int64_t start = cursor; cursor < end && !stopped;) {
+      const int64_t k = std::min(kPackPiece, end - cursor);
       uint8_t* const dst = base + cursor;
       const auto t0 = std::chrono::steady_clock::now();
       if (src != nullptr) {
-        std::memcpy(dst, src + (cursor - start), k);
+        CopyBytes(*src, cursor - start, k, dst);
       } else {
-        std::memset(dst, 0, k);
+        std::memset(dst, 0, static_cast<size_t>(k));
       }
       const auto t1 = std::chrono::steady_clock::now();
-      sum.Update(dst, k);
+      sum.Update(dst, static_cast<size_t>(k));
       const auto t2 = std::chrono::steady_clock::now();
       seconds.copy += std::chrono::duration<double>(t1 - t0).count();
       seconds.checksum += std::chrono::duration<double>(t2 - t1).count();
-      cursor += static_cast<int64_t>(k);
-      if (packed) packed(cursor);
+      cursor += k;
+      stopped = packed && !packed(cursor);
     }
   }
 };
 
 }  // namespace
 
+bool ReadableInPlace(const at::Tensor& t) {
+  return t.device().is_cpu() && t.layout() == at::kStrided && !t.is_conj() && !t.is_neg() &&
+         (t.is_contiguous() || (t.dim() == 2 && t.stride(1) == 1));
+}
+
+void CopyBytes(const at::Tensor& t, int64_t begin, int64_t n, uint8_t* dst) {
+  const auto* base = static_cast<const uint8_t*>(t.data_ptr());
+  if (t.is_contiguous()) {
+    std::memcpy(dst, base + begin, static_cast<size_t>(n));
+    return;
+  }
+  // Row by row: rows of `row` bytes, `stride` bytes apart.
+  const int64_t row = t.size(1) * t.element_size();
+  const int64_t stride = t.stride(0) * t.element_size();
+  while (n > 0) {
+    const int64_t in_row = begin % row;
+    const int64_t k = std::min(n, row - in_row);
+    std::memcpy(dst, base + begin / row * stride + in_row, static_cast<size_t>(k));
+    dst += k;
+    begin += k;
+    n -= k;
+  }
+}
+
 absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i, PackSeconds* seconds,
                         const PackedThrough& packed) {
   at::Tensor& bucket = set.buckets[i];
   BucketWriter writer{bucket.data_ptr<uint8_t>(), packed, *seconds};
-  for (size_t k = 0; k < set.manifest.size(); ++k) {
+  for (size_t k = 0; k < set.manifest.size() && !writer.stopped; ++k) {
     const ManifestEntry& e = set.manifest[k];
     if (e.bucket != static_cast<int>(i) || e.nbytes == 0) continue;
     const at::Tensor& t = tensors[k].second;
-    if (t.device().is_cpu() && t.dim() == 2 && t.stride(1) == 1 && !t.is_contiguous() &&
-        !t.is_conj() && !t.is_neg()) {
-      // Rows contiguous but apart (a strided view: the resharding sync's
-      // row pieces) are packed row by row, with no contiguous copy first.
-      writer.FillTo(e.offset, nullptr);
-      const int64_t row = t.size(1) * t.element_size();
-      const auto* base = static_cast<const uint8_t*>(t.data_ptr());
-      for (int64_t r = 0; r < t.size(0); ++r) {
-        writer.FillTo(e.offset + (r + 1) * row, base + r * t.stride(0) * t.element_size());
-      }
-      continue;
-    }
+    // Rows contiguous but apart are packed row by row, with no contiguous
+    // copy first.
     at::Tensor src;
     try {
-      src = HostCopy(tensors[k].second);
+      src = ReadableInPlace(t) ? t : HostCopy(t);
     } catch (const c10::Error& err) {
       return absl::InternalError(absl::StrCat("weightsync: packing tensor '", e.name,
                                               "': ", err.what_without_backtrace()));
     }
     writer.FillTo(e.offset, nullptr);  // The padding before it.
-    writer.FillTo(e.offset + e.nbytes, static_cast<const uint8_t*>(src.data_ptr()));
+    writer.FillTo(e.offset + e.nbytes, &src);
   }
   writer.FillTo(bucket.numel(), nullptr);
-  set.checksums[i] = writer.sum.Finish();
+  if (!writer.stopped) set.checksums[i] = writer.sum.Finish();
   return absl::OkStatus();
 }
 

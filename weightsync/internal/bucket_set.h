@@ -103,17 +103,28 @@ struct PackSeconds {
   double checksum = 0;
 };
 
-// Called as a bucket's leading bytes become final, with how many are.
-using PackedThrough = std::function<void(int64_t bytes)>;
+// Called as a bucket's leading bytes become final, with how many are;
+// returning false stops the packing there.
+using PackedThrough = std::function<bool(int64_t bytes)>;
 
 // Copies bucket `i`'s tensors of `tensors` (the list planned) into it,
 // zeroing the padding, and sets its checksum, in one pass front to back:
 // each piece is checksummed right after its copy, while it is still in
-// cache, and then reported to `packed` (if set). Adds the time to
-// `*seconds`. Returns Internal naming the tensor if LibTorch fails (a
-// device copy).
+// cache, and then reported to `packed` (if set). When `packed` returns
+// false the bucket stays as far as it got, without its checksum. Adds the
+// time to `*seconds`. Returns Internal naming the tensor if LibTorch fails
+// (a device copy).
 [[nodiscard]] absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i,
                                       PackSeconds* seconds, const PackedThrough& packed = nullptr);
+
+// Whether `t`'s bytes can be read where they lie: a dense CPU tensor that is
+// contiguous, or 2-D with contiguous rows (a strided view: the resharding
+// sync's row pieces), neither conjugate nor negative.
+bool ReadableInPlace(const at::Tensor& t);
+
+// Copies bytes [begin, begin + n) of `t`, in row-major order, to `dst`.
+// REQUIRES: ReadableInPlace(t).
+void CopyBytes(const at::Tensor& t, int64_t begin, int64_t n, uint8_t* dst);
 
 // Returns DataLoss naming the first bucket whose bytes do not match its
 // checksum.

@@ -25,8 +25,11 @@ inline constexpr int kTagBucket0 = 16;
 inline constexpr int64_t kMaxHeaderBytes = int64_t{1} << 30;
 // Buckets travel in messages of at most this many bytes, so that the
 // receiver checksums one slice while the next ones arrive whatever the
-// bucket size.
-inline constexpr int64_t kSliceBytes = int64_t{8} << 20;
+// bucket size, each while it is still in cache.
+inline constexpr int64_t kSliceBytes = int64_t{1} << 20;
+// The messages a sender keeps in flight: the bytes it reads (and checksums
+// when sending them in place) are sent while still in cache.
+inline constexpr size_t kSendWindow = 4;
 // How long past its timeout a receiver waits for the publisher's answer.
 inline constexpr absl::Duration kAnswerGrace = absl::Milliseconds(500);
 // How long the publisher's destructor waits for its threads before leaving

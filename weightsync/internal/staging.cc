@@ -1,5 +1,6 @@
 #include "weightsync/internal/staging.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,10 +30,13 @@ absl::StatusOr<v1::WeightSyncStats> FinishReceive(const BucketSet& set, const Na
   return stats;
 }
 
-void PackProgress::Packing(size_t i, int64_t bytes) {
+bool PackProgress::Packing(size_t i, int64_t bytes) {
   absl::MutexLock lock(&mu_);
+  if (in_place_) return false;
   current_ = i;
   current_bytes_ = bytes;
+  in_place_ = slots_ > 0 && attached_ >= slots_;
+  return !in_place_;
 }
 
 void PackProgress::Packed(size_t n) {
@@ -60,8 +64,49 @@ absl::Status PackProgress::WaitPacked(size_t i, absl::Time deadline, int64_t byt
   return ReadyLocked(i, bytes) ? absl::OkStatus() : failed_;
 }
 
-VersionStage::VersionStage(std::string name, int64_t bucket_bytes)
-    : name_(std::move(name)), bucket_bytes_(bucket_bytes) {}
+absl::StatusOr<PackProgress::From> PackProgress::WaitReadable(size_t i, absl::Time deadline,
+                                                              int64_t end) {
+  absl::MutexLock lock(&mu_);
+  auto done = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return ReadyLocked(i, end) || in_place_ || !failed_.ok();
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("bucket ", i, " of ", buckets_, " was not packed in time"));
+  }
+  if (ReadyLocked(i, end)) return From::kBucket;
+  if (in_place_) return From::kTensors;
+  return failed_;
+}
+
+bool PackProgress::Whole(size_t i) {
+  absl::MutexLock lock(&mu_);
+  return packed_ > i;
+}
+
+void PackProgress::Attach() {
+  absl::MutexLock lock(&mu_);
+  ++attached_;
+}
+
+void PackProgress::Detach() {
+  absl::MutexLock lock(&mu_);
+  --attached_;
+}
+
+bool PackProgress::in_place() {
+  absl::MutexLock lock(&mu_);
+  return in_place_;
+}
+
+void PackProgress::AwaitDetached() {
+  absl::MutexLock lock(&mu_);
+  auto none = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return attached_ == 0; };
+  mu_.Await(absl::Condition(&none));
+}
+
+VersionStage::VersionStage(std::string name, int64_t bucket_bytes, int slots)
+    : name_(std::move(name)), bucket_bytes_(bucket_bytes), slots_(slots) {}
 
 absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(int64_t version,
                                                         const NamedTensors& tensors) {
@@ -83,32 +128,46 @@ absl::StatusOr<v1::WeightSyncStats> VersionStage::Stage(int64_t version,
   if (!planned.ok()) return planned.status();
   auto set = std::make_shared<BucketSet>(*std::move(planned));
   set->version = version;
-  auto progress = std::make_shared<PackProgress>(set->buckets.size());
+  const bool readable = std::all_of(tensors.begin(), tensors.end(), [](const auto& named) {
+    return ReadableInPlace(named.second);
+  });
+  auto progress = std::make_shared<PackProgress>(set->buckets.size(), readable ? slots_ : 0);
   PackSeconds seconds;
   seconds.copy = plan.Seconds();
   {
     absl::MutexLock lock(&mu_);
-    packing_ = {set, progress};
+    packing_ = {set, progress, std::make_shared<const NamedTensors>(tensors), nullptr};
     staged_cv_.SignalAll();
+    // The senders already waiting for it take it (attach) before anything
+    // is packed: when they are all the slots, nothing is.
+    auto taken = [this, version, readable]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return !readable || slots_ == 0 || streaming_.empty() || *streaming_.begin() > version;
+    };
+    mu_.Await(absl::Condition(&taken));
   }
-  for (size_t i = 0; i < set->buckets.size(); ++i) {
-    auto packing = [&progress, i](int64_t bytes) { progress->Packing(i, bytes); };
+  for (size_t i = 0; i < set->buckets.size() && progress->Packing(i, 0); ++i) {
+    auto packing = [&progress, i](int64_t bytes) { return progress->Packing(i, bytes); };
     if (absl::Status s = PackBucket(*set, tensors, i, &seconds, packing); !s.ok()) {
       progress->Fail(s);
       absl::MutexLock lock(&mu_);
       packing_ = {};
       return s;
     }
+    if (progress->in_place()) break;
     progress->Packed(i + 1);
   }
+  const bool whole = !progress->in_place();
   v1::WeightSyncStats stats = BaseStats(*set);
   {
     absl::MutexLock lock(&mu_);
     newest_ = version;
     latest_ = std::move(set);
+    latest_whole_ = whole;
     packing_ = {};
     staged_cv_.SignalAll();
   }
+  // The senders streaming it read `tensors` until they are done.
+  if (!whole) progress->AwaitDetached();
   stats.set_gather_seconds(seconds.copy);
   stats.set_transfer_seconds(seconds.checksum);
   return stats;
@@ -139,22 +198,33 @@ absl::StatusOr<StreamedVersion> VersionStage::Wait(int64_t min_version, absl::Ti
                      "for at most the next, ",
                      *newest + kVersionsInFlight, ")"));
   }
+  if (streamed) streaming_.insert(min_version);
   while (!ReadyLocked(min_version, streamed) && !closed_) {
     if (staged_cv_.WaitWithDeadline(&mu_, deadline)) break;
   }
-  if (latest_ != nullptr && latest_->version >= min_version) {
+  if (streamed) streaming_.erase(streaming_.find(min_version));
+  if (latest_ != nullptr && latest_whole_ && latest_->version >= min_version) {
     auto packed = std::make_shared<PackProgress>(latest_->buckets.size());
     packed->Packed(latest_->buckets.size());
-    return StreamedVersion{latest_, std::move(packed)};
+    return StreamedVersion{latest_, std::move(packed), nullptr, nullptr};
   }
-  if (ReadyLocked(min_version, streamed)) return packing_;
+  if (ReadyLocked(min_version, streamed)) {
+    StreamedVersion v = packing_;
+    v.progress->Attach();
+    v.attached =
+        std::shared_ptr<void>(nullptr, [progress = v.progress](void*) { progress->Detach(); });
+    return v;
+  }
   if (closed_) {
     return absl::CancelledError(absl::StrCat(name_, ": the sender is closing"));
   }
   return absl::DeadlineExceededError(absl::StrCat(
       name_, ": waited ", absl::FormatDuration(absl::Now() - start),
       " for weights version >= ", min_version,
-      "; newest published: ", newest_.has_value() ? absl::StrCat(*newest_) : std::string("none")));
+      "; newest published: ", newest_.has_value() ? absl::StrCat(*newest_) : std::string("none"),
+      latest_ != nullptr && !latest_whole_
+          ? " (sent in place to the receivers that streamed it, not kept: the next is served)"
+          : ""));
 }
 
 int64_t VersionStage::newest_version() {
@@ -180,8 +250,8 @@ void VersionStage::Close() {
 
 absl::Status VersionStage::Corrupt(int bucket, int64_t byte) {
   absl::MutexLock lock(&mu_);
-  if (latest_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(name_, ": nothing published"));
+  if (latest_ == nullptr || !latest_whole_) {
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": nothing staged whole"));
   }
   if (bucket < 0 || bucket >= static_cast<int>(latest_->buckets.size()) ||
       latest_->buckets[bucket].numel() == 0) {
@@ -214,7 +284,7 @@ std::optional<int64_t> VersionStage::NewestServableLocked() const {
 }
 
 bool VersionStage::ReadyLocked(int64_t min_version, bool streamed) const {
-  return (latest_ != nullptr && latest_->version >= min_version) ||
+  return (latest_ != nullptr && latest_whole_ && latest_->version >= min_version) ||
          (streamed && packing_.set != nullptr && packing_.set->version >= min_version);
 }
 

@@ -4,12 +4,14 @@
 // The sender half that every pull-based transport shares: Publish packs and
 // checksums the newest version and stages it (only the newest is kept);
 // whoever serves a receiver waits here for a version >= its minimum, and
-// may stream a version while it is packed.
+// may stream a version while it is packed, or from the published tensors
+// in place once every receiver slot streams it (PackProgress).
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <optional>
 #include <string>
 
@@ -45,13 +47,18 @@ v1::WeightSyncStats BaseStats(const BucketSet& set);
 
 // How far the packing of one version has come: its buckets are packed and
 // checksummed in order, front to back, and each byte may be sent as soon as
-// it is packed. Thread-safe.
+// it is packed. With `slots` > 0 the rest may be sent in place instead: once
+// `slots` senders stream the version (Attach), packing stops where it is and
+// they read every byte not packed yet from the published tensors, which the
+// publisher keeps unchanged until they detach. Thread-safe.
 class PackProgress {
  public:
-  explicit PackProgress(size_t buckets) : buckets_(buckets) {}
+  explicit PackProgress(size_t buckets, int slots = 0) : buckets_(buckets), slots_(slots) {}
 
-  // Records that the first `bytes` bytes of bucket `i` are packed.
-  void Packing(size_t i, int64_t bytes);
+  // Records that the first `bytes` bytes of bucket `i` are packed. Returns
+  // false when packing stops there: every slot streams the version, so the
+  // rest is sent in place.
+  bool Packing(size_t i, int64_t bytes);
   // Records that buckets 0..n-1 are packed and checksummed.
   void Packed(size_t n);
   // Records that packing stopped with `error`; waiters get it.
@@ -62,29 +69,56 @@ class PackProgress {
   // error, or DeadlineExceeded naming the bucket.
   [[nodiscard]] absl::Status WaitPacked(size_t i, absl::Time deadline, int64_t bytes = -1);
 
+  // Where bytes [0, end) of bucket `i` are read from.
+  enum class From { kBucket, kTensors };
+  // Waits as WaitPacked(i, deadline, end), but returns kTensors at once when
+  // those bytes will not be packed (sent in place).
+  [[nodiscard]] absl::StatusOr<From> WaitReadable(size_t i, absl::Time deadline, int64_t end);
+  // Whether bucket `i` is packed and checksummed in full.
+  bool Whole(size_t i);
+
+  // A sender streams the version; Detach when it no longer reads it.
+  void Attach();
+  void Detach();
+  // Whether packing stopped for sending in place.
+  bool in_place();
+  // Waits until no sender streams the version.
+  void AwaitDetached();
+
  private:
   bool ReadyLocked(size_t i, int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t buckets_;
+  const int slots_;
   absl::Mutex mu_;
   size_t packed_ ABSL_GUARDED_BY(mu_) = 0;  // Buckets packed in full.
   size_t current_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t current_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // Of bucket current_.
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
+  int attached_ ABSL_GUARDED_BY(mu_) = 0;
+  // Packing stopped at current_bytes_ of bucket current_.
+  bool in_place_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // A staged version as a sender streams it: bucket i's bytes and checksum
-// may be read once progress->WaitPacked(i, ...) returned OK for them.
+// may be read once progress->WaitPacked(i, ...) returned OK for them, and
+// bytes that WaitReadable says are sent in place from `tensors` (the list
+// published, in the manifest's order) as long as `attached` is held.
 struct StreamedVersion {
   std::shared_ptr<const BucketSet> set;
   std::shared_ptr<PackProgress> progress;
+  std::shared_ptr<const NamedTensors> tensors;
+  // Detaches from progress when the last copy goes.
+  std::shared_ptr<void> attached;
 };
 
 // The newest staged version of one sender. Thread-safe.
 class VersionStage {
  public:
-  // `name` prefixes error messages ("weightsync gloo").
-  VersionStage(std::string name, int64_t bucket_bytes);
+  // `name` prefixes error messages ("weightsync gloo"). With `slots` > 0
+  // (the receivers served), a version whose slots all stream it while it
+  // is packed is sent in place (PackProgress).
+  VersionStage(std::string name, int64_t bucket_bytes, int slots = 0);
 
   // Packs and checksums `tensors` as `version`, one bucket at a time, into
   // the staged version's buckets when nothing else holds them (no fresh
@@ -148,6 +182,7 @@ class VersionStage {
 
   const std::string name_;
   const int64_t bucket_bytes_;
+  const int slots_;
   // Serializes Stage.
   absl::Mutex stage_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
@@ -156,7 +191,11 @@ class VersionStage {
   std::optional<int64_t> newest_ ABSL_GUARDED_BY(mu_);
   // The newest version packed in full, and the one being packed.
   std::shared_ptr<BucketSet> latest_ ABSL_GUARDED_BY(mu_);
+  // Whether latest_ was packed in full (not sent in place).
+  bool latest_whole_ ABSL_GUARDED_BY(mu_) = false;
   StreamedVersion packing_ ABSL_GUARDED_BY(mu_);
+  // The versions the senders waiting in WaitForStream ask for.
+  std::multiset<int64_t> streaming_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "env/testing/cpu_contention.h"
 #include "gtest/gtest.h"
@@ -143,6 +145,72 @@ TEST(VersionStageTest, TheVersionAfterAStreamedOneIsNeverRefusedUnderLoad) {
     ASSERT_TRUE(stage.Stage(v, Weights(static_cast<float>(v))).ok()) << v;
     ASSERT_TRUE(follower.AwaitHeld(v)) << "the receiver stopped before version " << v;
   }
+}
+
+// With every slot streaming it, a version is sent from the tensors in
+// place: Stage packs nothing more and returns only once the sender let go;
+// such a version is not staged for later receivers. (The waiter must wait
+// before packing ends; each try gives it 5 ms to get there.)
+TEST(VersionStageTest, VersionEverySlotStreamsIsReadInPlaceUntilTheSenderLetsGo) {
+  VersionStage stage("test", 1024, /*slots=*/1);  // "a" alone, then "b".
+  int64_t version = 0;
+  absl::StatusOr<StreamedVersion> got;
+  std::jthread publisher;
+  auto staged = std::make_unique<absl::Notification>();
+  while (!got.ok() || !got->progress->in_place()) {
+    ASSERT_LT(version, 20) << "the waiter never streamed a version while it was packed";
+    got = absl::UnknownError("let go");
+    if (publisher.joinable()) publisher.join();
+    ++version;
+    std::jthread waiter(
+        [&] { got = stage.WaitForStream(version, absl::Now() + absl::Seconds(10)); });
+    absl::SleepFor(absl::Milliseconds(5));
+    staged = std::make_unique<absl::Notification>();
+    publisher = std::jthread([&stage, done = staged.get(), version] {
+      EXPECT_TRUE(stage.Stage(version, Weights(5)).ok());
+      done->Notify();
+    });
+    waiter.join();
+    ASSERT_TRUE(got.ok()) << got.status();
+  }
+  absl::StatusOr<PackProgress::From> from =
+      got->progress->WaitReadable(1, absl::Now() + absl::Seconds(10), 84);
+  ASSERT_TRUE(from.ok()) << from.status();
+  EXPECT_EQ(*from, PackProgress::From::kTensors);
+  EXPECT_FALSE(got->progress->Whole(1));
+  EXPECT_EQ(got->tensors->at(1).first, "b");
+  EXPECT_FALSE(staged->WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  got = absl::UnknownError("let go");
+  staged->WaitForNotification();
+  publisher.join();
+  EXPECT_EQ(stage.newest_version(), version);
+  absl::StatusOr<std::shared_ptr<const BucketSet>> later =
+      stage.WaitFor(version, absl::Now() + absl::Milliseconds(10));
+  EXPECT_EQ(later.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(later.status().message().find("sent in place"), std::string::npos) << later.status();
+  // The next version, nobody streaming it, is staged whole.
+  ASSERT_TRUE(stage.Stage(version + 1, Weights(6)).ok());
+  EXPECT_EQ(FirstFloat(*Staged(stage, version + 1)), 6.0f);
+}
+
+TEST(PackProgressTest, PackingStopsForSendingInPlaceOnceEverySlotStreams) {
+  PackProgress progress(2, /*slots=*/2);
+  EXPECT_TRUE(progress.Packing(0, 4096));
+  progress.Attach();
+  progress.Packed(1);
+  progress.Attach();
+  EXPECT_FALSE(progress.Packing(1, 64));
+  EXPECT_FALSE(progress.Packing(1, 128));  // Stopped for good.
+  EXPECT_TRUE(progress.in_place());
+  EXPECT_TRUE(progress.Whole(0));
+  EXPECT_FALSE(progress.Whole(1));
+  const absl::Time now = absl::Now();
+  EXPECT_EQ(*progress.WaitReadable(0, now, 4096), PackProgress::From::kBucket);
+  EXPECT_EQ(*progress.WaitReadable(1, now, 64), PackProgress::From::kBucket);
+  EXPECT_EQ(*progress.WaitReadable(1, now, 65), PackProgress::From::kTensors);
+  progress.Detach();
+  progress.Detach();
+  progress.AwaitDetached();
 }
 
 TEST(PackProgressTest, WaitGetsThePackedBytesThePackingErrorOrTimesOut) {

@@ -44,7 +44,9 @@ template <typename R>
 // What a sender's serving threads share with it. Each thread decrements
 // live_threads (under mu) as it ends.
 struct SenderCore {
-  SenderCore(const std::string& name, int64_t bucket_bytes) : stage(name, bucket_bytes) {}
+  // `slots`: see VersionStage.
+  SenderCore(const std::string& name, int64_t bucket_bytes, int slots = 0)
+      : stage(name, bucket_bytes, slots) {}
   virtual ~SenderCore() = default;
 
   // Called under mu when the sender stops, after `stopping` is set: unblock

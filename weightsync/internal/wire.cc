@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace trellis::weightsync::internal {
@@ -24,6 +26,21 @@ v1::WeightsHeader EncodeHeader(const BucketSet& set, bool with_checksums) {
     h.add_checksums(with_checksums ? set.checksums[i] : 0);
   }
   return h;
+}
+
+std::vector<WireSegment> Segments(const BucketSet& set, int64_t max_bytes) {
+  std::vector<WireSegment> segments;
+  for (size_t k = 0; k < set.manifest.size(); ++k) {
+    const ManifestEntry& e = set.manifest[k];
+    for (int64_t off = 0; off < e.nbytes; off += max_bytes) {
+      segments.push_back({static_cast<size_t>(e.bucket), k, e.offset + off,
+                          std::min(max_bytes, e.nbytes - off)});
+    }
+  }
+  std::stable_sort(segments.begin(), segments.end(), [](const auto& a, const auto& b) {
+    return a.bucket != b.bucket ? a.bucket < b.bucket : a.offset < b.offset;
+  });
+  return segments;
 }
 
 absl::StatusOr<BucketSet> DecodeLayout(const v1::WeightsHeader& header, int64_t max_total_bytes) {

@@ -20,6 +20,21 @@ namespace trellis::weightsync::internal {
 // streams a version while it is packed sends them after the buckets.
 v1::WeightsHeader EncodeHeader(const BucketSet& set, bool with_checksums = true);
 
+// One message of a version's bytes: `nbytes` bytes at `offset` in bucket
+// `bucket`, all of manifest entry `entry`'s. The padding between tensors
+// never travels: it is zero on both ends.
+struct WireSegment {
+  size_t bucket = 0;
+  size_t entry = 0;
+  int64_t offset = 0;
+  int64_t nbytes = 0;
+};
+
+// Every non-empty tensor of `set`, by bucket and then offset, cut into
+// messages of at most `max_bytes`: what both ends of a streaming transport
+// send and receive, in that order.
+std::vector<WireSegment> Segments(const BucketSet& set, int64_t max_bytes);
+
 inline constexpr int64_t kMaxAnnouncedBytes = int64_t{1} << 42;
 
 // A BucketSet with `header`'s version, manifest and checksums and no
