@@ -1,7 +1,7 @@
 // memory.process_memory_limit_bytes on a real launched job
 // (examples/memory/process_memory_limit.yaml over
 // examples/jobs/default_short.yaml: a 121M-parameter policy, a limit of
-// 2.8 GB a process; docs/parallelism.md, "Planning and placing sharded
+// 2.4 GB a process; docs/parallelism.md, "Planning and placing sharded
 // jobs"):
 //  - at one learner `trellis plan` refuses it with the plan's numbers, and
 //    `trellis launch` of it is stopped at run time by the learner's
