@@ -227,6 +227,8 @@ TEST(ValidateJob, EachRuleNamesItsField) {
        "gives the advantages, found rloo"},
       {"algorithm: ppo\nppo: {reward: reward_model}",
        "ppo.reward_model_path: must be set when ppo.reward is reward_model"},
+      {"algorithm: ppo\nppo: {critic: shared}\nmemory: {zero_stage: 3}\n"
+       "deployment: {learner: {count: 2}}", "ppo.critic: must be separate under memory.zero"},
       {"grpo: {dapo: {clip_eps_low: 1}}", "grpo.dapo.clip_eps_low: must be in [0, 1)"},
       {"grpo: {dapo: {clip_eps_high: -0.1}}", "grpo.dapo.clip_eps_high: must be in [0, 10]"},
       {"grpo: {dapo: {max_sampling_rounds: 0}}",

@@ -31,6 +31,13 @@ void CheckParallelism(const v1::JobConfig& job, Checker& c) {
             "0, 1, 2 or 3", memory.zero_stage());
   c.NonNegative("memory.process_memory_limit_bytes", memory.process_memory_limit_bytes());
   const v1::DeploymentConfig& d = job.deployment();
+  // A shared critic's values are computed before the update, outside the
+  // gathers that stage 3 runs across the learner ranks.
+  const bool shared_critic = RecipeOf(job) == Recipe::kPpo &&
+                             job.ppo().critic() == v1::PpoConfig::SHARED;
+  c.Require(!shared_critic || memory.zero_stage() < 3 || d.learner().count() <= 1, "ppo.critic",
+            "separate under memory.zero_stage 3 with more than one learner (or use zero_stage 2)",
+            "shared");
   for (const auto& [name, role] : {std::pair{"learner", &d.learner()},
                                    std::pair{"verifier", &d.verifier()}}) {
     c.Require(role->tensor_parallel() == 1, absl::StrCat("deployment.", name, ".tensor_parallel"),
