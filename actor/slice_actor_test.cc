@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "actor/local_actor.h"
+#include "actor/testing/arithmetic_prompts.h"
 #include "comm/tcp_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -49,14 +50,7 @@ v1::GenerateRequest Greedy(const text::Tokenizer& tokenizer) {
   request.set_responses_per_prompt(1);
   request.mutable_sampling()->set_greedy(true);
   request.mutable_sampling()->set_max_new_tokens(6);
-  int id = 0;
-  for (const char* text : {"1+2=", "13-40=", "7="}) {
-    v1::Prompt* p = request.add_prompts();
-    p->set_id(id++);
-    p->add_token_ids(*tokenizer.bos_id());
-    const std::vector<int32_t> ids = *tokenizer.Encode(text);
-    p->mutable_token_ids()->Add(ids.begin(), ids.end());
-  }
+  testing_util::AddArithmeticPrompts(tokenizer, request);
   return request;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "actor/local_actor.h"
+#include "actor/testing/arithmetic_prompts.h"
 #include "gtest/gtest.h"
 #include "model/safetensors.h"
 #include "model/testing/hf_fixtures.h"
@@ -72,14 +73,7 @@ v1::GenerateRequest Request(const text::Tokenizer& tokenizer, bool greedy) {
   request.mutable_sampling()->set_temperature(1.0);
   request.mutable_sampling()->set_top_p(1.0);
   request.mutable_sampling()->set_max_new_tokens(8);
-  int id = 0;
-  for (const char* text : {"1+2=", "13-40=", "7="}) {
-    v1::Prompt* p = request.add_prompts();
-    p->set_id(id++);
-    p->add_token_ids(*tokenizer.bos_id());
-    const std::vector<int32_t> ids = *tokenizer.Encode(text);
-    p->mutable_token_ids()->Add(ids.begin(), ids.end());
-  }
+  testing_util::AddArithmeticPrompts(tokenizer, request);
   return request;
 }
 
