@@ -123,12 +123,7 @@ absl::Status SliceReceiver::Bind(std::vector<model::FlatUnit> units) {
   absl::StatusOr<std::shared_ptr<const ReshardPlan>> plan =
       PlanOf(std::move(units), options_.actor_ranks);
   if (!plan.ok()) return plan.status();
-  if (absl::Status s = CheckLearnerRanks(**plan, options_.learner_ranks); !s.ok()) return s;
-  if (directories_.size() != static_cast<size_t>(options_.learner_ranks)) {
-    return absl::InvalidArgumentError(absl::StrCat("reshard actor: ", options_.learner_ranks,
-                                                   " learner ranks, ", directories_.size(),
-                                                   " directories"));
-  }
+  if (absl::Status s = CheckLearnerRanks(**plan, learner_ranks()); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   plan_ = *std::move(plan);
   return absl::OkStatus();

@@ -43,6 +43,7 @@ struct ReshardEndOptions {
   TransportOptions transport;
   // The transport's name in the built-in registry: gloo or nccl.
   std::string transport_name = "gloo";
+  // The learner ranks (a SliceReceiver counts its directories instead).
   int learner_ranks = 1;
   int actor_ranks = 1;
 };
@@ -87,10 +88,11 @@ class SliceReceiver final : public Receiver {
  public:
   SliceReceiver(ReshardEndOptions options, std::vector<std::pair<std::string, int>> directories);
 
-  int learner_ranks() const { return options_.learner_ranks; }
+  // One per directory.
+  int learner_ranks() const { return static_cast<int>(directories_.size()); }
 
   // Plans the sync from the actor's model's layout over learner_ranks()
-  // (float32). InvalidArgument when the units or directories do not fit.
+  // (float32). InvalidArgument when the units are over another rank count.
   [[nodiscard]] absl::Status Bind(std::vector<model::FlatUnit> units);
 
   // Receives the newest version at or past `min_version` that every
