@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "bench/tcp_baseline.h"
 #include "bench/timing.h"
 #include "comm/tcp_store.h"
+#include "config/threads.h"
 #include "weightsync/reshard.h"
 #include "weightsync/testing/reshard_model.h"
 
@@ -39,11 +41,14 @@ ABSL_FLAG(int, actors, 2, "tensor-parallel actor ranks (K)");
 ABSL_FLAG(int, reps, 5, "timed repetitions (after one untimed)");
 ABSL_FLAG(int64_t, bucket_mb, 64, "bucket size in MiB");
 ABSL_FLAG(int, blocks, 5, "transformer blocks (about 180 MB each, plus 134 MB outer)");
+ABSL_FLAG(std::string, transport, "tcp", "the links' weight transport (tcp, gloo)");
+ABSL_FLAG(bool, tcp, true, "time the TCP baseline (false: only the sync, for profiling it)");
 
 namespace trellis::weightsync {
 namespace {
 
 using bench::Clock;
+using bench::CpuSeconds;
 using bench::Median;
 using bench::Since;
 using bench::TcpStreamsSeconds;
@@ -69,6 +74,7 @@ int Main() {
   for (const model::FlatUnit& u : plan->units()) model_bytes += u.numel * 4;
   ReshardOptions options;
   options.transport.host = "127.0.0.1";
+  options.transport_name = absl::GetFlag(FLAGS_transport);
   options.transport.bucket_bytes = absl::GetFlag(FLAGS_bucket_mb) << 20;
   for (int i = 0; i < n_ranks * k_ranks; ++i) {
     absl::StatusOr<int> port = comm::PickFreeTcpPort("127.0.0.1");
@@ -107,17 +113,19 @@ int Main() {
   }
   std::printf(
       "model %.0f MB fp32 (%zu units), N=%d learner ranks -> K=%d actor ranks, "
-      "%lld MiB buckets; %.0f MB moved per version over %d links\n",
+      "%lld MiB buckets; %.0f MB moved per version over %d %s links\n",
       model_bytes / 1e6, plan->units().size(), n_ranks, k_ranks,
-      static_cast<long long>(absl::GetFlag(FLAGS_bucket_mb)), moved / 1e6, n_ranks * k_ranks);
+      static_cast<long long>(absl::GetFlag(FLAGS_bucket_mb)), moved / 1e6, n_ranks * k_ranks,
+      options.transport_name.c_str());
   Uptime("before");
-  std::vector<double> sync_gbs, tcp_gbs, ratio;
+  std::vector<double> sync_gbs, tcp_gbs, ratio, cpu, tcp_cpus;
   const int reps = absl::GetFlag(FLAGS_reps);
   for (int rep = 0; rep <= reps; ++rep) {
     const int64_t version = rep + 1;
     for (auto& rank : shards) rank[0].add_(1.0);  // A new version's weights.
     std::atomic<bool> ok{true};
     std::vector<double> pack(n_ranks);  // Each learner rank's links' packing and checksumming.
+    const double cpu_start = CpuSeconds();
     const Clock::time_point start = Clock::now();
     {
       std::vector<std::jthread> threads;
@@ -142,20 +150,29 @@ int Main() {
       }
     }
     const double sync = Since(start);
+    const double sync_cpu = CpuSeconds() - cpu_start;
     if (!ok) return 1;
-    const double tcp = TcpStreamsSeconds(src, dst);
+    const double tcp_cpu_start = CpuSeconds();
+    const double tcp = absl::GetFlag(FLAGS_tcp) ? TcpStreamsSeconds(src, dst) : sync;
+    const double tcp_cpu = CpuSeconds() - tcp_cpu_start;
     std::printf(
-        "rep %d%s: reshard %.2f s (%.2f GB/s; packing %.2f CPU s), tcp %.2f s (%.2f GB/s)\n", rep,
-        rep == 0 ? " (untimed)" : "", sync, moved / sync / 1e9,
-        *std::max_element(pack.begin(), pack.end()), tcp, moved / tcp / 1e9);
+        "rep %d%s: reshard %.2f s (%.2f GB/s; %.2f CPU s, packing %.2f), tcp %.2f s (%.2f GB/s; "
+        "%.2f CPU s)\n",
+        rep, rep == 0 ? " (untimed)" : "", sync, moved / sync / 1e9, sync_cpu,
+        *std::max_element(pack.begin(), pack.end()), tcp, moved / tcp / 1e9, tcp_cpu);
     if (rep == 0) continue;
     sync_gbs.push_back(moved / sync / 1e9);
     tcp_gbs.push_back(moved / tcp / 1e9);
     ratio.push_back(tcp / sync);
+    cpu.push_back(sync_cpu);
+    tcp_cpus.push_back(tcp_cpu);
   }
   Uptime("after");
-  std::printf("median: reshard %.2f GB/s, tcp (%d streams) %.2f GB/s, reshard/tcp %.0f%%\n",
-              Median(sync_gbs), n_ranks * k_ranks, Median(tcp_gbs), 100 * Median(ratio));
+  std::printf(
+      "median: reshard %.2f GB/s (%.2f CPU s), tcp (%d streams) %.2f GB/s (%.2f CPU s), "
+      "reshard/tcp %.0f%%\n",
+      Median(sync_gbs), Median(cpu), n_ranks * k_ranks, Median(tcp_gbs), Median(tcp_cpus),
+      100 * Median(ratio));
   int64_t staged = 0;
   for (auto& s : senders) staged += s->StagedBytes();
   int64_t buckets = 0;
@@ -171,6 +188,8 @@ int Main() {
 }  // namespace trellis::weightsync
 
 int main(int argc, char** argv) {
+  // LibTorch's idle OpenMP threads sleep, as in every Trellis process.
+  trellis::config::StartProcess(argv);
   absl::ParseCommandLine(argc, argv);
   return trellis::weightsync::Main();
 }

@@ -3,6 +3,8 @@
 
 // What the weight-sync benchmark's modes time with.
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -13,6 +15,14 @@ using Clock = std::chrono::steady_clock;
 
 inline double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The CPU time (user and system) this process's threads have used.
+inline double CpuSeconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return seconds(r.ru_utime) + seconds(r.ru_stime);
 }
 
 // REQUIRES: `v` is not empty.

@@ -252,8 +252,9 @@ TEST(ValidateJob, EachRuleNamesItsField) {
       {"deployment: {actor: {count: 0}}", "deployment.actor.count: must be >= 1, found 0"},
       {"deployment: {learner: {count: 0}}", "deployment.learner.count: must be >= 1, found 0"},
       {"deployment: {reference: {count: 2}}", "deployment.reference.count: must be 1, found 2"},
-      {"deployment: {weight_transport: tcp}",
-       "deployment.weight_transport: must be one of gloo, grpc, nccl, cuda_ipc, found \"tcp\""},
+      {"deployment: {weight_transport: udp}",
+       "deployment.weight_transport: must be one of gloo, tcp, grpc, nccl, cuda_ipc, found "
+       "\"udp\""},
       {"deployment: {heartbeat_interval_ms: 500, heartbeat_timeout_ms: 400}",
        "deployment.heartbeat_timeout_ms: must be > deployment.heartbeat_interval_ms"},
       {"deployment: {heartbeat_timeout_ms: 5000, stall_timeout_ms: 4000}",

@@ -146,8 +146,8 @@ void CheckDeployment(const v1::DeploymentConfig& d, Checker& c) {
               "\"\"");
   }
   const std::string& t = d.weight_transport();
-  c.Require(t == "gloo" || t == "grpc" || t == "nccl" || t == "cuda_ipc",
-            "deployment.weight_transport", "one of gloo, grpc, nccl, cuda_ipc",
+  c.Require(t == "gloo" || t == "tcp" || t == "grpc" || t == "nccl" || t == "cuda_ipc",
+            "deployment.weight_transport", "one of gloo, tcp, grpc, nccl, cuda_ipc",
             absl::StrCat("\"", t, "\""));
   c.Positive("deployment.bucket_bytes", d.bucket_bytes());
   c.Positive("deployment.heartbeat_interval_ms", d.heartbeat_interval_ms());

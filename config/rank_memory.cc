@@ -129,7 +129,7 @@ std::string LearnerCountAdvice(const v1::JobConfig& job, double limit, int64_t v
 bool ReshardsWeights(const v1::JobConfig& job) {
   const std::string& transport = job.deployment().weight_transport();
   return job.memory().zero_stage() >= 2 && job.memory().lora().rank() == 0 &&
-         (transport == "gloo" || transport == "nccl");
+         (transport == "gloo" || transport == "tcp" || transport == "nccl");
 }
 
 std::string GiBText(double bytes) { return absl::StrFormat("%.3g GiB", bytes / (1 << 30)); }

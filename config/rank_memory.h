@@ -23,8 +23,9 @@ namespace trellis::config {
 
 // Whether a launched job's weights go from every learner rank's flat
 // shards to the actor ranks' slices (weightsync/reshard_ends.h) rather than
-// whole from rank 0: memory.zero_stage 2 or 3 without LoRA, on the gloo or
-// nccl transport (when the recipe has actors). An embedded run never does.
+// whole from rank 0: memory.zero_stage 2 or 3 without LoRA, on the gloo,
+// tcp or nccl transport (when the recipe has actors). An embedded run never
+// does.
 bool ReshardsWeights(const v1::JobConfig& job);
 
 // The units ZeRO-3 gathers, in parameters: one transformer block (every

@@ -130,12 +130,15 @@ TEST_F(ShardedLaunchTest, FourRanksCheckpointResumesOnTwo) {
 // rank 0's whole-tensor publishing samples: the same job on the grpc
 // transport, which does not reshard, gives the same per-step rewards and
 // token counts. Every learner rank stages its own share for the actors.
+// The resharded run's links are the tcp transport's (the other tests here
+// reshard over gloo, the default).
 TEST_F(ShardedLaunchTest, ReshardingSyncSamplesAsTheWholeSync) {
   v1::JobConfig job = ShardedJob(2, 3);
   job.mutable_runtime()->set_checkpoint_every(0);
   job.mutable_model()->set_n_heads(4);
   job.mutable_model()->set_n_kv_heads(2);
   job.mutable_deployment()->mutable_actor()->set_tensor_parallel(2);
+  job.mutable_deployment()->set_weight_transport("tcp");
   ASSERT_TRUE(ExitedOk(Wait(Launch("resharded", config::ResolvedJobYaml(job)))))
       << Slurp(root_ / "resharded.log");
   job.mutable_deployment()->set_weight_transport("grpc");

@@ -13,13 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "comm/gloo_pair.h"
-#include "comm/tcp_store.h"
 #include "trellis/v1/weights.pb.h"
 #include "weightsync/gloo_transport.h"
 #include "weightsync/internal/bucket_set.h"
-#include "weightsync/internal/checksum.h"
 #include "weightsync/internal/gloo_protocol.h"
 #include "weightsync/internal/pull_receiver.h"
+#include "weightsync/internal/segment_io.h"
 #include "weightsync/internal/staging.h"
 #include "weightsync/internal/threaded_sender.h"
 #include "weightsync/internal/wire.h"
@@ -50,16 +49,8 @@ class GlooReceiver final : public PullReceiver {
   }
 
   absl::Status Connect(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const absl::Duration budget = std::min(deadline - absl::Now(), options_.connect_timeout);
-    if (budget <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError("no time left to connect");
-    }
     if (!store_) {
-      if (absl::Status s = comm::WaitForListener(options_.host, options_.port, deadline); !s.ok()) {
-        return s;
-      }
-      absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = comm::ConnectStore(
-          options_.host, options_.port, /*server=*/false, budget, options_.secret);
+      absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = ReachStore(options_, deadline);
       if (!store.ok()) return store.status();
       store_ = *std::move(store);
     }
@@ -155,48 +146,17 @@ class GlooReceiver final : public PullReceiver {
     const absl::Time io_deadline = absl::Now() + io;
     auto io_left = [&] { return std::max(io_deadline - absl::Now(), absl::Milliseconds(1)); };
     // Each bucket's checksum as received, computed while the next segments
-    // arrive (the padding between them zeroed here, as the sender's is);
-    // compared once the sender's checksums follow the buckets.
-    std::vector<uint64_t> got(num_buckets);
-    Checksum64Stream sum;
-    size_t bucket = 0;
-    int64_t cursor = 0;
-    // Bytes [cursor, end) of the current bucket into the checksum, the
-    // padding from `zero_from` on zeroed first.
-    auto hash_to = [&](int64_t zero_from, int64_t end) {
-      uint8_t* base = set->buckets[bucket].data_ptr<uint8_t>();
-      std::memset(base + cursor, 0, static_cast<size_t>(zero_from - cursor));
-      sum.Update(base + cursor, static_cast<size_t>(end - cursor));
-      cursor = end;
-    };
-    auto settle = [&](size_t upto) {
-      for (; bucket < upto; ++bucket, cursor = 0) {
-        const int64_t size = set->buckets[bucket].numel();
-        hash_to(size, size);
-        got[bucket] = sum.Finish();
-        sum.Reset();
-      }
-    };
+    // arrive; compared once the sender's checksums follow the buckets.
+    ReceivedSums sums(*set);
     for (size_t m = 0; m < segments.size(); ++m) {
       if (absl::Status s = WaitWork(slices[m], io_left(), "bucket"); !s.ok()) return s;
-      const WireSegment& g = segments[m];
-      settle(g.bucket);
-      if (g.offset < cursor) {
-        return absl::DataLossError(absl::StrCat("the header's tensor '",
-                                                set->manifest[g.entry].name,
-                                                "' overlaps another in bucket ", g.bucket));
-      }
-      hash_to(g.offset, g.offset + g.nbytes);
+      if (absl::Status s = sums.Add(segments[m]); !s.ok()) return s;
     }
-    settle(num_buckets);
     if (checksums_work) {
       if (absl::Status s = WaitWork(checksums_work, io_left(), "checksums"); !s.ok()) return s;
       std::memcpy(set->checksums.data(), checksums.data_ptr(), num_buckets * sizeof(uint64_t));
     }
-    absl::Status corrupt;
-    for (size_t i = 0; i < num_buckets && corrupt.ok(); ++i) {
-      corrupt = CheckBucketChecksum(*set, i, got[i]);
-    }
+    const absl::Status corrupt = sums.Verify();
     *in_step = true;
     return Fetched{*std::move(set), transfer.Seconds(), corrupt};
   }
@@ -217,4 +177,3 @@ absl::StatusOr<std::unique_ptr<Receiver>> NewGlooReceiver(const TransportOptions
 }
 
 }  // namespace trellis::weightsync
-

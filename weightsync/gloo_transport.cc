@@ -24,7 +24,6 @@
 #include <cstring>
 #include <exception>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -35,8 +34,8 @@
 #include "comm/tcp_store.h"
 #include "trellis/v1/weights.pb.h"
 #include "weightsync/internal/bucket_set.h"
-#include "weightsync/internal/checksum.h"
 #include "weightsync/internal/gloo_protocol.h"
+#include "weightsync/internal/segment_io.h"
 #include "weightsync/internal/staging.h"
 #include "weightsync/internal/threaded_sender.h"
 #include "weightsync/internal/wire.h"
@@ -71,23 +70,6 @@ struct SenderState : SenderCore {
   std::shared_ptr<comm::GlooDevice> device;
   std::vector<Slot> slots ABSL_GUARDED_BY(mu);
 };
-
-// Feeds `n` zero bytes (the padding between tensors) to `sum`.
-void HashZeros(Checksum64Stream& sum, int64_t n) {
-  static constexpr uint8_t kZeros[kAlignment] = {};
-  for (; n > 0; n -= kAlignment) sum.Update(kZeros, static_cast<size_t>(std::min(n, kAlignment)));
-}
-
-// Segment `g` of `version`, read from the published tensors: a view of a
-// contiguous tensor's memory, or gathered row by row into `scratch`.
-at::Tensor InPlaceBytes(const StreamedVersion& version, const WireSegment& g, at::Tensor& scratch) {
-  const at::Tensor& t = (*version.tensors)[g.entry].second;
-  const int64_t begin = g.offset - version.set->manifest[g.entry].offset;
-  if (t.is_contiguous()) return t.reshape({-1}).view(at::kByte).narrow(0, begin, g.nbytes);
-  if (!scratch.defined()) scratch = at::empty({kSliceBytes}, at::kByte);
-  CopyBytes(t, begin, g.nbytes, scratch.data_ptr<uint8_t>());
-  return scratch.narrow(0, 0, g.nbytes);
-}
 
 // Answers one request on `pg`. Any error means the pair is unusable.
 absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
@@ -165,13 +147,13 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
     window_from = window_to = works.size();
     std::vector<at::Tensor> scratch(kSendWindow);
     std::vector<uint64_t> checksums(set.buckets.size());
+    std::vector<iovec> runs;
+    BucketSum sum;
     size_t m = 0;
     for (size_t i = 0; i < set.buckets.size(); ++i) {
       // A bucket not packed in full yet may be sent in place: its checksum
       // is then this sender's, computed as it goes.
       const bool own = !progress.Whole(i);
-      Checksum64Stream sum;
-      int64_t cursor = 0;
       for (; m < segments.size() && segments[m].bucket == i; ++m) {
         const WireSegment& g = segments[m];
         absl::StatusOr<PackProgress::From> from =
@@ -180,23 +162,36 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
         // At most kSendWindow messages in flight: a scratch buffer is free
         // again, and the bytes just read are still in cache when sent.
         if (m >= kSendWindow) {
-          const absl::Duration left =
-              std::max(send_deadline - absl::Now(), absl::Milliseconds(1));
+          const absl::Duration left = std::max(send_deadline - absl::Now(), absl::Milliseconds(1));
           if (absl::Status s = WaitWork(works[window_to++], left, "send"); !s.ok()) return s;
         }
-        at::Tensor bytes = *from == PackProgress::From::kBucket
-                               ? set.buckets[i].narrow(0, g.offset, g.nbytes)
-                               : InPlaceBytes(*version, g, scratch[m % kSendWindow]);
+        // A message is one buffer: rows apart are gathered into scratch.
+        runs.clear();
+        SegmentRuns(*version, g, *from, runs);
+        at::Tensor bytes;
+        if (runs.size() == 1) {
+          bytes = at::from_blob(runs[0].iov_base, {g.nbytes}, at::kByte);
+        } else {
+          at::Tensor& buffer = scratch[m % kSendWindow];
+          if (!buffer.defined()) buffer = at::empty({kSliceBytes}, at::kByte);
+          uint8_t* dst = buffer.data_ptr<uint8_t>();
+          for (const iovec& run : runs) {
+            std::memcpy(dst, run.iov_base, run.iov_len);
+            dst += run.iov_len;
+          }
+          bytes = buffer.narrow(0, 0, g.nbytes);
+        }
         if (own) {
-          HashZeros(sum, g.offset - cursor);
-          sum.Update(bytes.data_ptr(), static_cast<size_t>(g.nbytes));
-          cursor = g.offset + g.nbytes;
+          const std::string& name = set.manifest[g.entry].name;
+          if (absl::Status s = sum.Add(g.offset, bytes.data_ptr(), g.nbytes, name.c_str());
+              !s.ok()) {
+            return s;
+          }
         }
         if (absl::Status s = post(bytes, kTagBucket0 + static_cast<int>(m)); !s.ok()) return s;
       }
       if (own) {
-        HashZeros(sum, set.buckets[i].numel() - cursor);
-        checksums[i] = sum.Finish();
+        checksums[i] = sum.Finish(set.buckets[i].numel());
       } else if (absl::Status s = progress.WaitPacked(i, send_deadline); !s.ok()) {
         return s;
       } else {
@@ -291,16 +286,11 @@ absl::StatusOr<std::unique_ptr<Publisher>> StartPublisher(const TransportOptions
       comm::NewGlooDevice(options.host, options.host);
   if (!device.ok()) return device.status();
   st->device = *std::move(device);
-  const int n = options.num_receivers;
   {
     absl::MutexLock lock(&st->mu);
-    st->slots.resize(n);
-    st->live_threads = n + 1;
+    st->slots.resize(options.num_receivers);
   }
-  std::vector<std::thread> threads;
-  for (int k = 0; k < n; ++k) threads.emplace_back(ServeSlot, st, k);
-  threads.emplace_back(Monitor, st);
-  return std::make_unique<ThreadedSender>(std::move(st), std::move(threads), kStopGrace);
+  return StartSlotThreads(std::move(st), options.num_receivers, ServeSlot, kStopGrace, Monitor);
 }
 
 }  // namespace
@@ -313,4 +303,3 @@ absl::StatusOr<std::unique_ptr<Publisher>> NewGlooPublisher(const TransportOptio
 }
 
 }  // namespace trellis::weightsync
-

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "weightsync/gloo_transport.h"
 #include "weightsync/inprocess_transport.h"
+#include "weightsync/tcp_transport.h"
 
 namespace trellis::weightsync {
 
@@ -73,7 +74,10 @@ std::vector<std::string> TransportRegistry::Names() const {
 
 absl::Status RegisterBuiltinTransports(TransportRegistry& registry) {
   if (absl::Status s = RegisterInProcessTransport(registry); !s.ok()) return s;
-  return registry.Register("gloo", NewGlooPublisher, NewGlooReceiver);
+  if (absl::Status s = registry.Register("gloo", NewGlooPublisher, NewGlooReceiver); !s.ok()) {
+    return s;
+  }
+  return registry.Register("tcp", NewTcpPublisher, NewTcpReceiver);
 }
 
 }  // namespace trellis::weightsync

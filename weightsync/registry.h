@@ -4,7 +4,7 @@
 // Weight transports by name: each registered transport makes its
 // publishing and its receiving end from one TransportOptions. Built-ins
 // register through explicit calls from where their libraries are linked:
-// RegisterBuiltinTransports (inprocess, gloo: trellis::weightsync),
+// RegisterBuiltinTransports (inprocess, gloo, tcp: trellis::weightsync),
 // RegisterGrpcTransport (grpc_transport.h, trellis::weightsync_grpc),
 // RegisterNcclTransport (nccl_transport.h, trellis::weightsync_nccl),
 // RegisterCudaIpcTransport (cuda_ipc_transport.h,
@@ -76,7 +76,7 @@ class TransportRegistry {
 // "inprocess" (inprocess_transport.h): a receiver reads the live publisher
 // made by this registry at the same host and port (FailedPrecondition when
 // there is none; AlreadyExists for a second live publisher there).
-// "gloo" (gloo_transport.h).
+// "gloo" (gloo_transport.h), "tcp" (tcp_transport.h).
 [[nodiscard]] absl::Status RegisterBuiltinTransports(TransportRegistry& registry);
 
 }  // namespace trellis::weightsync

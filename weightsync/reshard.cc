@@ -47,12 +47,15 @@ absl::Status CheckRank(const ReshardPlan& plan, const ReshardOptions& options, c
 }
 
 // One link's options: the pair's store; the receiver slots (one per
-// actor replica) as options.transport has them.
+// actor replica) as options.transport has them. Its receiver writes in
+// place where the transport can: the slices it fills are the receiver's
+// own, or the caller's `into`, which a failed Receive may leave written.
 TransportOptions LinkOptions(const ReshardPlan& plan, const ReshardOptions& options, int learner,
                              int actor) {
   TransportOptions o = options.transport;
   o.host = options.PairHost(learner);
   o.port = options.PairPort(plan, learner, actor);
+  o.receive_in_place = true;
   return o;
 }
 
@@ -226,22 +229,16 @@ absl::StatusOr<ReshardReceived> ReshardReceiver::Receive(int64_t version, absl::
   }
   const int n_ranks = plan_->learner_ranks();
   std::vector<std::vector<ReshardRun>> moves(n_ranks);
-  std::vector<bool> filled(slices.size(), false);
-  for (int n = 0; n < n_ranks; ++n) {
-    moves[n] = plan_->Moves(n, rank_, bucket_bytes_);
-    for (const ReshardRun& r : moves[n]) {
-      const ReshardPlan::Slice& s = plan_->SliceOf(rank_, r.unit, r.entry);
-      if (s.FilledBy(r)) filled[&s - slices.data()] = true;
-    }
-  }
+  for (int n = 0; n < n_ranks; ++n) moves[n] = plan_->Moves(n, rank_, bucket_bytes_);
   last_.resize(slices.size());
   for (size_t i = 0; i < slices.size() && into == nullptr; ++i) {
-    // A slice one move fills is a fresh tensor whose pages are never
-    // touched: the link adopts its bucket's memory into it (LoadInto), and
-    // the slices handed back before keep theirs. Any other is filled again
-    // once the caller let go of it (no fresh pages to fault in).
+    // A slice is filled again once the caller let go of it and it holds no
+    // link's bucket (no fresh pages to fault in); else it is a fresh tensor
+    // (whose pages a link that cannot receive in place never touches: it
+    // adopts its bucket's memory into a slice one move fills, LoadInto), and
+    // the slices handed back before keep theirs.
     at::Tensor& t = last_[i];
-    if (filled[i] || !t.defined() || t.use_count() != 1 || t.storage().use_count() != 1) {
+    if (!t.defined() || t.use_count() != 1 || t.storage().use_count() != 1) {
       t = at::empty(slices[i].shape, at::TensorOptions().dtype(slices[i].dtype));
     }
   }

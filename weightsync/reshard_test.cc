@@ -37,7 +37,8 @@ struct Ranks {
   std::vector<std::unique_ptr<ReshardReceiver>> receivers;
 };
 
-Ranks StartRanks(int n_ranks, int k_ranks, int64_t bucket_bytes, bool start_senders = true) {
+Ranks StartRanks(int n_ranks, int k_ranks, int64_t bucket_bytes, bool start_senders = true,
+                 const std::string& transport = "gloo") {
   Ranks r;
   absl::StatusOr<ReshardPlan> plan = ReshardPlan::Make(
       testing::ModelUnits(testing::ModelShape{3, 12, 6, 24, 18}, n_ranks), k_ranks);
@@ -45,6 +46,7 @@ Ranks StartRanks(int n_ranks, int k_ranks, int64_t bucket_bytes, bool start_send
   if (!plan.ok()) return r;
   r.plan = std::make_shared<const ReshardPlan>(*std::move(plan));
   ReshardOptions options;
+  options.transport_name = transport;
   options.transport.host = "127.0.0.1";
   options.transport.bucket_bytes = bucket_bytes;
   options.transport.connect_timeout = absl::Seconds(20);
@@ -81,12 +83,13 @@ std::vector<absl::StatusOr<ReshardReceived>> ReceiveAll(Ranks& r, int64_t versio
   return got;
 }
 
-class ReshardSyncTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
+// Learner ranks, actor ranks, and the links' transport.
+class ReshardSyncTest : public ::testing::TestWithParam<std::tuple<int, int, std::string>> {};
 
 TEST_P(ReshardSyncTest, EveryActorRankGetsExactlyItsSlices) {
-  const auto [n_ranks, k_ranks] = GetParam();
+  const auto [n_ranks, k_ranks, transport] = GetParam();
   // Small buckets: several per link, and runs split across them.
-  Ranks r = StartRanks(n_ranks, k_ranks, /*bucket_bytes=*/1024);
+  Ranks r = StartRanks(n_ranks, k_ranks, /*bucket_bytes=*/1024, /*start_senders=*/true, transport);
   ASSERT_EQ(r.senders.size(), static_cast<size_t>(n_ranks));
   ASSERT_EQ(r.receivers.size(), static_cast<size_t>(k_ranks));
   const ReshardPlan& plan = *r.plan;
@@ -154,10 +157,12 @@ TEST_P(ReshardSyncTest, EveryActorRankGetsExactlyItsSlices) {
 }
 
 INSTANTIATE_TEST_SUITE_P(LearnersByActors, ReshardSyncTest,
-                         ::testing::Combine(::testing::Values(1, 2, 4), ::testing::Values(1, 2)),
+                         ::testing::Combine(::testing::Values(1, 2, 4), ::testing::Values(1, 2),
+                                            ::testing::Values("gloo", "tcp")),
                          [](const auto& info) {
                            return "N" + std::to_string(std::get<0>(info.param)) + "K" +
-                                  std::to_string(std::get<1>(info.param));
+                                  std::to_string(std::get<1>(info.param)) + "_" +
+                                  std::get<2>(info.param);
                          });
 
 TEST(ReshardTest, CorruptedBucketIsDataLossNamingTheLinkAndBucket) {

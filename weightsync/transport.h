@@ -30,17 +30,18 @@ struct TransportOptions {
   // Tensors are packed into flat buckets of at most this many bytes (a
   // tensor larger than a bucket gets a bucket of its own).
   int64_t bucket_bytes = 64 << 20;
-  // The publisher's address. gloo, nccl, cuda_ipc: its rendezvous store
+  // The publisher's address. gloo, tcp, nccl, cuda_ipc: its rendezvous store
   // (comm/tcp_store.h), which the publisher binds and the receivers reach (port required: comm::PickFreeTcpPort).
   // grpc: the server carrying the publisher's WeightStream service
   // (receivers). inprocess: names the publisher within its registry.
   std::string host = "127.0.0.1";
   int port = 0;
-  // gloo, nccl: the receiver slots a publisher serves, and a receiver's
+  // gloo, tcp, nccl: the receiver slots a publisher serves, and a receiver's
   // slot in 0..num_receivers-1.
   int num_receivers = 1;
   int receiver_index = 0;
-  // gloo, nccl: bounds connecting to the store and each slot's rendezvous.
+  // gloo, tcp, nccl: bounds connecting to the store and each slot's
+  // rendezvous.
   absl::Duration connect_timeout = absl::Seconds(30);
   // gloo receivers: the address this end's gloo device binds (the
   // publisher connects to it). Empty: `host` when that is a loopback
@@ -48,9 +49,16 @@ struct TransportOptions {
   std::string local_host;
   // nccl: this process's GPU.
   int cuda_device = 0;
-  // gloo, nccl, cuda_ipc: the job's secret, which the publisher's store
-  // asks of every client (comm/store_server.h); empty: an insecure job.
+  // gloo, tcp, nccl, cuda_ipc: the job's secret, which the publisher's
+  // store asks of every client (comm/store_server.h); empty: an insecure job.
   std::string secret;
+  // tcp receivers: each tensor's bytes go straight into the dst tensor of
+  // its name when that is a contiguous CPU tensor of its dtype and size
+  // (the rest through the buckets, as always), and are checksummed there:
+  // no copy after the kernel's, but a Receive that fails may leave dst
+  // partly written, so the caller must then count dst as no version. Other
+  // transports ignore it.
+  bool receive_in_place = false;
 };
 
 class Publisher {

@@ -112,7 +112,7 @@ struct BucketWriter {
   uint8_t* base;
   const PackedThrough& packed;
   PackSeconds& seconds;
-  Checksum64Stream sum;
+  Checksum64Stream sum{};
   int64_t cursor = 0;
   bool stopped = false;
 
@@ -146,10 +146,11 @@ bool ReadableInPlace(const at::Tensor& t) {
          (t.is_contiguous() || (t.dim() == 2 && t.stride(1) == 1));
 }
 
-void CopyBytes(const at::Tensor& t, int64_t begin, int64_t n, uint8_t* dst) {
+void ForEachRun(const at::Tensor& t, int64_t begin, int64_t n,
+                const std::function<void(const uint8_t*, int64_t)>& run) {
   const auto* base = static_cast<const uint8_t*>(t.data_ptr());
   if (t.is_contiguous()) {
-    std::memcpy(dst, base + begin, static_cast<size_t>(n));
+    run(base + begin, n);
     return;
   }
   // Row by row: rows of `row` bytes, `stride` bytes apart.
@@ -158,11 +159,17 @@ void CopyBytes(const at::Tensor& t, int64_t begin, int64_t n, uint8_t* dst) {
   while (n > 0) {
     const int64_t in_row = begin % row;
     const int64_t k = std::min(n, row - in_row);
-    std::memcpy(dst, base + begin / row * stride + in_row, static_cast<size_t>(k));
-    dst += k;
+    run(base + begin / row * stride + in_row, k);
     begin += k;
     n -= k;
   }
+}
+
+void CopyBytes(const at::Tensor& t, int64_t begin, int64_t n, uint8_t* dst) {
+  ForEachRun(t, begin, n, [&dst](const uint8_t* p, int64_t k) {
+    std::memcpy(dst, p, static_cast<size_t>(k));
+    dst += k;
+  });
 }
 
 absl::Status PackBucket(BucketSet& set, const NamedTensors& tensors, size_t i, PackSeconds* seconds,
@@ -289,7 +296,7 @@ absl::Status LoadInto(const BucketSet& set, const NamedTensors& dst,
   c10::NoGradGuard no_grad;
   for (const auto& [name, t] : dst) {
     const ManifestEntry& e = *by_name.at(name);
-    if (e.nbytes == 0) continue;
+    if (e.nbytes == 0 || e.in_dst) continue;
     try {
       at::Tensor target = t;
       const at::Tensor& bucket = set.buckets[e.bucket];

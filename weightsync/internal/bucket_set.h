@@ -28,6 +28,10 @@ struct ManifestEntry {
   int bucket = 0;
   int64_t offset = 0;  // Bytes from the bucket's start; kAlignment-aligned.
   int64_t nbytes = 0;
+  // A receiver wrote its bytes straight into the dst tensor of its name
+  // (TransportOptions::receive_in_place), not into its bucket: LoadInto
+  // leaves it.
+  bool in_dst = false;
 };
 
 struct BucketSet {
@@ -121,6 +125,12 @@ using PackedThrough = std::function<bool(int64_t bytes)>;
 // contiguous, or 2-D with contiguous rows (a strided view: the resharding
 // sync's row pieces), neither conjugate nor negative.
 bool ReadableInPlace(const at::Tensor& t);
+
+// Calls run(pointer, bytes) for each contiguous run of bytes [begin,
+// begin + n) of `t`, in row-major order: one for a contiguous tensor, a row
+// (or part of one) each for a strided one. REQUIRES: ReadableInPlace(t).
+void ForEachRun(const at::Tensor& t, int64_t begin, int64_t n,
+                const std::function<void(const uint8_t*, int64_t)>& run);
 
 // Copies bytes [begin, begin + n) of `t`, in row-major order, to `dst`.
 // REQUIRES: ReadableInPlace(t).

@@ -18,7 +18,9 @@ absl::StatusOr<v1::WeightSyncStats> PullReceiver::Receive(int64_t min_version,
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + timeout;
   bool in_step = false;
+  dst_ = &dst;
   absl::StatusOr<Fetched> fetched = Fetch(min_version, deadline, &in_step);
+  dst_ = nullptr;
   if (!fetched.ok()) {
     if (in_step) return fetched.status();
     Disconnect();

@@ -72,12 +72,17 @@ class PullReceiver : public Receiver {
     return spare_.buckets();
   }
 
+  // During Fetch: the dst tensors Receive was given, for a transport that
+  // receives into them in place (TransportOptions::receive_in_place).
+  const NamedTensors& dst() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return *dst_; }
+
   absl::Mutex mu_;
 
  private:
   const std::string name_;
   const std::string source_;
   SparePool spare_ ABSL_GUARDED_BY(mu_);
+  const NamedTensors* dst_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace trellis::weightsync::internal

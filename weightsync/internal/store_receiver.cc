@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "comm/tcp_store.h"
 #include "weightsync/internal/store_protocol.h"
+#include "weightsync/internal/threaded_sender.h"
 
 namespace trellis::weightsync::internal {
 
@@ -36,13 +36,7 @@ absl::StatusOr<std::string> StoreReceiver::Ask(int64_t min_version, absl::Time d
 }
 
 absl::Status StoreReceiver::ConnectStore(absl::Time deadline) {
-  if (absl::Status s = comm::WaitForListener(options_.host, options_.port, deadline); !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store =
-      comm::ConnectStore(options_.host, options_.port, /*server=*/false,
-                         std::min(deadline - absl::Now(), options_.connect_timeout),
-                         options_.secret);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = ReachStore(options_, deadline);
   if (!store.ok()) return store.status();
   store_ = *std::move(store);
   gen_ = store_->add(keys_.slot(options_.receiver_index, "generation"), 1);

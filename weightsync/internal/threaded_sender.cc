@@ -1,8 +1,10 @@
 #include "weightsync/internal/threaded_sender.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "comm/tcp_store.h"
 
 namespace trellis::weightsync::internal {
@@ -43,6 +45,18 @@ absl::Status HostStore(const std::string& transport, const TransportOptions& opt
   if (!store.ok()) return store.status();
   core.store = *std::move(store);
   return absl::OkStatus();
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ReachStore(const TransportOptions& options,
+                                                           absl::Time deadline) {
+  const absl::Duration budget = std::min(deadline - absl::Now(), options.connect_timeout);
+  if (budget <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError("no time left to connect");
+  }
+  if (absl::Status s = comm::WaitForListener(options.host, options.port, deadline); !s.ok()) {
+    return s;
+  }
+  return comm::ConnectStore(options.host, options.port, /*server=*/false, budget, options.secret);
 }
 
 bool SenderCore::SleepUnlessStopping(absl::Duration d) {

@@ -93,20 +93,30 @@ class ThreadedSender final : public Publisher, public StagedSender {
 };
 
 // The publisher of a transport served by one thread per receiver slot:
-// starts serve(core, k) for each slot k in 0..n-1, counted in
-// core->live_threads (each thread decrements it as it ends).
+// starts serve(core, k) for each slot k in 0..n-1, and also(core) when
+// given (a thread that watches every slot), counted in core->live_threads
+// (each thread decrements it as it ends).
 template <typename Core>
 std::unique_ptr<Publisher> StartSlotThreads(std::shared_ptr<Core> core, int n,
                                             void (*serve)(std::shared_ptr<Core>, int),
-                                            absl::Duration grace) {
+                                            absl::Duration grace,
+                                            void (*also)(std::shared_ptr<Core>) = nullptr) {
   {
     absl::MutexLock lock(&core->mu);
-    core->live_threads = n;
+    core->live_threads = n + (also != nullptr ? 1 : 0);
   }
   std::vector<std::thread> threads;
   for (int k = 0; k < n; ++k) threads.emplace_back(serve, core, k);
+  if (also != nullptr) threads.emplace_back(also, core);
   return std::make_unique<ThreadedSender>(std::move(core), std::move(threads), grace);
 }
+
+// What every threaded transport's receiver does first: reaches the
+// publisher's store at options.host:options.port by `deadline` (waiting
+// for it to listen), within options.connect_timeout per attempt.
+// DeadlineExceeded when no time is left, else ConnectStore's errors.
+[[nodiscard]] absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ReachStore(
+    const TransportOptions& options, absl::Time deadline);
 
 }  // namespace trellis::weightsync::internal
 

@@ -1,5 +1,7 @@
-#include "weightsync/gloo_transport.h"
+// The transports that stream over sockets (gloo, tcp): the conformance
+// suite and the behaviour both promise, run against each.
 
+#include <sys/socket.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -11,7 +13,10 @@
 #include "comm/tcp_store.h"
 #include "env/testing/cpu_contention.h"
 #include "gtest/gtest.h"
+#include "weightsync/gloo_transport.h"
+#include "weightsync/internal/socket_io.h"
 #include "weightsync/registry.h"
+#include "weightsync/tcp_transport.h"
 #include "weightsync/testing/transport_conformance.h"
 
 namespace trellis::weightsync {
@@ -33,32 +38,50 @@ TransportOptions FreshOptions(int num_receivers = 1) {
   return options;
 }
 
-std::unique_ptr<Publisher> StartPublisher(const TransportOptions& options) {
-  absl::StatusOr<std::unique_ptr<Publisher>> p = NewGlooPublisher(options);
-  EXPECT_TRUE(p.ok()) << p.status();
-  return p.ok() ? *std::move(p) : nullptr;
-}
-
-std::unique_ptr<Receiver> ReceiverAt(TransportOptions options, int index) {
-  options.receiver_index = index;
-  absl::StatusOr<std::unique_ptr<Receiver>> r = NewGlooReceiver(options);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *std::move(r) : nullptr;
+const TransportRegistry& Builtins() {
+  static const TransportRegistry* const registry = [] {
+    auto* r = new TransportRegistry();
+    EXPECT_TRUE(RegisterBuiltinTransports(*r).ok());
+    return r;
+  }();
+  return *registry;
 }
 
 // Both ends by name, as the role factories make them.
-absl::StatusOr<TransportEnds> MakeGloo(const TransportOptions& base) {
-  TransportRegistry registry;
-  if (absl::Status s = RegisterBuiltinTransports(registry); !s.ok()) return s;
+absl::StatusOr<TransportEnds> MakeByName(const std::string& name, const TransportOptions& base) {
   TransportOptions options = FreshOptions();
   options.bucket_bytes = base.bucket_bytes;
-  return conformance::MakeByName(registry, "gloo", options);
+  return conformance::MakeByName(Builtins(), name, options);
 }
 
-INSTANTIATE_TEST_SUITE_P(Gloo, TransportConformanceTest,
-                         ::testing::Values(TransportFactory{"gloo", MakeGloo,
-                                                            conformance::CorruptStaged}),
-                         conformance::TransportFactoryName);
+INSTANTIATE_TEST_SUITE_P(
+    Sockets, TransportConformanceTest,
+    ::testing::Values(
+        TransportFactory{"gloo", [](const TransportOptions& o) { return MakeByName("gloo", o); },
+                         conformance::CorruptStaged},
+        TransportFactory{"tcp", [](const TransportOptions& o) { return MakeByName("tcp", o); },
+                         conformance::CorruptStaged}),
+    conformance::TransportFactoryName);
+
+// Each test runs against the transport its parameter names.
+class SocketTransportTest : public ::testing::TestWithParam<std::string> {
+ public:
+  std::unique_ptr<Publisher> StartPublisher(const TransportOptions& options) {
+    absl::StatusOr<std::unique_ptr<Publisher>> p = Builtins().NewPublisher(GetParam(), options);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *std::move(p) : nullptr;
+  }
+
+  std::unique_ptr<Receiver> ReceiverAt(TransportOptions options, int index) {
+    options.receiver_index = index;
+    absl::StatusOr<std::unique_ptr<Receiver>> r = Builtins().NewReceiver(GetParam(), options);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *std::move(r) : nullptr;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Sockets, SocketTransportTest, ::testing::Values("gloo", "tcp"),
+                         [](const auto& info) { return info.param; });
 
 NamedTensors Weights(float v) {
   return {{"a", torch::full({1000}, v)}, {"b", torch::full({3, 7}, v + 1)}};
@@ -72,15 +95,17 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
 
 // A receiver waiting for the version gets its buckets while they are packed;
 // when packing fails halfway (a tensor that cannot be copied to the host),
-// it gets an error, not half a version, and the next Publish still arrives.
-TEST(GlooTransportTest, PackingFailureWhileStreamingIsAnErrorAndTheNextPublishArrives) {
+// it gets an error, not half a version (the packing's error when its
+// sender took the version before packing failed, else its deadline), and
+// the next Publish still arrives.
+TEST_P(SocketTransportTest, PackingFailureWhileStreamingIsAnErrorAndTheNextPublishArrives) {
   TransportOptions options = FreshOptions();
   options.bucket_bytes = 1024;  // "a" in bucket 0, "b" in bucket 1.
   auto publisher = StartPublisher(options);
   auto receiver = ReceiverAt(options, 0);
   NamedTensors dst = Zeros();
   std::future<absl::StatusOr<v1::WeightSyncStats>> waiting =
-      std::async(std::launch::async, [&] { return receiver->Receive(1, dst, absl::Seconds(20)); });
+      std::async(std::launch::async, [&] { return receiver->Receive(1, dst, absl::Seconds(3)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // The request arrives.
   const NamedTensors broken = {
       {"a", torch::full({1000}, 5.0f)},
@@ -96,7 +121,7 @@ TEST(GlooTransportTest, PackingFailureWhileStreamingIsAnErrorAndTheNextPublishAr
   EXPECT_EQ(dst[0].second.sum().item<float>(), 1000.0f);
 }
 
-TEST(GlooTransportTest, PublisherNeverStartedIsAnErrorByTheDeadline) {
+TEST_P(SocketTransportTest, PublisherNeverStartedIsAnErrorByTheDeadline) {
   auto receiver = ReceiverAt(FreshOptions(), 0);
   NamedTensors dst = Zeros();
   const auto start = std::chrono::steady_clock::now();
@@ -109,14 +134,19 @@ TEST(GlooTransportTest, PublisherNeverStartedIsAnErrorByTheDeadline) {
 
 // A publisher serving two receiver slots, and a receiver in each.
 struct TwoSlots {
+  explicit TwoSlots(SocketTransportTest& test)
+      : publisher(test.StartPublisher(options)),
+        r0(test.ReceiverAt(options, 0)),
+        r1(test.ReceiverAt(options, 1)) {}
+
   TransportOptions options = FreshOptions(2);
-  std::unique_ptr<Publisher> publisher = StartPublisher(options);
-  std::unique_ptr<Receiver> r0 = ReceiverAt(options, 0);
-  std::unique_ptr<Receiver> r1 = ReceiverAt(options, 1);
+  std::unique_ptr<Publisher> publisher;
+  std::unique_ptr<Receiver> r0;
+  std::unique_ptr<Receiver> r1;
 };
 
-TEST(GlooTransportTest, TwoReceiversBothGetTheVersion) {
-  TwoSlots t;
+TEST_P(SocketTransportTest, TwoReceiversBothGetTheVersion) {
+  TwoSlots t(*this);
   ASSERT_NE(t.publisher, nullptr);
   ASSERT_TRUE(t.publisher->Publish(3, Weights(3)).ok());
   NamedTensors d0 = Zeros(), d1 = Zeros();
@@ -133,8 +163,8 @@ TEST(GlooTransportTest, TwoReceiversBothGetTheVersion) {
   }
 }
 
-TEST(GlooTransportTest, PublisherKeepsServingAfterAReceiverWentAway) {
-  TwoSlots t;  // r0 goes, r1 stays.
+TEST_P(SocketTransportTest, PublisherKeepsServingAfterAReceiverWentAway) {
+  TwoSlots t(*this);  // r0 goes, r1 stays.
   ASSERT_NE(t.publisher, nullptr);
   ASSERT_TRUE(t.publisher->Publish(1, Weights(1)).ok());
   NamedTensors d = Zeros();
@@ -159,7 +189,7 @@ TEST(GlooTransportTest, PublisherKeepsServingAfterAReceiverWentAway) {
   EXPECT_TRUE(torch::equal(d0[0].second, Weights(2)[0].second));
 }
 
-TEST(GlooTransportTest, TimedOutReceiveLeavesThePairUsable) {
+TEST_P(SocketTransportTest, TimedOutReceiveLeavesThePairUsable) {
   // A receive that timed out waiting leaves the pair usable; the next one
   // still gets the version.
   TransportOptions ep = FreshOptions();
@@ -230,7 +260,7 @@ struct Followers {
 // while packed and each receiver's next request races the end of Publish.
 // The version after the one a receiver holds is never refused, and every
 // receive is one whole version, whatever the interleaving.
-TEST(GlooTransportTest, ReceiversFollowEveryVersionUnderCpuContention) {
+TEST_P(SocketTransportTest, ReceiversFollowEveryVersionUnderCpuContention) {
   constexpr int kReceivers = 3;
   constexpr int64_t kVersions = 600;
   env::testing::CpuContention load;
@@ -255,19 +285,58 @@ TEST(GlooTransportTest, ReceiversFollowEveryVersionUnderCpuContention) {
   }
 }
 
-TEST(GlooTransportTest, BadOptionsAreInvalidArgument) {
+TEST_P(SocketTransportTest, BadOptionsAreInvalidArgument) {
+  const TransportRegistry& r = Builtins();
+  const std::string name = GetParam();
   TransportOptions options;
   options.port = 0;
-  EXPECT_EQ(NewGlooPublisher(options).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.NewPublisher(name, options).status().code(), StatusCode::kInvalidArgument);
   options.port = 5000;
   options.num_receivers = 0;
-  EXPECT_EQ(NewGlooPublisher(options).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.NewPublisher(name, options).status().code(), StatusCode::kInvalidArgument);
   options.num_receivers = 1;
   options.receiver_index = 1;
-  EXPECT_EQ(NewGlooReceiver(options).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.NewReceiver(name, options).status().code(), StatusCode::kInvalidArgument);
   options.receiver_index = 0;
   options.connect_timeout = absl::ZeroDuration();
-  EXPECT_EQ(NewGlooReceiver(options).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.NewReceiver(name, options).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The tcp transport serves a data connection only when it presents the
+// token its slot's generation set in the (secret-guarded) store: one that
+// guesses is dropped unanswered, and the slot's real receiver is served.
+TEST(TcpTransportTest, AConnectionWithoutTheStoresTokenIsDropped) {
+  TransportOptions options = FreshOptions();
+  options.secret = "job secret";
+  absl::StatusOr<std::unique_ptr<Publisher>> publisher = NewTcpPublisher(options);
+  ASSERT_TRUE(publisher.ok()) << publisher.status();
+  ASSERT_TRUE((*publisher)->Publish(1, Weights(1)).ok());
+  // Its data port, read as an admitted client would.
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = comm::ConnectStore(
+      options.host, options.port, /*server=*/false, absl::Seconds(10), options.secret);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::vector<uint8_t> port = (*store)->get("tcp/data_port");
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<internal::Socket> intruder =
+      internal::Connect(options.host, std::stoi(std::string(port.begin(), port.end())), deadline);
+  ASSERT_TRUE(intruder.ok()) << intruder.status();
+  ASSERT_TRUE(internal::Tune(*intruder).ok());
+  const int64_t hello[4] = {0, 1, 12345, 67890};
+  const int64_t request[2] = {1, 1000};
+  ASSERT_TRUE(internal::SendAll(*intruder, hello, sizeof(hello), deadline, "hello").ok());
+  ASSERT_TRUE(internal::SendAll(*intruder, request, sizeof(request), deadline, "request").ok());
+  int64_t answer[2];
+  const absl::Status refused =
+      internal::RecvAll(*intruder, answer, sizeof(answer), deadline, "answer");
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused;
+
+  options.receiver_index = 0;
+  absl::StatusOr<std::unique_ptr<Receiver>> receiver = NewTcpReceiver(options);
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  NamedTensors dst = Zeros();
+  absl::StatusOr<v1::WeightSyncStats> got = (*receiver)->Receive(1, dst, absl::Seconds(10));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(torch::equal(dst[0].second, Weights(1)[0].second));
 }
 
 }  // namespace
