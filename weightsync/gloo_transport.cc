@@ -141,66 +141,39 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
       if (absl::Status s = post(body_tensor, kTagBody); !s.ok()) return s;
     }
     if (!version.ok()) return absl::OkStatus();
-    const BucketSet& set = *version->set;
-    PackProgress& progress = *version->progress;
-    const std::vector<WireSegment> segments = Segments(set, kSliceBytes);
     window_from = window_to = works.size();
     std::vector<at::Tensor> scratch(kSendWindow);
-    std::vector<uint64_t> checksums(set.buckets.size());
-    std::vector<iovec> runs;
-    BucketSum sum;
-    size_t m = 0;
-    for (size_t i = 0; i < set.buckets.size(); ++i) {
-      // A bucket not packed in full yet may be sent in place: its checksum
-      // is then this sender's, computed as it goes.
-      const bool own = !progress.Whole(i);
-      for (; m < segments.size() && segments[m].bucket == i; ++m) {
-        const WireSegment& g = segments[m];
-        absl::StatusOr<PackProgress::From> from =
-            progress.WaitReadable(i, send_deadline, g.offset + g.nbytes);
-        if (!from.ok()) return from.status();
-        // At most kSendWindow messages in flight: a scratch buffer is free
-        // again, and the bytes just read are still in cache when sent.
-        if (m >= kSendWindow) {
-          const absl::Duration left = std::max(send_deadline - absl::Now(), absl::Milliseconds(1));
-          if (absl::Status s = WaitWork(works[window_to++], left, "send"); !s.ok()) return s;
-        }
-        // A message is one buffer: rows apart are gathered into scratch.
-        runs.clear();
-        SegmentRuns(*version, g, *from, runs);
-        at::Tensor bytes;
-        if (runs.size() == 1) {
-          bytes = at::from_blob(runs[0].iov_base, {g.nbytes}, at::kByte);
-        } else {
-          at::Tensor& buffer = scratch[m % kSendWindow];
-          if (!buffer.defined()) buffer = at::empty({kSliceBytes}, at::kByte);
-          uint8_t* dst = buffer.data_ptr<uint8_t>();
-          for (const iovec& run : runs) {
-            std::memcpy(dst, run.iov_base, run.iov_len);
-            dst += run.iov_len;
+    absl::StatusOr<std::vector<uint64_t>> checksums = StreamVersion(
+        *version, kSliceBytes, send_deadline,
+        [&](size_t m, const WireSegment& g, const std::vector<iovec>& runs) -> absl::Status {
+          // At most kSendWindow messages in flight: a scratch buffer is
+          // free again, and the bytes just read are still in cache when sent.
+          if (m >= kSendWindow) {
+            const absl::Duration left =
+                std::max(send_deadline - absl::Now(), absl::Milliseconds(1));
+            if (absl::Status s = WaitWork(works[window_to++], left, "send"); !s.ok()) return s;
           }
-          bytes = buffer.narrow(0, 0, g.nbytes);
-        }
-        if (own) {
-          const std::string& name = set.manifest[g.entry].name;
-          if (absl::Status s = sum.Add(g.offset, bytes.data_ptr(), g.nbytes, name.c_str());
-              !s.ok()) {
-            return s;
+          // A message is one buffer: rows apart are gathered into scratch.
+          at::Tensor bytes;
+          if (runs.size() == 1) {
+            bytes = at::from_blob(runs[0].iov_base, {g.nbytes}, at::kByte);
+          } else {
+            at::Tensor& buffer = scratch[m % kSendWindow];
+            if (!buffer.defined()) buffer = at::empty({kSliceBytes}, at::kByte);
+            uint8_t* dst = buffer.data_ptr<uint8_t>();
+            for (const iovec& run : runs) {
+              std::memcpy(dst, run.iov_base, run.iov_len);
+              dst += run.iov_len;
+            }
+            bytes = buffer.narrow(0, 0, g.nbytes);
           }
-        }
-        if (absl::Status s = post(bytes, kTagBucket0 + static_cast<int>(m)); !s.ok()) return s;
-      }
-      if (own) {
-        checksums[i] = sum.Finish(set.buckets[i].numel());
-      } else if (absl::Status s = progress.WaitPacked(i, send_deadline); !s.ok()) {
-        return s;
-      } else {
-        checksums[i] = set.checksums[i];
-      }
-    }
-    if (set.buckets.empty()) return absl::OkStatus();
-    at::Tensor sums = at::empty({static_cast<int64_t>(checksums.size())}, at::kLong);
-    std::memcpy(sums.data_ptr(), checksums.data(), checksums.size() * sizeof(uint64_t));
+          return post(bytes, kTagBucket0 + static_cast<int>(m));
+        });
+    if (!checksums.ok()) return checksums.status();
+    const std::vector<uint64_t>& sums_sent = *checksums;
+    if (sums_sent.empty()) return absl::OkStatus();
+    at::Tensor sums = at::empty({static_cast<int64_t>(sums_sent.size())}, at::kLong);
+    std::memcpy(sums.data_ptr(), sums_sent.data(), sums_sent.size() * sizeof(uint64_t));
     return post(sums, kTagChecksums);
   };
   absl::Status status = send_all();

@@ -17,8 +17,9 @@
 // of packing a copy (gloo_transport.h); Publish returns once nothing reads
 // the shards.
 // The actor rank's ReshardReceiver pulls the version from every learner
-// rank at once, each link placing its pieces in the rank's slice tensors (a
-// slice that one piece fills takes the bucket's memory, no copy), and hands
+// rank at once, each link placing its pieces in the rank's slice tensors
+// (tcp: received there; gloo: a slice that one piece fills takes the
+// bucket's memory, no copy), and hands
 // them back only when every link delivered exactly the version asked for. Versioning, deadlines,
 // the job's secret, reconnection and the refusal of versions that will never be published are the
 // transport's (gloo_transport.h, internal/staging.h).
@@ -115,9 +116,10 @@ class ReshardReceiver {
   // them (a later Receive fills them again only once the caller let go of
   // them), all or nothing. With `into` (one contiguous tensor per slice, in
   // Slices(rank) order, of its shape and dtype: InvalidArgument otherwise)
-  // each link writes its pieces there in place, a slice one piece fills by
-  // taking its bucket's memory where the tensor owns its storage; a failed
-  // link leaves those of the others written. Errors name the learner rank:
+  // each link writes its pieces there in place (tcp: as they arrive; gloo:
+  // from its buckets, a slice one piece fills by taking its bucket's memory
+  // where the tensor owns its storage); a failed link may leave pieces
+  // written. Errors name the learner rank:
   // the transport's (DeadlineExceeded, Unavailable when a peer is gone,
   // DataLoss naming the bucket whose checksum failed, FailedPrecondition
   // for a version that will never be published). Calls are serialized.

@@ -91,53 +91,19 @@ absl::Status ServeOne(SenderState& st, const Socket& conn) {
     // Closing: the receiver got its answer; stop serving.
     return absl::IsCancelled(version.status()) ? version.status() : absl::OkStatus();
   }
-  const BucketSet& set = *version->set;
-  PackProgress& progress = *version->progress;
-  const std::vector<WireSegment> segments = Segments(set, kSegmentBytes);
-  std::vector<uint64_t> checksums(set.buckets.size());
-  std::vector<iovec> runs;
-  BucketSum sum;
-  size_t m = 0;
-  for (size_t i = 0; i < set.buckets.size(); ++i) {
-    // A bucket not packed in full yet may be sent in place: its checksum is
-    // then this sender's, computed as it goes.
-    const bool own = !progress.Whole(i);
-    for (; m < segments.size() && segments[m].bucket == i; ++m) {
-      const WireSegment& g = segments[m];
-      absl::StatusOr<PackProgress::From> from =
-          progress.WaitReadable(i, deadline, g.offset + g.nbytes);
-      if (!from.ok()) return from.status();
-      runs.clear();
-      SegmentRuns(*version, g, *from, runs);
-      if (own) {
-        int64_t offset = g.offset;
-        for (const iovec& run : runs) {
-          const int64_t n = static_cast<int64_t>(run.iov_len);
-          if (absl::Status s = sum.Add(offset, run.iov_base, n, set.manifest[g.entry].name.c_str());
-              !s.ok()) {
-            return s;
-          }
-          offset += n;
-        }
-      }
-      if (absl::Status s = SendAll(conn, runs.data(), static_cast<int>(runs.size()), deadline,
-                                   "bucket", &st.stopping);
-          !s.ok()) {
-        return s;
-      }
-    }
-    if (own) {
-      checksums[i] = sum.Finish(set.buckets[i].numel());
-    } else if (absl::Status s = progress.WaitPacked(i, deadline); !s.ok()) {
-      return s;
-    } else {
-      checksums[i] = set.checksums[i];
-    }
-  }
+  // Each segment with one sendmsg, rows apart as they lie.
+  absl::StatusOr<std::vector<uint64_t>> checksums =
+      StreamVersion(*version, kSegmentBytes, deadline,
+                    [&](size_t, const WireSegment&, const std::vector<iovec>& runs) {
+                      std::vector<iovec> left = runs;
+                      return SendAll(conn, left.data(), static_cast<int>(left.size()), deadline,
+                                     "bucket", &st.stopping);
+                    });
+  if (!checksums.ok()) return checksums.status();
   // Every byte is in the kernel's buffers: the published tensors are free
   // once `version` goes.
-  return SendAll(conn, checksums.data(), checksums.size() * sizeof(uint64_t), deadline, "checksums",
-                 &st.stopping);
+  return SendAll(conn, checksums->data(), checksums->size() * sizeof(uint64_t), deadline,
+                 "checksums", &st.stopping);
 }
 
 void ServeSlot(std::shared_ptr<SenderState> st, int k) {

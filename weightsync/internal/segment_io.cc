@@ -49,6 +49,9 @@ absl::Status ReceivedSums::Verify() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Appends to `runs` the contiguous runs holding segment `g` of `version`.
 void SegmentRuns(const StreamedVersion& version, const WireSegment& g, PackProgress::From from,
                  std::vector<iovec>& runs) {
   auto add = [&runs](const uint8_t* p, int64_t n) {
@@ -60,6 +63,51 @@ void SegmentRuns(const StreamedVersion& version, const WireSegment& g, PackProgr
   }
   const at::Tensor& t = (*version.tensors)[g.entry].second;
   ForEachRun(t, g.offset - version.set->manifest[g.entry].offset, g.nbytes, add);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<uint64_t>> StreamVersion(const StreamedVersion& version,
+                                                    int64_t segment_bytes, absl::Time deadline,
+                                                    const SendSegment& send) {
+  const BucketSet& set = *version.set;
+  PackProgress& progress = *version.progress;
+  const std::vector<WireSegment> segments = Segments(set, segment_bytes);
+  std::vector<uint64_t> checksums(set.buckets.size());
+  std::vector<iovec> runs;
+  BucketSum sum;
+  size_t m = 0;
+  for (size_t i = 0; i < set.buckets.size(); ++i) {
+    // A bucket not packed in full yet may be sent in place: its checksum is
+    // then this sender's, computed as it goes.
+    const bool own = !progress.Whole(i);
+    for (; m < segments.size() && segments[m].bucket == i; ++m) {
+      const WireSegment& g = segments[m];
+      absl::StatusOr<PackProgress::From> from =
+          progress.WaitReadable(i, deadline, g.offset + g.nbytes);
+      if (!from.ok()) return from.status();
+      runs.clear();
+      SegmentRuns(version, g, *from, runs);
+      for (int64_t offset = g.offset; const iovec& run : runs) {
+        if (!own) break;
+        const int64_t n = static_cast<int64_t>(run.iov_len);
+        if (absl::Status s = sum.Add(offset, run.iov_base, n, set.manifest[g.entry].name.c_str());
+            !s.ok()) {
+          return s;
+        }
+        offset += n;
+      }
+      if (absl::Status s = send(m, g, runs); !s.ok()) return s;
+    }
+    if (own) {
+      checksums[i] = sum.Finish(set.buckets[i].numel());
+    } else if (absl::Status s = progress.WaitPacked(i, deadline); !s.ok()) {
+      return s;
+    } else {
+      checksums[i] = set.checksums[i];
+    }
+  }
+  return checksums;
 }
 
 }  // namespace trellis::weightsync::internal

@@ -10,9 +10,12 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "weightsync/internal/checksum.h"
 #include "weightsync/internal/staging.h"
 #include "weightsync/internal/wire.h"
@@ -59,11 +62,21 @@ class ReceivedSums {
   size_t bucket_ = 0;
 };
 
-// Appends to `runs` the contiguous runs holding segment `g` of `version`:
-// its bucket's bytes when `from` is kBucket, else the published tensor's
-// bytes in place (one run, or a row each of a strided view's rows).
-void SegmentRuns(const StreamedVersion& version, const WireSegment& g, PackProgress::From from,
-                 std::vector<iovec>& runs);
+// A sender's side of one version: streams its segments of at most
+// `segment_bytes` in wire order (Segments). For each it waits until the
+// bytes are readable (by `deadline`), finds them (its bucket's, or the
+// published tensor's in place: one run, or a row each of a strided view's
+// rows), feeds them to their bucket's checksum when that bucket is not
+// packed whole (sent in place or while packed), and hands them to
+// send(m, g, runs), m counting the segments from 0. Returns every bucket's
+// checksum (the packer's for a bucket packed whole), or the first error
+// (the packing's, DeadlineExceeded, or send's).
+using SendSegment =
+    std::function<absl::Status(size_t m, const WireSegment& g, const std::vector<iovec>& runs)>;
+[[nodiscard]] absl::StatusOr<std::vector<uint64_t>> StreamVersion(const StreamedVersion& version,
+                                                                  int64_t segment_bytes,
+                                                                  absl::Time deadline,
+                                                                  const SendSegment& send);
 
 }  // namespace trellis::weightsync::internal
 
