@@ -20,16 +20,16 @@ TransportRegistry Builtins() {
   return registry;
 }
 
-TEST(TransportRegistryTest, BuiltinsAreInProcessAndGloo) {
-  EXPECT_THAT(Builtins().Names(), ElementsAre("gloo", "inprocess"));
+TEST(TransportRegistryTest, BuiltinsAreGlooInProcessAndTcp) {
+  EXPECT_THAT(Builtins().Names(), ElementsAre("gloo", "inprocess", "tcp"));
 }
 
 TEST(TransportRegistryTest, UnknownNameIsNotFoundListingTheKnownOnes) {
   TransportRegistry registry = Builtins();
-  absl::StatusOr<std::unique_ptr<Publisher>> publisher = registry.NewPublisher("tcp", {});
+  absl::StatusOr<std::unique_ptr<Publisher>> publisher = registry.NewPublisher("udp", {});
   EXPECT_EQ(publisher.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(std::string(publisher.status().message()),
-              HasSubstr("unknown transport \"tcp\"; registered transports: gloo, inprocess"));
+              HasSubstr("unknown transport \"udp\"; registered transports: gloo, inprocess, tcp"));
   EXPECT_EQ(registry.NewReceiver("nccl", {}).status().code(), StatusCode::kNotFound);
   EXPECT_THAT(std::string(TransportRegistry().NewReceiver("gloo", {}).status().message()),
               HasSubstr("registered transports: (none)"));
@@ -40,7 +40,7 @@ TEST(TransportRegistryTest, DuplicateIsAlreadyExists) {
   absl::Status again = RegisterBuiltinTransports(registry);
   EXPECT_EQ(again.code(), StatusCode::kAlreadyExists);
   EXPECT_THAT(std::string(again.message()), HasSubstr("\"inprocess\" is already registered"));
-  EXPECT_THAT(registry.Names(), ElementsAre("gloo", "inprocess"));
+  EXPECT_THAT(registry.Names(), ElementsAre("gloo", "inprocess", "tcp"));
 }
 
 TEST(TransportRegistryTest, NamesAreLowercaseAndFactoriesPresent) {

@@ -145,24 +145,32 @@ class TcpReceiver final : public PullReceiver {
     Stopwatch transfer;
     absl::StatusOr<BucketSet> set = DecodeHeader(header, spare());
     if (!set.ok()) return set.status();
-    // Each segment straight into its bucket or its dst tensor, checksummed
-    // while in cache.
+    // Each piece straight into its bucket or its dst tensor, checksummed
+    // while in cache; the thread woken once a whole piece is buffered.
     const std::vector<uint8_t*> into = InPlaceTargets(*set);
+    const std::vector<WireSegment> pieces = Segments(*set, kReadBytes);
+    const int64_t sums_bytes =
+        set->buckets.empty() ? 0 : static_cast<int64_t>(set->checksums.size() * sizeof(uint64_t));
+    int64_t stream_bytes = sums_bytes;
+    for (const WireSegment& g : pieces) stream_bytes += g.nbytes;
+    ReceiveLowWater water(conn_, stream_bytes);
     ReceivedSums sums(*set);
-    for (const WireSegment& g : Segments(*set, kReadBytes)) {
+    for (const WireSegment& g : pieces) {
       const ManifestEntry& e = set->manifest[g.entry];
       uint8_t* at = into[g.entry] != nullptr
                         ? into[g.entry] + (g.offset - e.offset)
                         : set->buckets[g.bucket].data_ptr<uint8_t>() + g.offset;
+      if (absl::Status s = water.Next(g.nbytes); !s.ok()) return s;
       if (absl::Status s = RecvAll(conn_, at, static_cast<size_t>(g.nbytes), io, "bucket");
           !s.ok()) {
         return s;
       }
       if (absl::Status s = sums.Add(g, at); !s.ok()) return s;
     }
-    if (!set->buckets.empty()) {
-      if (absl::Status s = RecvAll(conn_, set->checksums.data(),
-                                   set->checksums.size() * sizeof(uint64_t), io, "checksums");
+    if (sums_bytes > 0) {
+      if (absl::Status s = water.Next(sums_bytes); !s.ok()) return s;
+      if (absl::Status s = RecvAll(conn_, set->checksums.data(), static_cast<size_t>(sums_bytes),
+                                   io, "checksums");
           !s.ok()) {
         return s;
       }

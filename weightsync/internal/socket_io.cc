@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -174,6 +175,25 @@ absl::Status RecvAll(const Socket& socket, void* data, size_t n, absl::Time dead
     }
   }
   return absl::OkStatus();
+}
+
+ReceiveLowWater::~ReceiveLowWater() {
+  if (mark_ != 1) Set(1).IgnoreError();
+}
+
+absl::Status ReceiveLowWater::Set(int mark) {
+  if (setsockopt(socket_.fd(), SOL_SOCKET, SO_RCVLOWAT, &mark, sizeof(mark)) != 0) {
+    return Errno("setting the receive low-water mark");
+  }
+  mark_ = mark;
+  return absl::OkStatus();
+}
+
+absl::Status ReceiveLowWater::Next(int64_t n) {
+  const int mark =
+      n > 0 && left_ >= 2 * n && n <= std::numeric_limits<int>::max() ? static_cast<int>(n) : 1;
+  left_ -= n;
+  return mark == mark_ ? absl::OkStatus() : Set(mark);
 }
 
 }  // namespace trellis::weightsync::internal

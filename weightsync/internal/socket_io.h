@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -72,6 +73,31 @@ struct Listening {
 // Reads exactly `n` bytes into `data`, as SendAll.
 [[nodiscard]] absl::Status RecvAll(const Socket& socket, void* data, size_t n, absl::Time deadline,
                                    const char* what, const std::atomic<bool>* stop = nullptr);
+
+// Batches a reader's wakeups over a stream of known length (SO_RCVLOWAT):
+// a RecvAll blocked for the next `n` bytes is woken once that many are
+// buffered rather than at every arriving packet. Never stalls the stream's
+// tail: the mark is `n` only while at least 2n bytes of the stream are still
+// to come (so that the bytes unread once a RecvAll copied part of its `n`
+// can still reach it), else 1. The socket's mark is 1 again once this goes.
+class ReceiveLowWater {
+ public:
+  ReceiveLowWater(const Socket& socket, int64_t stream_bytes)
+      : socket_(socket), left_(stream_bytes) {}
+  ReceiveLowWater(const ReceiveLowWater&) = delete;
+  ReceiveLowWater& operator=(const ReceiveLowWater&) = delete;
+  ~ReceiveLowWater();
+
+  // Before a RecvAll of the stream's next `n` bytes.
+  [[nodiscard]] absl::Status Next(int64_t n);
+
+ private:
+  absl::Status Set(int mark);
+
+  const Socket& socket_;
+  int64_t left_;
+  int mark_ = 1;
+};
 
 }  // namespace trellis::weightsync::internal
 

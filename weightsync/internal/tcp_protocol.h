@@ -32,10 +32,11 @@ inline constexpr int kHelloWords = 4;
 
 // The sender checksums and writes the buckets' bytes in segments of at
 // most this many bytes (wire.h Segments), each while still in cache; the
-// receiver reads and checksums them in pieces of at most kReadBytes (the
-// stream has no framing: both ends cut it as they like).
+// receiver reads and checksums them in pieces of at most kReadBytes, woken
+// once a piece is buffered (ReceiveLowWater). The stream has no framing:
+// both ends cut it as they like.
 inline constexpr int64_t kSegmentBytes = int64_t{1} << 20;
-inline constexpr int64_t kReadBytes = int64_t{1} << 18;
+inline constexpr int64_t kReadBytes = int64_t{1} << 19;
 inline constexpr int64_t kMaxHeaderBytes = int64_t{1} << 30;
 // How long the publisher waits for a new connection's hello.
 inline constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
