@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -80,6 +81,9 @@ struct LocalActorOptions {
   // (tokens exactly, log-probs within float noise). Must be in [1, 64] and
   // divide n_heads, n_kv_heads and d_ff; not with `colocated`.
   int tensor_parallel = 1;
+  // Where each of those K ranks computes (model::RankDevices); empty: all
+  // on `device`.
+  std::vector<model::Device> rank_devices;
 };
 
 // An in-process actor: its own copy of the policy, batched sampling with a

@@ -249,12 +249,13 @@ AttemptResult RunAttempt(const LaunchPlan& plan, bool resume) {
   for (const scheduler::WorkerPlacement& p : plan.placed) {
     if (!result.status.ok()) break;
     // A tensor-parallel replica is one process whose ranks are its threads
-    // (model/tensor_parallel.h): it starts at its rank-0 placement.
+    // (model/tensor_parallel.h): it starts at its rank-0 placement, seeing
+    // its ranks' GPUs on that node.
     if (p.tp_rank > 0) continue;
     result.status = start(p.id,
                           {"serve", config::RoleName(p.id.role()), "--scheduler", scheduler,
                            "--index", absl::StrCat(p.id.index())},
-                          scheduler::CudaVisibleDevices(p));
+                          scheduler::CudaVisibleDevices(plan.placed, p));
   }
   if (result.status.ok()) {
     std::string table;

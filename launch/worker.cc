@@ -249,7 +249,8 @@ absl::Status ServeWorker(const WorkerOptions& options, std::ostream& log) {
     }
     case v1::REFERENCE: {
       absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> r = reference::NewLocalReference(
-          job, tokenizer, &ledger, model::RoleDevice(job, v1::REFERENCE, model::Binding::kServed));
+          job, tokenizer, &ledger, model::RoleDevice(job, v1::REFERENCE, model::Binding::kServed),
+          nullptr, model::RankDevices(job, v1::REFERENCE, model::Binding::kServed));
       if (!r.ok()) return r.status();
       reference = *std::move(r);
       reference_service.Bind(reference.get(), limits, assignment->run_dir());

@@ -2,6 +2,7 @@
 
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,21 @@ Device RoleDevice(const v1::JobConfig& job, v1::Role role, Binding binding, int 
   return device;
 }
 
+std::vector<Device> RankDevices(const v1::JobConfig& job, v1::Role role, Binding binding,
+                                int visible_cuda) {
+  int k = 1;
+  if (role == v1::ACTOR) k = job.deployment().actor().tensor_parallel();
+  if (role == v1::REFERENCE) k = job.deployment().reference().tensor_parallel();
+  k = std::max(k, 1);
+  std::vector<Device> ranks(k, RoleDevice(job, role, binding, visible_cuda));
+  if (k == 1 || !ranks[0].is_cuda() || binding != Binding::kServed || visible_cuda < k ||
+      visible_cuda % k != 0) {
+    return ranks;
+  }
+  for (int r = 0; r < k; ++r) ranks[r].index = r * (visible_cuda / k);
+  return ranks;
+}
+
 int VisibleCudaDevices() {
   return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
 }
@@ -29,6 +45,11 @@ Device RoleDevice(const v1::JobConfig& job, v1::Role role, Binding binding) {
   // A CPU job never asks for CUDA (which would start its driver).
   const bool cuda = job.runtime().device() == v1::RuntimeConfig::CUDA;
   return RoleDevice(job, role, binding, cuda ? VisibleCudaDevices() : 0);
+}
+
+std::vector<Device> RankDevices(const v1::JobConfig& job, v1::Role role, Binding binding) {
+  const bool cuda = job.runtime().device() == v1::RuntimeConfig::CUDA;
+  return RankDevices(job, role, binding, cuda ? VisibleCudaDevices() : 0);
 }
 
 absl::Status CheckDeviceVisible(const v1::JobConfig& job, int visible_cuda) {

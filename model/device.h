@@ -7,6 +7,7 @@
 // torch::Device where tensors are made.
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "trellis/v1/job.pb.h"
@@ -43,13 +44,24 @@ enum class Binding { kEmbedded, kServed };
 // (CheckDeviceVisible).
 Device RoleDevice(const v1::JobConfig& job, v1::Role role, Binding binding, int visible_cuda);
 
+// Where each of `role`'s K tensor-parallel ranks computes (K =
+// deployment.<role>.tensor_parallel, at least 1; the actor's and the
+// reference's). `trellis launch` gives a served replica every rank's GPUs
+// when they are on one node, rank 0's first (scheduler::CudaVisibleDevices):
+// a served CUDA worker that sees a multiple of K devices puts rank r on the
+// first of its own, cuda:(r * visible_cuda / K). Otherwise (the CPU, an
+// embedded role, fewer devices) every rank computes on RoleDevice.
+std::vector<Device> RankDevices(const v1::JobConfig& job, v1::Role role, Binding binding,
+                                int visible_cuda);
+
 // The number of CUDA devices this process sees: 0 when LibTorch was built
 // without CUDA, when no driver or device is present, or when
 // CUDA_VISIBLE_DEVICES hides them all.
 int VisibleCudaDevices();
 
-// RoleDevice with this process's VisibleCudaDevices().
+// RoleDevice and RankDevices with this process's VisibleCudaDevices().
 Device RoleDevice(const v1::JobConfig& job, v1::Role role, Binding binding);
+std::vector<Device> RankDevices(const v1::JobConfig& job, v1::Role role, Binding binding);
 
 // The one check `trellis run`, `trellis launch` and each served worker make
 // before anything is allocated: FailedPrecondition when runtime.device is

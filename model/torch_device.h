@@ -5,6 +5,8 @@
 
 #include <c10/core/Device.h>
 
+#include <vector>
+
 #include "model/device.h"
 
 namespace trellis::model {
@@ -12,6 +14,13 @@ namespace trellis::model {
 inline c10::Device TorchDevice(const Device& device) {
   if (!device.is_cuda()) return c10::Device(c10::kCPU);
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device.index));
+}
+
+inline std::vector<c10::Device> TorchDevices(const std::vector<Device>& devices) {
+  std::vector<c10::Device> torch_devices;
+  torch_devices.reserve(devices.size());
+  for (const Device& d : devices) torch_devices.push_back(TorchDevice(d));
+  return torch_devices;
 }
 
 }  // namespace trellis::model

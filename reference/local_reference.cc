@@ -61,9 +61,11 @@ class LocalReference : public ReferenceWorker {
  public:
   LocalReference(const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
                  std::string id, const model::Device& device,
-                 std::shared_ptr<const model::SharedBase> shared_base)
+                 std::shared_ptr<const model::SharedBase> shared_base,
+                 const std::vector<model::Device>& rank_devices)
       : id_(std::move(id)),
         device_(model::TorchDevice(device)),
+        rank_devices_(model::TorchDevices(rank_devices)),
         teacher_(config::ReferenceIsTeacher(job)),
         config_(config::ReferenceModel(job)),
         tokenizer_(tokenizer),
@@ -225,6 +227,11 @@ class LocalReference : public ReferenceWorker {
         return absl::Status(group.status().code(),
                             absl::StrCat("reference: ", group.status().message()));
       }
+      if (!rank_devices_.empty()) {
+        if (absl::Status s = (*group)->PlaceRanks(rank_devices_); !s.ok()) {
+          return absl::Status(s.code(), absl::StrCat("reference: ", s.message()));
+        }
+      }
       decoder = *std::move(group);
     } else {
       decoder = std::make_unique<model::TransformerDecoder>(*model);
@@ -307,6 +314,8 @@ class LocalReference : public ReferenceWorker {
 
   const std::string id_;
   const torch::Device device_;
+  // Where each rank of a tensor-parallel group computes; empty: on device_.
+  const std::vector<torch::Device> rank_devices_;
   // The reference is the distill teacher (config::ReferenceIsTeacher).
   const bool teacher_;
   // The reference's shape (config::ReferenceModel).
@@ -329,15 +338,14 @@ class LocalReference : public ReferenceWorker {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(const v1::JobConfig& job,
-                                                                   const text::Tokenizer* tokenizer,
-                                                                   ledger::Ledger* ledger,
-                                                                   const model::Device& device,
-                                                                   std::shared_ptr<const model::SharedBase> shared_base) {
+absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(
+    const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
+    const model::Device& device, std::shared_ptr<const model::SharedBase> shared_base,
+    const std::vector<model::Device>& rank_devices) {
   // The job's one reference worker (deployment.reference.count is 1).
   const std::string id = config::WorkerId(v1::REFERENCE).ToString();
-  auto reference =
-      std::make_unique<LocalReference>(job, tokenizer, ledger, id, device, std::move(shared_base));
+  auto reference = std::make_unique<LocalReference>(job, tokenizer, ledger, id, device,
+                                                    std::move(shared_base), rank_devices);
   absl::Status init = model::TorchEdge(id).Call("build", [&] { return reference->Init(job); });
   if (!init.ok()) return init;
   return GuardTorchErrors(std::move(reference), id);

@@ -57,10 +57,13 @@ class ReferenceWorker {
 // reference whose weights are the base the process's learner holds reads
 // that base instead of a copy of its own (not when its weights move to the
 // host between calls: memory.offload_frozen, the colocated placement).
+// `rank_devices`: where each rank of deployment.reference.tensor_parallel
+// computes (model::RankDevices); empty: all on `device`.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<ReferenceWorker>> NewLocalReference(
     const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
     const model::Device& device = {},
-    std::shared_ptr<const model::SharedBase> shared_base = nullptr);
+    std::shared_ptr<const model::SharedBase> shared_base = nullptr,
+    const std::vector<model::Device>& rank_devices = {});
 
 }  // namespace trellis::reference
 

@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<actor::RolloutWorker>> MakeLocalActor(
   options.shared_base = std::move(shared_base);
   options.record_routing = job.grpo().routing_replay();
   options.tensor_parallel = job.deployment().actor().tensor_parallel();
+  options.rank_devices = model::RankDevices(job, v1::ACTOR, binding);
   return actor::NewLocalActor(job.model(), tokenizer, receiver, ledger, options);
 }
 
@@ -67,9 +68,9 @@ absl::StatusOr<std::unique_ptr<reference::ReferenceWorker>> MakeLocalReference(
     const v1::JobConfig& job, const text::Tokenizer* tokenizer, ledger::Ledger* ledger,
     model::Binding binding, std::shared_ptr<const model::SharedBase> shared_base) {
   if (!loop::NeedsReference(job)) return nullptr;
-  return reference::NewLocalReference(job, tokenizer, ledger,
-                                      model::RoleDevice(job, v1::REFERENCE, binding),
-                                      std::move(shared_base));
+  return reference::NewLocalReference(
+      job, tokenizer, ledger, model::RoleDevice(job, v1::REFERENCE, binding),
+      std::move(shared_base), model::RankDevices(job, v1::REFERENCE, binding));
 }
 
 std::shared_ptr<model::SharedBase> ProcessSharedBase(const v1::JobConfig& job) {

@@ -236,8 +236,19 @@ std::string PlacementTable(const std::vector<WorkerPlacement>& placements) {
   return table;
 }
 
-std::string CudaVisibleDevices(const WorkerPlacement& placement) {
-  return absl::StrJoin(placement.gpus, ",");
+std::string CudaVisibleDevices(const std::vector<WorkerPlacement>& placed,
+                               const WorkerPlacement& placement) {
+  std::vector<int> gpus = placement.gpus;
+  if (placement.tp_rank == 0 && placement.tp_size > 1) {
+    for (int rank = 1; rank < placement.tp_size; ++rank) {
+      for (const WorkerPlacement& p : placed) {
+        if (p.id == placement.id && p.tp_rank == rank && p.node == placement.node) {
+          gpus.insert(gpus.end(), p.gpus.begin(), p.gpus.end());
+        }
+      }
+    }
+  }
+  return absl::StrJoin(gpus, ",");
 }
 
 }  // namespace trellis::scheduler

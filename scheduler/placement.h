@@ -62,10 +62,14 @@ v1::ClusterSpec LocalCluster(int gpus, int cpus);
 // deploy/slurm/trellis.sbatch starts one step per line.
 std::string PlacementTable(const std::vector<WorkerPlacement>& placements);
 
-// The CUDA_VISIBLE_DEVICES a placed worker starts with: its GPUs' ordinals
-// joined by ',', or "" for a worker without GPUs (it then sees none, even
-// on a node that has some). Its CUDA device 0 is its first GPU.
-std::string CudaVisibleDevices(const WorkerPlacement& placement);
+// The CUDA_VISIBLE_DEVICES a placed worker of `placed` starts with: its
+// GPUs' ordinals joined by ',', or "" for a worker without GPUs (it then
+// sees none, even on a node that has some). Its CUDA device 0 is its first
+// GPU. Rank 0 of a tensor-parallel group, the replica's one process, sees
+// the GPUs of every rank of its group on its node after its own, in rank
+// order (model/device.h RankDevices).
+std::string CudaVisibleDevices(const std::vector<WorkerPlacement>& placed,
+                               const WorkerPlacement& placement);
 
 }  // namespace trellis::scheduler
 

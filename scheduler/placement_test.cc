@@ -174,9 +174,9 @@ TEST(PlacementTest, LaunchedCudaRolesNeedGpusAndColocatedRolesTheSameOnes) {
 
 TEST(PlacementTest, AWorkerSeesOnlyItsGpus) {
   WorkerPlacement p{config::WorkerId(v1::ACTOR, 0), "gpu", "g0", "", {2, 3}};
-  EXPECT_EQ(CudaVisibleDevices(p), "2,3");
+  EXPECT_EQ(CudaVisibleDevices({p}, p), "2,3");
   p.gpus.clear();
-  EXPECT_EQ(CudaVisibleDevices(p), "");
+  EXPECT_EQ(CudaVisibleDevices({p}, p), "");
 }
 
 constexpr char kTensorParallel[] = R"yaml(
@@ -206,6 +206,11 @@ TEST(PlacementTest, LearnerRanksAndTensorParallelGroupsGetAGpuEachWithinTheirPoo
             "actor-0\tactor\t0\trollout\tr0\t127.0.0.1\t1\t1/2\n"
             "actor-1\tactor\t1\trollout\tr1\t127.0.0.1\t0\t0/2\n"
             "actor-1\tactor\t1\trollout\tr1\t127.0.0.1\t1\t1/2\n");
+  // Each pair's one process (rank 0's) sees both ranks' GPUs, its own first.
+  EXPECT_EQ(CudaVisibleDevices(*placed, (*placed)[3]), "0,1");
+  EXPECT_EQ(CudaVisibleDevices(*placed, (*placed)[5]), "0,1");
+  EXPECT_EQ(CudaVisibleDevices(*placed, (*placed)[0]), "0");
+  EXPECT_EQ(CudaVisibleDevices(*placed, (*placed)[1]), "1");
 }
 
 TEST(PlacementTest, AGroupNoNodeHoldsWholeSpreadsOverItsPool) {
@@ -224,6 +229,8 @@ TEST(PlacementTest, AGroupNoNodeHoldsWholeSpreadsOverItsPool) {
   EXPECT_EQ((*placed)[4].tp_rank, 1);
   EXPECT_EQ((*placed)[4].tp_size, 2);
   EXPECT_EQ((*placed)[4].pool, "rollout");
+  // Split over nodes, the replica's process sees only rank 0's GPU.
+  EXPECT_EQ(CudaVisibleDevices(*placed, (*placed)[3]), "0");
 }
 
 TEST(PlacementTest, APoolTooSmallForTheGroupsSaysWhichRoleNeedsHowMany) {

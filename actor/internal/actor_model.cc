@@ -61,6 +61,12 @@ absl::StatusOr<ActorModel> BuildActorModel(const v1::ModelConfig& config, int64_
     absl::StatusOr<std::unique_ptr<model::TensorParallelModel>> group =
         model::TensorParallelModel::Split(*built.policy, options.tensor_parallel, options.lora);
     if (!group.ok()) return group.status();
+    if (!options.rank_devices.empty()) {
+      if (absl::Status s = (*group)->PlaceRanks(model::TorchDevices(options.rank_devices));
+          !s.ok()) {
+        return s;
+      }
+    }
     built.parallel = *std::move(group);
   }
   if (auto* sliced = dynamic_cast<weightsync::SliceReceiver*>(receiver); sliced != nullptr) {
