@@ -4,6 +4,7 @@
 
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "model/flat_layout.h"
 #include "model/policy.h"
@@ -51,7 +52,13 @@ absl::StatusOr<ActorModel> BuildActorModel(const v1::ModelConfig& config, int64_
     const std::unique_lock<std::recursive_mutex> draws = model::LockInitialDraws();
     built.policy = model::Transformer(config, vocab_size);
   }
-  built.policy->to(model::TorchDevice(options.device));
+  auto* sliced = dynamic_cast<weightsync::SliceReceiver*>(receiver);
+  // Under the resharding sync a group computes only on its ranks: the
+  // whole model is split on the host and its weights freed there, so that
+  // no device ever holds all of it.
+  const bool split_on_host = options.tensor_parallel > 1 && sliced != nullptr;
+  const torch::Device device = model::TorchDevice(options.device);
+  if (!split_on_host) built.policy->to(device);
   if (options.lora.rank() > 0 && options.shared_base != nullptr && !options.colocated) {
     absl::StatusOr<int64_t> attached = options.shared_base->Attach(built.policy);
     if (!attached.ok()) return attached.status();
@@ -61,20 +68,18 @@ absl::StatusOr<ActorModel> BuildActorModel(const v1::ModelConfig& config, int64_
     absl::StatusOr<std::unique_ptr<model::TensorParallelModel>> group =
         model::TensorParallelModel::Split(*built.policy, options.tensor_parallel, options.lora);
     if (!group.ok()) return group.status();
-    if (!options.rank_devices.empty()) {
-      if (absl::Status s = (*group)->PlaceRanks(model::TorchDevices(options.rank_devices));
-          !s.ok()) {
-        return s;
-      }
-    }
+    std::vector<torch::Device> ranks = model::TorchDevices(options.rank_devices);
+    if (ranks.empty()) ranks.assign(options.tensor_parallel, device);
+    if (absl::Status s = (*group)->PlaceRanks(ranks); !s.ok()) return s;
     built.parallel = *std::move(group);
   }
-  if (auto* sliced = dynamic_cast<weightsync::SliceReceiver*>(receiver); sliced != nullptr) {
+  if (sliced != nullptr) {
     absl::StatusOr<weightsync::NamedTensors> slices =
         BindSlices(*sliced, *built.policy, built.parallel.get());
     if (!slices.ok()) return slices.status();
     built.slices = *std::move(slices);
   }
+  if (split_on_host) built.policy->to(device);  // Its buffers; its weights are freed.
   return built;
 }
 

@@ -32,8 +32,9 @@ struct ActorModel {
 };
 
 // Builds the model of `config` on options.device, splits it into
-// options.tensor_parallel ranks, and binds `receiver` to its layout when it
-// is a resharding sync's end.
+// options.tensor_parallel ranks (each on its options.rank_devices entry),
+// and binds `receiver` to its layout when it is a resharding sync's end
+// (a group's whole model then split on the host, never on the device).
 [[nodiscard]] absl::StatusOr<ActorModel> BuildActorModel(const v1::ModelConfig& config,
                                                          int64_t vocab_size,
                                                          const LocalActorOptions& options,
