@@ -1,20 +1,17 @@
 #include "comm/store_client.h"
 
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <torch/csrc/distributed/c10d/exception.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "comm/dial.h"
 #include "comm/store_server.h"
 #include "comm/store_wire.h"
 
@@ -35,39 +32,14 @@ std::vector<uint8_t> AsBytes(const std::string& s) { return {s.begin(), s.end()}
 
 // A connected socket to the address, retrying refusals until `deadline`.
 absl::StatusOr<int> Dial(const StoreClient::Address& address, absl::Time deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(address.port);
-  if (int rc = getaddrinfo(address.host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+  absl::StatusOr<int> fd = DialTcp(address.host, address.port, deadline);
+  if (!fd.ok()) {
     return absl::UnavailableError(
-        absl::StrCat("comm: reaching ", Where(address), ": cannot resolve: ", gai_strerror(rc)));
+        absl::StrCat("comm: reaching ", Where(address), ": ", fd.status().message()));
   }
-  std::string error = "no address";
-  while (true) {
-    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-      if (fd < 0) continue;
-      // connect() gives up at SO_SNDTIMEO.
-      const absl::Duration left = std::max(deadline - absl::Now(), absl::Milliseconds(100));
-      const timeval tv = absl::ToTimeval(left);
-      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-      if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-        const int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        freeaddrinfo(found);
-        return fd;
-      }
-      error = std::strerror(errno);
-      close(fd);
-    }
-    if (absl::Now() + absl::Milliseconds(20) >= deadline) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  freeaddrinfo(found);
-  return absl::UnavailableError(absl::StrCat("comm: reaching ", Where(address), ": ", error));
+  const int one = 1;
+  setsockopt(*fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "comm/dial.h"
 #include "comm/store_client.h"
 #include "comm/store_server.h"
 
@@ -25,33 +26,13 @@ std::chrono::milliseconds ToMs(absl::Duration d) {
 }
 
 absl::Status WaitForListener(const std::string& host, int port, absl::Time deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
+  absl::StatusOr<int> fd = DialTcp(host, port, deadline);
+  if (!fd.ok()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("nothing listens at ", host, ":", port, ": ", fd.status().message()));
   }
-  std::string error = "no address";
-  while (true) {
-    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-      const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-      if (fd < 0) continue;
-      const bool ok = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
-      if (!ok) error = std::strerror(errno);
-      close(fd);
-      if (ok) {
-        freeaddrinfo(found);
-        return absl::OkStatus();
-      }
-    }
-    if (absl::Now() + absl::Milliseconds(20) >= deadline) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  freeaddrinfo(found);
-  return absl::DeadlineExceededError(
-      absl::StrCat("nothing listens at ", host, ":", port, " (", error, ")"));
+  close(*fd);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const std::string& host, int port,

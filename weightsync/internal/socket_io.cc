@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "comm/dial.h"
 
 namespace trellis::weightsync::internal {
 namespace {
@@ -91,30 +92,9 @@ absl::StatusOr<Socket> Accept(const Socket& listener) {
 }
 
 absl::StatusOr<Socket> Connect(const std::string& host, int port, absl::Time deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc)));
-  }
-  std::string error = "no address";
-  for (;;) {
-    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-      Socket s(socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-      if (s.valid() && connect(s.fd(), a->ai_addr, a->ai_addrlen) == 0) {
-        freeaddrinfo(found);
-        return s;
-      }
-      error = std::strerror(errno);
-    }
-    if (absl::Now() + absl::Milliseconds(20) >= deadline) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  freeaddrinfo(found);
-  return absl::UnavailableError(
-      absl::StrCat("cannot connect to ", host, ":", port, " (", error, ")"));
+  absl::StatusOr<int> fd = comm::DialTcp(host, port, deadline);
+  if (!fd.ok()) return fd.status();
+  return Socket(*fd);
 }
 
 absl::Status Tune(const Socket& socket) {
