@@ -145,7 +145,7 @@ absl::Status ServeOne(SenderState& st, int k, GlooGroup& pg) {
     std::vector<at::Tensor> scratch(kSendWindow);
     absl::StatusOr<std::vector<uint64_t>> checksums = StreamVersion(
         *version, kSliceBytes, send_deadline,
-        [&](size_t m, const WireSegment& g, const std::vector<iovec>& runs) -> absl::Status {
+        [&](size_t m, const WireSegment& g, std::vector<iovec>& runs) -> absl::Status {
           // At most kSendWindow messages in flight: a scratch buffer is
           // free again, and the bytes just read are still in cache when sent.
           if (m >= kSendWindow) {

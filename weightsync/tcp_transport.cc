@@ -92,13 +92,11 @@ absl::Status ServeOne(SenderState& st, const Socket& conn) {
     return absl::IsCancelled(version.status()) ? version.status() : absl::OkStatus();
   }
   // Each segment with one sendmsg, rows apart as they lie.
-  absl::StatusOr<std::vector<uint64_t>> checksums =
-      StreamVersion(*version, kSegmentBytes, deadline,
-                    [&](size_t, const WireSegment&, const std::vector<iovec>& runs) {
-                      std::vector<iovec> left = runs;
-                      return SendAll(conn, left.data(), static_cast<int>(left.size()), deadline,
-                                     "bucket", &st.stopping);
-                    });
+  absl::StatusOr<std::vector<uint64_t>> checksums = StreamVersion(
+      *version, kSegmentBytes, deadline, [&](size_t, const WireSegment&, std::vector<iovec>& runs) {
+        return SendAll(conn, runs.data(), static_cast<int>(runs.size()), deadline, "bucket",
+                       &st.stopping);
+      });
   if (!checksums.ok()) return checksums.status();
   // Every byte is in the kernel's buffers: the published tensors are free
   // once `version` goes.

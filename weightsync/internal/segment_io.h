@@ -68,11 +68,11 @@ class ReceivedSums {
 // published tensor's in place: one run, or a row each of a strided view's
 // rows), feeds them to their bucket's checksum when that bucket is not
 // packed whole (sent in place or while packed), and hands them to
-// send(m, g, runs), m counting the segments from 0. Returns every bucket's
-// checksum (the packer's for a bucket packed whole), or the first error
-// (the packing's, DeadlineExceeded, or send's).
+// send(m, g, runs), which may use up `runs`, m counting the segments from
+// 0. Returns every bucket's checksum (the packer's for a bucket packed
+// whole), or the first error (the packing's, DeadlineExceeded, or send's).
 using SendSegment =
-    std::function<absl::Status(size_t m, const WireSegment& g, const std::vector<iovec>& runs)>;
+    std::function<absl::Status(size_t m, const WireSegment& g, std::vector<iovec>& runs)>;
 [[nodiscard]] absl::StatusOr<std::vector<uint64_t>> StreamVersion(const StreamedVersion& version,
                                                                   int64_t segment_bytes,
                                                                   absl::Time deadline,
